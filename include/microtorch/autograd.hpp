@@ -1,0 +1,120 @@
+// microtorch/autograd.hpp — the reverse-mode tape: nodes, the engine, grad mode, gradcheck.
+//
+// Every differentiable op computes its result, then calls record(): the output gets a
+// Node holding the op's name, attributes, its input edges and the backward closure that
+// belongs to the op. Tensor::backward() walks those nodes in reverse topological order
+// (iteratively, so a 10,000-op chain is fine), sums the gradient flowing into each
+// input, and un-broadcasts it to the input's shape with sum_to(). The same records are
+// what a tracing pass reads: the graph is the IR.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "microtorch/tensor.hpp"
+
+namespace microtorch {
+
+/// Is the tape recording? On by default; off inside a NoGradGuard.
+bool is_grad_enabled();
+void set_grad_enabled(bool enabled);
+
+/// RAII: no graph is recorded while it lives (inference, optimizer updates).
+class NoGradGuard {
+ public:
+  NoGradGuard() : previous_(is_grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(previous_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+namespace autograd {
+
+/// An attribute of a recorded op (a dim, a scale, a shape, ...).
+using Attr = std::variant<std::int64_t, double, bool, std::string, Shape>;
+using Attrs = std::vector<std::pair<std::string, Attr>>;
+/// needs[i] is true when input i wants a gradient; backward may skip the others.
+using NeedsGrad = std::vector<bool>;
+/// Maps the gradient of the output to one gradient per input (undefined = none). A
+/// returned gradient may have the broadcast shape: the engine reduces it with sum_to().
+using BackwardFn = std::function<TensorList(const Tensor& grad_output, const NeedsGrad& needs)>;
+
+/// Where the gradient of one input goes: the node that produced it, or the leaf itself.
+struct Edge {
+  std::shared_ptr<Node> node;
+  std::shared_ptr<TensorImpl> leaf;
+  Shape shape;
+  Dtype dtype = Dtype::Float32;
+  bool requires_grad = false;
+};
+
+/// One recorded op.
+class Node {
+ public:
+  std::string op;           // "matmul", "softmax", ...
+  Attrs attrs;              // {"dim", -1}, ...
+  std::vector<Edge> inputs;
+  BackwardFn backward;      // empty once the graph has been freed
+  Shape shape;              // of the output
+  Dtype dtype = Dtype::Float32;
+  std::weak_ptr<TensorImpl> output;  // for retain_grad(); weak, so no cycle
+
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  /// Frees the chain of producers iteratively: dropping a 100,000-op graph cannot
+  /// overflow the stack through nested shared_ptr destructors.
+  ~Node();
+
+  /// PyTorch-style display name: "matmul" -> "MatmulBackward".
+  std::string name() const;
+  /// The attribute `key`, or nullptr.
+  const Attr* attr(std::string_view key) const;
+};
+
+/// Records `op` on `out` when grad mode is on and an input requires grad; returns `out`.
+/// `backward` is called as backward(grad_output, needs) or backward(grad_output).
+Tensor record_node(Tensor out, std::string_view op, const TensorList& inputs, BackwardFn backward,
+                   Attrs attrs);
+
+template <class F>
+Tensor record(Tensor out, std::string_view op, const TensorList& inputs, F&& backward, Attrs attrs = {}) {
+  if constexpr (std::is_invocable_v<F, const Tensor&, const NeedsGrad&>) {
+    return record_node(std::move(out), op, inputs, BackwardFn(std::forward<F>(backward)), std::move(attrs));
+  } else {
+    return record_node(std::move(out), op, inputs,
+                       BackwardFn([f = std::forward<F>(backward)](const Tensor& g, const NeedsGrad&) { return f(g); }),
+                       std::move(attrs));
+  }
+}
+
+/// True when an op on these inputs would be recorded.
+bool needs_recording(const TensorList& inputs);
+
+/// Sums a broadcast gradient back to `shape` (the one un-broadcasting helper):
+/// leading extra dims are summed away, dims that were 1 are summed with keepdim.
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+/// Runs backward from `root` (see Tensor::backward).
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
+
+}  // namespace autograd
+
+/// Compares the analytic Jacobian of fn (from backward) with central finite differences,
+/// (f(x + eps) - f(x - eps)) / 2 eps, for every input that requires grad. Inputs must be
+/// float64. Returns true, or throws AutogradError listing the elements that differ by more
+/// than atol + rtol * |numerical|.
+bool gradcheck(const std::function<Tensor(const TensorList&)>& fn, const TensorList& inputs, double eps = 1e-6,
+               double atol = 1e-5, double rtol = 1e-3);
+
+}  // namespace microtorch

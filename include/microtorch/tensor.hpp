@@ -1,0 +1,263 @@
+// microtorch/tensor.hpp — the Tensor: a shared handle to an n-d array with autograd.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xarray.hpp>
+
+#include "microtorch/dtype.hpp"
+#include "microtorch/error.hpp"
+#include "microtorch/shape.hpp"
+
+namespace microtorch {
+
+namespace autograd {
+class Node;
+}
+
+/// The contiguous buffer of one dtype, as xtensor's containers store it (SIMD-aligned).
+template <class T>
+using Buffer = typename xt::xarray<T>::storage_type;
+
+/// Memory shared by a tensor and the tensors that alias it (view, reshape, detach).
+struct Storage {
+  std::variant<Buffer<float>, Buffer<double>, Buffer<std::int64_t>, Buffer<bool>> buffer;
+};
+
+/// What a Tensor handle points to. Users never touch it directly.
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  std::vector<std::size_t> xshape;  // the same sizes, in xtensor's type
+  Dtype dtype = Dtype::Float32;
+  bool requires_grad = false;
+  bool retains_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<autograd::Node> grad_fn;
+};
+
+/// Creation options in the libtorch style: `zeros({2, 3}, Options(kFloat64).requires_grad(true))`.
+/// A bare Dtype converts to Options, so `zeros({2, 3}, kFloat64)` works too.
+class Options {
+ public:
+  Options(Dtype d = Dtype::Float32) : dtype_(d) {}  // NOLINT: implicit on purpose
+  Options dtype(Dtype d) const { Options o = *this; o.dtype_ = d; return o; }
+  Options requires_grad(bool r) const { Options o = *this; o.requires_grad_ = r; return o; }
+  Dtype dtype() const { return dtype_; }
+  bool requires_grad() const { return requires_grad_; }
+
+ private:
+  Dtype dtype_;
+  bool requires_grad_ = false;
+};
+
+/// An n-dimensional array of float32, float64, int64 or bool with reverse-mode autograd.
+///
+/// Copying a Tensor copies the handle: both names alias the same data (as in PyTorch);
+/// `clone()` copies the data. A default-constructed Tensor is *undefined* (`defined()`
+/// is false), like an unset `.grad`.
+///
+/// \code
+///   using namespace microtorch;
+///   Tensor w = randn({3, 2}, Options().requires_grad(true));
+///   Tensor x = tensor({{1.0, 2.0, 3.0}});
+///   Tensor loss = relu(x.matmul(w)).sum();
+///   loss.backward();                 // w.grad() now holds dloss/dw, shape [3, 2]
+///   fmt::print("{}\n", w.grad());
+/// \endcode
+class Tensor {
+ public:
+  Tensor() = default;
+  /// Takes over the buffer of an xtensor array (no copy).
+  template <class T>
+  explicit Tensor(xt::xarray<T> a);
+  /// Evaluates any xtensor expression into a new tensor of its value type.
+  template <class E>
+  static Tensor from_array(E&& e);
+  /// A tensor of the given shape and dtype over a fresh, uninitialised buffer.
+  static Tensor empty(const Shape& shape, Dtype dtype);
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- metadata --------------------------------------------------------------------
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  const Shape& sizes() const { return shape(); }
+  std::int64_t size(std::int64_t dim) const;
+  std::int64_t dim() const { return static_cast<std::int64_t>(shape().size()); }
+  std::int64_t numel() const { return numel_of(shape()); }
+  Dtype dtype() const { return impl().dtype; }
+  bool is_floating_point() const { return is_floating(dtype()); }
+  /// True when both handles point to the same tensor.
+  bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+  /// True when both tensors share memory (one is a view, reshape or detach of the other).
+  bool shares_storage(const Tensor& o) const;
+  TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+  // ---- data access -----------------------------------------------------------------
+  /// Raw pointer to the contiguous row-major data; T must match dtype().
+  template <class T>
+  T* data() const;
+  /// An xtensor adaptor over the data (no copy): usable in xtensor expressions and
+  /// assignable. T must match dtype().
+  template <class T>
+  auto array() const {
+    return xt::adapt(data<T>(), static_cast<std::size_t>(numel()), xt::no_ownership(), impl().xshape);
+  }
+  /// A copy of the data as an xtensor array; converts to T when dtype() differs.
+  template <class T>
+  xt::xarray<T> to_xarray() const;
+  /// The value of a one-element tensor, converted to T.
+  template <class T = double>
+  T item() const;
+  /// One element by index (negative indices count from the end), converted to T.
+  template <class T = double>
+  T at(const std::vector<std::int64_t>& index) const;
+
+  // ---- autograd --------------------------------------------------------------------
+  bool requires_grad() const { return defined() && impl().requires_grad; }
+  /// Marks a leaf as a parameter to differentiate; only floating dtypes can require grad.
+  Tensor& requires_grad_(bool on = true);
+  /// The accumulated gradient (undefined until a backward reaches this tensor).
+  Tensor grad() const;
+  void set_grad(const Tensor& g) const;
+  /// Forgets the gradient (PyTorch's `zero_grad(set_to_none=True)`).
+  void zero_grad() const;
+  /// Also keep .grad on a non-leaf tensor during backward.
+  void retain_grad() const;
+  bool is_leaf() const { return impl().grad_fn == nullptr; }
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return impl().grad_fn; }
+  /// Backpropagates from this tensor. `gradient` may be omitted for one-element tensors.
+  /// The graph is freed afterwards unless retain_graph is true.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  /// The same data, cut from the graph (shares memory; requires_grad is false).
+  Tensor detach() const;
+
+  // ---- copies and in-place updates (refused on tensors the graph depends on) ----------
+  Tensor clone() const;
+  Tensor to(Dtype d) const;
+  Tensor contiguous() const { return *this; }  // storage is always contiguous
+  Tensor& fill_(double value);
+  Tensor& zero_() { return fill_(0.0); }
+  Tensor& copy_(const Tensor& src);
+  /// this += alpha * other (other broadcasts to this shape).
+  Tensor& add_(const Tensor& other, double alpha = 1.0);
+  Tensor& mul_(double factor);
+  Tensor& uniform_(double low = 0.0, double high = 1.0);
+  Tensor& normal_(double mean = 0.0, double std = 1.0);
+
+  // ---- method spellings of the free functions in ops.hpp -----------------------------
+  Tensor reshape(const Shape& shape) const;
+  Tensor view(const Shape& shape) const;
+  Tensor flatten(std::int64_t start_dim = 0, std::int64_t end_dim = -1) const;
+  Tensor transpose(std::int64_t dim0, std::int64_t dim1) const;
+  Tensor t() const;
+  Tensor permute(const std::vector<std::int64_t>& dims) const;
+  Tensor unsqueeze(std::int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor squeeze(std::int64_t dim) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
+  Tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const;
+  Tensor select(std::int64_t dim, std::int64_t index) const;
+  Tensor index_select(std::int64_t dim, const Tensor& index) const;
+  std::vector<Tensor> split(std::int64_t split_size, std::int64_t dim = 0) const;
+  std::vector<Tensor> chunk(std::int64_t chunks, std::int64_t dim = 0) const;
+
+  Tensor matmul(const Tensor& other) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor pow(double exponent) const;
+  Tensor abs() const;
+  Tensor neg() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor clamp(double min, double max) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+
+  Tensor sum() const;
+  Tensor sum(const std::vector<std::int64_t>& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const std::vector<std::int64_t>& dims, bool keepdim = false) const;
+  Tensor max() const;
+  std::tuple<Tensor, Tensor> max(std::int64_t dim, bool keepdim = false) const;
+  Tensor min() const;
+  std::tuple<Tensor, Tensor> min(std::int64_t dim, bool keepdim = false) const;
+  Tensor argmax() const;
+  Tensor argmax(std::int64_t dim, bool keepdim = false) const;
+  Tensor var(const std::vector<std::int64_t>& dims = {}, bool unbiased = true, bool keepdim = false) const;
+  Tensor logsumexp(const std::vector<std::int64_t>& dims, bool keepdim = false) const;
+  Tensor softmax(std::int64_t dim) const;
+  Tensor log_softmax(std::int64_t dim) const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+using TensorList = std::vector<Tensor>;
+
+// ---- implementation of the templates -----------------------------------------------
+
+namespace detail {
+std::shared_ptr<TensorImpl> make_impl(std::shared_ptr<Storage> storage, Shape shape, Dtype dtype);
+[[noreturn]] void throw_dtype_access(Dtype have, Dtype want, const char* what);
+std::size_t flat_index(const Shape& shape, const std::vector<std::int64_t>& index);
+}  // namespace detail
+
+template <class T>
+Tensor::Tensor(xt::xarray<T> a) {
+  Shape shape(a.shape().begin(), a.shape().end());
+  auto storage = std::make_shared<Storage>(Storage{std::move(a.storage())});
+  impl_ = detail::make_impl(std::move(storage), std::move(shape), dtype_of_v<T>);
+}
+
+template <class E>
+Tensor Tensor::from_array(E&& e) {
+  using T = typename std::decay_t<E>::value_type;
+  return Tensor(xt::xarray<T>(std::forward<E>(e)));
+}
+
+template <class T>
+T* Tensor::data() const {
+  if (impl().dtype != dtype_of_v<T>) detail::throw_dtype_access(impl().dtype, dtype_of_v<T>, "data");
+  return std::get<Buffer<T>>(impl().storage->buffer).data();
+}
+
+template <class T>
+xt::xarray<T> Tensor::to_xarray() const {
+  return visit_dtype(dtype(), [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    return xt::xarray<T>(xt::cast<T>(array<S>()));
+  });
+}
+
+template <class T>
+T Tensor::item() const {
+  if (numel() != 1) {
+    throw ValueError("item: only one-element tensors can be converted to a number, got shape " +
+                     shape_str(shape()) + "; select an element with at({...}) or reduce with sum()/mean()");
+  }
+  return at<T>(std::vector<std::int64_t>(shape().size(), 0));
+}
+
+template <class T>
+T Tensor::at(const std::vector<std::int64_t>& index) const {
+  const std::size_t i = detail::flat_index(shape(), index);
+  return visit_dtype(dtype(), [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    return static_cast<T>(data<S>()[i]);
+  });
+}
+
+}  // namespace microtorch

@@ -1,0 +1,159 @@
+// Comparisons and logic (results are bool, never differentiable), where and masked_fill.
+#include <cmath>
+
+#include <xtensor/xmath.hpp>
+#include <xtensor/xoperation.hpp>
+
+#include "elementwise.hpp"
+
+namespace microtorch {
+
+using detail::binary_map;
+
+namespace {
+
+Tensor require_bool(const Tensor& t, const char* op) {
+  if (t.dtype() != Dtype::Bool) {
+    throw DtypeError(fmt::format("{}: expects a bool tensor, got {} of shape {}; build masks with comparisons "
+                                 "(x > 0) or convert with .to(kBool)",
+                                 op, dtype_name(t.dtype()), shape_str(t.shape())));
+  }
+  return t;
+}
+
+// Comparisons run in the promoted dtype; bools compare as int64 (false < true).
+Dtype compare_dtype(const Tensor& a, const Tensor& b) {
+  const Dtype d = promote_types(a.dtype(), b.dtype());
+  return d == Dtype::Bool ? Dtype::Int64 : d;
+}
+
+/// f over the two operands as bool arrays (broadcasting), any dtype read as "non-zero".
+template <class F>
+Tensor logical_map(const Tensor& a, const Tensor& b, const char* op, F f) {
+  broadcast_shapes(a.shape(), b.shape(), op);
+  const Tensor ca = a.dtype() == Dtype::Bool ? a : a.detach().to(Dtype::Bool);
+  const Tensor cb = b.dtype() == Dtype::Bool ? b : b.detach().to(Dtype::Bool);
+  return Tensor(xt::xarray<bool>(f(ca.array<bool>(), cb.array<bool>())));
+}
+
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return binary_map(a, b, compare_dtype(a, b), "eq", [](auto&& A, auto&& B) { return xt::equal(A, B); });
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return binary_map(a, b, compare_dtype(a, b), "ne",
+                    [](auto&& A, auto&& B) { return xt::not_equal(A, B); });
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return binary_map(a, b, compare_dtype(a, b), "lt", [](auto&& A, auto&& B) { return A < B; });
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return binary_map(a, b, compare_dtype(a, b), "le", [](auto&& A, auto&& B) { return A <= B; });
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return binary_map(a, b, compare_dtype(a, b), "gt", [](auto&& A, auto&& B) { return A > B; });
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return binary_map(a, b, compare_dtype(a, b), "ge", [](auto&& A, auto&& B) { return A >= B; });
+}
+
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator==(const Tensor& a, double b) { return eq(a, detail::scalar_like(a, b)); }
+Tensor operator!=(const Tensor& a, double b) { return ne(a, detail::scalar_like(a, b)); }
+Tensor operator<(const Tensor& a, double b) { return lt(a, detail::scalar_like(a, b)); }
+Tensor operator<=(const Tensor& a, double b) { return le(a, detail::scalar_like(a, b)); }
+Tensor operator>(const Tensor& a, double b) { return gt(a, detail::scalar_like(a, b)); }
+Tensor operator>=(const Tensor& a, double b) { return ge(a, detail::scalar_like(a, b)); }
+
+// Logical ops treat any non-zero value as true, as torch.logical_* do.
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return logical_map(a, b, "logical_and", [](auto&& A, auto&& B) { return A && B; });
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return logical_map(a, b, "logical_or", [](auto&& A, auto&& B) { return A || B; });
+}
+Tensor logical_xor(const Tensor& a, const Tensor& b) {
+  return logical_map(a, b, "logical_xor", [](auto&& A, auto&& B) { return xt::not_equal(A, B); });
+}
+Tensor logical_not(const Tensor& a) {
+  const Tensor b = a.dtype() == Dtype::Bool ? a : a.detach().to(Dtype::Bool);
+  return Tensor(xt::xarray<bool>(!b.array<bool>()));
+}
+// The operators are bitwise in PyTorch; on bool tensors that is logic, which is all they accept here.
+Tensor operator&(const Tensor& a, const Tensor& b) { return logical_and(require_bool(a, "&"), require_bool(b, "&")); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return logical_or(require_bool(a, "|"), require_bool(b, "|")); }
+Tensor operator^(const Tensor& a, const Tensor& b) { return logical_xor(require_bool(a, "^"), require_bool(b, "^")); }
+Tensor operator~(const Tensor& a) { return logical_not(require_bool(a, "~")); }
+
+// y = cond ? a : b ;  da = cond ? dy : 0, db = cond ? 0 : dy
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  require_bool(cond, "where");
+  broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  const Dtype d = promote_types(a.dtype(), b.dtype());
+  if (d == Dtype::Bool) return (cond & a) | (~cond & b);
+  const Tensor ca = a.dtype() == d ? a : a.detach().to(d);
+  const Tensor cb = b.dtype() == d ? b : b.detach().to(d);
+  Tensor y = detail::visit_numeric(d, "where", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Tensor(xt::xarray<T>(xt::where(cond.array<bool>(), ca.array<T>(), cb.array<T>())));
+  });
+  return autograd::record(y, "where", {a, b}, [cond = cond.detach()](const Tensor& g, const autograd::NeedsGrad& n) {
+    const Tensor zero = zeros({}, g.dtype());
+    return TensorList{n[0] ? where(cond, g, zero) : Tensor(), n[1] ? where(cond, zero, g) : Tensor()};
+  });
+}
+
+// y = mask ? value : x ;  dx = mask ? 0 : dy
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  require_bool(mask, "masked_fill");
+  if (broadcast_shapes(x.shape(), mask.shape(), "masked_fill") != x.shape()) {
+    throw ShapeError(fmt::format("masked_fill: mask of shape {} must broadcast to the input's shape {}",
+                                 shape_str(mask.shape()), shape_str(x.shape())));
+  }
+  if (x.dtype() == Dtype::Bool) return value != 0.0 ? (x | mask) : (x & ~mask);
+  Tensor y = detail::visit_numeric(x.dtype(), "masked_fill", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Tensor(xt::xarray<T>(xt::where(mask.array<bool>(), static_cast<T>(value), x.array<T>())));
+  });
+  return autograd::record(
+      y, "masked_fill", {x},
+      [mask = mask.detach()](const Tensor& g) { return TensorList{where(mask, zeros({}, g.dtype()), g)}; },
+      {{"value", value}});
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  return visit_dtype(a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return std::equal(a.data<T>(), a.data<T>() + a.numel(), b.data<T>());
+  });
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  const Tensor ad = a.detach().to(Dtype::Float64);
+  const Tensor bd = b.detach().to(Dtype::Float64);
+  broadcast_shapes(a.shape(), b.shape(), "allclose");
+  return xt::all(xt::abs(ad.array<double>() - bd.array<double>()) <= atol + rtol * xt::abs(bd.array<double>()));
+}
+
+bool has_nonfinite(const Tensor& x) {
+  if (!x.is_floating_point()) return false;
+  return visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<T>) {
+      const T* p = x.data<T>();
+      for (std::int64_t i = 0, n = x.numel(); i < n; ++i) {
+        if (!std::isfinite(p[i])) return true;
+      }
+    }
+    return false;
+  });
+}
+
+}  // namespace microtorch

@@ -1,0 +1,91 @@
+// Creation ops: tensors from values, constants, ranges and identities.
+#include <cmath>
+
+#include <xtensor/xbuilder.hpp>
+
+#include "common.hpp"
+
+namespace microtorch {
+
+namespace {
+
+Tensor finish(Tensor t, const Options& options) {
+  if (t.dtype() != options.dtype()) t = t.to(options.dtype());
+  if (options.requires_grad()) t.requires_grad_(true);
+  return t;
+}
+
+template <std::size_t N>
+Tensor from_nested(xt::nested_initializer_list_t<double, N> values, const Options& options) {
+  xt::xarray<double> a = values;
+  return finish(Tensor(std::move(a)), options);
+}
+
+}  // namespace
+
+Tensor tensor(double value, Options options) { return scalar_tensor(value, options); }
+Tensor tensor(xt::nested_initializer_list_t<double, 1> v, Options o) { return from_nested<1>(v, o); }
+Tensor tensor(xt::nested_initializer_list_t<double, 2> v, Options o) { return from_nested<2>(v, o); }
+Tensor tensor(xt::nested_initializer_list_t<double, 3> v, Options o) { return from_nested<3>(v, o); }
+Tensor tensor(xt::nested_initializer_list_t<double, 4> v, Options o) { return from_nested<4>(v, o); }
+
+Tensor scalar_tensor(double value, Options options) { return full({}, value, options); }
+
+Tensor empty(const Shape& shape, Options options) {
+  return finish(Tensor::empty(shape, options.dtype()), options);
+}
+
+Tensor full(const Shape& shape, double value, Options options) {
+  Tensor t = Tensor::empty(shape, options.dtype());
+  t.fill_(value);
+  return finish(t, options);
+}
+
+Tensor zeros(const Shape& shape, Options options) { return full(shape, 0.0, options); }
+Tensor ones(const Shape& shape, Options options) { return full(shape, 1.0, options); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype()); }
+
+Tensor arange(double end) { return arange(0.0, end, 1.0); }
+
+Tensor arange(double start, double end, double step) {
+  auto integral = [](double v) { return std::nearbyint(v) == v; };
+  const Dtype d = integral(start) && integral(end) && integral(step) ? Dtype::Int64 : Dtype::Float32;
+  return arange(start, end, step, d);
+}
+
+Tensor arange(double start, double end, double step, Options options) {
+  if (step == 0.0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step)) {
+    throw ValueError(fmt::format("arange: start={}, end={}, step={}: the step must be non-zero and all finite", start,
+                                 end, step));
+  }
+  if ((end - start) * step < 0) {
+    throw ValueError(fmt::format("arange: start={} end={} step={}: the step points away from end", start, end, step));
+  }
+  const auto n = static_cast<std::int64_t>(std::ceil((end - start) / step));
+  xt::xarray<double> a = start + step * xt::arange<double>(0.0, static_cast<double>(n));
+  return finish(Tensor(std::move(a)), options);
+}
+
+Tensor linspace(double start, double end, std::int64_t steps, Options options) {
+  if (steps < 0) throw ValueError(fmt::format("linspace: steps must be >= 0, got {}", steps));
+  xt::xarray<double> a = xt::linspace<double>(start, end, static_cast<std::size_t>(steps));
+  return finish(Tensor(std::move(a)), options);
+}
+
+Tensor eye(std::int64_t n, Options options) { return eye(n, n, options); }
+
+Tensor eye(std::int64_t n, std::int64_t m, Options options) {
+  if (n < 0 || m < 0) throw ValueError(fmt::format("eye: sizes must be >= 0, got {} x {}", n, m));
+  Tensor t = zeros({n, m}, options.dtype());
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = t.data<T>();
+    for (std::int64_t i = 0; i < std::min(n, m); ++i) p[i * m + i] = static_cast<T>(1);
+  });
+  return finish(t, options);
+}
+
+}  // namespace microtorch

@@ -1,0 +1,114 @@
+// Binary arithmetic with broadcasting: add, sub, mul, div, pow, maximum, minimum.
+// Each backward returns gradients of the broadcast shape; the engine sums them back
+// to each input's shape (autograd::sum_to).
+#include "elementwise.hpp"
+
+#include <xtensor/xmath.hpp>
+
+namespace microtorch {
+
+using autograd::NeedsGrad;
+using autograd::record;
+
+namespace detail {
+
+Dtype arithmetic_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.dtype() == Dtype::Bool && b.dtype() == Dtype::Bool) {
+    throw DtypeError(fmt::format("{}: both operands are bool, which has no arithmetic; use logical_and/logical_or, "
+                                 "or convert with .to(kFloat32)",
+                                 op));
+  }
+  return promote_types(a.dtype(), b.dtype());
+}
+
+}  // namespace detail
+
+using detail::arithmetic_dtype;
+using detail::binary_map;
+
+// y = a + b ;  da = dy, db = dy
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor y = binary_map(a, b, arithmetic_dtype(a, b, "add"), "add", [](auto&& A, auto&& B) { return A + B; });
+  return record(y, "add", {a, b}, [](const Tensor& g) { return TensorList{g, g}; });
+}
+
+// y = a - b ;  da = dy, db = -dy
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor y = binary_map(a, b, arithmetic_dtype(a, b, "sub"), "sub", [](auto&& A, auto&& B) { return A - B; });
+  return record(y, "sub", {a, b}, [](const Tensor& g, const NeedsGrad& needs) {
+    return TensorList{g, needs[1] ? neg(g) : Tensor()};
+  });
+}
+
+// y = a * b ;  da = dy * b, db = dy * a
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor y = binary_map(a, b, arithmetic_dtype(a, b, "mul"), "mul", [](auto&& A, auto&& B) { return A * B; });
+  return record(y, "mul", {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g, const NeedsGrad& needs) {
+    return TensorList{needs[0] ? mul(g, b) : Tensor(), needs[1] ? mul(g, a) : Tensor()};
+  });
+}
+
+// y = a / b (true division: integers give float32) ;  da = dy / b, db = -dy * y / b
+Tensor div(const Tensor& a, const Tensor& b) {
+  Dtype d = arithmetic_dtype(a, b, "div");
+  if (!is_floating(d)) d = Dtype::Float32;
+  Tensor y = binary_map(a, b, d, "div", [](auto&& A, auto&& B) { return A / B; });
+  return record(y, "div", {a, b},
+                [b = b.detach(), y = y.detach()](const Tensor& g, const NeedsGrad& needs) {
+                  return TensorList{needs[0] ? div(g, b) : Tensor(), needs[1] ? neg(div(mul(g, y), b)) : Tensor()};
+                });
+}
+
+// y = a ^ b ;  da = dy * b * a^(b-1), db = dy * y * log(a)
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Dtype d = arithmetic_dtype(a, b, "pow");
+  if (!is_floating(d)) d = Dtype::Float32;
+  Tensor y = binary_map(a, b, d, "pow", [](auto&& A, auto&& B) { return xt::pow(A, B); });
+  return record(y, "pow", {a, b},
+                [a = a.detach(), b = b.detach(), y = y.detach()](const Tensor& g, const NeedsGrad& needs) -> TensorList {
+                  return TensorList{needs[0] ? mul(g, mul(b, pow(a, sub(b, detail::scalar_like(b, 1.0))))) : Tensor(),
+                                    needs[1] ? mul(g, mul(y, log(a))) : Tensor()};
+                });
+}
+
+namespace {
+
+// Shared by maximum and minimum: the gradient goes to the selected operand and is split
+// evenly on ties, as in PyTorch.  da = dy * ([a wins] + [tie] / 2), db = dy * ([b wins] + [tie] / 2)
+Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
+  const char* op = is_max ? "maximum" : "minimum";
+  Dtype d = promote_types(a.dtype(), b.dtype());
+  if (d == Dtype::Bool) return is_max ? logical_or(a, b) : logical_and(a, b);
+  Tensor y = binary_map(a, b, d, op, [is_max](auto&& A, auto&& B) {
+    using T = typename std::decay_t<decltype(A)>::value_type;
+    return is_max ? xt::xarray<T>(xt::maximum(A, B)) : xt::xarray<T>(xt::minimum(A, B));
+  });
+  return record(y, op, {a, b}, [a = a.detach(), b = b.detach(), is_max](const Tensor& g) {
+    Tensor a_wins = (is_max ? gt(a, b) : lt(a, b)).to(g.dtype());
+    Tensor tie = eq(a, b).to(g.dtype());
+    Tensor half_tie = mul(tie, detail::scalar_like(g, 0.5));
+    Tensor b_wins = sub(sub(ones_like(a_wins), a_wins), tie);
+    return TensorList{mul(g, add(a_wins, half_tie)), mul(g, add(b_wins, half_tie))};
+  });
+}
+
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(a, b, true); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(a, b, false); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, detail::scalar_like(a, b)); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, detail::scalar_like(a, b)); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, detail::scalar_like(a, b)); }
+Tensor operator/(const Tensor& a, double b) { return div(a, detail::scalar_like(a, b)); }
+Tensor operator+(double a, const Tensor& b) { return add(detail::scalar_like(b, a), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(detail::scalar_like(b, a), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(detail::scalar_like(b, a), b); }
+Tensor operator/(double a, const Tensor& b) { return div(detail::scalar_like(b, a), b); }
+Tensor operator-(const Tensor& x) { return neg(x); }
+
+}  // namespace microtorch

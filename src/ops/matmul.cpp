@@ -1,0 +1,139 @@
+// matmul with PyTorch semantics, computed by BLAS (cblas_sgemm / cblas_dgemm).
+//
+// The kernel multiplies batches of row-major matrices whose leading (batch) dims
+// broadcast, with optional transposes passed to BLAS as flags instead of copies. The
+// backward of C = A B reuses it: dA = dC B^T, dB = A^T dC (transposed operands are
+// never materialised); the engine sums broadcast batch dims back to each input.
+#include <cblas.h>
+
+#include "common.hpp"
+
+namespace microtorch {
+
+namespace {
+
+void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b, float* c) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(ta ? m : k), b,
+              static_cast<int>(tb ? k : n), 0.0f, c, static_cast<int>(n));
+}
+
+void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const double* a, const double* b, double* c) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0, a, static_cast<int>(ta ? m : k), b,
+              static_cast<int>(tb ? k : n), 0.0, c, static_cast<int>(n));
+}
+
+/// Element offsets of each broadcast batch into a tensor whose batch dims are `dims`.
+std::vector<std::int64_t> batch_offsets(const Shape& dims, const Shape& batch, std::int64_t matrix_size) {
+  const std::size_t lead = batch.size() - dims.size();
+  Shape strides(batch.size(), 0);
+  std::int64_t acc = matrix_size;
+  for (std::size_t i = dims.size(); i-- > 0;) {
+    strides[i + lead] = dims[i] == 1 ? 0 : acc;
+    acc *= dims[i];
+  }
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(numel_of(batch)));
+  Shape idx(batch.size(), 0);
+  for (auto& off : offsets) {
+    std::int64_t o = 0;
+    for (std::size_t d = 0; d < batch.size(); ++d) o += idx[d] * strides[d];
+    off = o;
+    for (std::size_t d = batch.size(); d-- > 0;) {  // odometer increment
+      if (++idx[d] < batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return offsets;
+}
+
+/// op(a) @ op(b) for tensors with >= 2 dims, op = transpose of the last two dims when the
+/// flag is set. Leading dims broadcast. Records nothing.
+Tensor batched_gemm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  const Shape& as = a.shape();
+  const Shape& bs = b.shape();
+  const std::int64_t ar = as[as.size() - 2], ac = as[as.size() - 1];
+  const std::int64_t br = bs[bs.size() - 2], bc = bs[bs.size() - 1];
+  const std::int64_t m = ta ? ac : ar, k = ta ? ar : ac;
+  const std::int64_t kb = tb ? bc : br, n = tb ? br : bc;
+  if (k != kb) {
+    throw ShapeError(fmt::format("matmul: inner dimensions differ: {} @ {} ({} vs {}); did you forget "
+                                 "transpose(-2, -1)?",
+                                 shape_str(as), shape_str(bs), k, kb));
+  }
+  const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  const Shape batch = broadcast_shapes(a_batch, b_batch, "matmul (batch dims)");
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor c = zeros(out_shape, a.dtype());
+  if (m == 0 || n == 0 || k == 0) return c;
+  detail::visit_floating(a.dtype(), "matmul", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* pc = c.data<T>();
+    if (numel_of(b_batch) == 1 && !ta && numel_of(a_batch) == numel_of(batch)) {
+      // One matrix on the right, a plain batch on the left: fold the batch into the rows.
+      gemm(false, tb, numel_of(batch) * m, n, k, pa, pb, pc);
+      return 0;
+    }
+    const auto offa = batch_offsets(a_batch, batch, ar * ac);
+    const auto offb = batch_offsets(b_batch, batch, br * bc);
+    for (std::size_t i = 0; i < offa.size(); ++i) {
+      gemm(ta, tb, m, n, k, pa + offa[i], pb + offb[i], pc + static_cast<std::int64_t>(i) * m * n);
+    }
+    return 0;
+  });
+  return c;
+}
+
+// dB = A^T dC. When B is one matrix shared by a batch of A (x @ W), the batch folds into
+// the contraction: one GEMM of [K, batch*M] @ [batch*M, N] instead of a sum of products.
+Tensor matmul_grad_b(const Tensor& a, const Tensor& g, const Tensor& b) {
+  if (b.dim() == 2 && a.dim() > 2 && numel_of(Shape(g.shape().begin(), g.shape().end() - 2)) ==
+                                         numel_of(Shape(a.shape().begin(), a.shape().end() - 2))) {
+    return batched_gemm(reshape(a, {-1, a.size(-1)}), reshape(g, {-1, g.size(-1)}), true, false);
+  }
+  return batched_gemm(a, g, true, false);
+}
+
+// C = A B ;  dA = dC B^T, dB = A^T dC   (for >= 2-D operands)
+Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+  Tensor c = batched_gemm(a, b, false, false);
+  return autograd::record(c, "matmul", {a, b},
+                          [a = a.detach(), b = b.detach()](const Tensor& g, const autograd::NeedsGrad& needs) {
+                            return TensorList{needs[0] ? batched_gemm(g, b, false, true) : Tensor(),
+                                              needs[1] ? matmul_grad_b(a, g, b) : Tensor()};
+                          });
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  if (a_in.dim() == 0 || b_in.dim() == 0) {
+    throw ShapeError(fmt::format("matmul: both operands need at least 1 dim, got {} @ {}; use mul() for scalars",
+                                 shape_str(a_in.shape()), shape_str(b_in.shape())));
+  }
+  if (!a_in.is_floating_point() || !b_in.is_floating_point()) {
+    throw DtypeError(fmt::format("matmul: expects floating tensors, got {} @ {}; convert with .to(kFloat32)",
+                                 dtype_name(a_in.dtype()), dtype_name(b_in.dtype())));
+  }
+  const Dtype d = promote_types(a_in.dtype(), b_in.dtype());
+  const Tensor a = a_in.to(d), b = b_in.to(d);
+  // 1-D operands become matrices ([K] -> [1, K] on the left, [K, 1] on the right) and the
+  // added dim is removed from the result, as in PyTorch.
+  const bool a_vec = a.dim() == 1, b_vec = b.dim() == 1;
+  if (a_vec && b_vec && a.size(0) != b.size(0)) {
+    throw ShapeError(fmt::format("matmul: dot product of vectors of different lengths: {} @ {}",
+                                 shape_str(a.shape()), shape_str(b.shape())));
+  }
+  Tensor c = matmul_nd(a_vec ? reshape(a, {1, a.size(0)}) : a, b_vec ? reshape(b, {b.size(0), 1}) : b);
+  if (!a_vec && !b_vec) return c;
+  Shape out(c.shape().begin(), c.shape().end() - 2);
+  if (!a_vec) out.push_back(c.size(-2));
+  if (!b_vec) out.push_back(c.size(-1));
+  return reshape(c, out);
+}
+
+}  // namespace microtorch

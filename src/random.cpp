@@ -1,0 +1,173 @@
+#include "microtorch/random.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "microtorch/autograd.hpp"
+#include "microtorch/ops.hpp"
+
+namespace microtorch {
+
+// 53 random bits scaled to [0, 1).
+double Generator::uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
+
+// Box-Muller: sqrt(-2 ln u1) cos(2 pi u2), u1 in (0, 1].
+double Generator::normal() {
+  const double u1 = 1.0 - uniform();
+  const double u2 = uniform();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+// Rejection sampling: no modulo bias.
+std::int64_t Generator::integer(std::int64_t low, std::int64_t high) {
+  const auto range = static_cast<std::uint64_t>(high - low);
+  const std::uint64_t limit = UINT64_MAX - UINT64_MAX % range;
+  std::uint64_t r;
+  do {
+    r = engine_();
+  } while (r >= limit);
+  return low + static_cast<std::int64_t>(r % range);
+}
+
+Generator& default_generator() {
+  static Generator g(0);
+  return g;
+}
+
+void manual_seed(std::uint64_t seed) { default_generator().manual_seed(seed); }
+
+namespace {
+
+template <class Draw>
+Tensor& fill_random(Tensor& t, const char* op, Draw draw) {
+  if (!t.is_floating_point()) {
+    throw DtypeError(fmt::format("{}: fills floating tensors only, got {}; use randint for integers", op,
+                                 dtype_name(t.dtype())));
+  }
+  NoGradGuard no_grad;  // initialising a parameter is not part of the graph
+  if (t.grad_fn()) throw AutogradError(fmt::format("{}: cannot fill a tensor computed by a recorded op", op));
+  Generator& g = default_generator();
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = t.data<T>();
+    for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<T>(draw(g));
+  });
+  return t;
+}
+
+Tensor with_grad(Tensor t, const Options& o) { return o.requires_grad() ? t.requires_grad_(true) : t; }
+
+}  // namespace
+
+Tensor& Tensor::uniform_(double low, double high) {
+  if (!(low <= high)) throw ValueError(fmt::format("uniform_: low {} must not exceed high {}", low, high));
+  return fill_random(*this, "uniform_", [&](Generator& g) { return low + (high - low) * g.uniform(); });
+}
+
+Tensor& Tensor::normal_(double mean, double std) {
+  if (!(std >= 0)) throw ValueError(fmt::format("normal_: std must be >= 0, got {}", std));
+  return fill_random(*this, "normal_", [&](Generator& g) { return mean + std * g.normal(); });
+}
+
+Tensor rand(const Shape& shape, Options options) {
+  Tensor t = empty(shape, options.dtype());
+  t.uniform_(0.0, 1.0);
+  return with_grad(t, options);
+}
+
+Tensor randn(const Shape& shape, Options options) {
+  Tensor t = empty(shape, options.dtype());
+  t.normal_(0.0, 1.0);
+  return with_grad(t, options);
+}
+
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Options options) {
+  if (low >= high) throw ValueError(fmt::format("randint: low {} must be below high {}", low, high));
+  Tensor t = empty(shape, kInt64);
+  std::int64_t* p = t.data<std::int64_t>();
+  for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = default_generator().integer(low, high);
+  return options.dtype() == kInt64 ? t : with_grad(t.to(options.dtype()), options);
+}
+
+// Fisher-Yates.
+Tensor randperm(std::int64_t n) {
+  if (n < 0) throw ValueError(fmt::format("randperm: n must be >= 0, got {}", n));
+  Tensor t = arange(0.0, static_cast<double>(n), 1.0, kInt64);
+  std::int64_t* p = t.data<std::int64_t>();
+  for (std::int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[default_generator().integer(0, i + 1)]);
+  return t;
+}
+
+namespace init {
+
+namespace {
+
+struct Fans {
+  double in, out;
+};
+
+Fans fans_of(const Tensor& t, const char* op) {
+  if (t.dim() < 2) {
+    throw ShapeError(fmt::format("{}: fan in and fan out need a tensor with at least 2 dims, got {}", op,
+                                 shape_str(t.shape())));
+  }
+  double receptive = 1;
+  for (std::int64_t d = 2; d < t.dim(); ++d) receptive *= static_cast<double>(t.size(d));
+  return {static_cast<double>(t.size(1)) * receptive, static_cast<double>(t.size(0)) * receptive};
+}
+
+double fan_for(const Tensor& t, std::string_view mode, const char* op) {
+  const Fans f = fans_of(t, op);
+  if (mode == "fan_in") return f.in;
+  if (mode == "fan_out") return f.out;
+  throw ValueError(fmt::format("{}: mode must be \"fan_in\" or \"fan_out\", got \"{}\"", op, mode));
+}
+
+}  // namespace
+
+double calculate_gain(std::string_view nonlinearity, double a) {
+  if (nonlinearity == "linear" || nonlinearity == "sigmoid" || nonlinearity == "identity") return 1.0;
+  if (nonlinearity == "tanh") return 5.0 / 3.0;
+  if (nonlinearity == "relu") return std::sqrt(2.0);
+  if (nonlinearity == "leaky_relu") return std::sqrt(2.0 / (1.0 + a * a));
+  throw ValueError(fmt::format("calculate_gain: unknown nonlinearity \"{}\" (linear, sigmoid, tanh, relu, "
+                               "leaky_relu)",
+                               nonlinearity));
+}
+
+Tensor& uniform_(Tensor& t, double low, double high) { return t.uniform_(low, high); }
+Tensor& normal_(Tensor& t, double mean, double std) { return t.normal_(mean, std); }
+Tensor& zeros_(Tensor& t) {
+  NoGradGuard no_grad;
+  return t.fill_(0.0);
+}
+Tensor& ones_(Tensor& t) {
+  NoGradGuard no_grad;
+  return t.fill_(1.0);
+}
+
+Tensor& xavier_uniform_(Tensor& t, double gain) {
+  const Fans f = fans_of(t, "xavier_uniform_");
+  const double bound = gain * std::sqrt(6.0 / (f.in + f.out));
+  return t.uniform_(-bound, bound);
+}
+
+Tensor& xavier_normal_(Tensor& t, double gain) {
+  const Fans f = fans_of(t, "xavier_normal_");
+  return t.normal_(0.0, gain * std::sqrt(2.0 / (f.in + f.out)));
+}
+
+Tensor& kaiming_uniform_(Tensor& t, double a, std::string_view mode, std::string_view nonlinearity) {
+  const double fan = fan_for(t, mode, "kaiming_uniform_");
+  const double bound = calculate_gain(nonlinearity, a) * std::sqrt(3.0 / fan);
+  return t.uniform_(-bound, bound);
+}
+
+Tensor& kaiming_normal_(Tensor& t, double a, std::string_view mode, std::string_view nonlinearity) {
+  const double fan = fan_for(t, mode, "kaiming_normal_");
+  return t.normal_(0.0, calculate_gain(nonlinearity, a) / std::sqrt(fan));
+}
+
+}  // namespace init
+}  // namespace microtorch

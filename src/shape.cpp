@@ -1,0 +1,54 @@
+#include "microtorch/shape.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "microtorch/error.hpp"
+
+namespace microtorch {
+
+std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+std::int64_t numel_of(const Shape& s) {
+  std::int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op) {
+  if (ndim == 0 && (dim == 0 || dim == -1)) return 0;  // a 0-d tensor accepts dim 0 / -1, as in PyTorch
+  if (dim < -ndim || dim >= ndim) {
+    throw IndexError(fmt::format("{}: dim {} is out of range for a tensor with {} dims (valid: {} .. {})", op, dim,
+                                 ndim, -ndim, ndim - 1));
+  }
+  return dim < 0 ? dim + ndim : dim;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const std::size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      throw ShapeError(fmt::format(
+          "{}: shapes {} and {} cannot broadcast: dim {} (from the right: {}) has sizes {} and {}; sizes must be "
+          "equal or 1 (use unsqueeze() or reshape() to add size-1 dims)",
+          op, shape_str(a), shape_str(b), i, static_cast<std::int64_t>(i) - static_cast<std::int64_t>(n), da, db));
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Shape contiguous_strides(const Shape& s) {
+  Shape st(s.size());
+  std::int64_t acc = 1;
+  for (std::size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+}  // namespace microtorch

@@ -1,0 +1,76 @@
+// Shared test helpers: tolerance checks that print the differing elements, fixtures,
+// and error checks that look inside the message.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include "microtorch/microtorch.hpp"
+
+namespace mt = microtorch;
+
+namespace testing {
+
+/// |actual - expected| <= atol + rtol * |expected| everywhere, same shape; on failure the
+/// message lists up to 10 differing elements with their flat index.
+inline std::string close_report(const mt::Tensor& actual, const mt::Tensor& expected, double rtol, double atol) {
+  if (actual.shape() != expected.shape()) {
+    return fmt::format("shape {} != expected {}", mt::shape_str(actual.shape()), mt::shape_str(expected.shape()));
+  }
+  const auto a = actual.detach().to(mt::kFloat64);
+  const auto e = expected.detach().to(mt::kFloat64);
+  std::string report;
+  std::int64_t bad = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    const double x = a.data<double>()[i], y = e.data<double>()[i];
+    const bool same_special = (std::isnan(x) && std::isnan(y)) || (std::isinf(x) && x == y);
+    if (!same_special && !(std::fabs(x - y) <= atol + rtol * std::fabs(y))) {
+      if (++bad <= 10) report += fmt::format("\n  [{}] got {:.9g}, expected {:.9g} (diff {:.3g})", i, x, y, x - y);
+    }
+  }
+  if (bad == 0) return "";
+  return fmt::format("{} of {} elements differ (rtol {}, atol {}):{}", bad, a.numel(), rtol, atol, report);
+}
+
+}  // namespace testing
+
+#define CHECK_CLOSE(actual, expected, rtol, atol)                                     \
+  do {                                                                                \
+    const std::string mt_report_ = testing::close_report((actual), (expected), (rtol), (atol)); \
+    INFO(mt_report_);                                                                 \
+    CHECK(mt_report_.empty());                                                        \
+  } while (0)
+
+/// Checks that `expr` throws exception type E and that its message contains each of the
+/// given substrings (the op, the shapes, the fix).
+#define CHECK_THROWS_MSG(expr, E, ...)                                                  \
+  do {                                                                                  \
+    bool mt_thrown_ = false;                                                            \
+    try {                                                                               \
+      (void)(expr);                                                                     \
+    } catch (const E& mt_e_) {                                                          \
+      mt_thrown_ = true;                                                                \
+      const std::string mt_msg_ = mt_e_.what();                                         \
+      for (const char* mt_part_ : std::vector<const char*>{__VA_ARGS__}) {              \
+        INFO("message: " << mt_msg_);                                                   \
+        CHECK_MESSAGE(mt_msg_.find(mt_part_) != std::string::npos, "missing: ", mt_part_); \
+      }                                                                                 \
+    }                                                                                   \
+    CHECK_MESSAGE(mt_thrown_, #expr " did not throw " #E);                              \
+  } while (0)
+
+/// A committed PyTorch fixture (tools/gen_fixtures.py): tests/fixtures/<name>.npy.
+inline mt::Tensor fixture(const std::string& name) {
+  return mt::load_npy(std::string(MICROTORCH_FIXTURES_DIR) + "/" + name + ".npy");
+}
+
+/// float64 leaf with requires_grad, seeded, for gradcheck.
+inline mt::Tensor rand64(const mt::Shape& shape, double lo = -1.0, double hi = 1.0) {
+  mt::Tensor t = mt::empty(shape, mt::kFloat64);
+  t.uniform_(lo, hi);
+  return t.requires_grad_(true);
+}

@@ -1,0 +1,2 @@
+// PyTorch oracle tests (see tools/gen_fixtures.py).
+#include "helpers.hpp"
