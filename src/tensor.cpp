@@ -1,6 +1,9 @@
 #include "microtorch/tensor.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
+#include <xtensor/xbroadcast.hpp>
 
 #include "microtorch/autograd.hpp"
 #include "microtorch/ops.hpp"
@@ -147,7 +150,14 @@ Tensor Tensor::to(Dtype d) const {
     using S = typename decltype(src)::type;
     return visit_dtype(d, [&](auto dst) {
       using D = typename decltype(dst)::type;
-      return Tensor(xt::xarray<D>(xt::cast<D>(array<S>())));
+      if constexpr (std::is_same_v<S, bool> || std::is_same_v<D, bool>) {
+        // bool goes through a scalar loop: xtensor's SIMD cast mixes up bool lanes.
+        Tensor out = Tensor::empty(shape(), d);
+        std::transform(data<S>(), data<S>() + numel(), out.data<D>(), [](S v) { return static_cast<D>(v); });
+        return out;
+      } else {
+        return Tensor(xt::xarray<D>(xt::cast<D>(array<S>())));
+      }
     });
   });
   if (!is_floating(d)) return out;  // integer and bool results are not differentiable
@@ -174,12 +184,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
   Tensor s = src.to(dtype()).detach();
   visit_dtype(dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (s.shares_storage(*this)) {
-      xt::xarray<T> tmp = s.array<T>();
-      array<T>() = tmp;
-    } else {
-      array<T>() = s.array<T>();
-    }
+    // Broadcast into a temporary first: assigning to an adaptor would reshape the adaptor,
+    // and the source may alias the destination.
+    const xt::xarray<T> src_b = xt::broadcast(s.array<T>(), impl().xshape);
+    std::copy(src_b.begin(), src_b.end(), data<T>());
   });
   return *this;
 }

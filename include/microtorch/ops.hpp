@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <xtensor/xarray.hpp>
@@ -19,12 +20,27 @@
 namespace microtorch {
 
 // ---- creation (ops/creation.cpp) --------------------------------------------------------
-/// From nested braces: tensor({{1, 2}, {3, 4}}); float32 unless options say otherwise.
-Tensor tensor(double value, Options options = {});
-Tensor tensor(xt::nested_initializer_list_t<double, 1> values, Options options = {});
-Tensor tensor(xt::nested_initializer_list_t<double, 2> values, Options options = {});
-Tensor tensor(xt::nested_initializer_list_t<double, 3> values, Options options = {});
-Tensor tensor(xt::nested_initializer_list_t<double, 4> values, Options options = {});
+/// Nested braces of numbers, as torch::tensor takes them: {{1, 2}, {3, 4}} is [2, 2],
+/// {{1}, {2}} is [2, 1], a bare number is 0-d. Ragged nesting is refused.
+class NestedList {
+ public:
+  template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>>
+  NestedList(T value) : value_(static_cast<double>(value)) {}  // NOLINT: implicit on purpose
+  NestedList(std::initializer_list<NestedList> items) : items_(items), is_list_(true) {}
+
+  /// The shape of the nesting; throws ValueError when it is ragged.
+  Shape shape() const;
+  /// All numbers in row-major order.
+  void flatten_into(std::vector<double>& out) const;
+
+ private:
+  double value_ = 0.0;
+  std::vector<NestedList> items_;
+  bool is_list_ = false;
+};
+
+/// tensor({{1, 2}, {3, 4}}); float32 unless options say otherwise.
+Tensor tensor(const NestedList& values, Options options = {});
 Tensor scalar_tensor(double value, Options options = {});
 Tensor empty(const Shape& shape, Options options = {});
 Tensor zeros(const Shape& shape, Options options = {});

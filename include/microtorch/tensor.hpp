@@ -236,10 +236,8 @@ T* Tensor::data() const {
 
 template <class T>
 xt::xarray<T> Tensor::to_xarray() const {
-  return visit_dtype(dtype(), [&](auto tag) {
-    using S = typename decltype(tag)::type;
-    return xt::xarray<T>(xt::cast<T>(array<S>()));
-  });
+  const Tensor converted = detach().to(dtype_of_v<T>);
+  return xt::xarray<T>(converted.array<T>());
 }
 
 template <class T>

@@ -3,6 +3,7 @@
 
 #include <xtensor/xmath.hpp>
 #include <xtensor/xoperation.hpp>
+#include <xtensor/xvectorize.hpp>
 
 #include "elementwise.hpp"
 
@@ -27,35 +28,45 @@ Dtype compare_dtype(const Tensor& a, const Tensor& b) {
   return d == Dtype::Bool ? Dtype::Int64 : d;
 }
 
+/// pred(x, y) elementwise in the promoted dtype, giving bool. Everything that reads or
+/// writes bool goes through xt::vectorize: xtensor's SIMD path mixes up bool lanes.
+template <class Pred>
+Tensor compare_map(const Tensor& a, const Tensor& b, const char* op, Pred pred) {
+  return binary_map(a, b, compare_dtype(a, b), op,
+                    [pred](auto&& A, auto&& B) {
+                      using T = typename std::decay_t<decltype(A)>::value_type;
+                      return xt::vectorize([pred](T x, T y) -> bool { return pred(x, y); })(A, B);
+                    });
+}
+
 /// f over the two operands as bool arrays (broadcasting), any dtype read as "non-zero".
 template <class F>
 Tensor logical_map(const Tensor& a, const Tensor& b, const char* op, F f) {
   broadcast_shapes(a.shape(), b.shape(), op);
   const Tensor ca = a.dtype() == Dtype::Bool ? a : a.detach().to(Dtype::Bool);
   const Tensor cb = b.dtype() == Dtype::Bool ? b : b.detach().to(Dtype::Bool);
-  return Tensor(xt::xarray<bool>(f(ca.array<bool>(), cb.array<bool>())));
+  return Tensor(xt::xarray<bool>(xt::vectorize([f](bool x, bool y) -> bool { return f(x, y); })(ca.array<bool>(), cb.array<bool>())));
 }
 
 }  // namespace
 
 Tensor eq(const Tensor& a, const Tensor& b) {
-  return binary_map(a, b, compare_dtype(a, b), "eq", [](auto&& A, auto&& B) { return xt::equal(A, B); });
+  return compare_map(a, b, "eq", [](auto x, auto y) { return x == y; });
 }
 Tensor ne(const Tensor& a, const Tensor& b) {
-  return binary_map(a, b, compare_dtype(a, b), "ne",
-                    [](auto&& A, auto&& B) { return xt::not_equal(A, B); });
+  return compare_map(a, b, "ne", [](auto x, auto y) { return x != y; });
 }
 Tensor lt(const Tensor& a, const Tensor& b) {
-  return binary_map(a, b, compare_dtype(a, b), "lt", [](auto&& A, auto&& B) { return A < B; });
+  return compare_map(a, b, "lt", [](auto x, auto y) { return x < y; });
 }
 Tensor le(const Tensor& a, const Tensor& b) {
-  return binary_map(a, b, compare_dtype(a, b), "le", [](auto&& A, auto&& B) { return A <= B; });
+  return compare_map(a, b, "le", [](auto x, auto y) { return x <= y; });
 }
 Tensor gt(const Tensor& a, const Tensor& b) {
-  return binary_map(a, b, compare_dtype(a, b), "gt", [](auto&& A, auto&& B) { return A > B; });
+  return compare_map(a, b, "gt", [](auto x, auto y) { return x > y; });
 }
 Tensor ge(const Tensor& a, const Tensor& b) {
-  return binary_map(a, b, compare_dtype(a, b), "ge", [](auto&& A, auto&& B) { return A >= B; });
+  return compare_map(a, b, "ge", [](auto x, auto y) { return x >= y; });
 }
 
 Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
@@ -73,17 +84,17 @@ Tensor operator>=(const Tensor& a, double b) { return ge(a, detail::scalar_like(
 
 // Logical ops treat any non-zero value as true, as torch.logical_* do.
 Tensor logical_and(const Tensor& a, const Tensor& b) {
-  return logical_map(a, b, "logical_and", [](auto&& A, auto&& B) { return A && B; });
+  return logical_map(a, b, "logical_and", [](bool x, bool y) { return x && y; });
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
-  return logical_map(a, b, "logical_or", [](auto&& A, auto&& B) { return A || B; });
+  return logical_map(a, b, "logical_or", [](bool x, bool y) { return x || y; });
 }
 Tensor logical_xor(const Tensor& a, const Tensor& b) {
-  return logical_map(a, b, "logical_xor", [](auto&& A, auto&& B) { return xt::not_equal(A, B); });
+  return logical_map(a, b, "logical_xor", [](bool x, bool y) { return x != y; });
 }
 Tensor logical_not(const Tensor& a) {
   const Tensor b = a.dtype() == Dtype::Bool ? a : a.detach().to(Dtype::Bool);
-  return Tensor(xt::xarray<bool>(!b.array<bool>()));
+  return Tensor(xt::xarray<bool>(xt::vectorize([](bool x) -> bool { return !x; })(b.array<bool>())));
 }
 // The operators are bitwise in PyTorch; on bool tensors that is logic, which is all they accept here.
 Tensor operator&(const Tensor& a, const Tensor& b) { return logical_and(require_bool(a, "&"), require_bool(b, "&")); }
@@ -101,7 +112,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const Tensor cb = b.dtype() == d ? b : b.detach().to(d);
   Tensor y = detail::visit_numeric(d, "where", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return Tensor(xt::xarray<T>(xt::where(cond.array<bool>(), ca.array<T>(), cb.array<T>())));
+    return Tensor(xt::xarray<T>(xt::vectorize([](bool c, T x, T y) { return c ? x : y; })(cond.array<bool>(), ca.array<T>(), cb.array<T>())));
   });
   return autograd::record(y, "where", {a, b}, [cond = cond.detach()](const Tensor& g, const autograd::NeedsGrad& n) {
     const Tensor zero = zeros({}, g.dtype());
@@ -119,7 +130,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   if (x.dtype() == Dtype::Bool) return value != 0.0 ? (x | mask) : (x & ~mask);
   Tensor y = detail::visit_numeric(x.dtype(), "masked_fill", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return Tensor(xt::xarray<T>(xt::where(mask.array<bool>(), static_cast<T>(value), x.array<T>())));
+    const T v = static_cast<T>(value);
+    return Tensor(xt::xarray<T>(xt::vectorize([v](bool m, T e) { return m ? v : e; })(mask.array<bool>(), x.array<T>())));
   });
   return autograd::record(
       y, "masked_fill", {x},

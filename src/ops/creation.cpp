@@ -15,19 +15,38 @@ Tensor finish(Tensor t, const Options& options) {
   return t;
 }
 
-template <std::size_t N>
-Tensor from_nested(xt::nested_initializer_list_t<double, N> values, const Options& options) {
-  xt::xarray<double> a = values;
-  return finish(Tensor(std::move(a)), options);
-}
-
 }  // namespace
 
-Tensor tensor(double value, Options options) { return scalar_tensor(value, options); }
-Tensor tensor(xt::nested_initializer_list_t<double, 1> v, Options o) { return from_nested<1>(v, o); }
-Tensor tensor(xt::nested_initializer_list_t<double, 2> v, Options o) { return from_nested<2>(v, o); }
-Tensor tensor(xt::nested_initializer_list_t<double, 3> v, Options o) { return from_nested<3>(v, o); }
-Tensor tensor(xt::nested_initializer_list_t<double, 4> v, Options o) { return from_nested<4>(v, o); }
+Shape NestedList::shape() const {
+  if (!is_list_) return {};
+  Shape inner = items_.empty() ? Shape{} : items_[0].shape();
+  for (std::size_t i = 1; i < items_.size(); ++i) {
+    if (items_[i].shape() != inner) {
+      throw ValueError(fmt::format("tensor: ragged nested list: item 0 has shape {} but item {} has shape {}; every "
+                                   "row must have the same length",
+                                   shape_str(inner), i, shape_str(items_[i].shape())));
+    }
+  }
+  inner.insert(inner.begin(), static_cast<std::int64_t>(items_.size()));
+  return inner;
+}
+
+void NestedList::flatten_into(std::vector<double>& out) const {
+  if (!is_list_) {
+    out.push_back(value_);
+    return;
+  }
+  for (const auto& item : items_) item.flatten_into(out);
+}
+
+Tensor tensor(const NestedList& values, Options options) {
+  const Shape shape = values.shape();
+  std::vector<double> flat;
+  values.flatten_into(flat);
+  Tensor t = Tensor::empty(shape, Dtype::Float64);
+  std::copy(flat.begin(), flat.end(), t.data<double>());
+  return finish(t, options);
+}
 
 Tensor scalar_tensor(double value, Options options) { return full({}, value, options); }
 
