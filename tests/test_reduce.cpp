@@ -1,0 +1,70 @@
+// Reductions: values, dims, keepdim and extrema with indices.
+#include <cmath>
+
+#include "helpers.hpp"
+
+using mt::Tensor;
+
+namespace {
+Tensor grid() { return mt::arange(0.0, 24.0, 1.0, mt::kFloat32).reshape({2, 3, 4}); }
+}  // namespace
+
+TEST_CASE("sum and mean over all dims, one dim, several dims, with keepdim") {
+  Tensor x = grid();
+  CHECK(mt::sum(x).item() == 276.0);
+  CHECK(mt::mean(x).item() == 11.5);
+  CHECK(mt::sum(x, {-1}).shape() == mt::Shape{2, 3});
+  CHECK(mt::sum(x, {0, 2}).shape() == mt::Shape{3});
+  CHECK(mt::sum(x, {0, 2}, true).shape() == mt::Shape{1, 3, 1});
+  CHECK_CLOSE(mt::sum(x, {0, 2}), mt::tensor({60.0, 92.0, 124.0}), 0, 0);
+  CHECK_CLOSE(mt::mean(x, {1}), mt::tensor({{4.0, 5.0, 6.0, 7.0}, {16.0, 17.0, 18.0, 19.0}}), 0, 0);
+  CHECK(mt::sum(mt::ones({3}, mt::kInt64)).dtype() == mt::kInt64);
+  CHECK(mt::sum((x > 10.0)).item() == 13.0);
+  CHECK_THROWS_MSG(mt::sum(x, {0, -3}), mt::IndexError, "sum", "more than once");
+  CHECK_THROWS_MSG(mt::mean(mt::zeros({0})), mt::ValueError, "mean");
+}
+
+TEST_CASE("var is unbiased by default, biased on request") {
+  Tensor x = mt::tensor({1.0, 2.0, 3.0, 4.0}, mt::kFloat64);
+  CHECK(mt::var(x).item() == doctest::Approx(5.0 / 3.0));
+  CHECK(mt::var(x, {0}, false).item() == doctest::Approx(1.25));
+  CHECK(mt::var(grid(), {-1}, true, true).shape() == mt::Shape{2, 3, 1});
+  CHECK_THROWS_MSG(mt::var(mt::ones({1})), mt::ValueError, "var", "unbiased=false");
+}
+
+TEST_CASE("logsumexp does not overflow and keeps -inf rows finite-free of NaN") {
+  Tensor x = mt::tensor({{1000.0, 1000.0}, {-INFINITY, -INFINITY}}, mt::kFloat64);
+  Tensor l = mt::logsumexp(x, {-1});
+  CHECK(l.at({0}) == doctest::Approx(1000.0 + std::log(2.0)));
+  CHECK(std::isinf(l.at({1})));
+  CHECK(l.at({1}) < 0);
+  CHECK(mt::logsumexp(x, {-1}, true).shape() == mt::Shape{2, 1});
+}
+
+TEST_CASE("max and min along a dim return values and first indices") {
+  Tensor x = mt::tensor({{3.0, 7.0, 7.0}, {-1.0, -5.0, 0.0}});
+  auto [v, i] = mt::max(x, 1);
+  CHECK_CLOSE(v, mt::tensor({7.0, 0.0}), 0, 0);
+  CHECK(mt::equal(i, mt::tensor({1.0, 2.0}, mt::kInt64)));
+  auto [mv, mi] = x.min(-1, true);
+  CHECK(mv.shape() == mt::Shape{2, 1});
+  CHECK(mi.at<std::int64_t>({1, 0}) == 1);
+  CHECK(mt::max(x).item() == 7.0);
+  CHECK(mt::min(x).item() == -5.0);
+  CHECK(mt::argmax(x).item<std::int64_t>() == 1);
+  CHECK(mt::equal(mt::argmax(x, 0), mt::tensor({0.0, 0.0, 0.0}, mt::kInt64)));
+  CHECK(mt::equal(mt::argmin(x, 0), mt::tensor({1.0, 1.0, 1.0}, mt::kInt64)));
+  CHECK_THROWS_MSG(mt::max(mt::zeros({0})), mt::ValueError, "max", "empty");
+}
+
+TEST_CASE("max propagates NaN like PyTorch") {
+  Tensor x = mt::tensor({1.0, NAN, 3.0});
+  CHECK(std::isnan(mt::max(x).item()));
+  CHECK(mt::argmax(x).item<std::int64_t>() == 1);
+}
+
+TEST_CASE("the gradient of a full max is shared between ties") {
+  Tensor x = mt::tensor({1.0, 4.0, 4.0}).requires_grad_();
+  mt::max(x).backward();
+  CHECK_CLOSE(x.grad(), mt::tensor({0.0, 0.5, 0.5}), 0, 0);
+}
