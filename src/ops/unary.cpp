@@ -122,11 +122,14 @@ Tensor relu(const Tensor& x) {
 //         phi(x) = e^(-x^2/2) / sqrt(2 pi)
 // tanh:   y = x (1 + tanh u) / 2, u = sqrt(2/pi) (x + 0.044715 x^3) ;
 //         dx = dy ((1 + tanh u) / 2 + x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2) / 2)
+namespace {
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+constexpr double kInvSqrt2 = 0.7071067811865476;
+constexpr double kInvSqrt2Pi = 0.3989422804014327;
+constexpr double kCubic = 0.044715;
+}  // namespace
+
 Tensor gelu(const Tensor& x, std::string_view approximate) {
-  constexpr double kSqrt2OverPi = 0.7978845608028654;
-  constexpr double kInvSqrt2 = 0.7071067811865476;
-  constexpr double kInvSqrt2Pi = 0.3989422804014327;
-  constexpr double kCubic = 0.044715;
   if (approximate == "tanh") {
     return unary_op(
         "gelu", x, Saved::Input,

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# tools/install-deps.sh — install the Debian 12 / Ubuntu packages microtorch needs.
+#
+# Asks dpkg first: on a machine that already has everything this does no apt work and
+# prints nothing. Otherwise it runs `apt-get update` once and installs only what is
+# missing (with sudo when not root).
+#
+#   tools/install-deps.sh            # the default set below
+#   tools/install-deps.sh pkg ...    # ... plus extra packages
+set -euo pipefail
+
+# One package per line; later features add theirs here (Arm toolchain, QEMU, ...).
+PACKAGES=(
+  build-essential
+  pkg-config
+  meson
+  ninja-build
+  libxtensor-dev
+  xtl-dev
+  libxsimd-dev
+  libxtensor-blas-dev
+  libopenblas-dev
+  libfmt-dev
+  doctest-dev
+  libzip-dev          # meson.build: dependency('libzip')
+)
+PACKAGES+=("$@")
+
+if ! command -v dpkg-query >/dev/null; then
+  echo "install-deps: not a Debian/Ubuntu system; install these (or your system's equivalents) yourself:" >&2
+  echo "  ${PACKAGES[*]}" >&2
+  exit 0  # meson setup names anything still missing
+fi
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [[ $status == "install ok installed" ]] || missing+=("$pkg")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: not root and no sudo; run as root: apt-get install ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+
+echo "install-deps: installing ${missing[*]}"
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
