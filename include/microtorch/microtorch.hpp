@@ -6,6 +6,7 @@
 #include "microtorch/error.hpp"
 #include "microtorch/format.hpp"
 #include "microtorch/io.hpp"
+#include "microtorch/mask.hpp"
 #include "microtorch/ops.hpp"
 #include "microtorch/random.hpp"
 #include "microtorch/shape.hpp"

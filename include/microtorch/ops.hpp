@@ -15,6 +15,7 @@
 
 #include <xtensor/xarray.hpp>
 
+#include "microtorch/mask.hpp"
 #include "microtorch/tensor.hpp"
 
 namespace microtorch {
@@ -165,6 +166,29 @@ Tensor log_softmax(const Tensor& x, std::int64_t dim);
 /// and the added dim removed after; N-D operands are batches of matrices whose leading
 /// dims broadcast. Computed with BLAS (sgemm/dgemm).
 Tensor matmul(const Tensor& a, const Tensor& b);
+
+/// y = x W^T + b with weight [out_features, in_features] (nn.Linear's layout) and x of
+/// shape [..., in_features]; b may be undefined. One BLAS call, the transpose folded in.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- attention (ops/attention.cpp) -----------------------------------------------------
+/// softmax(q k^T * scale + mask) v over q [N.., L, D], k [N.., S, D], v [N.., S, Dv], with
+/// any number of leading dims (they broadcast). Returns (output [N.., L, Dv], weights
+/// [N.., L, S]). One fused primitive with its own backward: the L x S weights are the only
+/// saved intermediate. scale defaults to 1/sqrt(D); is_causal adds Mask::causal(L, S)
+/// (combined with `mask` when both are given); dropout_p drops weights (pass 0 in eval).
+/// Weights are returned for inspection and plots (not differentiable). A fully masked
+/// query row gives zero weights, zero output and zero gradient.
+std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                        const Mask& mask = Mask(), double dropout_p = 0.0,
+                                                        bool is_causal = false, double scale = 0.0);
+
+// ---- normalisation (ops/norm.cpp) ----------------------------------------------------
+/// Layer normalisation over the trailing dims given by normalized_shape:
+/// y = (x - mean) / sqrt(var + eps) * weight + bias, var biased (divides by n), as
+/// torch.nn.functional.layer_norm. weight and bias may be undefined.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
 
 // ---- shape ops (ops/shape.cpp) ---------------------------------------------------------
 /// One size may be -1 (inferred).

@@ -6,7 +6,7 @@
 // never materialised); the engine sums broadcast batch dims back to each input.
 #include <cblas.h>
 
-#include "common.hpp"
+#include "gemm.hpp"
 
 namespace microtorch {
 
@@ -47,8 +47,10 @@ std::vector<std::int64_t> batch_offsets(const Shape& dims, const Shape& batch, s
   return offsets;
 }
 
-/// op(a) @ op(b) for tensors with >= 2 dims, op = transpose of the last two dims when the
-/// flag is set. Leading dims broadcast. Records nothing.
+}  // namespace
+
+namespace detail {
+
 Tensor batched_gemm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   const Shape& as = a.shape();
   const Shape& bs = b.shape();
@@ -87,6 +89,12 @@ Tensor batched_gemm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   });
   return c;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::batched_gemm;
 
 // dB = A^T dC. When B is one matrix shared by a batch of A (x @ W), the batch folds into
 // the contraction: one GEMM of [K, batch*M] @ [batch*M, N] instead of a sum of products.

@@ -1,0 +1,68 @@
+// microtorch/mask.hpp — which query/key pairs may attend, with one polarity.
+//
+// Masks are where attention code usually goes wrong: PyTorch's bool masks mean "blocked"
+// in nn.MultiheadAttention but "may attend" in scaled_dot_product_attention, and additive
+// masks built with -1e9 quietly leak. A Mask is built only through named constructors,
+// so its meaning is in the code that makes it:
+//
+//   Mask::keep(allowed)        bool, true = may attend
+//   Mask::block(blocked)       bool, true = blocked (PyTorch MHA's key_padding_mask / attn_mask)
+//   Mask::additive(bias)       float added to the scores; -inf blocks
+//   Mask::causal(L, S)         query i may attend keys j <= i (top-left aligned, as torch's is_causal)
+//   Mask::key_padding(len, S)  key j of sequence n may be attended iff j < len[n]; shape [N, 1, S]
+//   a & b                      allowed by both (additive parts add up)
+//
+// Shapes broadcast against the scores N.. x L x S. Blocked scores become -inf (never a
+// large finite number), and a query row with every key blocked gets zero attention
+// weights, hence zero output and zero gradient: no NaN in forward or backward.
+#pragma once
+
+#include <cstdint>
+
+#include "microtorch/tensor.hpp"
+
+namespace microtorch {
+
+/// Alignment of a rectangular (L != S) causal mask.
+enum class CausalAlign {
+  TopLeft,     ///< query i sees keys 0..i (torch.ones(L, S).tril(), torch's is_causal)
+  BottomRight  ///< query i sees keys 0..i + S - L (the last query sees every key: decoding with a cache)
+};
+
+class Mask {
+ public:
+  /// No masking: every pair may attend.
+  Mask() = default;
+
+  static Mask keep(const Tensor& allowed);
+  static Mask block(const Tensor& blocked);
+  static Mask additive(const Tensor& bias);
+  static Mask causal(std::int64_t L, std::int64_t S = -1, CausalAlign align = CausalAlign::TopLeft);
+  /// lengths: int64 [N]. The result has shape [N, 1, S] (unsqueeze(1) it for N x H x L x S scores).
+  static Mask key_padding(const Tensor& lengths, std::int64_t S);
+
+  /// Allowed by both masks; additive parts add; shapes broadcast.
+  Mask operator&(const Mask& other) const;
+
+  bool empty() const { return !keep_.defined() && !additive_.defined(); }
+  /// The broadcast shape of the mask ([] when empty).
+  Shape shape() const;
+  /// The same mask with a size-1 dim inserted (e.g. the head dim of multi-head scores).
+  Mask unsqueeze(std::int64_t dim) const;
+  /// The same mask with its values seen in another shape (same number of elements).
+  Mask reshape(const Shape& shape) const;
+  /// Bool tensor, true = may attend (an additive -inf counts as blocked).
+  Tensor allowed() const;
+  /// The mask as one additive float tensor of `dtype`: 0 or the additive bias where allowed,
+  /// -inf where blocked. This is what attention adds to its scores.
+  Tensor as_additive(Dtype dtype) const;
+  /// Checks that the mask broadcasts to `scores` (N.. x L x S); the error names `op`, both
+  /// shapes and the shapes that would work.
+  void check_broadcast(const Shape& scores, const char* op) const;
+
+ private:
+  Tensor keep_;      // bool, true = may attend; undefined = all allowed
+  Tensor additive_;  // float bias added to the scores; undefined = none
+};
+
+}  // namespace microtorch
