@@ -1,0 +1,102 @@
+// microtorch/nn/module.hpp — the base of every layer: parameters, buffers, children,
+// train/eval, state dicts with PyTorch's dotted names.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "microtorch/tensor.hpp"
+
+namespace microtorch::nn {
+
+/// Named tensors in registration order, e.g. {"0.weight", W}, {"0.bias", b}.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+/// A layer or a model. Subclasses register their parameters, buffers and child modules in
+/// the constructor and implement forward():
+///
+/// \code
+///   struct Mlp : nn::Module {
+///     std::shared_ptr<nn::Linear> fc1, fc2;
+///     Mlp() : fc1(register_module("fc1", std::make_shared<nn::Linear>(4, 16))),
+///             fc2(register_module("fc2", std::make_shared<nn::Linear>(16, 3))) {}
+///     Tensor forward(const Tensor& x) override { return fc2->forward(relu(fc1->forward(x))); }
+///   };
+///   auto model = std::make_shared<Mlp>();
+///   model->named_parameters();   // fc1.weight, fc1.bias, fc2.weight, fc2.bias
+/// \endcode
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  /// The single-tensor forward (what Sequential calls). Modules with other signatures
+  /// (MultiheadAttention) define their own forward and leave this one throwing.
+  virtual Tensor forward(const Tensor& input);
+  Tensor operator()(const Tensor& input) { return forward(input); }
+
+  /// "Linear", "MultiheadAttention", ... and the arguments shown after it in summary().
+  virtual std::string type_name() const = 0;
+  virtual std::string extra_repr() const { return ""; }
+
+  NamedTensors named_parameters(bool recurse = true) const;
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  std::vector<std::shared_ptr<Module>> children() const;
+  /// This module ("") and every descendant, depth-first, with dotted names.
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  /// The parameter or buffer with this dotted name; throws ValueError when absent.
+  Tensor get(const std::string& dotted_name) const;
+
+  /// Dropout and friends behave differently in training; eval() switches them off.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  /// Forgets every parameter's gradient.
+  void zero_grad();
+  /// Calls fn on this module and every descendant (e.g. custom initialisation).
+  void apply(const std::function<void(Module&)>& fn);
+  /// Number of scalar parameters (trainable ones only when trainable_only).
+  std::int64_t num_parameters(bool trainable_only = false) const;
+  /// A readable tree: one line per module with its arguments and parameter count.
+  std::string summary() const;
+
+  /// Parameters and buffers with dotted names; the tensors share memory with the module.
+  NamedTensors state_dict() const;
+  /// Copies the values of `state` into the module's tensors. Every key, shape and dtype is
+  /// checked before anything is written; strict mode also refuses missing and unexpected
+  /// keys. The error lists all problems at once.
+  void load_state_dict(const NamedTensors& state, bool strict = true);
+
+ protected:
+  /// Registers a parameter (a leaf requiring grad) and returns the handle to keep.
+  Tensor register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
+  /// Registers non-trained state that belongs in the state dict (running stats, masks).
+  Tensor register_buffer(const std::string& name, Tensor value);
+  /// Registers a child whose parameters appear as "<name>.<param>".
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+ private:
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void check_new_name(const std::string& name) const;
+  void summary_into(std::string& out, const std::string& name, int depth) const;
+
+  NamedTensors params_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace microtorch::nn

@@ -1,0 +1,222 @@
+// microtorch/nn/optim.hpp — optimizers, gradient clipping and learning-rate schedules
+// (torch.optim's names and PyTorch 1.13's exact update rules).
+//
+//   SGD(params, {.lr, .momentum, .dampening, .weight_decay, .nesterov, .maximize})
+//       g = grad + wd * p;  b = g (first step) or momentum * b + (1 - dampening) * g;
+//       g = nesterov ? g + momentum * b : b  (when momentum != 0);  p -= lr * g
+//   Adam(params, {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay, .amsgrad})
+//       g = grad + wd * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2  (v_max = max(v_max, v))
+//       p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+//   AdamW(params, {... .weight_decay = 1e-2})
+//       p *= 1 - lr * wd (decoupled decay), then Adam's update with the raw gradient
+//   clip_grad_norm_(params, max_norm, norm_type = 2)
+//       total = || (||g_1||, ||g_2||, ...) ||;  g *= max_norm / (total + 1e-6) when that is < 1;
+//       returns total (before clipping). norm_type may be infinity().
+//   StepLR(opt, step_size, gamma = 0.1):  lr = base_lr * gamma^(floor(t / step_size))
+//   CosineWithWarmup(opt, warmup_steps, total_steps, min_lr = 0):
+//       t < warmup:  lr = base_lr * t / warmup                  (linear from 0)
+//       else:        lr = min_lr + (base_lr - min_lr) * (1 + cos(pi * min(1, (t - warmup) / (total - warmup)))) / 2
+//
+// Updates run under a NoGradGuard as raw loops over the parameter data (float32 or
+// float64, in the parameter's precision); parameters whose grad is undefined are skipped
+// (their state, including Adam's step count, does not advance). The gradients themselves
+// are never modified by step(). State is per parameter, created at the first step.
+//
+// A scheduler sets the optimizer's lr when constructed (step 0) and at every step():
+// call optimizer.step() then scheduler.step() once per iteration (PyTorch's order).
+//
+// Invalid hyperparameters throw ValueError: a missing or negative lr, betas outside
+// [0, 1), negative eps / momentum / weight_decay, nesterov without momentum (or with
+// dampening), an empty or duplicated parameter list, a non-leaf or integer parameter.
+//
+// \code
+//   using namespace microtorch;
+//   namespace F = nn::functional;
+//   auto model = std::make_shared<Mlp>();
+//   optim::AdamW opt(model->parameters(), {.lr = 3e-3, .weight_decay = 0.01});
+//   optim::CosineWithWarmup schedule(opt, /*warmup_steps=*/100, /*total_steps=*/2000);
+//   for (int step = 0; step < 2000; ++step) {
+//     opt.zero_grad();
+//     Tensor loss = F::cross_entropy(model->forward(x), y);
+//     loss.backward();
+//     optim::clip_grad_norm_(model->parameters(), 1.0);
+//     opt.step();
+//     schedule.step();
+//   }
+// \endcode
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "microtorch/tensor.hpp"
+
+namespace microtorch::optim {
+
+/// The base of every optimizer: holds the parameters (handles sharing the model's data)
+/// and the learning rate.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  /// Forgets every parameter's gradient (PyTorch's zero_grad(set_to_none=True)).
+  void zero_grad();
+  /// Applies one update to every parameter that has a gradient.
+  virtual void step() = 0;
+  /// "SGD", "Adam", "AdamW".
+  virtual std::string name() const = 0;
+
+  double lr() const { return lr_; }
+  /// Sets the learning rate (schedulers call this); negative values throw ValueError.
+  void set_lr(double lr);
+  const std::vector<Tensor>& params() const { return params_; }
+
+ protected:
+  /// Validates the parameter list (non-empty, floating leaves, no duplicates) and lr.
+  Optimizer(std::vector<Tensor> params, double lr, const char* name);
+
+  std::vector<Tensor> params_;
+  double lr_;
+};
+
+/// lr has no default, as in torch.optim.SGD: leaving it unset throws ValueError.
+struct SGDOptions {
+  double lr = std::numeric_limits<double>::quiet_NaN();
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+  bool maximize = false;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, SGDOptions options);
+  void step() override;
+  std::string name() const override { return "SGD"; }
+  const SGDOptions& options() const { return options_; }
+  /// The momentum buffer of parameter i (undefined before its first step or without momentum).
+  const Tensor& momentum_buffer(std::size_t i) const { return buffers_.at(i); }
+
+ private:
+  SGDOptions options_;
+  std::vector<Tensor> buffers_;
+};
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool amsgrad = false;
+  bool maximize = false;
+};
+
+/// AdamOptions with AdamW's default decay.
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  bool amsgrad = false;
+  bool maximize = false;
+};
+
+/// Per-parameter state of Adam and AdamW (as torch's optimizer.state[p]).
+struct AdamParamState {
+  std::int64_t step = 0;
+  Tensor exp_avg;         // m
+  Tensor exp_avg_sq;      // v
+  Tensor max_exp_avg_sq;  // amsgrad only
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, AdamOptions options = {});
+  void step() override;
+  std::string name() const override { return "Adam"; }
+  const AdamOptions& options() const { return options_; }
+  const AdamParamState& state(std::size_t i) const { return state_.at(i); }
+
+ private:
+  AdamOptions options_;
+  std::vector<AdamParamState> state_;
+};
+
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+  void step() override;
+  std::string name() const override { return "AdamW"; }
+  const AdamWOptions& options() const { return options_; }
+  const AdamParamState& state(std::size_t i) const { return state_.at(i); }
+
+ private:
+  AdamWOptions options_;
+  std::vector<AdamParamState> state_;
+};
+
+/// Rescales the gradients so that their joint norm is at most max_norm; returns the norm
+/// before clipping (0 when no parameter has a gradient). error_if_nonfinite throws
+/// ValueError when the norm is NaN or infinite (otherwise the gradients become NaN, as in
+/// PyTorch).
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
+                       bool error_if_nonfinite = false);
+
+/// The base of the learning-rate schedules: the lr at step t is a function of t and of
+/// the optimizer's lr when the scheduler was built (base_lr).
+class LRScheduler {
+ public:
+  virtual ~LRScheduler() = default;
+  /// Advances one step and sets the optimizer's lr.
+  void step();
+  /// The lr for the current step (what the optimizer now uses).
+  double get_lr() const { return lr_at(step_); }
+  /// How many times step() has been called.
+  std::int64_t last_step() const { return step_; }
+  double base_lr() const { return base_lr_; }
+  /// The lr at step t, without changing anything.
+  virtual double lr_at(std::int64_t t) const = 0;
+
+ protected:
+  explicit LRScheduler(Optimizer& optimizer) : optimizer_(optimizer), base_lr_(optimizer.lr()) {}
+  /// Sets the optimizer's lr for step 0; derived constructors call it last.
+  void start() { optimizer_.set_lr(lr_at(0)); }
+
+ private:
+  Optimizer& optimizer_;
+  double base_lr_;
+  std::int64_t step_ = 0;
+};
+
+/// lr = base_lr * gamma^(floor(t / step_size)) (torch.optim.lr_scheduler.StepLR).
+class StepLR : public LRScheduler {
+ public:
+  StepLR(Optimizer& optimizer, std::int64_t step_size, double gamma = 0.1);
+  double lr_at(std::int64_t t) const override;
+
+ private:
+  std::int64_t step_size_;
+  double gamma_;
+};
+
+/// Linear warmup from 0 to base_lr over warmup_steps, then a half cosine down to min_lr at
+/// total_steps; min_lr afterwards (the schedule of Hugging Face's
+/// get_cosine_schedule_with_warmup, with a floor).
+class CosineWithWarmup : public LRScheduler {
+ public:
+  CosineWithWarmup(Optimizer& optimizer, std::int64_t warmup_steps, std::int64_t total_steps, double min_lr = 0.0);
+  double lr_at(std::int64_t t) const override;
+
+ private:
+  std::int64_t warmup_steps_, total_steps_;
+  double min_lr_;
+};
+
+}  // namespace microtorch::optim

@@ -1,0 +1,183 @@
+#include "microtorch/nn/module.hpp"
+
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "microtorch/autograd.hpp"
+#include "microtorch/ops.hpp"
+
+namespace microtorch::nn {
+
+Tensor Module::forward(const Tensor&) {
+  throw ValueError(fmt::format("{}: this module does not take a single tensor; call its own forward(...) with the "
+                               "arguments it documents",
+                               type_name()));
+}
+
+void Module::check_new_name(const std::string& name) const {
+  if (name.empty() || name.find('.') != std::string::npos) {
+    throw ValueError(fmt::format("{}: invalid name \"{}\": names must be non-empty and contain no '.'", type_name(), name));
+  }
+  auto taken = [&](const auto& list) {
+    for (const auto& [n, _] : list) {
+      if (n == name) return true;
+    }
+    return false;
+  };
+  if (taken(params_) || taken(buffers_) || taken(children_)) {
+    throw ValueError(fmt::format("{}: the name \"{}\" is already registered", type_name(), name));
+  }
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
+  check_new_name(name);
+  if (requires_grad) value.requires_grad_(true);
+  params_.emplace_back(name, value);
+  return value;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor value) {
+  check_new_name(name);
+  buffers_.emplace_back(name, value);
+  return value;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_new_name(name);
+  if (!module) throw ValueError(fmt::format("{}: register_module(\"{}\") got a null module", type_name(), name));
+  children_.emplace_back(name, std::move(module));
+}
+
+namespace {
+
+// own entries, then each child's under "<child>." (PyTorch's order)
+template <class List>
+NamedTensors with_children(NamedTensors own, const Module& m, List list) {
+  for (const auto& [name, child] : m.named_children()) {
+    for (auto& [n, t] : list(*child)) own.emplace_back(name + "." + n, t);
+  }
+  return own;
+}
+
+}  // namespace
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  return recurse ? with_children(params_, *this, [](const Module& c) { return c.named_parameters(); }) : params_;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [_, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers(bool recurse) const {
+  return recurse ? with_children(buffers_, *this, [](const Module& c) { return c.named_buffers(); }) : buffers_;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& [_, c] : children_) out.push_back(c);
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out{{"", this}};
+  for (auto& [name, child] : children_) {
+    for (auto& [sub, m] : child->named_modules()) out.emplace_back(sub.empty() ? name : name + "." + sub, m);
+  }
+  return out;
+}
+
+Tensor Module::get(const std::string& dotted_name) const {
+  for (auto& [n, t] : state_dict()) {
+    if (n == dotted_name) return t;
+  }
+  throw ValueError(fmt::format("{}: no parameter or buffer named \"{}\"", type_name(), dotted_name));
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [_, c] : children_) c->train(on);
+}
+
+void Module::zero_grad() {
+  for (auto& p : parameters()) p.zero_grad();
+}
+
+void Module::apply(const std::function<void(Module&)>& fn) {
+  for (auto& [_, m] : named_modules()) fn(*m);
+}
+
+std::int64_t Module::num_parameters(bool trainable_only) const {
+  std::int64_t n = 0;
+  for (auto& p : parameters()) {
+    if (!trainable_only || p.requires_grad()) n += p.numel();
+  }
+  return n;
+}
+
+void Module::summary_into(std::string& out, const std::string& name, int depth) const {
+  const std::string indent(static_cast<std::size_t>(2 * depth), ' ');
+  out += fmt::format("{}{}{}({})", indent, name.empty() ? "" : "(" + name + "): ", type_name(), extra_repr());
+  std::int64_t own = 0;
+  for (auto& [_, t] : params_) own += t.numel();
+  if (own > 0) out += fmt::format("  # {} params", own);
+  out += "\n";
+  for (auto& [n, c] : children_) c->summary_into(out, n, depth + 1);
+}
+
+std::string Module::summary() const {
+  std::string out;
+  summary_into(out, "", 0);
+  out += fmt::format("Total parameters: {} ({} trainable)", num_parameters(), num_parameters(true));
+  return out;
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors own = params_;
+  own.insert(own.end(), buffers_.begin(), buffers_.end());
+  return with_children(std::move(own), *this, [](const Module& c) { return c.state_dict(); });
+}
+
+void Module::load_state_dict(const NamedTensors& state, bool strict) {
+  std::map<std::string, Tensor> given;
+  for (auto& [n, t] : state) given[n] = t;
+  const NamedTensors mine = state_dict();
+  std::vector<std::string> missing, unexpected, mismatched;
+  std::map<std::string, bool> known;
+  for (auto& [name, t] : mine) {
+    known[name] = true;
+    auto it = given.find(name);
+    if (it == given.end()) {
+      missing.push_back(name);
+    } else if (it->second.shape() != t.shape()) {
+      mismatched.push_back(fmt::format("{}: checkpoint {} vs module {}", name, shape_str(it->second.shape()),
+                                       shape_str(t.shape())));
+    } else if (it->second.is_floating_point() != t.is_floating_point()) {
+      mismatched.push_back(fmt::format("{}: checkpoint dtype {} vs module dtype {}", name,
+                                       dtype_name(it->second.dtype()), dtype_name(t.dtype())));
+    }
+  }
+  for (auto& [name, _] : given) {
+    if (!known.count(name)) unexpected.push_back(name);
+  }
+  if (!mismatched.empty() || (strict && (!missing.empty() || !unexpected.empty()))) {
+    auto list = [](const std::vector<std::string>& v) { return fmt::format("{}", fmt::join(v, ", ")); };
+    std::string msg = fmt::format("load_state_dict: {} does not match the state dict:", type_name());
+    if (!missing.empty()) msg += "\n  missing keys: " + list(missing);
+    if (!unexpected.empty()) msg += "\n  unexpected keys: " + list(unexpected);
+    if (!mismatched.empty()) msg += "\n  shape/dtype mismatches: " + list(mismatched);
+    if (mismatched.empty()) msg += "\n  (pass strict=false to load only the keys present in both)";
+    throw ValueError(msg);
+  }
+  NoGradGuard no_grad;
+  for (auto& [name, t] : mine) {
+    auto it = given.find(name);
+    if (it != given.end()) Tensor(t).copy_(it->second);
+  }
+}
+
+}  // namespace microtorch::nn

@@ -1,0 +1,192 @@
+// Attention: the fused SDPA against its composed definition and finite differences, and
+// the attention modules' shapes, gradients and errors.
+#include <cmath>
+
+#include "helpers.hpp"
+#include "microtorch/nn.hpp"
+
+using mt::Mask;
+using mt::Tensor;
+namespace nn = microtorch::nn;
+
+namespace {
+
+// softmax(q k^T * scale + bias) v from the basic ops: the definition the fused op must match.
+Tensor reference_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, double scale) {
+  Tensor s = mt::matmul(q, k.transpose(-2, -1)) * scale;
+  if (bias.defined()) s = s + bias;
+  return mt::matmul(mt::softmax(s, -1), v);
+}
+
+}  // namespace
+
+TEST_CASE("SDPA equals softmax(q k^T / sqrt(D) + mask) v for any number of batch dims") {
+  mt::manual_seed(21);
+  for (const mt::Shape& batch : {mt::Shape{}, mt::Shape{2, 3}, mt::Shape{2, 3, 3}}) {
+    CAPTURE(mt::shape_str(batch));
+    auto shape = [&](std::int64_t a, std::int64_t b) {
+      mt::Shape s = batch;
+      s.push_back(a);
+      s.push_back(b);
+      return s;
+    };
+    Tensor q = mt::randn(shape(4, 6)), k = mt::randn(shape(5, 6)), v = mt::randn(shape(5, 3));
+    Tensor bias = mt::randn({4, 5});
+    auto [out, w] = mt::scaled_dot_product_attention(q, k, v, Mask::additive(bias));
+    CHECK_CLOSE(out, reference_sdpa(q, k, v, bias, 1.0 / std::sqrt(6.0)), 1e-5, 1e-6);
+    CHECK_CLOSE(mt::sum(w, {-1}), mt::ones(shape(4, 1)).squeeze(-1), 1e-5, 1e-6);
+  }
+}
+
+TEST_CASE("gradcheck: SDPA with masks, causal, L != S, Dv != D, custom scale and broadcast batches") {
+  mt::manual_seed(22);
+  Tensor q = rand64({2, 3, 4}), k = rand64({2, 5, 4}), v = rand64({2, 5, 3});
+  auto sdpa = [](const Mask& m, bool causal, double scale) {
+    return [m, causal, scale](const mt::TensorList& in) {
+      return std::get<0>(mt::scaled_dot_product_attention(in[0], in[1], in[2], m, 0.0, causal, scale));
+    };
+  };
+  CHECK(mt::gradcheck(sdpa(Mask(), false, 0.0), {q, k, v}));
+  CHECK(mt::gradcheck(sdpa(Mask(), true, 0.7), {q, k, v}));
+  CHECK(mt::gradcheck(sdpa(Mask::additive(mt::randn({3, 5}, mt::kFloat64)), false, 0.0), {q, k, v}));
+  CHECK(mt::gradcheck(sdpa(Mask::key_padding(mt::tensor({4, 2}, mt::kInt64), 5), true, 0.0), {q, k, v}));
+  Tensor shared_k = rand64({5, 4}), shared_v = rand64({1, 5, 3});  // broadcast over the batch
+  CHECK(mt::gradcheck(sdpa(Mask(), false, 0.0), {q, shared_k, shared_v}));
+}
+
+TEST_CASE("SDPA dropout zeroes weights with probability p and rescales the rest") {
+  mt::manual_seed(23);
+  Tensor q = mt::randn({8, 16, 4}), k = mt::randn({8, 16, 4}), v = mt::randn({8, 16, 4});
+  auto [out, w] = mt::scaled_dot_product_attention(q, k, v, Mask(), 0.25);
+  const double zero_fraction = mt::mean((w == 0.0).to(mt::kFloat32)).item();
+  CHECK(zero_fraction == doctest::Approx(0.25).epsilon(0.1));
+  CHECK(mt::mean(mt::sum(w, {-1})).item() == doctest::Approx(1.0).epsilon(0.05));  // 1/(1-p) rescaling
+  CHECK_THROWS_MSG(mt::scaled_dot_product_attention(q, k, v, Mask(), 1.0), mt::ValueError, "dropout_p");
+}
+
+TEST_CASE("SDPA errors name the shapes") {
+  CHECK_THROWS_MSG(mt::scaled_dot_product_attention(mt::ones({2, 3, 4}), mt::ones({2, 5, 3}), mt::ones({2, 5, 3})),
+                   mt::ShapeError, "[2, 3, 4]", "[2, 5, 3]", "last dim D");
+  CHECK_THROWS_MSG(mt::scaled_dot_product_attention(mt::ones({3, 4}), mt::ones({5, 4}), mt::ones({6, 2})),
+                   mt::ShapeError, "same length S");
+  CHECK_THROWS_MSG(mt::scaled_dot_product_attention(mt::ones({4}), mt::ones({5, 4}), mt::ones({5, 2})), mt::ShapeError,
+                   "at least 2 dims");
+}
+
+TEST_CASE("MultiheadAttention: shapes for batch_first, seq-first, unbatched, kdim/vdim and weights") {
+  mt::manual_seed(24);
+  nn::MultiheadAttention mha(8, 2, {.batch_first = true});
+  Tensor x = mt::randn({3, 5, 8});
+  auto [out, w] = mha.forward(x, x, x);
+  CHECK(out.shape() == mt::Shape{3, 5, 8});
+  CHECK(w.shape() == mt::Shape{3, 5, 5});
+  auto [o2, w2] = mha.forward(x, x, x, {.average_attn_weights = false});
+  CHECK(w2.shape() == mt::Shape{3, 2, 5, 5});
+  CHECK_CLOSE(mt::mean(w2, {1}), w, 1e-6, 1e-7);
+  auto [o3, w3] = mha.forward(x, x, x, {.need_weights = false});
+  CHECK_FALSE(w3.defined());
+  auto [u, uw] = mha.forward(x.select(0, 0), x.select(0, 0), x.select(0, 0));
+  CHECK_CLOSE(u, out.select(0, 0), 1e-5, 1e-6);
+  CHECK(uw.shape() == mt::Shape{5, 5});
+
+  nn::MultiheadAttention seq_first(8, 2);
+  seq_first.load_state_dict(mha.state_dict());
+  CHECK_CLOSE(std::get<0>(seq_first.forward(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1))).transpose(0, 1),
+              out, 1e-5, 1e-6);
+
+  nn::MultiheadAttention cross(8, 4, {.kdim = 3, .vdim = 5, .batch_first = true});
+  auto names = cross.state_dict();
+  CHECK(names[0].first == "q_proj_weight");
+  CHECK(cross.k_proj_weight.shape() == mt::Shape{8, 3});
+  auto [c, cw] = cross.forward(x, mt::randn({3, 7, 3}), mt::randn({3, 7, 5}));
+  CHECK(c.shape() == mt::Shape{3, 5, 8});
+  CHECK(cw.shape() == mt::Shape{3, 5, 7});
+}
+
+TEST_CASE("MultiheadAttention: PyTorch-polarity masks agree with microtorch Masks") {
+  mt::manual_seed(25);
+  nn::MultiheadAttention mha(8, 2, {.batch_first = true});
+  Tensor x = mt::randn({2, 4, 8});
+  Tensor padded = mt::tensor({{0, 0, 0, 1}, {0, 0, 1, 1}}).to(mt::kBool);  // true = padding (PyTorch)
+  auto [a, wa] = mha.forward(x, x, x, {.key_padding_mask = padded, .is_causal = true});
+  Mask same = Mask::key_padding(mt::tensor({3, 2}, mt::kInt64), 4).unsqueeze(1) & Mask::causal(4);
+  auto [b, wb] = mha.forward(x, x, x, {.mask = same});
+  CHECK_CLOSE(a, b, 1e-6, 1e-7);
+  CHECK(wa.at({1, 3, 2}) == 0.0);  // padded key
+  CHECK(wa.at({0, 0, 1}) == 0.0);  // future key
+}
+
+TEST_CASE("gradcheck: MultiheadAttention w.r.t. inputs and packed projection weights") {
+  mt::manual_seed(26);
+  nn::MultiheadAttention mha(4, 2, {.batch_first = true, .dtype = mt::kFloat64});
+  Tensor q = rand64({2, 3, 4}), kv = rand64({2, 5, 4});
+  Tensor padded = mt::tensor({{0, 0, 0, 1, 1}, {0, 0, 0, 0, 0}}).to(mt::kBool);
+  CHECK(mt::gradcheck(
+      [&](auto& in) { return std::get<0>(mha.forward(in[0], in[1], in[1], {.key_padding_mask = padded})); },
+      {q, kv, mha.in_proj_weight, mha.out_proj->weight}));
+}
+
+TEST_CASE("MultiheadAttention errors: heads, feature sizes, lengths and masks") {
+  CHECK_THROWS_MSG(nn::MultiheadAttention(10, 3), mt::ValueError, "embed_dim 10", "num_heads 3");
+  nn::MultiheadAttention mha(8, 2, {.kdim = 3, .batch_first = true});
+  Tensor x = mt::randn({2, 4, 8});
+  CHECK_THROWS_MSG(mha.forward(x, mt::randn({2, 4, 8}), x), mt::ShapeError, "kdim", "[2, 4, 8]");
+  nn::MultiheadAttention self(8, 2, {.batch_first = true});
+  CHECK_THROWS_MSG(self.forward(x, mt::randn({2, 5, 8}), mt::randn({2, 6, 8})), mt::ShapeError, "same batch and length");
+  CHECK_THROWS_MSG(self.forward(x, x, x, {.key_padding_mask = mt::zeros({2, 3}).to(mt::kBool)}), mt::ShapeError,
+                   "key_padding_mask", "[N, S] = [2, 4]", "[2, 3]");
+  CHECK_THROWS_MSG(self.forward(x, x, x, {.attn_mask = mt::zeros({3, 4})}), mt::ShapeError, "attn_mask", "[4, 4]",
+                   "[3, 4]");
+  CHECK_THROWS_MSG(self.forward(x, x, x, {.attn_mask = mt::zeros({4, 4}, mt::kInt64)}), mt::DtypeError, "attn_mask",
+                   "bool");
+}
+
+TEST_CASE("LinearAttention equals its quadratic form and is trainable") {
+  mt::manual_seed(27);
+  Tensor q = rand64({2, 4, 3}), k = rand64({2, 6, 3}), v = rand64({2, 6, 2});
+  Tensor fq = mt::relu(q), fk = mt::relu(k);
+  Tensor a = mt::matmul(fq, fk.transpose(-2, -1));  // L x S, only in the reference
+  Tensor expected = mt::matmul(a, v) / (mt::sum(a, {-1}, true) + 1e-6);
+  CHECK_CLOSE(nn::functional::linear_attention(q, k, v), expected, 1e-10, 1e-12);
+  CHECK(mt::gradcheck([](auto& in) { return nn::functional::linear_attention(in[0], in[1], in[2]); }, {q, k, v}));
+  CHECK(mt::gradcheck([](auto& in) { return nn::functional::linear_attention(in[0], in[1], in[2], false); }, {q, k, v}));
+  nn::LinearAttention la(8, 2, {.dtype = mt::kFloat64});
+  Tensor x = rand64({2, 5, 8});
+  CHECK(la.forward(x).shape() == mt::Shape{2, 5, 8});
+  CHECK(mt::gradcheck([&](auto& in) { return la.forward(in[0]); }, {x, la.q_proj->weight}));
+}
+
+TEST_CASE("gradcheck: TransformerEncoderLayer pre-LN and post-LN with masks") {
+  for (bool norm_first : {false, true}) {
+    CAPTURE(norm_first);
+    mt::manual_seed(28);
+    nn::TransformerEncoderLayer layer(4, 2, {.dim_feedforward = 6, .dropout = 0.0, .activation = "gelu",
+                                             .batch_first = true, .norm_first = norm_first, .dtype = mt::kFloat64});
+    Tensor x = rand64({2, 3, 4});
+    Tensor pad = mt::tensor({{0, 0, 1}, {0, 0, 0}}).to(mt::kBool);
+    CHECK(mt::gradcheck([&](auto& in) { return layer.forward(in[0], {.src_key_padding_mask = pad, .is_causal = true}); },
+                        {x, layer.linear1->weight, layer.norm1->weight}));
+  }
+}
+
+TEST_CASE("gradcheck: Linear, LayerNorm, Embedding and masked MeanPool") {
+  mt::manual_seed(29);
+  nn::Linear lin(3, 2, {.dtype = mt::kFloat64});
+  Tensor x = rand64({4, 3});
+  CHECK(mt::gradcheck([&](auto& in) { return lin.forward(in[0]); }, {x, lin.weight, lin.bias}));
+  nn::LayerNorm ln({2, 3}, {.dtype = mt::kFloat64});
+  Tensor y = rand64({4, 2, 3});
+  CHECK(mt::gradcheck([&](auto& in) { return ln.forward(in[0]); }, {y, ln.weight, ln.bias}));
+  nn::Embedding emb(5, 3, mt::kFloat64);
+  Tensor idx = mt::tensor({{1, 4}, {1, 0}}, mt::kInt64);
+  CHECK(emb.forward(idx).shape() == mt::Shape{2, 2, 3});
+  CHECK(mt::gradcheck([&](auto&) { return emb.forward(idx); }, {emb.weight}));
+  CHECK_THROWS_MSG(emb.forward(mt::tensor({5}, mt::kInt64)), mt::IndexError, "index 5", "5 embeddings");
+  CHECK_THROWS_MSG(emb.forward(mt::tensor({1.0})), mt::DtypeError, "int64");
+  nn::MeanPool pool;
+  Tensor keep = mt::tensor({{1, 1, 0}, {1, 0, 0}}).to(mt::kBool);
+  Tensor s = rand64({2, 3, 4});
+  CHECK_CLOSE(pool.forward(s, keep).select(0, 1), s.select(0, 1).select(0, 0), 1e-12, 1e-12);
+  CHECK(mt::gradcheck([&](auto& in) { return pool.forward(in[0], keep); }, {s}));
+  CHECK_THROWS_MSG(lin.forward(rand64({2, 4})), mt::ShapeError, "linear", "[2, 4]", "in_features");
+}
