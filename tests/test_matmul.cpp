@@ -87,3 +87,16 @@ TEST_CASE("matmul errors name both shapes and suggest the fix") {
   CHECK_THROWS_MSG(mt::matmul(mt::ones({2}, mt::kInt64), mt::ones({2})), mt::DtypeError, "int64", "kFloat32");
   CHECK_THROWS_MSG(mt::matmul(mt::tensor(2.0), mt::ones({2})), mt::ShapeError, "mul()");
 }
+
+TEST_CASE("one thread setting governs BLAS; results do not depend on it") {
+  mt::manual_seed(12);
+  Tensor a = mt::randn({64, 96}, mt::kFloat64), b = mt::randn({96, 80}, mt::kFloat64);
+  CHECK(mt::get_num_threads() >= 1);
+  const int before = mt::get_num_threads();
+  Tensor one = mt::matmul(a, b);
+  mt::set_num_threads(2);
+  CHECK(mt::get_num_threads() == 2);
+  CHECK_CLOSE(mt::matmul(a, b), one, 1e-12, 1e-12);
+  mt::set_num_threads(before);
+  CHECK_THROWS_MSG(mt::set_num_threads(0), mt::ValueError, "at least 1 thread");
+}
