@@ -74,3 +74,6 @@ inline mt::Tensor rand64(const mt::Shape& shape, double lo = -1.0, double hi = 1
   t.uniform_(lo, hi);
   return t.requires_grad_(true);
 }
+
+/// 0, 1, ..., 23 as float32 [2, 3, 4]: easy to reason about in shape and reduction tests.
+inline mt::Tensor grid() { return mt::arange(0.0, 24.0, 1.0, mt::kFloat32).reshape({2, 3, 4}); }

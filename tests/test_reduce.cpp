@@ -5,10 +5,6 @@
 
 using mt::Tensor;
 
-namespace {
-Tensor grid() { return mt::arange(0.0, 24.0, 1.0, mt::kFloat32).reshape({2, 3, 4}); }
-}  // namespace
-
 TEST_CASE("sum and mean over all dims, one dim, several dims, with keepdim") {
   Tensor x = grid();
   CHECK(mt::sum(x).item() == 276.0);

@@ -3,10 +3,6 @@
 
 using mt::Tensor;
 
-namespace {
-Tensor grid() { return mt::arange(0.0, 24.0, 1.0, mt::kFloat32).reshape({2, 3, 4}); }
-}  // namespace
-
 TEST_CASE("reshape and view infer -1 and share memory") {
   Tensor x = grid();
   Tensor r = x.reshape({4, -1});
