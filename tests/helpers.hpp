@@ -9,7 +9,11 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <fstream>
+#include <map>
+
 #include "microtorch/microtorch.hpp"
+#include "microtorch/nn/module.hpp"
 
 namespace mt = microtorch;
 
@@ -63,9 +67,29 @@ inline std::string close_report(const mt::Tensor& actual, const mt::Tensor& expe
     CHECK_MESSAGE(mt_thrown_, #expr " did not throw " #E);                              \
   } while (0)
 
-/// A committed PyTorch fixture (tools/gen_fixtures.py): tests/fixtures/<name>.npy.
-inline mt::Tensor fixture(const std::string& name) {
-  return mt::load_npy(std::string(MICROTORCH_FIXTURES_DIR) + "/" + name + ".npy");
+/// The members of a committed fixture case, tests/fixtures/<case>.npz (written by the
+/// tools/gen_*fixtures.py scripts with Debian's torch), loaded once per test run.
+inline const mt::nn::NamedTensors& fixture_case(const std::string& c) {
+  static std::map<std::string, mt::nn::NamedTensors> cache;
+  auto it = cache.find(c);
+  if (it == cache.end()) {
+    it = cache.emplace(c, mt::load_npz(std::string(MICROTORCH_FIXTURES_DIR) + "/" + c + ".npz")).first;
+  }
+  return it->second;
+}
+
+/// fixture("<case>__<tensor>"): a fresh copy of member <tensor> of <case>.npz, or an
+/// undefined tensor when `required` is false and the case has no such member.
+inline mt::Tensor fixture(const std::string& name, bool required = true) {
+  const auto split = name.find("__");
+  const std::string npy = std::string(MICROTORCH_FIXTURES_DIR) + "/" + name + ".npy";
+  if (split == std::string::npos || std::ifstream(npy).good()) return mt::load_npy(npy);  // plain .npy files
+  const std::string member = name.substr(split + 2);
+  for (const auto& [n, t] : fixture_case(name.substr(0, split))) {
+    if (n == member) return t.clone();  // a fresh leaf: tests mark it requires_grad and backprop into it
+  }
+  if (required) throw mt::IoError("fixture " + name + ": no member '" + member + "'; regenerate the fixtures");
+  return mt::Tensor();
 }
 
 /// float64 leaf with requires_grad, seeded, for gradcheck.

@@ -5,15 +5,17 @@ numpy (a plain `python3` earlier on PATH may not):
 
     /usr/bin/python3 tools/gen_fixtures.py
 
-The script empties tests/fixtures/*.npy and writes, for every case, small .npy files
-named `<case>__<tensor>.npy`:
+The script rewrites its own fixtures and no others: one tests/fixtures/<case>.npz per case (tools/fixture_io.py), holding:
 
-    <case>__<input>.npy       each input (float32 unless the case says float64; index
-                              tensors int64, masks and conditions bool)
-    <case>__out.npy           the forward output (`out0`, `out1`, ... for split/chunk)
-    <case>__idx.npy           extra non-differentiable outputs (indices of max)
-    <case>__w.npy             a fixed random weight of the output's shape (`w0`, ...)
-    <case>__grad_<input>.npy  d/d<input> of  sum_i (out_i * w_i).sum()  for each float input
+    <input>        each input (float32 unless the case says float64; index tensors int64,
+                   masks and conditions bool)
+    out            the forward output (`out0`, `out1`, ... for split/chunk)
+    idx            extra non-differentiable outputs (indices of max)
+    w              a fixed random weight of the output's shape (`w0`, ...)
+    grad_<input>   d/d<input> of  sum_i (out_i * w_i).sum()  for each float input
+
+plus io_*.npy files that numpy itself wrote, for tests/test_io.cpp. The C++ side reads
+member <tensor> of <case>.npz as fixture("<case>__<tensor>").
 
 Weighting the output by a random `w` (instead of backpropagating ones) makes every
 gradient element distinct, so a transposed or mis-broadcast gradient cannot pass.
@@ -30,8 +32,9 @@ import zlib
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-OUT_DIR = os.path.normpath(os.path.join(HERE, "..", "tests", "fixtures"))
+from fixture_io import OUT_DIR, remove, to_numpy, write_npz
+
+OTHER_GENERATORS = ("mod_", "loss_", "optim_", "ckpt_")
 
 F32 = torch.float32
 F64 = torch.float64
@@ -80,12 +83,12 @@ def case(name, make_inputs, fn):
     CASES.append((name, make_inputs, fn))
 
 
-def save(name, tensor_name, t):
-    a = np.array(t.detach().cpu().numpy(), order="C")  # keeps 0-d shapes (ascontiguousarray would not)
-    np.save(os.path.join(OUT_DIR, "%s__%s.npy" % (name, tensor_name)), a, allow_pickle=False)
-
-
 def run_case(name, make_inputs, fn):
+    arrays = {}
+
+    def save(_, tensor_name, t):
+        arrays[tensor_name] = to_numpy(t)
+
     torch.manual_seed(zlib.crc32(name.encode()))
     inputs = make_inputs()
     leaves = {}
@@ -120,6 +123,7 @@ def run_case(name, make_inputs, fn):
     grads = torch.autograd.grad(loss, [leaves[k] for k in diff])
     for k, g in zip(diff, grads):
         save(name, "grad_" + k, g)
+    write_npz(name, arrays)
 
 
 # ---- elementwise binary, with broadcasting ---------------------------------------------
@@ -295,13 +299,11 @@ def write_io_fixtures():
 def main():
     torch.set_num_threads(1)  # one reduction order: byte-identical reruns
     os.makedirs(OUT_DIR, exist_ok=True)
-    for f in sorted(os.listdir(OUT_DIR)):
-        if f.endswith(".npy"):
-            os.remove(os.path.join(OUT_DIR, f))
+    remove(n for n, _, _ in CASES)
     for name, make_inputs, fn in CASES:
         run_case(name, make_inputs, fn)
     write_io_fixtures()
-    files = [f for f in os.listdir(OUT_DIR) if f.endswith(".npy")]
+    files = [f for f in os.listdir(OUT_DIR) if not f.startswith(OTHER_GENERATORS)]
     total = sum(os.path.getsize(os.path.join(OUT_DIR, f)) for f in files)
     print("wrote %d cases, %d files, %.1f KB into %s" % (len(CASES), len(files), total / 1024.0, OUT_DIR))
 
