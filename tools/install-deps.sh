@@ -23,6 +23,9 @@ PACKAGES=(
   libfmt-dev
   doctest-dev
   libzip-dev          # meson.build: dependency('libzip')
+  gcc-arm-none-eabi   # Cortex-M cross compiler: tools/mcu/run_kernels_qemu.sh, lowering tests
+  picolibc-arm-none-eabi
+  qemu-system-arm     # runs the Cortex-M builds (mps2-an385 / mps2-an386)
 )
 PACKAGES+=("$@")
 

@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Print the constant tables of src/lower/runtime/mt_kernels.c (pure stdlib, deterministic).
+
+    /usr/bin/python3 tools/mcu/gen_kernel_tables.py > /tmp/tables.c
+
+The kernels never compute these at run time (no float on the target); regenerate only when
+the table layout changes, and paste the output between the TABLES markers of mt_kernels.c.
+"""
+import math
+
+
+def rnd(x):
+    """Round half away from zero, the rounding mode of the kernels."""
+    return int(math.floor(abs(x) + 0.5)) * (1 if x >= 0 else -1)
+
+
+def emit(name, ctype, values, per_line=12, comment=""):
+    if comment:
+        print(f"/* {comment} */")
+    print(f"static const {ctype} {name}[{len(values)}] = {{")
+    for i in range(0, len(values), per_line):
+        print("    " + ", ".join(str(v) for v in values[i:i + per_line]) + ",")
+    print("};")
+
+
+# 2^-f on [0, 1] in steps of 1/64, Q24 (2^23 .. 2^24), one entry past 1 for the quadratic
+# interpolation of the last interval.
+emit("mt_exp2_q24", "uint32_t", [rnd(2 ** 24 * 2.0 ** (-k / 64)) for k in range(66)], per_line=6,
+     comment="round(2^24 * 2^(-k/64)), k = 0..65")
+
+# tanh and Phi (standard normal CDF) on [0, 8] in steps of 1/32, Q0.16, clamped to 65535;
+# one entry past 8 for the quadratic interpolation of the last interval.
+emit("mt_tanh_q16", "uint16_t", [min(65535, rnd(65536 * math.tanh(k / 32))) for k in range(258)],
+     comment="min(65535, round(2^16 * tanh(k/32))), k = 0..257")
+emit("mt_phi_q16", "uint16_t",
+     [min(65535, rnd(65536 * 0.5 * (1 + math.erf(k / 32 / math.sqrt(2))))) for k in range(258)],
+     comment="min(65535, round(2^16 * Phi(k/32))), Phi = standard normal CDF, k = 0..257")
+
+# Initial guess of 1/sqrt(m) for m in [i/16, (i+1)/16), i = 4..15, Q2.30: the value at the
+# geometric middle of the interval's end values (minimises the worst relative error).
+rs = []
+for i in range(4, 16):
+    lo, hi = 1 / math.sqrt((i + 1) / 16), 1 / math.sqrt(i / 16)
+    rs.append(rnd(math.sqrt(lo * hi) * 2 ** 30))
+emit("mt_rsqrt_seed", "uint32_t", rs, per_line=4,
+     comment="round(2^30 * 1/sqrt(m)) at the geometric middle of m in [i/16, (i+1)/16), i = 4..15")

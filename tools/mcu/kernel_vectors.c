@@ -1,0 +1,354 @@
+/* kernel_vectors.c - runs every microtorch runtime kernel on fixed pseudo-random and extreme
+ * inputs and prints one FNV-1a hash per case. Built for the host and for Cortex-M0/M4 by
+ * tools/mcu/run_kernels_qemu.sh, which requires the printed text to be byte-identical.
+ *
+ * Inputs come from a 32-bit LCG in this file (no libc rand), hashes are over the values
+ * serialised little-endian, so the text depends only on the kernels' integer results.
+ * Static buffers only (fits the 64 KB RAM of the mps2 recipe). */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "mt_kernels.h"
+
+/* ---- inputs ---------------------------------------------------------------------- */
+
+static uint32_t lcg_state = 12345u;
+
+static uint32_t lcg(void) {
+  lcg_state = lcg_state * 1664525u + 1013904223u;
+  return lcg_state;
+}
+
+/* uniform in [lo, hi] (hi - lo < 2^16) */
+static int32_t rnd(int32_t lo, int32_t hi) {
+  return lo + (int32_t)((lcg() >> 16) % (uint32_t)(hi - lo + 1));
+}
+
+static void fill16(int16_t *x, int n, int32_t lo, int32_t hi) {
+  int i;
+  for (i = 0; i < n; ++i) x[i] = (int16_t)rnd(lo, hi);
+}
+
+static void fill8(int8_t *x, int n, int32_t lo, int32_t hi) {
+  int i;
+  for (i = 0; i < n; ++i) x[i] = (int8_t)rnd(lo, hi);
+}
+
+static void fill32(int32_t *x, int n) {
+  int i;
+  for (i = 0; i < n; ++i) {
+    int32_t hi = (int32_t)(lcg() >> 1); /* two statements: C leaves the order of operands open */
+    x[i] = hi - (int32_t)(lcg() >> 1);
+  }
+}
+
+/* ---- hashing --------------------------------------------------------------------- */
+
+static uint32_t hash;
+
+static void h_begin(void) { hash = 2166136261u; }
+
+static void h_u32(uint32_t v) {
+  int b;
+  for (b = 0; b < 4; ++b) {
+    hash ^= (v >> (8 * b)) & 0xFFu;
+    hash *= 16777619u;
+  }
+}
+
+static void h16(const int16_t *x, int n) {
+  int i;
+  for (i = 0; i < n; ++i) h_u32((uint32_t)(int32_t)x[i]);
+}
+
+static void h8(const int8_t *x, int n) {
+  int i;
+  for (i = 0; i < n; ++i) h_u32((uint32_t)(int32_t)x[i]);
+}
+
+static void h32(const int32_t *x, int n) {
+  int i;
+  for (i = 0; i < n; ++i) h_u32((uint32_t)x[i]);
+}
+
+static int cases;
+
+static void h_end(const char *name) {
+  printf("%-34s %08lx\n", name, (unsigned long)hash);
+  ++cases;
+}
+
+/* ---- buffers --------------------------------------------------------------------- */
+
+#define NBUF 4096
+static int16_t a16[NBUF], b16[NBUF], y16[NBUF];
+static int8_t a8[NBUF], b8[NBUF], y8[NBUF];
+static int32_t a32[1024];
+static int32_t scores[8 * 300];
+static int64_t acc64[32];
+static int32_t acc32[32];
+static uint8_t keep[(48 * 300 + 7) / 8];
+
+/* ---- cases ----------------------------------------------------------------------- */
+
+static void primitives(void) {
+  uint32_t d;
+  int e;
+  h_begin();
+  for (d = 1; d < 70000u; d += 7u) h_u32(mt_recip_u32(d, &e)), h_u32((uint32_t)e);
+  for (d = 70000u; d < 0xFFFFF000u; d += 9876543u) h_u32(mt_recip_u32(d, &e)), h_u32((uint32_t)e);
+  h_u32(mt_recip_u32(0, &e));
+  h_end("recip_u32");
+  h_begin();
+  {
+    uint64_t v;
+    for (v = 1; v < ((uint64_t)1 << 62); v = v * 3u + (v >> 3) + 1u) h_u32(mt_rsqrt_u64(v, &e)), h_u32((uint32_t)e);
+  }
+  h_end("rsqrt_u64");
+  h_begin();
+  for (d = 0; d < 18u * 65536u; d += 13u) h_u32(mt_exp2neg_q16(d));
+  h_end("exp2neg_q16");
+  h_begin();
+  fill32(a32, 64);
+  for (e = -70; e <= 70; e += 3) {
+    int i;
+    for (i = 0; i < 64; ++i) {
+      h_u32((uint32_t)mt_rshift_s32(a32[i], e));
+      h_u32((uint32_t)mt_rshift_s64((int64_t)a32[i] * a32[63 - i], e));
+    }
+  }
+  h_u32((uint32_t)mt_rshift_s32(INT32_MIN, 32));
+  h_u32((uint32_t)mt_rshift_s64(INT64_MIN, 64));
+  h_u32((uint32_t)mt_rshift_s64(INT64_MIN, -5));
+  h_end("rshift");
+}
+
+static void requant(void) {
+  int s;
+  fill32(a32, 1024);
+  fill16(a16, 1024, -32768, 32767);
+  fill8(a8, 1024, -128, 127);
+  h_begin();
+  for (s = -3; s <= 40; s += 7) {
+    mt_requant_s32_s16(a32, y16, 1024, s), h16(y16, 1024);
+    mt_requant_s32_s8(a32, y8, 1024, s), h8(y8, 1024);
+    mt_requant_s16_s16(a16, y16, 1024, s), h16(y16, 1024);
+    mt_requant_s16_s8(a16, y8, 1024, s), h8(y8, 1024);
+    mt_requant_s8_s16(a8, y16, 1024, -s), h16(y16, 1024);
+  }
+  h_end("requant");
+}
+
+static void linear(void) {
+  static int32_t bias[16];
+  fill32(bias, 16);
+  fill16(a16, 4 * 600, -32768, 32767);
+  fill8(a8, 4 * 600, -128, 127);
+  h_begin(); /* int32 accumulator path */
+  mt_linear_s16_w8(a16, a8, bias, y16, 4, 24, 16, 10), h16(y16, 64);
+  mt_linear_s16_w8(a16, a8, 0, y16, 4, 24, 16, 22), h16(y16, 64);
+  h_end("linear_s16_w8 in=24");
+  h_begin(); /* int64 path (in > 511) */
+  mt_linear_s16_w8(a16, a8, bias, y16, 2, 600, 3, 16), h16(y16, 6);
+  h_end("linear_s16_w8 in=600");
+  h_begin();
+  mt_linear_s16_w16(a16, b16, bias, y16, 4, 32, 16, 24), h16(y16, 64);
+  fill16(b16, 16 * 32, -32768, 32767);
+  mt_linear_s16_w16(a16, b16, bias, y16, 4, 32, 16, 20), h16(y16, 64);
+  h_end("linear_s16_w16");
+  h_begin();
+  mt_linear_s8_w8(a8, a8 + 1000, bias, y8, 4, 40, 16, 9), h8(y8, 64);
+  mt_linear_s8_w8(a8, a8 + 1000, 0, y8, 4, 40, 16, 4), h8(y8, 64); /* saturates */
+  h_end("linear_s8_w8");
+}
+
+static void matmul(void) {
+  int bt;
+  fill16(a16, 2 * 9 * 17, -32768, 32767);
+  fill16(b16, 2 * 17 * 11, -32768, 32767);
+  fill8(a8, 2 * 9 * 17, -128, 127);
+  fill8(b8, 2 * 17 * 11, -128, 127);
+  h_begin();
+  for (bt = 0; bt < 2; ++bt) {
+    mt_matmul_s16(a16, b16, y16, 2, 9, 17, 11, bt, 21), h16(y16, 2 * 9 * 11);
+    mt_matmul_s8(a8, b8, y8, 2, 9, 17, 11, bt, 8), h8(y8, 2 * 9 * 11);
+  }
+  h_end("matmul");
+}
+
+static void elementwise(void) {
+  static const int fmt[][3] = {{12, 12, 12}, {12, 10, 11}, {8, 14, 13}, {0, 20, 3}, {15, 15, 16}};
+  int c;
+  fill16(a16, 2048, -32768, 32767);
+  fill16(b16, 2048, -32768, 32767);
+  fill8(a8, 2048, -128, 127);
+  fill8(b8, 2048, -128, 127);
+  h_begin();
+  for (c = 0; c < 5; ++c) {
+    mt_add_s16(a16, fmt[c][0], b16, fmt[c][1], y16, fmt[c][2], 2048), h16(y16, 2048);
+    mt_add_s8(a8, fmt[c][0] / 2, b8, fmt[c][1] / 2, y8, fmt[c][2] / 2, 2048), h8(y8, 2048);
+  }
+  h_end("add");
+  h_begin();
+  mt_scale_s16(a16, y16, 2048, 23170, 15), h16(y16, 2048);
+  mt_scale_s16(a16, y16, 2048, -32768, 10), h16(y16, 2048); /* saturates */
+  mt_scale_s8(a8, y8, 2048, 3, 0), h8(y8, 2048);
+  mt_relu_s16(a16, y16, 2048), h16(y16, 2048);
+  mt_relu_s8(a8, y8, 2048), h8(y8, 2048);
+  h_end("scale relu");
+}
+
+static void activations(void) {
+  static const int fxs[] = {15, 12, 8, 3, -2};
+  int c, base;
+  for (c = 0; c < 5; ++c) {
+    char name[40];
+    int fy = fxs[c] > 0 ? fxs[c] : 0;
+    h_begin();
+    for (base = -32768; base < 32768; base += 2048) { /* every int16 input */
+      int i;
+      for (i = 0; i < 2048; ++i) a16[i] = (int16_t)(base + i);
+      mt_tanh_s16(a16, y16, 2048, fxs[c], 15), h16(y16, 2048);
+      mt_sigmoid_s16(a16, y16, 2048, fxs[c], 15), h16(y16, 2048);
+      mt_gelu_s16(a16, y16, 2048, fxs[c], fy), h16(y16, 2048);
+    }
+    for (base = 0; base < 256; ++base) a8[base] = (int8_t)(base - 128);
+    mt_tanh_s8(a8, y8, 256, fxs[c] / 2, 7), h8(y8, 256);
+    mt_sigmoid_s8(a8, y8, 256, fxs[c] / 2, 7), h8(y8, 256);
+    mt_gelu_s8(a8, y8, 256, fxs[c] / 2, fy / 2), h8(y8, 256);
+    sprintf(name, "tanh sigmoid gelu fx=%d", fxs[c]);
+    h_end(name);
+  }
+}
+
+static void softmax(void) {
+  int t;
+  h_begin();
+  for (t = 0; t < 40; ++t) {
+    int n = 1 + (t * 37) % 200, spread = 64 << (t % 8);
+    fill16(a16, 3 * n, -spread, spread);
+    mt_softmax_s16(a16, y16, 3, n, 8 + t % 6), h16(y16, 3 * n);
+    fill8(a8, 3 * n, -128, 127);
+    mt_softmax_s8(a8, y8, 3, n, t % 6), h8(y8, 3 * n);
+  }
+  /* extremes: full range, constant rows */
+  a16[0] = -32768, a16[1] = 32767, a16[2] = 32767, a16[3] = 0;
+  mt_softmax_s16(a16, y16, 1, 4, 0), h16(y16, 4);
+  mt_softmax_s16(a16, y16, 1, 4, 15), h16(y16, 4);
+  h_end("softmax");
+}
+
+static void layernorm(void) {
+  int t;
+  static int16_t g16[256], be16[256];
+  static int8_t g8[256], be8[256];
+  fill16(g16, 256, 8192, 24576);
+  fill16(be16, 256, -8192, 8192);
+  fill8(g8, 256, 32, 96);
+  fill8(be8, 256, -32, 32);
+  h_begin();
+  for (t = 0; t < 24; ++t) {
+    int n = 2 + (t * 29) % 255;
+    int32_t center = rnd(-20000, 20000), spread = 1 + (int32_t)(1u << (t % 14));
+    int i;
+    for (i = 0; i < 2 * n; ++i) {
+      int32_t v = center + rnd(-spread, spread);
+      a16[i] = (int16_t)(v > 32767 ? 32767 : (v < -32768 ? -32768 : v));
+    }
+    mt_layernorm_s16(a16, y16, 2, n, 12, t % 2 ? g16 : 0, 14, t % 3 ? be16 : 0, 14, 21475, 31, 12);
+    h16(y16, 2 * n);
+    fill8(a8, 2 * n, -128, 127);
+    mt_layernorm_s8(a8, y8, 2, n, 4, t % 2 ? g8 : 0, 6, t % 3 ? be8 : 0, 6, 1, 10, 5);
+    h8(y8, 2 * n);
+  }
+  for (t = 0; t < 64; ++t) a16[t] = 1234;
+  mt_layernorm_s16(a16, y16, 1, 64, 10, 0, 0, be16, 14, 0, 0, 12), h16(y16, 64); /* var = 0 */
+  h_end("layernorm");
+}
+
+static void pool_argmax(void) {
+  static int32_t idx[64];
+  static const int ns[] = {1, 3, 10, 33, 100};
+  int c, s;
+  h_begin();
+  for (c = 0; c < 5; ++c) {
+    fill16(a16, 4 * ns[c] * 7, -32768, 32767);
+    fill8(a8, 4 * ns[c] * 7, -128, 127);
+    for (s = -2; s <= 3; ++s) {
+      mt_meanpool_s16(a16, y16, 4, ns[c], 7, s), h16(y16, 28);
+      mt_meanpool_s8(a8, y8, 4, ns[c], 7, s), h8(y8, 28);
+    }
+    mt_argmax_s16(a16, idx, 4, ns[c] * 7), h32(idx, 4);
+    mt_argmax_s8(a8, idx, 4, ns[c] * 7), h32(idx, 4);
+  }
+  h_end("meanpool argmax");
+}
+
+static void attention(void) {
+  static const struct {
+    int L, S, D, Dv, mask;
+  } cfg[] = {{16, 16, 16, 16, 0}, {16, 16, 16, 16, 1}, {12, 20, 8, 12, 2}, {12, 12, 8, 8, 3}};
+  mt_attn_params p;
+  int c, i;
+  for (i = 0; i < (int)sizeof keep; ++i) keep[i] = (uint8_t)(lcg() >> 24);
+  for (i = 0; i < 4; ++i) keep[i] = 0; /* query 0 fully masked where the bit mask is used */
+  for (c = 0; c < 4; ++c) {
+    const int L = cfg[c].L, S = cfg[c].S, D = cfg[c].D, Dv = cfg[c].Dv;
+    char name[48];
+    p.L = L, p.S = S, p.D = D, p.Dv = Dv;
+    p.q_stride = p.k_stride = p.v_stride = p.out_stride = 0;
+    p.flags = (cfg[c].mask & 1) ? MT_ATTN_CAUSAL : 0u;
+    p.keep = (cfg[c].mask & 2) ? keep : 0;
+    p.scale_q = 46341, p.scale_frac = 16 + (D == 16 ? 2 : 1); /* 1/sqrt(D) */
+    h_begin();
+    p.q_frac = p.k_frac = 13, p.v_frac = p.out_frac = 14;
+    fill16(a16, L * D, -12000, 12000);   /* q */
+    fill16(b16, S * D, -12000, 12000);   /* k */
+    fill16(y16 + 2048, S * Dv, -32768, 32767); /* v */
+    mt_attention_stream_s16(&p, a16, b16, y16 + 2048, y16, acc64), h16(y16, L * Dv);
+    mt_attention_twopass_s16(&p, a16, b16, y16 + 2048, y16, scores), h16(y16, L * Dv);
+    p.q_frac = p.k_frac = 5, p.v_frac = p.out_frac = 6;
+    fill8(a8, L * D, -128, 127);
+    fill8(b8, S * D, -128, 127);
+    fill8(y8 + 2048, S * Dv, -128, 127);
+    mt_attention_stream_s8(&p, a8, b8, y8 + 2048, y8, acc32), h8(y8, L * Dv);
+    mt_attention_twopass_s8(&p, a8, b8, y8 + 2048, y8, scores), h8(y8, L * Dv);
+    sprintf(name, "attention L%d S%d D%d mask%d", L, S, D, cfg[c].mask);
+    h_end(name);
+  }
+  /* int8 with S > 256 (guard bits), bit mask */
+  p.L = 8, p.S = 300, p.D = 8, p.Dv = 8, p.flags = 0, p.keep = keep;
+  p.q_frac = p.k_frac = 4, p.v_frac = p.out_frac = 6, p.scale_q = 46341, p.scale_frac = 17;
+  fill8(a8, 8 * 8, -128, 127);
+  fill8(b8, 300 * 8, -128, 127);
+  fill8(y8 + 1024, 300 * 8, -128, 127);
+  h_begin();
+  mt_attention_stream_s8(&p, a8, b8, y8 + 1024, y8, acc32), h8(y8, 64);
+  mt_attention_twopass_s8(&p, a8, b8, y8 + 1024, y8, scores), h8(y8, 64);
+  h_end("attention s8 S300");
+  /* extremes: saturated logits, in place (out = q) */
+  p.L = 12, p.S = 12, p.D = 8, p.Dv = 8, p.flags = MT_ATTN_CAUSAL, p.keep = 0;
+  p.q_frac = p.k_frac = p.v_frac = p.out_frac = 0, p.scale_q = 65535, p.scale_frac = 8;
+  for (i = 0; i < 96; ++i) a16[i] = (int16_t)(i % 2 ? -32768 : 32767), b16[i] = a16[i];
+  fill16(y16 + 2048, 96, -32768, 32767);
+  h_begin();
+  mt_attention_stream_s16(&p, a16, b16, y16 + 2048, a16, acc64), h16(a16, 96);
+  for (i = 0; i < 96; ++i) a8[i] = -128, b8[i] = -128;
+  mt_attention_stream_s8(&p, a8, b8, y8 + 2048, a8, acc32), h8(a8, 96);
+  h_end("attention extremes");
+}
+
+int main(void) {
+  primitives();
+  requant();
+  linear();
+  matmul();
+  elementwise();
+  activations();
+  softmax();
+  layernorm();
+  pool_argmax();
+  attention();
+  printf("%d cases\n", cases);
+  return 0;
+}

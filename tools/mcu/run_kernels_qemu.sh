@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# tools/mcu/run_kernels_qemu.sh — prove that the runtime kernels (src/lower/runtime) compute
+# the same bits on the host and on emulated Cortex-M, and that they are free of undefined
+# behaviour. Exit status 0 only when every step passes.
+#
+#   1. compile mt_kernels.c warning-free (-std=c99 -Wall -Wextra -Wconversion -Werror) with
+#      gcc and with arm-none-eabi-gcc for cortex-m0 / m4 / m7; the M0 object may call no
+#      division and no float helper (only __aeabi_lmul / llsl / llsr, memset);
+#   2. run tools/mcu/kernel_vectors.c on the host (gcc -O2): the reference text;
+#   3. the same under -fsanitize=undefined,address -fno-sanitize-recover: no report, same text;
+#   4. Cortex-M4 build (-mcpu=cortex-m4) on QEMU mps2-an386, and Cortex-M0 code
+#      (-mcpu=cortex-m0: no divide, no DSP) on mps2-an385 (Cortex-M3 board, runs v6-M code);
+#      both outputs must equal the host's byte for byte (semihosting, picolibc).
+#
+#   tools/mcu/run_kernels_qemu.sh            # all steps
+#   KEEP=dir tools/mcu/run_kernels_qemu.sh   # keep the builds and outputs in dir
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+rt=$root/src/lower/runtime
+if [[ -n ${KEEP:-} ]]; then
+  work=$KEEP
+  mkdir -p "$work"
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
+
+for tool in gcc arm-none-eabi-gcc arm-none-eabi-nm qemu-system-arm; do
+  command -v "$tool" >/dev/null || { echo "run_kernels_qemu: $tool not found (tools/install-deps.sh installs it)" >&2; exit 2; }
+done
+
+warn=(-std=c99 -Wall -Wextra -Wconversion -Werror)
+arm_link=(--specs=picolibc.specs --oslib=semihost --crt0=semihost
+  -Wl,--defsym=__flash=0x0 -Wl,--defsym=__flash_size=1M
+  -Wl,--defsym=__ram=0x20000000 -Wl,--defsym=__ram_size=256K -Wl,--defsym=__stack_size=16K)
+fail=0
+step() { printf '== %s\n' "$*"; }
+bad() { printf 'FAIL: %s\n' "$*"; fail=1; }
+
+# The builds run in parallel (compiling dominates the run time), each logging to $work:
+# first the kernel objects and the sanitizer build, then the programs linked with them.
+declare -A pid
+start() { # name command...: run in the background
+  local name=$1
+  shift
+  "$@" >"$work/$name.build.log" 2>&1 &
+  pid[$name]=$!
+}
+need() { # name: wait for that build; report its log on failure
+  if ! wait "${pid[$1]}"; then
+    bad "build $1"
+    sed 's/^/   /' "$work/$1.build.log" | head -20
+    return 1
+  fi
+}
+start k-host gcc "${warn[@]}" -O2 -c "$rt/mt_kernels.c" -o "$work/k-host.o"
+for cpu in cortex-m0 cortex-m4 cortex-m7; do
+  start k-$cpu arm-none-eabi-gcc -mcpu=$cpu -mthumb "${warn[@]}" -O2 -c "$rt/mt_kernels.c" -o "$work/k-$cpu.o"
+done
+start vectors-san gcc -std=c99 -O1 -g -fno-omit-frame-pointer -fsanitize=undefined,address \
+  -fno-sanitize-recover=all -I"$rt" "$here/kernel_vectors.c" "$rt/mt_kernels.c" -o "$work/vectors-san"
+link() { # cpu: kernel_vectors.c + that cpu's kernel object
+  if [[ $1 == host ]]; then
+    gcc "${warn[@]}" -O2 -I"$rt" "$here/kernel_vectors.c" "$work/k-host.o" -o "$work/vectors-host"
+  else
+    arm-none-eabi-gcc -mcpu="$1" -mthumb "${warn[@]}" -O2 -I"$rt" "${arm_link[@]}" \
+      "$here/kernel_vectors.c" "$work/k-$1.o" -o "$work/vectors-$1.elf"
+  fi
+}
+for cpu in host cortex-m4 cortex-m0; do
+  if need k-$cpu; then start vectors-$cpu link $cpu; else start vectors-$cpu false; fi
+done
+
+step "1. warning-free C99 builds of mt_kernels.c (host, cortex-m0, cortex-m4, cortex-m7)"
+ok=1
+for n in k-cortex-m7; do need $n || ok=0; done # the others were awaited above
+for n in k-host k-cortex-m0 k-cortex-m4; do [[ -f $work/$n.o ]] || ok=0; done
+if [[ $ok -eq 1 ]]; then
+  undef=$(arm-none-eabi-nm -u "$work/k-cortex-m0.o" | awk '{print $NF}' | tr '\n' ' ')
+  echo "   all four compile with ${warn[*]}; the cortex-m0 object calls: ${undef:-nothing}"
+  if grep -Eq 'div|mod|__aeabi_[fd]|2f|2d|f2|d2|sf3|df3|float|fix' <<<"$undef"; then
+    bad "the cortex-m0 build needs a division or float helper"
+  fi
+fi
+
+step "2. host run (gcc -O2)"
+if need vectors-host; then
+  "$work/vectors-host" >"$work/host.txt"
+  tail -n 1 "$work/host.txt" | sed 's/^/   /'
+else
+  : >"$work/host.txt"
+fi
+
+step "3. host run under -fsanitize=undefined,address -fno-sanitize-recover=all"
+if need vectors-san; then
+  if ! "$work/vectors-san" >"$work/san.txt" 2>"$work/san.err" || [[ -s $work/san.err ]]; then
+    sed 's/^/   /' "$work/san.err" | head -20
+    bad "sanitizer report"
+  elif ! cmp -s "$work/host.txt" "$work/san.txt"; then
+    bad "sanitizer build prints different results"
+  else
+    echo "   no report; identical output"
+  fi
+fi
+
+run_qemu() { # cpu board
+  local cpu=$1 board=$2 rc=0
+  need "vectors-$cpu" || return 0
+  # picolibc's semihosted stdout reaches QEMU's stderr: capture both streams
+  timeout 300 qemu-system-arm -M "$board" -nographic -semihosting-config enable=on,target=native \
+    -kernel "$work/vectors-$cpu.elf" >"$work/$cpu.txt" 2>&1 || rc=$?
+  if [[ $rc -ne 0 ]]; then
+    bad "$cpu on $board exited with status $rc"
+    tail -n 5 "$work/$cpu.txt" | sed 's/^/   /'
+  elif [[ -s $work/host.txt ]] && cmp -s "$work/host.txt" "$work/$cpu.txt"; then
+    echo "   $cpu on $board: $(wc -l <"$work/$cpu.txt") lines, byte-identical to the host"
+  else
+    bad "$cpu on $board differs from the host"
+    diff "$work/host.txt" "$work/$cpu.txt" | head -20 | sed 's/^/   /'
+  fi
+}
+
+step "4. Cortex-M4 (mps2-an386) and Cortex-M0 code (mps2-an385) under QEMU"
+run_qemu cortex-m4 mps2-an386
+run_qemu cortex-m0 mps2-an385
+
+if [[ $fail -eq 0 ]]; then
+  echo "run_kernels_qemu: PASS (host == UBSan/ASan host == cortex-m4 == cortex-m0)"
+else
+  echo "run_kernels_qemu: FAIL"
+fi
+exit $fail
