@@ -166,6 +166,8 @@ Tensor nll_term(const Tensor& logp, const Tensor& target, const Tensor& weight, 
     case Reduction::None: break;
   }
   if (kept == m) return reshape(nll, L.loss_shape);
+  // Nothing kept: exact zeros that still depend on the input (zero gradient).
+  if (kept == 0) return masked_fill(sum(logp, {1}), ignored, 0.0);
   // Scatter the K losses back to their positions; ignored positions read the appended 0.
   std::vector<std::int64_t> slot(static_cast<std::size_t>(m));
   for (std::int64_t i = 0, k = 0; i < m; ++i) slot[static_cast<std::size_t>(i)] = t[i] == ignore_index ? kept : k++;

@@ -27,7 +27,7 @@ void check_fixture(const std::string& name, const std::vector<std::string>& inpu
                    const std::function<Tensor(const Inputs&)>& fn, bool none = false) {
   const std::string base = "loss_" + name + "__";
   Inputs in;
-  for (const auto& k : inputs) in[k] = fixture(base + k);
+  for (const auto& k : inputs) in[k] = fixture(base + k).clone();  // fixture() shares its cached tensor
   for (const auto& k : diff) in[k].requires_grad_();
   const Tensor out = fn(in);
   INFO("case " << name);
@@ -229,6 +229,8 @@ TEST_CASE("cross_entropy with every target ignored gives a zero loss and a zero 
   }
   const Tensor none = F::cross_entropy(logits, target, {.reduction = Reduction::None});
   CHECK_CLOSE(none, mt::zeros({3}), 0, 0);
+  none.sum().backward();
+  CHECK_CLOSE(logits.grad(), mt::zeros({3, 4}), 0, 0);
 }
 
 TEST_CASE("cross_entropy of an empty batch is zero") {

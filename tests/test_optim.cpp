@@ -20,8 +20,9 @@ constexpr double kRtol = 1e-5, kAtol = 1e-6;
 // The fixture problem: loss(W, b) = mean((X W + b - Y)^2) + 0.1 * sum(tanh(X W + b)).
 struct Problem {
   Tensor X = fixture("optim_problem__X"), Y = fixture("optim_problem__Y");
-  Tensor W = fixture("optim_problem__W0").requires_grad_();
-  Tensor b = fixture("optim_problem__b0").requires_grad_();
+  // clone(): fixture() hands out the cached tensor, which the optimizers update in place.
+  Tensor W = fixture("optim_problem__W0").clone().requires_grad_();
+  Tensor b = fixture("optim_problem__b0").clone().requires_grad_();
 
   Tensor loss() const {
     const Tensor h = X.matmul(W) + b;
