@@ -84,6 +84,7 @@ void copy_rows(const Tensor& src, Tensor& dst, const SliceSpec& sp, bool scatter
   const auto s = split_at(scatter_add ? dst.shape() : src.shape(), sp.dim);
   if (!scatter_add) {
     const std::size_t row = static_cast<std::size_t>(s.inner) * dtype_size(src.dtype());
+    if (row == 0 || dst.numel() == 0) return;  // nothing to copy (and no data pointer to copy from)
     const char* ps = bytes_of(src);
     char* pd = bytes_of(dst);
     for (std::int64_t o = 0; o < s.outer; ++o) {
@@ -290,7 +291,7 @@ Tensor index_select(const Tensor& x, std::int64_t dim_in, const Tensor& index) {
   const std::size_t row = static_cast<std::size_t>(s.inner) * dtype_size(x.dtype());
   const char* px = bytes_of(x);
   char* py = bytes_of(y);
-  for (std::int64_t o = 0; o < s.outer; ++o) {
+  for (std::int64_t o = 0; row > 0 && o < s.outer; ++o) {  // empty rows: no data pointer to copy from
     for (std::int64_t j = 0; j < count; ++j) {
       std::memcpy(py + static_cast<std::size_t>(o * count + j) * row,
                   px + static_cast<std::size_t>(o * s.n + idx[j]) * row, row);
@@ -353,7 +354,7 @@ Tensor cat(const TensorList& tensors, std::int64_t dim_in) {
     const std::size_t block = static_cast<std::size_t>(n * s.inner) * esize;
     const char* pt = bytes_of(t);
     char* py = bytes_of(y);
-    for (std::int64_t o = 0; o < s.outer; ++o) {
+    for (std::int64_t o = 0; block > 0 && o < s.outer; ++o) {  // empty pieces have no data pointer to copy from
       std::memcpy(py + static_cast<std::size_t>((o * s.n + offset) * s.inner) * esize, pt + static_cast<std::size_t>(o) * block,
                   block);
     }
