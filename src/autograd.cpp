@@ -18,6 +18,14 @@ void set_grad_enabled(bool enabled) { grad_enabled = enabled; }
 
 namespace autograd {
 
+namespace {
+thread_local bool tracing = false;
+}
+
+bool is_tracing() { return tracing; }
+TraceGuard::TraceGuard() : previous_(tracing) { tracing = true; }
+TraceGuard::~TraceGuard() { tracing = previous_; }
+
 std::string Node::name() const {
   std::string out;
   bool upper = true;
@@ -34,16 +42,18 @@ std::string Node::name() const {
 
 Node::~Node() {
   std::vector<std::shared_ptr<Node>> orphans;
-  for (Edge& e : inputs) {
+  auto take = [&orphans](Edge& e) {
     if (e.node) orphans.push_back(std::move(e.node));
-  }
+    // A traced edge also holds the input tensor, which holds the same producer.
+    if (e.value && e.value.use_count() == 1 && e.value->grad_fn) orphans.push_back(std::move(e.value->grad_fn));
+    e.value.reset();
+  };
+  for (Edge& e : inputs) take(e);
   while (!orphans.empty()) {
     std::shared_ptr<Node> n = std::move(orphans.back());
     orphans.pop_back();
     if (n.use_count() != 1) continue;  // someone else still holds it
-    for (Edge& e : n->inputs) {
-      if (e.node) orphans.push_back(std::move(e.node));
-    }
+    for (Edge& e : n->inputs) take(e);
   }  // each n is destroyed here with no producers left to recurse into
 }
 
@@ -63,7 +73,8 @@ bool needs_recording(const TensorList& inputs) {
 }
 
 Tensor record_node(Tensor out, std::string_view op, const TensorList& inputs, BackwardFn backward, Attrs attrs) {
-  if (!needs_recording(inputs) || !out.is_floating_point()) return out;
+  const bool grad = needs_recording(inputs);
+  if (!(grad || tracing) || !out.is_floating_point()) return out;
   auto node = std::make_shared<Node>();
   node->op = std::string(op);
   node->attrs = std::move(attrs);
@@ -83,11 +94,12 @@ Tensor record_node(Tensor out, std::string_view op, const TensorList& inputs, Ba
       } else if (t.requires_grad()) {
         e.leaf = t.impl_ptr();
       }
+      if (tracing) e.value = t.impl_ptr();
     }
     node->inputs.push_back(std::move(e));
   }
   out.impl().grad_fn = std::move(node);
-  out.impl().requires_grad = true;
+  out.impl().requires_grad = grad;  // a trace alone records, but does not ask for gradients
   return out;
 }
 

@@ -56,6 +56,10 @@ struct Edge {
   Shape shape;
   Dtype dtype = Dtype::Float32;
   bool requires_grad = false;
+  /// Only while a trace is active (see TraceGuard): the input tensor itself, so the tracer
+  /// can read constants (a scalar in `x * 0.5`, an attention mask) and fold subgraphs that
+  /// do not depend on the traced input. Empty in normal autograd.
+  std::shared_ptr<TensorImpl> value;
 };
 
 /// One recorded op.
@@ -82,7 +86,27 @@ class Node {
   const Attr* attr(std::string_view key) const;
 };
 
-/// Records `op` on `out` when grad mode is on and an input requires grad; returns `out`.
+/// Is a trace active on this thread (see TraceGuard)?
+bool is_tracing();
+
+/// RAII: while it lives, record_node records every floating op on this thread, even when
+/// no input requires grad or grad mode is off, and keeps each input tensor in its Edge
+/// (Edge::value). The lowering pass (microtorch/lower/graph.hpp) runs a forward under it
+/// and reads the records. Outputs only require grad when they would without the trace, so
+/// backward behaves as usual.
+class TraceGuard {
+ public:
+  TraceGuard();
+  ~TraceGuard();
+  TraceGuard(const TraceGuard&) = delete;
+  TraceGuard& operator=(const TraceGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// Records `op` on `out` when grad mode is on and an input requires grad (or a trace is
+/// active); returns `out`.
 /// `backward` is called as backward(grad_output, needs) or backward(grad_output).
 Tensor record_node(Tensor out, std::string_view op, const TensorList& inputs, BackwardFn backward,
                    Attrs attrs);
