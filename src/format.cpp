@@ -137,10 +137,9 @@ std::string to_string(const Tensor& t) {
     p.render(0, 0, std::string("tensor(").size(), style, width, out);
   }
   if (t.dim() >= 2 || summarize || t.numel() == 0) out += fmt::format(", shape={}", shape_str(t.shape()));
-  if (t.dtype() != Dtype::Float32 && !(t.dtype() == Dtype::Int64) && !(t.dtype() == Dtype::Bool)) {
+  // As PyTorch: the dtype is shown when the values do not already tell it.
+  if (t.dtype() == Dtype::Float64 || (t.dtype() == Dtype::Int64 && t.numel() == 0)) {
     out += fmt::format(", dtype={}", dtype_name(t.dtype()));
-  } else if (t.dtype() == Dtype::Int64 && t.numel() == 0) {
-    out += ", dtype=int64";
   }
   if (t.grad_fn()) {
     out += fmt::format(", grad_fn=<{}>", t.grad_fn()->name());
