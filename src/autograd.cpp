@@ -74,7 +74,9 @@ bool needs_recording(const TensorList& inputs) {
 
 Tensor record_node(Tensor out, std::string_view op, const TensorList& inputs, BackwardFn backward, Attrs attrs) {
   const bool grad = needs_recording(inputs);
-  if (!(grad || tracing) || !out.is_floating_point()) return out;
+  // Without a trace only floating outputs can carry gradients; a trace also records integer
+  // results (token ids reshaped for an embedding, argmax) so the graph sees them.
+  if (!(grad || tracing) || (!tracing && !out.is_floating_point())) return out;
   auto node = std::make_shared<Node>();
   node->op = std::string(op);
   node->attrs = std::move(attrs);

@@ -89,8 +89,8 @@ class Node {
 /// Is a trace active on this thread (see TraceGuard)?
 bool is_tracing();
 
-/// RAII: while it lives, record_node records every floating op on this thread, even when
-/// no input requires grad or grad mode is off, and keeps each input tensor in its Edge
+/// RAII: while it lives, record_node records every op on this thread (also integer results),
+/// even when no input requires grad or grad mode is off, and keeps each input tensor in its Edge
 /// (Edge::value). The lowering pass (microtorch/lower/graph.hpp) runs a forward under it
 /// and reads the records. Outputs only require grad when they would without the trace, so
 /// backward behaves as usual.

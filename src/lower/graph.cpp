@@ -72,8 +72,8 @@ Graph trace(const std::function<Tensor(const Tensor&)>& fn, const Tensor& exampl
       return g;
     }
     throw ValueError(fmt::format(
-        "trace: the output (shape {}, {}) was not produced by a recorded op on the input; only floating ops are "
-        "recorded, so an integer result (argmax) must be the last op of a traced function",
+        "trace: the output (shape {}, {}) was not produced by a recorded op on the input; was it computed "
+        "outside microtorch's ops (e.g. from raw data pointers) or from a detached tensor?",
         shape_str(y.shape()), dtype_name(y.dtype())));
   }
 

@@ -205,9 +205,12 @@ std::tuple<Tensor, Tensor> min(const Tensor& x, std::int64_t dim, bool keepdim) 
   return extremum_along(x, dim, keepdim, false);
 }
 
-Tensor argmax(const Tensor& x) { return std::get<1>(extremum_along(reshape(x.detach(), {x.numel()}), 0, false, true)); }
+Tensor argmax(const Tensor& x) { return argmax(reshape(x, {x.numel()}), 0, false); }
+// Not differentiable; recorded only while a trace runs, so a lowered classifier can end in it.
 Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) {
-  return std::get<1>(extremum_along(x.detach(), dim, keepdim, true));
+  Tensor idx = std::get<1>(extremum_along(x.detach(), dim, keepdim, true));
+  return autograd::record(idx, "argmax", {x}, [](const Tensor&) { return TensorList{Tensor()}; },
+                          {{"dim", wrap_dim(dim, x.dim(), "argmax")}, {"keepdim", keepdim}});
 }
 Tensor argmin(const Tensor& x, std::int64_t dim, bool keepdim) {
   return std::get<1>(extremum_along(x.detach(), dim, keepdim, false));

@@ -298,7 +298,7 @@ Tensor index_select(const Tensor& x, std::int64_t dim_in, const Tensor& index) {
     }
   }
   return autograd::record(
-      y, "index_select", {x},
+      y, "index_select", {x, index},
       [index = index.detach(), from = x.shape(), s](const Tensor& g) {
         Tensor dx = zeros(from, g.dtype());
         detail::visit_floating(g.dtype(), "backward", [&](auto tag) {
@@ -316,7 +316,7 @@ Tensor index_select(const Tensor& x, std::int64_t dim_in, const Tensor& index) {
           }
           return 0;
         });
-        return TensorList{dx};
+        return TensorList{dx, Tensor()};  // no gradient for the indices
       },
       {{"dim", dim}});
 }
