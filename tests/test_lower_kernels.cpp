@@ -5,8 +5,11 @@
 //
 // Measured worst errors (LSB of the output format) for the fixed seeds below; each test
 // asserts a bound a little above them. MICROTORCH_KERNEL_REPORT=1 prints them.
-//   rshift, requantise, linear, matmul, add, scale, relu, meanpool (shift >= 0): exact, i.e.
-//       the exact integer / rational result rounded once (ties away from zero), saturated
+//   rshift, requantise, linear, matmul, add (also broadcast), mul, scale, relu, sum,
+//   meanpool (shift >= 0): exact, i.e. the exact integer / rational result rounded once
+//   (ties away from zero), saturated; strided copy and embedding copy bits
+//   div_rows s16: 0.500023 (<= 0.5 + 1.9e-4 in theory; correctly rounded for
+//       fx - fd - fy >= 0, near-ties may round up otherwise)      s8: correctly rounded
 //   mt_recip_u32: y - 2^e/d in [0, 6] units of 2^-30;  mt_rsqrt_u64: [0, 3] units of 2^-30
 //   mt_exp2neg_q16: 0.51 LSB of Q16 (every z in [0, 18))
 //   tanh     s16 Q3.12/Q7.8/Q0.15 -> Q0.15: 0.80        s8 Q2.5 -> Q0.7: 0.50
