@@ -453,6 +453,7 @@ static int32_t mt_rowdiv_apply(const mt_rowdiv *q, int32_t x) { /* |x| <= 2^15 *
 void mt_div_rows_s16(const int16_t *x, int fx, const int16_t *d, int fd, int16_t *y, int fy, int rows,
                      int n) {
   int r, j;
+  if (n <= 0) return;
   for (r = 0; r < rows; ++r) {
     const mt_rowdiv q = mt_rowdiv_init(d[r], fx - fd - fy);
     const int16_t *xr = x + r * n;
@@ -464,6 +465,7 @@ void mt_div_rows_s16(const int16_t *x, int fx, const int16_t *d, int fd, int16_t
 void mt_div_rows_s8(const int8_t *x, int fx, const int8_t *d, int fd, int8_t *y, int fy, int rows,
                     int n) {
   int r, j;
+  if (n <= 0) return;
   for (r = 0; r < rows; ++r) {
     const mt_rowdiv q = mt_rowdiv_init(d[r], fx - fd - fy);
     const int8_t *xr = x + r * n;
@@ -964,6 +966,11 @@ static int64_t mt_colsum_s8(const int8_t *x, int n, int inner) {
 
 void mt_sum_s16(const int16_t *x, int16_t *y, int outer, int n, int inner, int shift) {
   int o, c;
+  if (n <= 0) { /* the empty sum; x is not touched */
+    for (o = 0; o < outer; ++o)
+      for (c = 0; c < inner; ++c) y[o * inner + c] = 0;
+    return;
+  }
   for (o = 0; o < outer; ++o)
     for (c = 0; c < inner; ++c)
       y[o * inner + c] = mt_sat_s16(mt_requant64(mt_colsum_s16(x + o * n * inner + c, n, inner), shift));
@@ -971,6 +978,11 @@ void mt_sum_s16(const int16_t *x, int16_t *y, int outer, int n, int inner, int s
 
 void mt_sum_s8(const int8_t *x, int8_t *y, int outer, int n, int inner, int shift) {
   int o, c;
+  if (n <= 0) { /* the empty sum; x is not touched */
+    for (o = 0; o < outer; ++o)
+      for (c = 0; c < inner; ++c) y[o * inner + c] = 0;
+    return;
+  }
   for (o = 0; o < outer; ++o)
     for (c = 0; c < inner; ++c)
       y[o * inner + c] = mt_sat_s8(mt_requant64(mt_colsum_s8(x + o * n * inner + c, n, inner), shift));

@@ -300,7 +300,7 @@ void mt_meanpool_s8(const int8_t *x, int8_t *y, int outer, int n, int inner, int
  *   negative = saturating left shift).
  * The sum is exact: int32 partial sums over chunks of 65536 terms (s16: |sum| <= 2^31) or
  * 2^24 terms (s8), added into int64 only when n is longer; rounded once. n <= 0 gives
- * zeros (the empty sum). y must not alias x. Exact. */
+ * zeros (the empty sum; x is not read). y must not alias x. Exact. */
 void mt_sum_s16(const int16_t *x, int16_t *y, int outer, int n, int inner, int shift);
 void mt_sum_s8(const int8_t *x, int8_t *y, int outer, int n, int inner, int shift);
 
