@@ -5,8 +5,11 @@
 //
 // Measured worst errors (LSB of the output format) for the fixed seeds below; each test
 // asserts a bound a little above them. MICROTORCH_KERNEL_REPORT=1 prints them.
-//   rshift, requantise, linear, matmul, add, scale, relu, meanpool (shift >= 0): exact, i.e.
-//       the exact integer / rational result rounded once (ties away from zero), saturated
+//   rshift, requantise, linear, matmul, add (also broadcast), mul, scale, relu, sum,
+//   meanpool (shift >= 0): exact, i.e. the exact integer / rational result rounded once
+//   (ties away from zero), saturated; strided copy and embedding copy bits
+//   div_rows s16: 0.500023 (<= 0.5 + 1.9e-4 in theory; correctly rounded for
+//       fx - fd - fy >= 0, near-ties may round up otherwise)      s8: correctly rounded
 //   mt_recip_u32: y - 2^e/d in [0, 6] units of 2^-30;  mt_rsqrt_u64: [0, 3] units of 2^-30
 //   mt_exp2neg_q16: 0.51 LSB of Q16 (every z in [0, 18))
 //   tanh     s16 Q3.12/Q7.8/Q0.15 -> Q0.15: 0.80        s8 Q2.5 -> Q0.7: 0.50
@@ -511,6 +514,398 @@ TEST_CASE("lower kernels: mean pooling is the correctly rounded mean; argmax tak
   mt_argmax_s8(a8, idx, 2, 2);
   CHECK(idx[0] == 0);
   CHECK(idx[1] == 0);
+}
+
+// ------------------------------------------------------------------------------------
+// Data movement (strided copy, embedding), sums, broadcast add / mul, row division
+// ------------------------------------------------------------------------------------
+
+namespace {
+
+// Runs the strided copy of each element type on one layout and compares every element of
+// dst with a naive computation of the source and destination offsets from the index.
+// dst starts filled with a sentinel: elements outside the copied index set must keep it.
+struct StridedCase {
+  std::vector<std::int32_t> shape, src_strides, dst_strides;
+  std::int32_t src_base = 0, dst_base = 0;  // offset of element (0, .., 0)
+  std::size_t src_size = 0, dst_size = 0;
+};
+
+template <class T>
+void check_strided(const StridedCase& c, void (*fn)(const T*, T*, int, const std::int32_t*, const std::int32_t*,
+                                                    const std::int32_t*),
+                   std::mt19937& g) {
+  const int nd = static_cast<int>(c.shape.size());
+  const auto src = random_ints<T>(g, c.src_size, std::numeric_limits<T>::min() + 1, std::numeric_limits<T>::max());
+  const T sentinel = std::numeric_limits<T>::min();
+  std::vector<T> dst(c.dst_size, sentinel), want(c.dst_size, sentinel);
+  fn(src.data() + c.src_base, dst.data() + c.dst_base, nd, c.shape.data(), c.src_strides.data(),
+     c.dst_strides.data());
+  std::vector<std::int32_t> idx(nd, 0);
+  for (bool more = true; more;) {
+    std::int64_t so = c.src_base, dof = c.dst_base;
+    for (int k = 0; k < nd; ++k) so += static_cast<std::int64_t>(idx[k]) * c.src_strides[k], dof += static_cast<std::int64_t>(idx[k]) * c.dst_strides[k];
+    want[dof] = src[so];
+    more = false;
+    for (int k = nd - 1; k >= 0; --k) {
+      if (++idx[k] < c.shape[k]) {
+        more = true;
+        break;
+      }
+      idx[k] = 0;
+    }
+  }
+  REQUIRE(dst == want);
+}
+
+void check_strided_all(const StridedCase& c, std::mt19937& g) {
+  check_strided<std::int16_t>(c, mt_copy_strided_s16, g);
+  check_strided<std::int8_t>(c, mt_copy_strided_s8, g);
+  check_strided<std::int32_t>(c, mt_copy_strided_s32, g);
+}
+
+std::vector<std::int32_t> packed_strides(const std::vector<std::int32_t>& shape) {
+  std::vector<std::int32_t> st(shape.size());
+  std::int32_t s = 1;
+  for (std::size_t k = shape.size(); k-- > 0;) st[k] = s, s *= shape[k];
+  return st;
+}
+
+std::int32_t numel(const std::vector<std::int32_t>& shape) {
+  std::int32_t n = 1;
+  for (auto v : shape) n *= v;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("lower kernels: strided copy does permute, slice, concat and expand like the naive index walk") {
+  std::mt19937 g(90);
+  std::uniform_int_distribution<int> dn(1, MT_MAX_DIMS), dlen(1, 5);
+  for (int trial = 0; trial < 400; ++trial) {
+    CAPTURE(trial);
+    const int nd = dn(g);
+    std::vector<std::int32_t> in_shape(nd);
+    for (auto& v : in_shape) v = dlen(g);
+    const auto in_st = packed_strides(in_shape);
+    StridedCase c;
+    switch (trial % 4) {
+      case 0: {  // permute (transpose when nd == 2): read through permuted strides, dst packed
+        std::vector<int> perm(nd);
+        for (int k = 0; k < nd; ++k) perm[k] = k;
+        std::shuffle(perm.begin(), perm.end(), g);
+        for (int k = 0; k < nd; ++k) c.shape.push_back(in_shape[perm[k]]), c.src_strides.push_back(in_st[perm[k]]);
+        c.dst_strides = packed_strides(c.shape);
+        c.src_size = c.dst_size = static_cast<std::size_t>(numel(in_shape));
+        break;
+      }
+      case 1: {  // slice [start, start + len) with a step on every dim
+        c.src_size = static_cast<std::size_t>(numel(in_shape));
+        for (int k = 0; k < nd; ++k) {
+          const int start = std::uniform_int_distribution<int>(0, in_shape[k] - 1)(g);
+          const int step = std::uniform_int_distribution<int>(1, 2)(g);
+          const int len = (in_shape[k] - start + step - 1) / step;
+          c.src_base += start * in_st[k];
+          c.shape.push_back(len), c.src_strides.push_back(step * in_st[k]);
+        }
+        c.dst_strides = packed_strides(c.shape);
+        c.dst_size = static_cast<std::size_t>(numel(c.shape));
+        break;
+      }
+      case 2: {  // concat: this input is the middle part of the output along dim `ax`
+        const int ax = std::uniform_int_distribution<int>(0, nd - 1)(g);
+        auto out_shape = in_shape;
+        const int before = dlen(g) - 1, after = dlen(g) - 1;
+        out_shape[ax] += before + after;
+        const auto out_st = packed_strides(out_shape);
+        c.shape = in_shape, c.src_strides = in_st, c.dst_strides = out_st;
+        c.dst_base = before * out_st[ax];
+        c.src_size = static_cast<std::size_t>(numel(in_shape));
+        c.dst_size = static_cast<std::size_t>(numel(out_shape));
+        break;
+      }
+      default: {  // expand: size-1 dims of the input broadcast with stride 0
+        std::vector<std::int32_t> small = in_shape;
+        for (int k = 0; k < nd; ++k)
+          if (g() % 2) small[k] = 1;
+        const auto small_st = packed_strides(small);
+        c.shape = in_shape;
+        for (int k = 0; k < nd; ++k) c.src_strides.push_back(small[k] == 1 ? 0 : small_st[k]);
+        c.dst_strides = packed_strides(in_shape);
+        c.src_size = static_cast<std::size_t>(numel(small));
+        c.dst_size = static_cast<std::size_t>(numel(in_shape));
+        break;
+      }
+    }
+    check_strided_all(c, g);
+  }
+  // a transpose whose rows are long (the innermost run), a fully contiguous copy (all dims
+  // merge into one run), a negative stride (flip) and a single element
+  check_strided_all({{3, 1000}, {1, 3}, {1000, 1}, 0, 0, 3000, 3000}, g);
+  check_strided_all({{2, 3, 4, 5, 6, 7}, packed_strides({2, 3, 4, 5, 6, 7}), packed_strides({2, 3, 4, 5, 6, 7}), 0, 0, 5040, 5040}, g);
+  check_strided_all({{4, 6}, {6, -1}, {6, 1}, 5, 0, 24, 24}, g);
+  check_strided_all({{1, 1, 1}, {7, 7, 7}, {0, 0, 0}, 0, 0, 1, 1}, g);
+
+  // ndim outside [1, MT_MAX_DIMS] or an empty dim: nothing is written
+  const std::int32_t shape[MT_MAX_DIMS + 1] = {2, 2, 2, 2, 2, 2, 2}, st[MT_MAX_DIMS + 1] = {1, 1, 1, 1, 1, 1, 1};
+  std::int16_t src[16] = {1, 2, 3}, dst[16] = {};
+  mt_copy_strided_s16(src, dst, 0, shape, st, st);
+  mt_copy_strided_s16(src, dst, MT_MAX_DIMS + 1, shape, st, st);
+  const std::int32_t empty[2] = {3, 0}, neg[2] = {-1, 3};
+  mt_copy_strided_s16(src, dst, 2, empty, st, st);
+  mt_copy_strided_s16(src, dst, 2, neg, st, st);
+  for (auto v : dst) CHECK(v == 0);
+}
+
+TEST_CASE("lower kernels: embedding copies table rows; out-of-range ids give zero rows and are counted") {
+  std::mt19937 g(91);
+  const int num = 50, dim = 7;
+  const auto t16 = random_ints<std::int16_t>(g, num * dim);
+  const auto t8 = random_ints<std::int8_t>(g, num * dim);
+  const std::vector<std::int32_t> ids = {0, 49, 3, -1, 50, 17, INT32_MIN, INT32_MAX, 3, 25};
+  const int n = static_cast<int>(ids.size());
+  std::vector<std::int16_t> o16(n * dim, 99);
+  std::vector<std::int8_t> o8(n * dim, 99);
+  CHECK(mt_embedding_s16(ids.data(), n, t16.data(), num, dim, o16.data()) == 4);
+  CHECK(mt_embedding_s8(ids.data(), n, t8.data(), num, dim, o8.data()) == 4);
+  for (int i = 0; i < n; ++i) {
+    const bool ok = ids[i] >= 0 && ids[i] < num;
+    for (int j = 0; j < dim; ++j) {
+      REQUIRE(o16[i * dim + j] == (ok ? t16[ids[i] * dim + j] : 0));
+      REQUIRE(o8[i * dim + j] == (ok ? t8[ids[i] * dim + j] : 0));
+    }
+  }
+  const std::vector<std::int32_t> good = {1, 2, 48};
+  CHECK(mt_embedding_s16(good.data(), 3, t16.data(), num, dim, o16.data()) == 0);  // 0 = success
+  CHECK(std::equal(o16.begin(), o16.begin() + dim, t16.begin() + dim));
+  CHECK(mt_embedding_s16(ids.data(), 0, t16.data(), num, dim, o16.data()) == 0);
+  CHECK(mt_embedding_s16(ids.data(), n, t16.data(), num, 0, o16.data()) == 4);  // dim 0: counts only
+  CHECK(mt_embedding_s8(ids.data(), n, t8.data(), 0, dim, o8.data()) == n);      // empty table
+  for (auto v : o8) CHECK(v == 0);
+}
+
+TEST_CASE("lower kernels: sum over the middle dim is the exact sum rounded once, saturated") {
+  std::mt19937 g(92);
+  for (int n : {1, 2, 5, 64, 333, 70000}) {  // 70000 > 65536: int32 chunks into int64
+    const int outer = n > 1000 ? 1 : 3, inner = n > 1000 ? 2 : 4;
+    const auto x = random_ints<std::int16_t>(g, static_cast<std::size_t>(outer * n * inner));
+    const auto x8 = random_ints<std::int8_t>(g, static_cast<std::size_t>(outer * n * inner));
+    std::vector<std::int16_t> y(outer * inner);
+    std::vector<std::int8_t> y8(outer * inner);
+    for (int shift : {-4, 0, 1, 3, 9, 17, 40}) {
+      CAPTURE(n);
+      CAPTURE(shift);
+      mt_sum_s16(x.data(), y.data(), outer, n, inner, shift);
+      mt_sum_s8(x8.data(), y8.data(), outer, n, inner, shift);
+      for (int o = 0; o < outer; ++o)
+        for (int c = 0; c < inner; ++c) {
+          std::int64_t s = 0, s8 = 0;
+          for (int j = 0; j < n; ++j) s += x[(o * n + j) * inner + c], s8 += x8[(o * n + j) * inner + c];
+          REQUIRE(y[o * inner + c] == ref_rshift(s, shift, -32768, 32767));
+          REQUIRE(y8[o * inner + c] == ref_rshift(s8, shift, -128, 127));
+        }
+    }
+  }
+  // extremes: 65536 * -32768 = -2^31 is the int32 chunk's bound; 65537 terms cross it
+  for (int n : {65536, 65537}) {
+    std::vector<std::int16_t> lo(n, -32768), hi(n, 32767);
+    std::int16_t y = 0;
+    mt_sum_s16(lo.data(), &y, 1, n, 1, 17);
+    CHECK(y == -n / 4);  // -16384 (n = 65536), -16384.25 -> -16384 (n = 65537)
+    mt_sum_s16(lo.data(), &y, 1, n, 1, 16);
+    CHECK(y == -32768);  // -32768, or -32768.5 -> -32769 saturated
+    mt_sum_s16(hi.data(), &y, 1, n, 1, 17);
+    CHECK(y == ref_rshift(static_cast<std::int64_t>(n) * 32767, 17, -32768, 32767));
+    mt_sum_s16(hi.data(), &y, 1, n, 1, 0);
+    CHECK(y == 32767);  // saturates
+  }
+  // ties round away from zero: 3 * 2^-1 = 1.5 -> 2, -3 * 2^-1 -> -2
+  const std::int8_t t[] = {1, 2, -1, -2};
+  std::int8_t m[2];
+  mt_sum_s8(t, m, 2, 2, 1, 1);
+  CHECK(m[0] == 2);
+  CHECK(m[1] == -2);
+  // n = 0: the empty sum
+  std::int16_t z[3] = {5, 5, 5};
+  mt_sum_s16(nullptr, z, 1, 0, 3, 0);
+  for (auto v : z) CHECK(v == 0);
+}
+
+namespace {
+// round(x 2^-s / d), ties away from zero, exact in integers (|s| <= 40)
+std::int64_t ref_div(std::int64_t x, std::int64_t d, int s, std::int64_t lo, std::int64_t hi) {
+  const std::int64_t num = x * (std::int64_t{1} << (s < 0 ? -s : 0)), den = d * (std::int64_t{1} << (s > 0 ? s : 0));
+  const bool neg = (num < 0) != (den < 0);
+  const std::uint64_t a = static_cast<std::uint64_t>(num < 0 ? -num : num), b = static_cast<std::uint64_t>(den < 0 ? -den : den);
+  std::uint64_t q = a / b;
+  if (2 * (a - q * b) >= b) ++q;
+  const std::int64_t v = neg ? -static_cast<std::int64_t>(q) : static_cast<std::int64_t>(q);
+  return std::min(hi, std::max(lo, v));
+}
+}  // namespace
+
+TEST_CASE("lower kernels: row division by one reciprocal per row: within 0.5002 LSB, zero divisor saturates") {
+  std::mt19937 g(93);
+  MaxErr e16, e8;
+  long misrounded = 0, total = 0;
+  // formats (fx, fd, fy), s = fx - fd - fy from -15 to +12; LinearAttention: num Q(fx), den Q(fd)
+  const int formats[][3] = {{12, 12, 12}, {12, 8, 12}, {10, 14, 8}, {0, 0, 15}, {15, 0, 3}, {8, 12, 14}, {6, 6, 0}};
+  for (const auto& f : formats) {
+    const int s = f[0] - f[1] - f[2];
+    CAPTURE(s);
+    const int rows = 300, n = 40;
+    auto x = random_ints<std::int16_t>(g, rows * n);
+    auto d = random_ints<std::int16_t>(g, rows);
+    auto x8 = random_ints<std::int8_t>(g, rows * n);
+    auto d8 = random_ints<std::int8_t>(g, rows);
+    for (int r = 0; r < rows; r += 7) d[r] = static_cast<std::int16_t>(r % 2 ? 1 << (r % 15) : -(1 << (r % 16)));  // powers of two
+    for (int r = 3; r < rows; r += 11) d[r] = static_cast<std::int16_t>(d[r] % 64), d8[r] = static_cast<std::int8_t>(d8[r] % 8);
+    std::vector<std::int16_t> y(rows * n);
+    std::vector<std::int8_t> y8(rows * n);
+    mt_div_rows_s16(x.data(), f[0], d.data(), f[1], y.data(), f[2], rows, n);
+    mt_div_rows_s8(x8.data(), f[0] / 2, d8.data(), f[1] / 2, y8.data(), f[2] / 2, rows, n);
+    const int s8 = f[0] / 2 - f[1] / 2 - f[2] / 2;
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < n; ++j) {
+        const int i = r * n + j;
+        if (d[r] == 0) {
+          REQUIRE(y[i] == (x[i] > 0 ? 32767 : (x[i] < 0 ? -32768 : 0)));
+        } else {
+          const auto exact = ref_div(x[i], d[r], s, -32768, 32767);
+          if (s >= 0) REQUIRE(y[i] == exact);  // correctly rounded
+          REQUIRE(std::abs(y[i] - exact) <= 1);
+          misrounded += y[i] != exact, ++total;
+          e16.add(y[i], std::min(32767.0, std::max(-32768.0, std::ldexp(static_cast<double>(x[i]) / d[r], -s))),
+                  "x=" + std::to_string(x[i]) + " d=" + std::to_string(d[r]) + " s=" + std::to_string(s));
+        }
+        if (d8[r] == 0) {
+          REQUIRE(y8[i] == (x8[i] > 0 ? 127 : (x8[i] < 0 ? -128 : 0)));
+        } else {
+          REQUIRE(y8[i] == ref_div(x8[i], d8[r], s8, -128, 127));  // s8: always correctly rounded
+          e8.add(y8[i], std::min(127.0, std::max(-128.0, std::ldexp(static_cast<double>(x8[i]) / d8[r], -s8))));
+        }
+      }
+  }
+  // near-ties, the only place where the over-estimated reciprocal can round up: x 2^t / d
+  // just below k + 1/2, every divisor magnitude, the largest quotients
+  for (int t : {8, 13, 15}) {
+    std::vector<std::int16_t> x, y, dd;
+    for (int dv = 1; dv <= 32768; dv += 1) {
+      const std::int64_t k = 32767 - dv % 7000;
+      const std::int64_t xc = ((2 * k + 1) * dv) >> (t + 1);
+      if (xc > 32767) continue;
+      dd.push_back(static_cast<std::int16_t>(dv == 32768 ? -32768 : dv));
+      x.push_back(static_cast<std::int16_t>(xc));
+    }
+    y.resize(x.size());
+    const int rows = static_cast<int>(x.size());
+    mt_div_rows_s16(x.data(), 0, dd.data(), 0, y.data(), t, rows, 1);  // s = -t
+    for (int r = 0; r < rows; ++r) {
+      const auto exact = ref_div(x[r], dd[r], -t, -32768, 32767);
+      REQUIRE(std::abs(y[r] - exact) <= 1);
+      misrounded += y[r] != exact, ++total;
+      e16.add(y[r], std::min(32767.0, std::max(-32768.0, std::ldexp(static_cast<double>(x[r]) / dd[r], t))),
+              "x=" + std::to_string(x[r]) + " d=" + std::to_string(dd[r]) + " t=" + std::to_string(t));
+    }
+  }
+  report("div_rows s16 (LSB of Q fy)", e16);
+  if (std::getenv("MICROTORCH_KERNEL_REPORT")) std::printf("  div_rows s16 max error %.6f LSB\n", e16.value);
+  report("div_rows s8", e8);
+  if (std::getenv("MICROTORCH_KERNEL_REPORT"))
+    std::printf("  div_rows s16: %ld of %ld quotients differ from the correctly rounded one (near-ties)\n", misrounded,
+                total);
+  // reciprocal >= 1/|d| with relative error < 6 * 2^-30: at most |q| * 5.6e-9 <= 1.9e-4 LSB
+  // beyond the rounding's 0.5
+  CHECK_ERR(e16, 0.5002);
+  CHECK_ERR(e8, 0.5);
+
+  // exact cases, signs, saturation, zero divisor, in place (y = x)
+  std::int16_t x[] = {6, -6, 7, 0, 32767, -32768, 100, -100, 0, 5};
+  const std::int16_t d[] = {4, -4, 0, 0, 1};
+  mt_div_rows_s16(x, 0, d, 0, x, 0, 5, 2);
+  // 1.5 -> 2, -1.5 -> -2, 7 / -4 = -1.75 -> -2, 0 / -4 = 0, x / 0 = +-max, 0 / 0 = 0
+  const std::int16_t want[] = {2, -2, -2, 0, 32767, -32768, 32767, -32768, 0, 5};
+  for (int i = 0; i < 10; ++i) CHECK(x[i] == want[i]);
+  std::int8_t x8[] = {1, -1, 127, -128, 0};
+  const std::int8_t d8[] = {3};
+  mt_div_rows_s8(x8, 0, d8, 0, x8, 7, 1, 5);  // Q0.7 quotient: 1/3 -> 43 (42.67)
+  CHECK(x8[0] == 43);
+  CHECK(x8[1] == -43);
+  CHECK(x8[2] == 127);
+  CHECK(x8[3] == -128);
+  CHECK(x8[4] == 0);
+}
+
+TEST_CASE("lower kernels: broadcast add and multiply round the exact result once; b wraps every nb") {
+  std::mt19937 g(94);
+  const int n = 2400;
+  const auto a = random_ints<std::int16_t>(g, n), b = random_ints<std::int16_t>(g, n);
+  const auto a8 = random_ints<std::int8_t>(g, n), b8 = random_ints<std::int8_t>(g, n);
+  std::vector<std::int16_t> y(n), y2(n);
+  std::vector<std::int8_t> y8(n), y82(n);
+  const int formats[][3] = {{12, 12, 12}, {12, 10, 11}, {8, 14, 13}, {0, 15, 4}, {15, 15, 16}};
+  for (int nb : {1, 3, 16, 240, n}) {
+    CAPTURE(nb);
+    for (const auto& f : formats) {
+      CAPTURE(f[0]);
+      CAPTURE(f[1]);
+      CAPTURE(f[2]);
+      mt_add_bcast_s16(a.data(), f[0], b.data(), f[1], nb, y.data(), f[2], n);
+      mt_add_bcast_s8(a8.data(), f[0] / 2, b8.data(), f[1] / 2, nb, y8.data(), f[2] / 2, n);
+      for (int i = 0; i < n; ++i) {
+        const int j = i % nb;
+        const long double s = std::ldexp(static_cast<long double>(a[i]), -f[0]) + std::ldexp(static_cast<long double>(b[j]), -f[1]);
+        REQUIRE(y[i] == std::min(32767.0L, std::max(-32768.0L, round_away(std::ldexp(s, f[2])))));
+        const long double s8 = std::ldexp(static_cast<long double>(a8[i]), -f[0] / 2) + std::ldexp(static_cast<long double>(b8[j]), -f[1] / 2);
+        REQUIRE(y8[i] == std::min(127.0L, std::max(-128.0L, round_away(std::ldexp(s8, f[2] / 2)))));
+      }
+      if (nb == n) {  // mt_add_* is the nb == n case
+        mt_add_s16(a.data(), f[0], b.data(), f[1], y2.data(), f[2], n);
+        mt_add_s8(a8.data(), f[0] / 2, b8.data(), f[1] / 2, y82.data(), f[2] / 2, n);
+        CHECK(y2 == y);
+        CHECK(y82 == y8);
+      }
+    }
+    for (int shift : {-3, 0, 1, 7, 15, 20, 31, 40}) {
+      CAPTURE(shift);
+      mt_mul_s16(a.data(), b.data(), nb, y.data(), n, shift);
+      mt_mul_s8(a8.data(), b8.data(), nb, y8.data(), n, shift);
+      for (int i = 0; i < n; ++i) {
+        const int j = i % nb;
+        REQUIRE(y[i] == ref_rshift(static_cast<std::int64_t>(a[i]) * b[j], shift, -32768, 32767));
+        REQUIRE(y8[i] == ref_rshift(static_cast<std::int64_t>(a8[i]) * b8[j], shift, -128, 127));
+      }
+    }
+  }
+  // extremes and ties: -32768 * -32768 = 2^30 (Q30 -> Q15 saturates to 32767), 3 * 1 >> 1
+  const std::int16_t ea[] = {-32768, -32768, 3, -3}, eb[] = {-32768, 32767};
+  std::int16_t ey[4];
+  mt_mul_s16(ea, eb, 2, ey, 4, 15);
+  CHECK(ey[0] == 32767);
+  CHECK(ey[1] == -32767);
+  mt_mul_s16(ea + 2, eb + 1, 1, ey, 2, 16);  // 3 * 32767 / 65536 = 1.49998 -> 1
+  CHECK(ey[0] == 1);
+  CHECK(ey[1] == -1);
+  const std::int8_t t8[] = {3, -3, 1, -1}, one[] = {1};
+  std::int8_t ty[4];
+  mt_mul_s8(t8, one, 1, ty, 4, 1);  // 1.5 -> 2, -1.5 -> -2, 0.5 -> 1, -0.5 -> -1
+  CHECK(ty[0] == 2);
+  CHECK(ty[1] == -2);
+  CHECK(ty[2] == 1);
+  CHECK(ty[3] == -1);
+  // in place (y = a), bias of a [4, 3] tensor broadcast along rows
+  std::int16_t m[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const std::int16_t bias[] = {100, 200, 300};
+  mt_add_bcast_s16(m, 0, bias, 0, 3, m, 0, 12);
+  for (int i = 0; i < 12; ++i) CHECK(m[i] == i + 1 + 100 * (i % 3 + 1));
+  mt_mul_s16(m, bias, 3, m, 12, 2);
+  CHECK(m[0] == 2525);  // 101 * 100 / 4
+  // nb <= 0 or n <= 0: nothing written
+  std::int16_t untouched[2] = {7, 7};
+  mt_add_bcast_s16(ea, 0, eb, 0, 0, untouched, 0, 2);
+  mt_mul_s16(ea, eb, -1, untouched, 2, 0);
+  CHECK(untouched[0] == 7);
+  CHECK(untouched[1] == 7);
 }
 
 // ------------------------------------------------------------------------------------

@@ -338,6 +338,109 @@ static void attention(void) {
   h_end("attention extremes");
 }
 
+static void copy_embedding(void) {
+  /* layouts: {ndim, shape, src strides, dst strides, src offset, dst offset} */
+  static const struct {
+    int nd;
+    int32_t shape[MT_MAX_DIMS], ss[MT_MAX_DIMS], ds[MT_MAX_DIMS];
+    int32_t so, dof;
+  } cfg[] = {
+      {2, {37, 53}, {1, 37}, {53, 1}, 0, 0},                               /* transpose */
+      {4, {4, 2, 5, 3}, {5, 60, 1, 20}, {30, 15, 3, 1}, 0, 0},              /* permute (2,0,3,1) */
+      {6, {2, 3, 2, 3, 2, 4}, {1, 2, 6, 12, 36, 72}, {144, 48, 24, 8, 4, 1}, 0, 0}, /* reverse */
+      {3, {3, 4, 5}, {120, 20, 2}, {20, 5, 1}, 27, 0},                      /* slice, step 2 */
+      {3, {4, 6, 8}, {8, 0, 1}, {48, 8, 1}, 0, 0},                          /* expand */
+      {2, {5, 7}, {7, 1}, {19, 1}, 0, 6},                                   /* concat part */
+      {2, {64, 30}, {30, 1}, {30, 1}, 0, 0},                                /* contiguous */
+      {2, {6, 9}, {9, -1}, {9, 1}, 8, 0},                                   /* flip */
+      {0, {1}, {1}, {1}, 0, 0},                                             /* ndim 0: no-op */
+      {2, {3, 0}, {1, 1}, {1, 1}, 0, 0},                                    /* empty: no-op */
+  };
+  int c, i, bad;
+  fill16(a16, 2048, -32768, 32767);
+  fill8(a8, 2048, -128, 127);
+  fill32(a32, 1024);
+  h_begin();
+  for (c = 0; c < (int)(sizeof cfg / sizeof cfg[0]); ++c) {
+    for (i = 0; i < 2048; ++i) y16[i] = -1, y8[i] = -1, scores[i] = -1;
+    mt_copy_strided_s16(a16 + cfg[c].so, y16 + cfg[c].dof, cfg[c].nd, cfg[c].shape, cfg[c].ss, cfg[c].ds);
+    mt_copy_strided_s8(a8 + cfg[c].so, y8 + cfg[c].dof, cfg[c].nd, cfg[c].shape, cfg[c].ss, cfg[c].ds);
+    h16(y16, 2048), h8(y8, 2048);
+    if (c != 0 && c != 6) { /* the others read < 1024 elements: fit a32 */
+      mt_copy_strided_s32(a32 + cfg[c].so, scores + cfg[c].dof, cfg[c].nd, cfg[c].shape, cfg[c].ss, cfg[c].ds);
+      h32(scores, 2048);
+    }
+  }
+  h_end("copy_strided");
+  h_begin(); /* table [200, 16]; 64 ids, some outside [0, 200) */
+  fill16(a16, 200 * 16, -32768, 32767);
+  fill8(a8, 200 * 16, -128, 127);
+  for (i = 0; i < 64; ++i) a32[i] = rnd(-5, 204);
+  a32[0] = INT32_MIN, a32[1] = INT32_MAX, a32[2] = 199, a32[3] = 200;
+  bad = mt_embedding_s16(a32, 64, a16, 200, 16, y16), h16(y16, 64 * 16), h_u32((uint32_t)bad);
+  bad = mt_embedding_s8(a32, 64, a8, 200, 16, y8), h8(y8, 64 * 16), h_u32((uint32_t)bad);
+  h_end("embedding");
+}
+
+static void sum_div(void) {
+  static const int ns[] = {1, 3, 10, 33, 100};
+  static const int fmt[][3] = {{12, 12, 12}, {12, 8, 12}, {10, 14, 8}, {0, 0, 15}, {15, 0, 3}, {8, 12, 14}};
+  int c, s, i;
+  h_begin();
+  for (c = 0; c < 5; ++c) {
+    fill16(a16, 4 * ns[c] * 7, -32768, 32767);
+    fill8(a8, 4 * ns[c] * 7, -128, 127);
+    for (s = -3; s <= 18; s += 3) {
+      mt_sum_s16(a16, y16, 4, ns[c], 7, s), h16(y16, 28);
+      mt_sum_s8(a8, y8, 4, ns[c], 7, s), h8(y8, 28);
+    }
+  }
+  for (i = 0; i < 4096; ++i) a16[i] = -32768, a8[i] = -128;
+  mt_sum_s16(a16, y16, 1, 4096, 1, 12), h16(y16, 1); /* -2^27 >> 12 */
+  mt_sum_s16(a16, y16, 2, 2048, 1, 0), h16(y16, 2);  /* saturates */
+  mt_sum_s8(a8, y8, 1, 4096, 1, 12), h8(y8, 1);
+  h_end("sum");
+  h_begin(); /* x [64, 32], d [64] with zeros and powers of two */
+  for (c = 0; c < 6; ++c) {
+    fill16(a16, 64 * 32, -32768, 32767);
+    fill16(b16, 64, -32768, 32767);
+    fill8(a8, 64 * 32, -128, 127);
+    fill8(b8, 64, -128, 127);
+    b16[0] = 0, b16[1] = 1, b16[2] = -1, b16[3] = -32768, b16[4] = 3, b16[5] = 4096;
+    b8[0] = 0, b8[1] = 1, b8[2] = -1, b8[3] = -128, b8[4] = 3, b8[5] = 64;
+    a16[0] = 0, a16[32] = 0, a8[0] = 0;
+    mt_div_rows_s16(a16, fmt[c][0], b16, fmt[c][1], y16, fmt[c][2], 64, 32), h16(y16, 64 * 32);
+    mt_div_rows_s8(a8, fmt[c][0] / 2, b8, fmt[c][1] / 2, y8, fmt[c][2] / 2, 64, 32), h8(y8, 64 * 32);
+  }
+  mt_div_rows_s16(a16, 0, b16, 0, a16, 0, 64, 32), h16(a16, 64 * 32); /* in place */
+  h_end("div_rows");
+}
+
+static void bcast(void) {
+  static const int fmt[][3] = {{12, 12, 12}, {12, 10, 11}, {8, 14, 13}, {0, 20, 3}, {15, 15, 16}};
+  static const int nbs[] = {1, 7, 64, 2048};
+  int c, k;
+  fill16(a16, 2048, -32768, 32767);
+  fill16(b16, 2048, -32768, 32767);
+  fill8(a8, 2048, -128, 127);
+  fill8(b8, 2048, -128, 127);
+  h_begin();
+  for (k = 0; k < 4; ++k)
+    for (c = 0; c < 5; ++c) {
+      mt_add_bcast_s16(a16, fmt[c][0], b16, fmt[c][1], nbs[k], y16, fmt[c][2], 2048), h16(y16, 2048);
+      mt_add_bcast_s8(a8, fmt[c][0] / 2, b8, fmt[c][1] / 2, nbs[k], y8, fmt[c][2] / 2, 2048), h8(y8, 2048);
+    }
+  h_end("add_bcast");
+  h_begin();
+  for (k = 0; k < 4; ++k)
+    for (c = -3; c <= 33; c += 4) {
+      mt_mul_s16(a16, b16, nbs[k], y16, 2048, c), h16(y16, 2048);
+      mt_mul_s8(a8, b8, nbs[k], y8, 2048, c / 2), h8(y8, 2048);
+    }
+  mt_mul_s16(a16, b16, 7, a16, 2048, 15), h16(a16, 2048); /* in place */
+  h_end("mul");
+}
+
 int main(void) {
   primitives();
   requant();
@@ -349,6 +452,9 @@ int main(void) {
   layernorm();
   pool_argmax();
   attention();
+  copy_embedding();
+  sum_div();
+  bcast();
   printf("%d cases\n", cases);
   return 0;
 }

@@ -85,6 +85,9 @@ static const uint32_t mt_rsqrt_seed[12] = {
 /* Small integer helpers (internal)                                                      */
 /* ==================================================================================== */
 
+/* |x| as an unsigned number (correct for INT32_MIN). */
+static uint32_t mt_mag32(int32_t x) { return x < 0 ? 0u - (uint32_t)x : (uint32_t)x; }
+
 /* Index of the highest set bit of x > 0 (portable: Cortex-M0 has no CLZ instruction). */
 static int mt_msb32(uint32_t x) {
   int b = 0;
@@ -371,21 +374,103 @@ static int32_t mt_align(int32_t v, int l) { /* v * 2^l, l <= 15; rounding for l 
   return l >= 0 ? v * ((int32_t)1 << l) : mt_rshift_s32(v, -l);
 }
 
-void mt_add_s16(const int16_t *a, int fa, const int16_t *b, int fb, int16_t *y, int fy, int n) {
-  int i, la, lb, sh;
+/* a + b[i mod nb]; the index into b wraps with a counter (no modulo) */
+void mt_add_bcast_s16(const int16_t *a, int fa, const int16_t *b, int fb, int nb, int16_t *y, int fy,
+                      int n) {
+  int i, j, la, lb, sh;
+  if (nb <= 0) return;
   mt_add_plan(fa, fb, fy, &la, &lb, &sh);
-  for (i = 0; i < n; ++i) {
-    int32_t s = mt_align(a[i], la) + mt_align(b[i], lb); /* each |.| <= 2^30 */
+  for (i = 0, j = 0; i < n; ++i) {
+    int32_t s = mt_align(a[i], la) + mt_align(b[j], lb); /* each |.| <= 2^30 */
     y[i] = mt_requant_s16(s, sh);
+    if (++j == nb) j = 0;
   }
 }
 
-void mt_add_s8(const int8_t *a, int fa, const int8_t *b, int fb, int8_t *y, int fy, int n) {
-  int i, la, lb, sh;
+void mt_add_bcast_s8(const int8_t *a, int fa, const int8_t *b, int fb, int nb, int8_t *y, int fy,
+                     int n) {
+  int i, j, la, lb, sh;
+  if (nb <= 0) return;
   mt_add_plan(fa, fb, fy, &la, &lb, &sh);
-  for (i = 0; i < n; ++i) {
-    int32_t s = mt_align(a[i], la) + mt_align(b[i], lb);
+  for (i = 0, j = 0; i < n; ++i) {
+    int32_t s = mt_align(a[i], la) + mt_align(b[j], lb);
     y[i] = mt_requant_s8(s, sh);
+    if (++j == nb) j = 0;
+  }
+}
+
+void mt_add_s16(const int16_t *a, int fa, const int16_t *b, int fb, int16_t *y, int fy, int n) {
+  mt_add_bcast_s16(a, fa, b, fb, n, y, fy, n);
+}
+
+void mt_add_s8(const int8_t *a, int fa, const int8_t *b, int fb, int8_t *y, int fy, int n) {
+  mt_add_bcast_s8(a, fa, b, fb, n, y, fy, n);
+}
+
+void mt_mul_s16(const int16_t *a, const int16_t *b, int nb, int16_t *y, int n, int shift) {
+  int i, j;
+  if (nb <= 0) return;
+  for (i = 0, j = 0; i < n; ++i) {
+    y[i] = mt_requant_s16((int32_t)a[i] * (int32_t)b[j], shift); /* |a b| <= 2^30 */
+    if (++j == nb) j = 0;
+  }
+}
+
+void mt_mul_s8(const int8_t *a, const int8_t *b, int nb, int8_t *y, int n, int shift) {
+  int i, j;
+  if (nb <= 0) return;
+  for (i = 0, j = 0; i < n; ++i) {
+    y[i] = mt_requant_s8((int32_t)a[i] * (int32_t)b[j], shift);
+    if (++j == nb) j = 0;
+  }
+}
+
+/* x / d for one row: 1/|d| = r * 2^-e (mt_recip_u32, never below the true value), then
+ * |x| * r rounded once by e + s, the sign of x * d applied to the magnitude. */
+typedef struct {
+  uint32_t r;
+  int sh, neg, zero;
+} mt_rowdiv;
+
+static mt_rowdiv mt_rowdiv_init(int32_t d, int s) {
+  mt_rowdiv q;
+  int e = 0;
+  q.zero = d == 0;
+  q.neg = d < 0;
+  q.r = q.zero ? 0u : mt_recip_u32(mt_mag32(d), &e);
+  q.sh = e + s;
+  return q;
+}
+
+static int32_t mt_rowdiv_apply(const mt_rowdiv *q, int32_t x) { /* |x| <= 2^15 */
+  uint64_t m;
+  if (x == 0) return 0;
+  if (q->zero) return x < 0 ? INT32_MIN : INT32_MAX; /* saturates to -max / +max */
+  m = (uint64_t)mt_mag32(x) * q->r;                  /* < 2^47 */
+  return mt_rshift_s64((x < 0) != q->neg ? -(int64_t)m : (int64_t)m, q->sh);
+}
+
+void mt_div_rows_s16(const int16_t *x, int fx, const int16_t *d, int fd, int16_t *y, int fy, int rows,
+                     int n) {
+  int r, j;
+  if (n <= 0) return;
+  for (r = 0; r < rows; ++r) {
+    const mt_rowdiv q = mt_rowdiv_init(d[r], fx - fd - fy);
+    const int16_t *xr = x + r * n;
+    int16_t *yr = y + r * n;
+    for (j = 0; j < n; ++j) yr[j] = mt_sat_s16(mt_rowdiv_apply(&q, xr[j]));
+  }
+}
+
+void mt_div_rows_s8(const int8_t *x, int fx, const int8_t *d, int fd, int8_t *y, int fy, int rows,
+                    int n) {
+  int r, j;
+  if (n <= 0) return;
+  for (r = 0; r < rows; ++r) {
+    const mt_rowdiv q = mt_rowdiv_init(d[r], fx - fd - fy);
+    const int8_t *xr = x + r * n;
+    int8_t *yr = y + r * n;
+    for (j = 0; j < n; ++j) yr[j] = mt_sat_s8(mt_rowdiv_apply(&q, xr[j]));
   }
 }
 
@@ -437,8 +522,6 @@ static int32_t mt_lut_q20(const uint16_t *T, uint32_t t, int f) {
   return g0 * 16 + mt_rshift_s32(2 * d1 * (int32_t)w - d2 * (int32_t)ww, 13);
 }
 
-static uint32_t mt_mag32(int32_t x) { return x < 0 ? 0u - (uint32_t)x : (uint32_t)x; }
-
 /* tanh(x) as a signed value in Q20 */
 static int32_t mt_tanh_q20v(int32_t x, int fx) {
   int32_t v = mt_lut_q20(mt_tanh_q16, mt_mag32(x), fx);
@@ -487,6 +570,136 @@ void mt_gelu_s16(const int16_t *x, int16_t *y, int n, int fx, int fy) {
 void mt_gelu_s8(const int8_t *x, int8_t *y, int n, int fx, int fy) {
   int i;
   for (i = 0; i < n; ++i) y[i] = mt_requant_s8(mt_gelu_v(x[i], fx), fx + 16 - fy);
+}
+
+/* ==================================================================================== */
+/* Data movement                                                                         */
+/* ==================================================================================== */
+
+/* Walk over the runs of an N-d index space with one counter per outer dim (no division).
+ * Size-1 dims are dropped and a dim is merged into the one outside it when that one steps
+ * exactly over it in both arrays (stride_outer == shape * stride_inner), so the innermost
+ * run is as long as possible. Offsets always address elements of the index space. */
+typedef struct {
+  int nd;                                      /* dims after merging, >= 1 */
+  int32_t off_s, off_d;                        /* first element of the current run */
+  int32_t cnt[MT_MAX_DIMS], len[MT_MAX_DIMS];  /* len[nd - 1] = run length */
+  int32_t st_s[MT_MAX_DIMS], st_d[MT_MAX_DIMS];
+} mt_walk;
+
+static int mt_walk_init(mt_walk *w, int ndim, const int32_t *shape, const int32_t *ss,
+                        const int32_t *ds) {
+  int k, nd = 0;
+  if (ndim < 1 || ndim > MT_MAX_DIMS) return 0;
+  for (k = 0; k < ndim; ++k)
+    if (shape[k] <= 0) return 0;
+  for (k = 0; k < ndim; ++k) {
+    if (shape[k] == 1) continue;
+    if (nd > 0 && (int64_t)w->st_s[nd - 1] == (int64_t)shape[k] * ss[k] &&
+        (int64_t)w->st_d[nd - 1] == (int64_t)shape[k] * ds[k]) {
+      w->len[nd - 1] *= shape[k];
+      w->st_s[nd - 1] = ss[k];
+      w->st_d[nd - 1] = ds[k];
+      continue;
+    }
+    w->len[nd] = shape[k];
+    w->st_s[nd] = ss[k];
+    w->st_d[nd] = ds[k];
+    ++nd;
+  }
+  if (nd == 0) { /* a single element */
+    w->len[0] = 1;
+    w->st_s[0] = w->st_d[0] = 0;
+    nd = 1;
+  }
+  for (k = 0; k < nd; ++k) w->cnt[k] = 0;
+  w->nd = nd;
+  w->off_s = w->off_d = 0;
+  return 1;
+}
+
+/* Next run: increment the counters of the outer dims (last one fastest); 0 when done. */
+static int mt_walk_next(mt_walk *w) {
+  int k;
+  for (k = w->nd - 2; k >= 0; --k) {
+    if (++w->cnt[k] < w->len[k]) {
+      w->off_s += w->st_s[k];
+      w->off_d += w->st_d[k];
+      return 1;
+    }
+    w->cnt[k] = 0; /* back to index 0 of dim k, carry into dim k - 1 */
+    w->off_s -= (w->len[k] - 1) * w->st_s[k];
+    w->off_d -= (w->len[k] - 1) * w->st_d[k];
+  }
+  return 0;
+}
+
+/* The innermost run: a pointer loop that never steps past its last element. */
+#define MT_COPY_STRIDED_BODY(T)                                                   \
+  mt_walk w;                                                                      \
+  if (!mt_walk_init(&w, ndim, shape, src_strides, dst_strides)) return;          \
+  do {                                                                            \
+    const T *s = src + w.off_s;                                                   \
+    T *d = dst + w.off_d;                                                         \
+    const int32_t ss = w.st_s[w.nd - 1], ds = w.st_d[w.nd - 1];                   \
+    int32_t j = w.len[w.nd - 1];                                                  \
+    for (;;) {                                                                    \
+      *d = *s;                                                                    \
+      if (--j == 0) break;                                                        \
+      s += ss;                                                                    \
+      d += ds;                                                                    \
+    }                                                                             \
+  } while (mt_walk_next(&w))
+
+void mt_copy_strided_s16(const int16_t *src, int16_t *dst, int ndim, const int32_t *shape,
+                         const int32_t *src_strides, const int32_t *dst_strides) {
+  MT_COPY_STRIDED_BODY(int16_t);
+}
+
+void mt_copy_strided_s8(const int8_t *src, int8_t *dst, int ndim, const int32_t *shape,
+                        const int32_t *src_strides, const int32_t *dst_strides) {
+  MT_COPY_STRIDED_BODY(int8_t);
+}
+
+void mt_copy_strided_s32(const int32_t *src, int32_t *dst, int ndim, const int32_t *shape,
+                         const int32_t *src_strides, const int32_t *dst_strides) {
+  MT_COPY_STRIDED_BODY(int32_t);
+}
+
+int mt_embedding_s16(const int32_t *ids, int n, const int16_t *table, int num, int dim, int16_t *out) {
+  int i, j, bad = 0;
+  for (i = 0; i < n; ++i) {
+    const int32_t id = ids[i];
+    int16_t *o;
+    if (id < 0 || id >= num) ++bad;
+    if (dim <= 0) continue; /* count only: no row pointer is formed */
+    o = out + i * dim;
+    if (id >= 0 && id < num) {
+      const int16_t *t = table + id * dim;
+      for (j = 0; j < dim; ++j) o[j] = t[j];
+    } else {
+      for (j = 0; j < dim; ++j) o[j] = 0;
+    }
+  }
+  return bad;
+}
+
+int mt_embedding_s8(const int32_t *ids, int n, const int8_t *table, int num, int dim, int8_t *out) {
+  int i, j, bad = 0;
+  for (i = 0; i < n; ++i) {
+    const int32_t id = ids[i];
+    int8_t *o;
+    if (id < 0 || id >= num) ++bad;
+    if (dim <= 0) continue; /* count only: no row pointer is formed */
+    o = out + i * dim;
+    if (id >= 0 && id < num) {
+      const int8_t *t = table + id * dim;
+      for (j = 0; j < dim; ++j) o[j] = t[j];
+    } else {
+      for (j = 0; j < dim; ++j) o[j] = 0;
+    }
+  }
+  return bad;
 }
 
 /* ==================================================================================== */
@@ -723,6 +936,56 @@ void mt_meanpool_s8(const int8_t *x, int8_t *y, int outer, int n, int inner, int
       for (j = 0; j < n; ++j) sum += xc[j * inner];
       y[o * inner + c] = mt_sat_s8(mt_div_round(sum, (uint32_t)n, rn, en, shift));
     }
+}
+
+/* Exact sum of x[0], x[inner], .., x[(n-1) inner]: int32 chunks (65536 int16 terms sum to
+ * at most 2^31 in magnitude; 2^24 int8 terms to 2^31), added into int64. */
+static int64_t mt_colsum_s16(const int16_t *x, int n, int inner) {
+  int64_t acc = 0;
+  int j = 0;
+  while (j < n) {
+    const int end = n - j > 65536 ? j + 65536 : n;
+    int32_t s = 0;
+    for (; j < end; ++j) s += x[j * inner];
+    acc += s;
+  }
+  return acc;
+}
+
+static int64_t mt_colsum_s8(const int8_t *x, int n, int inner) {
+  int64_t acc = 0;
+  int j = 0;
+  while (j < n) {
+    const int end = n - j > 16777216 ? j + 16777216 : n;
+    int32_t s = 0;
+    for (; j < end; ++j) s += x[j * inner];
+    acc += s;
+  }
+  return acc;
+}
+
+void mt_sum_s16(const int16_t *x, int16_t *y, int outer, int n, int inner, int shift) {
+  int o, c;
+  if (n <= 0) { /* the empty sum; x is not touched */
+    for (o = 0; o < outer; ++o)
+      for (c = 0; c < inner; ++c) y[o * inner + c] = 0;
+    return;
+  }
+  for (o = 0; o < outer; ++o)
+    for (c = 0; c < inner; ++c)
+      y[o * inner + c] = mt_sat_s16(mt_requant64(mt_colsum_s16(x + o * n * inner + c, n, inner), shift));
+}
+
+void mt_sum_s8(const int8_t *x, int8_t *y, int outer, int n, int inner, int shift) {
+  int o, c;
+  if (n <= 0) { /* the empty sum; x is not touched */
+    for (o = 0; o < outer; ++o)
+      for (c = 0; c < inner; ++c) y[o * inner + c] = 0;
+    return;
+  }
+  for (o = 0; o < outer; ++o)
+    for (c = 0; c < inner; ++c)
+      y[o * inner + c] = mt_sat_s8(mt_requant64(mt_colsum_s8(x + o * n * inner + c, n, inner), shift));
 }
 
 void mt_argmax_s16(const int16_t *x, int32_t *idx, int rows, int n) {

@@ -35,7 +35,8 @@
  * Accuracy: the worst error against double precision, measured by
  * tests/test_lower_kernels.cpp, is given per kernel below and in README.md beside this file
  * (LSB = one unit of the output format). Integer-only kernels (requantise, linear, matmul,
- * add, scale, relu, mean pooling, argmax) are exact: the exact result rounded once.
+ * add, mul, scale, relu, mean pooling, sum, argmax) are exact: the exact result rounded
+ * once; the data movement kernels (strided copy, embedding) copy bits.
  */
 #ifndef MT_KERNELS_H
 #define MT_KERNELS_H
@@ -164,9 +165,45 @@ void mt_matmul_s8(const int8_t *a, const int8_t *b, int8_t *y, int batch, int M,
 
 /* y = a + b with a in Q(fa), b in Q(fb), y in Q(fy). Both operands are aligned exactly to
  * F = max(fa, fb) (or, if the formats differ by more than 15 bits, the finer one is
- * rounded to min(fa, fb) + 15) and the sum is rounded once. y may alias a or b. */
+ * rounded to min(fa, fb) + 15) and the sum is rounded once. y may alias a or b.
+ * (The nb == n case of mt_add_bcast_*: one implementation.) */
 void mt_add_s16(const int16_t *a, int fa, const int16_t *b, int fb, int16_t *y, int fy, int n);
 void mt_add_s8(const int8_t *a, int fa, const int8_t *b, int fb, int8_t *y, int fy, int n);
+
+/* Broadcast add: y[i] = a[i] + b[i mod nb] for i < n, with the alignment and the single
+ * rounding of mt_add_* (b is repeated along the leading dims: a [.., nb] + b [nb]).
+ * int32 sum. nb normally divides n; the index into b is a wrapping counter (no modulo),
+ * so any nb >= 1 is well defined; nb <= 0 or n <= 0 does nothing. y may alias a (and b
+ * when nb == n). Exact (formats within 15 bits). */
+void mt_add_bcast_s16(const int16_t *a, int fa, const int16_t *b, int fb, int nb, int16_t *y, int fy,
+                      int n);
+void mt_add_bcast_s8(const int8_t *a, int fa, const int8_t *b, int fb, int nb, int8_t *y, int fy,
+                     int n);
+
+/* Broadcast multiply: y[i] = saturate(round(a[i] * b[i mod nb] * 2^-shift)), shift =
+ * fa + fb - fy (any value; negative = saturating left shift). The product is exact in
+ * int32 (|a b| <= 2^30) and rounded once. nb as in mt_add_bcast_* (nb == n: elementwise).
+ * y may alias a (and b when nb == n). Exact. */
+void mt_mul_s16(const int16_t *a, const int16_t *b, int nb, int16_t *y, int n, int shift);
+void mt_mul_s8(const int8_t *a, const int8_t *b, int nb, int8_t *y, int n, int shift);
+
+/* Row division (LinearAttention's normaliser): y[r, j] = x[r, j] / d[r] for x [rows, n]
+ * in Q(fx), d [rows] in Q(fd), y in Q(fy); i.e. y = round(x / d * 2^-s), s = fx - fd - fy.
+ * One reciprocal per row (mt_recip_u32 of |d[r]|, y_r in (2^30, 2^31], never below
+ * 2^e/|d|), then per element one 32 x 32 -> 64-bit multiply |x| * y_r (< 2^47) and one
+ * rounding shift by e + s (saturating left shift if e + s < 0); signs are applied to the
+ * magnitudes. y_r over-estimates 1/|d| by less than 6 * 2^-30 relatively, so the result
+ * is correctly rounded (ties away from zero) whenever s >= 0, and always for s8; for s16
+ * with s < 0 an exact quotient q within |q| * 5.6e-9 (<= 1.9e-4 LSB) below a rounding tie
+ * rounds up instead of down. Error vs the exact quotient: <= 0.5 + 1.9e-4 LSB; measured
+ * 0.500023 LSB (s16; 2 of 125043 quotients, all near-tie probes, differ by one from the
+ * correctly rounded value), 0.50 (s8, correctly rounded). A zero divisor gives the
+ * saturated +max / -max of the output type with the sign of x (32767 / -32768, 127 /
+ * -128), and 0 for x == 0: no trap. y may alias x, never d. */
+void mt_div_rows_s16(const int16_t *x, int fx, const int16_t *d, int fd, int16_t *y, int fy, int rows,
+                     int n);
+void mt_div_rows_s8(const int8_t *x, int fx, const int8_t *d, int fd, int8_t *y, int fy, int rows,
+                    int n);
 
 /* y = x * mult * 2^-shift (scalar scale; mult a Q-format constant, shift = fx + fm - fy).
  * y may alias x. */
@@ -192,7 +229,40 @@ void mt_gelu_s16(const int16_t *x, int16_t *y, int n, int fx, int fy);
 void mt_gelu_s8(const int8_t *x, int8_t *y, int n, int fx, int fy);
 
 /* ------------------------------------------------------------------------------------ */
-/* Softmax, layer norm, pooling, argmax                                                  */
+/* Data movement: strided copy, embedding lookup                                         */
+/* ------------------------------------------------------------------------------------ */
+
+#define MT_MAX_DIMS 6
+
+/* Strided N-d copy, the one kernel behind permute / transpose / slice / concat / expand:
+ * for every index (i_0, .., i_{ndim-1}) with 0 <= i_k < shape[k],
+ *   dst[sum_k i_k * dst_strides[k]] = src[sum_k i_k * src_strides[k]].
+ * Strides are in elements (not bytes) and may be 0 (a broadcast read for expand) or
+ * negative; every offset formed must lie inside its array and fit int32. ndim outside
+ * [1, MT_MAX_DIMS] or any shape[k] <= 0 copies nothing. No division: an index counter per
+ * dim; adjacent dims that are contiguous in both src and dst are merged first, so the
+ * innermost run is as long as possible, and it is a plain pointer loop. Exact (a copy).
+ * dst must not overlap src; distinct indices should address distinct dst elements (a 0
+ * dst stride makes the last write win). Permute: src_strides = the input's strides taken
+ * in the permuted order, dst packed; slice: src = base + start offset, src strides of the
+ * input; concat: one call per input with dst offset and dst strides of the output;
+ * expand: src stride 0 on the broadcast dims. */
+void mt_copy_strided_s16(const int16_t *src, int16_t *dst, int ndim, const int32_t *shape,
+                         const int32_t *src_strides, const int32_t *dst_strides);
+void mt_copy_strided_s8(const int8_t *src, int8_t *dst, int ndim, const int32_t *shape,
+                        const int32_t *src_strides, const int32_t *dst_strides);
+void mt_copy_strided_s32(const int32_t *src, int32_t *dst, int ndim, const int32_t *shape,
+                         const int32_t *src_strides, const int32_t *dst_strides);
+
+/* Embedding lookup: out [n, dim] row i = table [num, dim] row ids[i], copied (same Q
+ * format). An id outside [0, num) gives an all-zero row and is counted: the return value
+ * is the number of out-of-range ids (0 = success). n <= 0 returns 0; dim <= 0 copies
+ * nothing but still counts. out must not overlap table or ids. Exact. */
+int mt_embedding_s16(const int32_t *ids, int n, const int16_t *table, int num, int dim, int16_t *out);
+int mt_embedding_s8(const int32_t *ids, int n, const int8_t *table, int num, int dim, int8_t *out);
+
+/* ------------------------------------------------------------------------------------ */
+/* Softmax, layer norm, pooling, sums, argmax                                            */
 /* ------------------------------------------------------------------------------------ */
 
 /* Softmax over the last dim of x [rows, n] (frac fx). Output Q0.15 (s16) or Q0.7 (s8);
@@ -224,6 +294,15 @@ void mt_layernorm_s8(const int8_t *x, int8_t *y, int rows, int n, int fx,
  * round(sum / n * 2^-shift) (ties away from zero). y must not alias x. */
 void mt_meanpool_s16(const int16_t *x, int16_t *y, int outer, int n, int inner, int shift);
 void mt_meanpool_s8(const int8_t *x, int8_t *y, int outer, int n, int inner, int shift);
+
+/* Sum over the middle dim of x [outer, n, inner] -> y [outer, inner]:
+ *   y[o, i] = saturate(round(sum_j x[o, j, i] * 2^-shift)), shift = fx - fy (any value;
+ *   negative = saturating left shift).
+ * The sum is exact: int32 partial sums over chunks of 65536 terms (s16: |sum| <= 2^31) or
+ * 2^24 terms (s8), added into int64 only when n is longer; rounded once. n <= 0 gives
+ * zeros (the empty sum; x is not read). y must not alias x. Exact. */
+void mt_sum_s16(const int16_t *x, int16_t *y, int outer, int n, int inner, int shift);
+void mt_sum_s8(const int8_t *x, int8_t *y, int outer, int n, int inner, int shift);
 
 /* Index of the maximum of each row of x [rows, n]; ties give the first index (torch.argmax). */
 void mt_argmax_s16(const int16_t *x, int32_t *idx, int rows, int n);
