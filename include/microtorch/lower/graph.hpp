@@ -88,6 +88,11 @@ struct Graph {
                          const std::string& source = "<json>");
 };
 
+/// Runs the graph in floating point with the library's ops and returns every value (index =
+/// value id; parameters and constants hold their data). ValueError names a node whose op it
+/// cannot run.
+std::vector<Tensor> evaluate(const Graph& graph, const Tensor& input);
+
 /// Traces `model.forward` on zeros of `input_shape`.
 Graph trace(nn::Module& model, const Shape& input_shape, Dtype dtype = Dtype::Float32);
 /// Traces `model.forward` on the given example input (its values may matter to

@@ -1,0 +1,52 @@
+// microtorch/lower/emit.hpp — step 4 and 5 of the lowering pipeline: write a Program as a
+// C99 firmware folder and report its costs.
+//
+// \code
+//   lower::emit_c(program, "out/fw");   // out/fw/model.h, model.c, mt_kernels.h, mt_kernels.c, model_report.txt
+//   // firmware:  int16_t y[MODEL_OUTPUT_SIZE];  int status = model_run(x, y);
+// \endcode
+//
+// The emitted code has no malloc, no stdio and no float (a float convenience wrapper is
+// compiled only with -D<NAME>_FLOAT_API), keeps weights in `static const` arrays (flash),
+// places every intermediate in one static arena planned by plan_memory(), and compiles
+// warning-free with -std=c99 -Wall -Wextra -Wconversion -Werror (gcc, and arm-none-eabi-gcc
+// for Cortex-M0/M4/M7). The kernels are src/lower/runtime/mt_kernels.{h,c}, copied verbatim.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "microtorch/lower/program.hpp"
+#include "microtorch/lower/simulate.hpp"
+
+namespace microtorch::lower {
+
+/// Writes `<dir>/<name>.h`, `<name>.c`, `mt_kernels.h`, `mt_kernels.c` and
+/// `<name>_report.txt` (report() + formats + memory plan); creates `dir`. IoError on failure.
+void emit_c(const Program& program, const std::string& dir);
+
+/// Writes `<dir>/<name>_check.c`: a main() that runs the firmware on each input (integers
+/// of the input buffer) and prints one line per input, `<index> <status>: <outputs...>`.
+void emit_check(const Program& program, const std::vector<std::vector<std::int64_t>>& inputs, const std::string& dir);
+/// What that program must print, computed by the simulator.
+std::string expected_check_output(Simulator& sim, const std::vector<std::vector<std::int64_t>>& inputs);
+
+/// Per step: kernel, what it computes, output format, MACs and weight bytes; then totals
+/// (MACs, weight and table bytes, arena bytes).
+std::string report(const Program& program);
+
+/// Flash and RAM of the firmware from arm-none-eabi-size: model + kernels linked for `cpu`
+/// with unused sections removed (entry point <name>_run). Needs the emitted folder.
+struct FirmwareSize {
+  std::int64_t text = 0, data = 0, bss = 0;
+  std::int64_t flash() const { return text + data; }
+  std::int64_t ram() const { return data + bss; }
+};
+FirmwareSize firmware_size(const Program& program, const std::string& dir, const std::string& cpu = "cortex-m4");
+
+/// The runtime kernels' source text (the emitter's copy of src/lower/runtime).
+const char* runtime_header();
+const char* runtime_source();
+
+}  // namespace microtorch::lower

@@ -1,0 +1,120 @@
+// microtorch/lower/program.hpp — the lowered model: a straight list of calls to the C99
+// integer kernels (src/lower/runtime/mt_kernels.h) over typed buffers.
+//
+// quantize() (quantize.hpp) turns a traced Graph into a Program; simulate() (simulate.hpp)
+// executes it on the host by calling the kernels, and emit_c() (emit.hpp) prints the very
+// same calls as C. Because both read one Program and the kernels are one C file, the
+// firmware computes what the simulator computes, bit for bit.
+//
+// Buffers hold integers. A fixed-point buffer with `frac` fractional bits stores the real
+// value q * 2^-frac (power-of-two Q format). Integer tables (shapes, strides, token ids,
+// attention keep-bits, argmax results) have no format.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "microtorch/shape.hpp"
+
+namespace microtorch::lower {
+
+/// Element type of a buffer (its C type).
+enum class Elem { S8, S16, S32, S64, U8 };
+int elem_bytes(Elem e);
+std::string_view elem_ctype(Elem e);  ///< "int16_t", ...
+std::int64_t elem_min(Elem e);
+std::int64_t elem_max(Elem e);
+
+enum class BufferKind {
+  Input,       ///< the caller's input array (`in`)
+  Output,      ///< the caller's output array (`out`)
+  Activation,  ///< an intermediate tensor, placed in the arena
+  Scratch,     ///< kernel working memory (attention accumulators), placed in the arena
+  Weight,      ///< constant data: `static const` arrays (flash)
+};
+std::string_view buffer_kind_name(BufferKind k);
+
+struct Buffer {
+  std::int64_t id = -1;
+  BufferKind kind = BufferKind::Activation;
+  Elem elem = Elem::S16;
+  std::int64_t size = 0;      ///< elements
+  std::string name;           ///< C identifier part: "fc1_weight", "t8"
+  std::string origin;         ///< what it holds: "fc1.weight", "%8 = linear", "attention scratch"
+  bool fixed_point = true;    ///< false for integer tables (no format)
+  int frac = 0;               ///< Q format of fixed-point buffers
+  double absmax = 0;          ///< calibrated max |value| (fixed-point activations)
+  std::vector<std::int64_t> data;  ///< Weight: the values
+  std::int64_t graph_value = -1;   ///< the graph value it holds, if any
+  // Set by plan_memory():
+  std::int64_t offset = -1;          ///< Activation/Scratch: byte offset in the arena
+  std::int64_t first_step = -1, last_step = -1;  ///< steps that write / read it
+
+  std::int64_t bytes() const { return size * elem_bytes(elem); }
+  bool in_arena() const { return kind == BufferKind::Activation || kind == BufferKind::Scratch; }
+};
+
+/// mt_attn_params (mt_kernels.h) with the keep-bit mask as a buffer id (-1: none).
+struct AttentionParams {
+  int L = 0, S = 0, D = 0, Dv = 0;
+  int q_stride = 0, k_stride = 0, v_stride = 0, out_stride = 0;
+  int q_frac = 0, k_frac = 0, v_frac = 0, out_frac = 0;
+  std::uint32_t scale_q = 0;
+  int scale_frac = 0;
+  unsigned flags = 0;
+  std::int64_t keep = -1;
+};
+
+/// One argument of a kernel call, in the C signature's order.
+struct Arg {
+  enum class Kind { Buffer, Int, Attention };
+  Kind kind = Kind::Int;
+  std::int64_t buffer = -1;  ///< Buffer: buffer id
+  std::int64_t offset = 0;   ///< Buffer: element offset into it
+  std::int64_t value = 0;    ///< Int: the value; Attention: index into Program::attention
+  static Arg buf(std::int64_t id, std::int64_t offset = 0) { return {Kind::Buffer, id, offset, 0}; }
+  static Arg num(std::int64_t v) { return {Kind::Int, -1, 0, v}; }
+  static Arg attn(std::int64_t index) { return {Kind::Attention, -1, 0, index}; }
+};
+
+/// One kernel call: `kernel(args...)`. Kernels that return a status (embedding lookups)
+/// make the firmware's run function return non-zero.
+struct Step {
+  std::string kernel;
+  std::vector<Arg> args;
+  bool returns_status = false;
+  std::int64_t node = -1;   ///< index of the graph node it implements (-1: layout copy of the input)
+  std::string label;        ///< "%8 = linear(attn.in_proj_weight)" — for listings and C comments
+  std::int64_t macs = 0;    ///< multiply-accumulates
+};
+
+struct Program {
+  std::string name = "model";
+  int activation_bits = 16;
+  int weight_bits = 16;
+  std::vector<Buffer> buffers;
+  std::vector<AttentionParams> attention;
+  std::vector<Step> steps;
+  std::int64_t input = -1, output = -1;  ///< buffer ids
+  Shape input_shape, output_shape;
+  std::int64_t arena_bytes = 0;  ///< set by plan_memory()
+
+  const Buffer& buffer(std::int64_t id) const;
+  Buffer& buffer(std::int64_t id);
+  std::int64_t add_buffer(Buffer b);  ///< assigns the id; returns it
+
+  std::int64_t weight_bytes() const;
+  std::int64_t total_macs() const;
+
+  /// One line per step: `mt_linear_s16_w16(t3, fc1_weight, fc1_bias, ...)  ; %3 = linear ...`.
+  std::string to_string() const;
+  /// The arena: one line per placed buffer (offset, bytes, live steps), then the total and
+  /// the bytes an unshared layout would need.
+  std::string memory_plan() const;
+  /// Per-tensor formats: buffer, shape-free size, Q format, calibrated range, step.
+  std::string format_table() const;
+};
+
+}  // namespace microtorch::lower

@@ -1,0 +1,58 @@
+// microtorch/lower/simulate.hpp — run a lowered Program on the host with the runtime's C
+// kernels (the same mt_kernels.c the firmware compiles), one call per Step.
+//
+// \code
+//   lower::Simulator sim(program);
+//   auto q = lower::quantize_input(program, x);          // float -> the input format
+//   auto y = sim.run(q);                                  // integers, bit-exact with the firmware
+//   Tensor yf = lower::dequantize_output(program, y);     // -> float (or sim.forward(x))
+// \endcode
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "microtorch/lower/program.hpp"
+#include "microtorch/tensor.hpp"
+
+namespace microtorch::lower {
+
+/// Executes a Program. Every buffer gets its own storage (no arena sharing), so after run()
+/// each intermediate can be read with values(); the firmware's shared arena is checked
+/// against this by comparing outputs bit for bit.
+class Simulator {
+ public:
+  explicit Simulator(Program program);
+  const Program& program() const { return program_; }
+
+  /// Runs one inference. `input` holds the input buffer's integers (token ids for an
+  /// embedding model), `program.buffer(program.input).size` of them. Returns the output
+  /// buffer's integers. ValueError when a value does not fit the input's C type.
+  std::vector<std::int64_t> run(const std::vector<std::int64_t>& input);
+  /// Float in, float out: quantize_input, run, dequantize_output.
+  Tensor forward(const Tensor& x);
+
+  /// The status the firmware's run function would return: 0, or 1 when a kernel reported
+  /// bad data (an out-of-range token id).
+  int status() const { return status_; }
+  /// A buffer's integers after the last run().
+  std::vector<std::int64_t> values(std::int64_t buffer) const;
+  /// How many elements of a fixed-point buffer sit at the limits of its type after the last
+  /// run() (saturated, or exactly at the limit).
+  std::int64_t at_limit(std::int64_t buffer) const;
+
+ private:
+  Program program_;
+  std::vector<std::vector<std::uint64_t>> storage_;  // one 8-byte-aligned block per buffer
+  int status_ = 0;
+  void* ptr(std::int64_t buffer, std::int64_t offset = 0);
+};
+
+/// float -> the input buffer's integers (round half away from zero, saturate); token ids
+/// pass through unchanged (checked to fit int32).
+std::vector<std::int64_t> quantize_input(const Program& program, const Tensor& x);
+/// The output buffer's integers -> float (q * 2^-frac), shaped like the graph output; int64
+/// for integer outputs (argmax).
+Tensor dequantize_output(const Program& program, const std::vector<std::int64_t>& q);
+
+}  // namespace microtorch::lower

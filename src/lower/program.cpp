@@ -1,0 +1,154 @@
+// The Program IR: element types, buffer bookkeeping and the printed listings.
+#include "microtorch/lower/program.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "microtorch/error.hpp"
+
+namespace microtorch::lower {
+
+int elem_bytes(Elem e) {
+  switch (e) {
+    case Elem::S8:
+    case Elem::U8: return 1;
+    case Elem::S16: return 2;
+    case Elem::S32: return 4;
+    case Elem::S64: return 8;
+  }
+  return 0;
+}
+
+std::string_view elem_ctype(Elem e) {
+  switch (e) {
+    case Elem::S8: return "int8_t";
+    case Elem::U8: return "uint8_t";
+    case Elem::S16: return "int16_t";
+    case Elem::S32: return "int32_t";
+    case Elem::S64: return "int64_t";
+  }
+  return "?";
+}
+
+std::int64_t elem_min(Elem e) {
+  switch (e) {
+    case Elem::S8: return INT8_MIN;
+    case Elem::U8: return 0;
+    case Elem::S16: return INT16_MIN;
+    case Elem::S32: return INT32_MIN;
+    case Elem::S64: return INT64_MIN;
+  }
+  return 0;
+}
+
+std::int64_t elem_max(Elem e) {
+  switch (e) {
+    case Elem::S8: return INT8_MAX;
+    case Elem::U8: return UINT8_MAX;
+    case Elem::S16: return INT16_MAX;
+    case Elem::S32: return INT32_MAX;
+    case Elem::S64: return INT64_MAX;
+  }
+  return 0;
+}
+
+std::string_view buffer_kind_name(BufferKind k) {
+  switch (k) {
+    case BufferKind::Input: return "input";
+    case BufferKind::Output: return "output";
+    case BufferKind::Activation: return "activation";
+    case BufferKind::Scratch: return "scratch";
+    case BufferKind::Weight: return "weight";
+  }
+  return "?";
+}
+
+const Buffer& Program::buffer(std::int64_t id) const {
+  if (id < 0 || id >= static_cast<std::int64_t>(buffers.size())) {
+    throw IndexError(fmt::format("Program::buffer: no buffer {} (the program has {})", id, buffers.size()));
+  }
+  return buffers[static_cast<std::size_t>(id)];
+}
+
+Buffer& Program::buffer(std::int64_t id) { return const_cast<Buffer&>(std::as_const(*this).buffer(id)); }
+
+std::int64_t Program::add_buffer(Buffer b) {
+  b.id = static_cast<std::int64_t>(buffers.size());
+  buffers.push_back(std::move(b));
+  return buffers.back().id;
+}
+
+std::int64_t Program::weight_bytes() const {
+  std::int64_t n = 0;
+  for (const Buffer& b : buffers) {
+    if (b.kind == BufferKind::Weight) n += b.bytes();
+  }
+  return n;
+}
+
+std::int64_t Program::total_macs() const {
+  std::int64_t n = 0;
+  for (const Step& s : steps) n += s.macs;
+  return n;
+}
+
+std::string Program::to_string() const {
+  std::string out = fmt::format("program {} (int{} activations, int{} weights): {} steps, {} MACs\n", name,
+                                activation_bits, weight_bits, steps.size(), total_macs());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    std::string args;
+    for (const Arg& a : s.args) {
+      if (!args.empty()) args += ", ";
+      switch (a.kind) {
+        case Arg::Kind::Buffer:
+          args += buffer(a.buffer).name + (a.offset ? fmt::format("+{}", a.offset) : "");
+          break;
+        case Arg::Kind::Int: args += fmt::format("{}", a.value); break;
+        case Arg::Kind::Attention: args += fmt::format("&attn{}", a.value); break;
+      }
+    }
+    out += fmt::format("{:3}  {}({})  ; {}\n", i, s.kernel, args, s.label);
+  }
+  return out;
+}
+
+std::string Program::memory_plan() const {
+  std::vector<const Buffer*> placed;
+  std::int64_t unshared = 0;
+  for (const Buffer& b : buffers) {
+    if (b.in_arena()) {
+      placed.push_back(&b);
+      unshared += (b.bytes() + 7) / 8 * 8;
+    }
+  }
+  std::sort(placed.begin(), placed.end(), [](const Buffer* a, const Buffer* b) {
+    return a->offset != b->offset ? a->offset < b->offset : a->id < b->id;
+  });
+  std::string out = fmt::format("arena of {}: {} bytes ({} buffers; {} bytes if none shared)\n", name, arena_bytes,
+                                placed.size(), unshared);
+  out += fmt::format("  {:>7} {:>7}  {:>9}  {:<8} {}\n", "offset", "bytes", "steps", "buffer", "holds");
+  for (const Buffer* b : placed) {
+    out += fmt::format("  {:>7} {:>7}  {:>4}-{:<4}  {:<8} {}\n", b->offset, b->bytes(), b->first_step, b->last_step,
+                       b->name, b->origin);
+  }
+  return out;
+}
+
+std::string Program::format_table() const {
+  std::string out = fmt::format("formats of {} (value = q * 2^-frac; range = largest |value| representable)\n", name);
+  out += fmt::format("  {:<12} {:<10} {:>7} {:>6} {:>12} {:>12}  {}\n", "buffer", "kind", "type", "frac", "range",
+                     "calibrated", "holds");
+  for (const Buffer& b : buffers) {
+    if (!b.fixed_point) continue;
+    const double range = static_cast<double>(elem_max(b.elem)) * std::ldexp(1.0, -b.frac);
+    out += fmt::format("  {:<12} {:<10} {:>7} {:>6} {:>12.6g} {:>12.6g}  {}\n", b.name, buffer_kind_name(b.kind),
+                       elem_ctype(b.elem), b.frac, range, b.absmax, b.origin);
+  }
+  return out;
+}
+
+}  // namespace microtorch::lower
