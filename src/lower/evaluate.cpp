@@ -27,7 +27,9 @@ std::vector<std::int64_t> dims_of(const Node& n) {
   return {d.begin(), d.end()};
 }
 
-Tensor run_node(const Node& n, const std::vector<Tensor>& in) {
+}  // namespace
+
+Tensor evaluate_node(const Node& n, const std::vector<Tensor>& in) {
   const std::string& op = n.op;
   auto arg = [&](std::size_t i) -> const Tensor& {
     static const Tensor none;
@@ -71,8 +73,6 @@ Tensor run_node(const Node& n, const std::vector<Tensor>& in) {
   throw ValueError(fmt::format("evaluate: no float implementation for op \"{}\"", op));
 }
 
-}  // namespace
-
 std::vector<Tensor> evaluate(const Graph& graph, const Tensor& input) {
   const Value& in = graph.value(graph.input);
   if (input.shape() != in.shape) {
@@ -86,7 +86,7 @@ std::vector<Tensor> evaluate(const Graph& graph, const Tensor& input) {
   for (const Node& n : graph.nodes) {
     std::vector<Tensor> args;
     for (const auto i : n.inputs) args.push_back(i >= 0 ? env[static_cast<std::size_t>(i)] : Tensor());
-    Tensor y = run_node(n, args);
+    Tensor y = evaluate_node(n, args);
     if (y.shape() != graph.value(n.output).shape) {
       throw ShapeError(fmt::format("evaluate: %{} = {} gave shape {}, the graph says {}", n.output, n.op,
                                    shape_str(y.shape()), shape_str(graph.value(n.output).shape)));

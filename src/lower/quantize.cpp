@@ -162,6 +162,7 @@ class Lowering {
   Elem act_ = Elem::S16;
   std::string sfx_;
   std::map<std::pair<Elem, std::vector<std::int64_t>>, std::int64_t> tables_;
+  std::map<std::int64_t, Tensor> folded_;  // outputs of nodes computed only from constants
 
   // ---- errors and labels ----
 
@@ -188,9 +189,12 @@ class Lowering {
 
   bool is_const(std::int64_t id) const {
     const ValueKind k = g_.value(id).kind;
-    return k == ValueKind::Parameter || k == ValueKind::Constant;
+    return k == ValueKind::Parameter || k == ValueKind::Constant || folded_.count(id) != 0;
   }
-  const Tensor& data(std::int64_t id) const { return g_.value(id).data; }
+  const Tensor& data(std::int64_t id) const {
+    auto it = folded_.find(id);
+    return it != folded_.end() ? it->second : g_.value(id).data;
+  }
   const View& act(const Node& n, std::int64_t id) const {
     if (id < 0 || !views_[static_cast<std::size_t>(id)]) {
       fail(n, fmt::format("input {} is not an activation computed from the input here", ref(id)));
@@ -238,12 +242,25 @@ class Lowering {
     return p_.add_buffer(std::move(b));
   }
   // A parameter or constant at `bits` with its own format.
-  std::int64_t weight(std::int64_t value, int bits, const std::string& what = "") {
-    const Value& v = g_.value(value);
-    const double m = cal_.absmax[static_cast<std::size_t>(value)];
-    const std::string name = v.kind == ValueKind::Parameter ? v.name : fmt::format("const{}", value);
-    return weight(v.data, bits == 16 ? Elem::S16 : Elem::S8, choose_frac(m, bits), name + what, name);
+  std::int64_t weight(std::int64_t value, int bits) {
+    const Tensor& t = data(value);
+    const std::string name = const_name(value);
+    return weight(t, bits == 16 ? Elem::S16 : Elem::S8, choose_frac(absmax(t), bits), name, name);
   }
+  std::string const_name(std::int64_t value) const {
+    const Value& v = g_.value(value);
+    return v.kind == ValueKind::Parameter ? v.name : fmt::format("const{}", value);
+  }
+  // max |x| over the finite elements
+  static double absmax(const Tensor& t) {
+    const Tensor d = t.to(Dtype::Float64);
+    double m = 0;
+    for (std::int64_t i = 0; i < d.numel(); ++i) {
+      if (std::isfinite(d.data<double>()[i])) m = std::max(m, std::abs(d.data<double>()[i]));
+    }
+    return m;
+  }
+
   // An integer table (shapes, strides, keep bits); identical tables are stored once.
   std::int64_t table(Elem elem, std::vector<std::int64_t> values, const std::string& what) {
     const auto key = std::make_pair(elem, values);
@@ -326,6 +343,14 @@ class Lowering {
 
   void lower_node(const Node& n) {
     const std::string& op = n.op;
+    // A node of parameters and constants only (a positional table sliced to the sequence
+    // length) is computed now, in float, and becomes a constant.
+    if (std::all_of(n.inputs.begin(), n.inputs.end(), [this](std::int64_t i) { return i < 0 || is_const(i); })) {
+      std::vector<Tensor> in;
+      for (auto i : n.inputs) in.push_back(i >= 0 ? data(i) : Tensor());
+      folded_[n.output] = evaluate_node(n, in);
+      return;
+    }
     if (op == "reshape") return set(n, reshape(n, act(n, n.inputs[0]), g_.value(n.output).shape));
     if (op == "permute") return permute(n);
     if (op == "slice") return slice(n);
@@ -412,16 +437,13 @@ class Lowering {
     if (w.dim() != 2) fail(n, "the weight must be 2-D [out, in]");
     const View x = packed(n, act(n, x_id));
     const std::int64_t in = w.size(1), out = w.size(0), rows = numel(x.shape) / in;
-    const int fx = frac(x), fw = choose_frac(max(abs(w)).item<double>(), wbits_);
-    const Value& wv = g_.value(n.inputs[1]);
-    const std::string wname = wv.kind == ValueKind::Parameter ? wv.name : fmt::format("const{}", wv.id);
+    const int fx = frac(x), fw = choose_frac(absmax(w), wbits_);
+    const std::string wname = const_name(n.inputs[1]);
     const auto wb = weight(w, wbits_ == 16 ? Elem::S16 : Elem::S8, fw, wname, wname);
     std::int64_t bb = -1;
     if (b_id >= 0) {
-      const Value& bv = g_.value(b_id);
-      const std::string bname = bv.kind == ValueKind::Parameter ? bv.name : fmt::format("const{}", bv.id);
       if (!is_const(b_id)) fail(n, "the bias must be a parameter or constant");
-      bb = weight(bv.data, Elem::S32, fx + fw, bname, bname);
+      bb = weight(data(b_id), Elem::S32, fx + fw, const_name(b_id), const_name(b_id));
     }
     const int fy = frac_of(n.output);
     const View y = out_act(n, fy);
@@ -488,10 +510,8 @@ class Lowering {
         c = microtorch::expand(c, out).clone();
         block = numel(out);
       }
-      const int fc = choose_frac(max(abs(c)).item<double>(), bits_);
-      const Value& v = g_.value(id);
-      const std::string name = v.kind == ValueKind::Parameter ? v.name : fmt::format("const{}", id);
-      return {weight(c.reshape({-1}), act_, fc, name, name), 0, block, fc};
+      const int fc = choose_frac(absmax(c), bits_);
+      return {weight(c.reshape({-1}), act_, fc, const_name(id), const_name(id)), 0, block, fc};
     }
     if (negate) fail(n, "subtracting an activation is not supported; add a negated (scaled by -1) tensor instead");
     const View& v = act(n, id);

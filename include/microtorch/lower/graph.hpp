@@ -92,6 +92,8 @@ struct Graph {
 /// value id; parameters and constants hold their data). ValueError names a node whose op it
 /// cannot run.
 std::vector<Tensor> evaluate(const Graph& graph, const Tensor& input);
+/// One node of evaluate(): its op applied to its input values.
+Tensor evaluate_node(const Node& node, const std::vector<Tensor>& inputs);
 
 /// Traces `model.forward` on zeros of `input_shape`.
 Graph trace(nn::Module& model, const Shape& input_shape, Dtype dtype = Dtype::Float32);

@@ -1,0 +1,326 @@
+// Lowering steps 2-5: calibrate, quantize, plan, simulate, emit — on trained models against
+// the float model, and the emitted firmware bit-exact on the host, under UBSan and on
+// emulated Cortex-M4 / M0.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "../examples/models/copy_decoder.hpp"
+#include "../examples/models/iris_transformer.hpp"
+#include "helpers.hpp"
+#include "microtorch/lower/emit.hpp"
+#include "microtorch/lower/quantize.hpp"
+#include "microtorch/lower/simulate.hpp"
+#include "microtorch/nn.hpp"
+
+namespace lower = mt::lower;
+namespace nn = mt::nn;
+using mt::Tensor;
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / "microtorch-test-lower-pipeline" / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+// Fixed-point against float over a set of inputs (one per row of `xs`, each [1, ...]).
+struct Agreement {
+  double max_abs_error = 0, output_range = 0, agreement = 0;
+  double relative() const { return max_abs_error / output_range; }
+};
+
+Agreement compare(nn::Module& model, lower::Simulator& sim, const Tensor& xs) {
+  mt::NoGradGuard no_grad;
+  Agreement a;
+  double lo = 1e300, hi = -1e300;
+  std::int64_t agree = 0, total = 0;
+  for (std::int64_t i = 0; i < xs.size(0); ++i) {
+    const Tensor x = xs.slice(0, i, i + 1);
+    const Tensor yf = model.forward(x), yq = sim.forward(x);
+    a.max_abs_error = std::max(a.max_abs_error, mt::max(mt::abs(yf - yq)).item());
+    lo = std::min(lo, mt::min(yf).item()), hi = std::max(hi, mt::max(yf).item());
+    const Tensor same = mt::argmax(yf, -1) == mt::argmax(yq, -1);
+    agree += static_cast<std::int64_t>(mt::sum(same).item());
+    total += same.numel();
+  }
+  a.output_range = hi - lo;
+  a.agreement = static_cast<double>(agree) / static_cast<double>(total);
+  return a;
+}
+
+std::vector<std::vector<std::int64_t>> quantized_rows(const lower::Program& p, const Tensor& xs, std::int64_t n) {
+  std::vector<std::vector<std::int64_t>> out;
+  for (std::int64_t i = 0; i < std::min(n, xs.size(0)); ++i) out.push_back(lower::quantize_input(p, xs.slice(0, i, i + 1)));
+  return out;
+}
+
+bool have_tool(const char* tool) { return std::system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) == 0; }
+
+// Emits the firmware and a check program for `inputs`, then runs tools/mcu/run_firmware_qemu.sh.
+void check_firmware(const lower::Program& p, const std::vector<std::vector<std::int64_t>>& inputs) {
+  const std::string dir = temp_dir(p.name);
+  lower::emit_c(p, dir);
+  lower::emit_check(p, inputs, dir);
+  lower::Simulator sim(p);
+  std::ofstream(dir + "/expected.txt") << lower::expected_check_output(sim, inputs);
+  const std::string cmd = fmt::format("bash '{}/tools/mcu/run_firmware_qemu.sh' '{}' {} 2>&1", MICROTORCH_SOURCE_DIR, dir, p.name);
+  std::string out;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, pipe)) out += buf;
+  const int status = pclose(pipe);
+  INFO(cmd << "\n" << out);
+  CHECK(status == 0);
+  CHECK(out.find("run_firmware_qemu: PASS") != std::string::npos);
+  MESSAGE(out.substr(out.rfind("run_firmware_qemu:")));
+}
+
+struct TrainedIris {
+  iris_transformer::Split data = iris_transformer::split();  // seeds the generator: fixed weights too
+  iris_transformer::IrisTransformer model;
+  lower::Graph graph;
+  lower::Calibration calibration;
+  double test_accuracy = 0;
+  TrainedIris() {
+    iris_transformer::train(model, data);
+    test_accuracy = iris_transformer::accuracy(model, data.x_test, data.y_test);
+    graph = lower::trace(model, {1, 4});
+    calibration = lower::calibrate(graph, data.x_train);
+  }
+};
+
+TrainedIris& trained_iris() {
+  static TrainedIris t;  // trained once per test run (about a second)
+  return t;
+}
+
+struct TrainedDecoder {
+  int seed = (mt::manual_seed(7), 7);
+  copy_decoder::TinyDecoder model{10, 32, /*causal=*/true};
+  Tensor calib, test;
+  lower::Graph graph;
+  lower::Calibration calibration;
+  double token_accuracy = 0;
+  TrainedDecoder() {
+    token_accuracy = copy_decoder::train(model, copy_decoder::copy_batch, 400);
+    model.eval();
+    calib = copy_decoder::copy_batch(64).inputs;
+    test = copy_decoder::copy_batch(100).inputs;
+    graph = lower::trace(model, mt::zeros({1, 10}, mt::kInt64));
+    calibration = lower::calibrate(graph, calib);
+  }
+};
+
+TrainedDecoder& trained_decoder() {
+  static TrainedDecoder t;
+  return t;
+}
+
+lower::QuantOptions options(int bits, const std::string& name) {
+  lower::QuantOptions o;
+  o.activation_bits = bits;
+  o.name = name;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("lower formats: the largest frac that holds the calibrated range; rounding half away from zero") {
+  CHECK(lower::choose_frac(1.0, 16) == 14);      // 1.0 * 2^15 = 32768 would saturate
+  CHECK(lower::choose_frac(0.99, 16) == 15);
+  CHECK(lower::choose_frac(127.0, 8) == 0);
+  CHECK(lower::choose_frac(127.6, 8) == -1);     // round(127.6) = 128 > 127
+  CHECK(lower::choose_frac(3.0, 8) == 5);        // 96 <= 127 < 192
+  CHECK(lower::choose_frac(0.0, 8) == 7);
+  CHECK(lower::quantize_value(2.5, 0, 16) == 3);
+  CHECK(lower::quantize_value(-2.5, 0, 16) == -3);
+  CHECK(lower::quantize_value(1e9, 0, 8) == 127);
+  CHECK(lower::quantize_value(-1e9, 0, 8) == -128);
+  CHECK(lower::quantize_value(0.75, 2, 16) == 3);
+}
+
+TEST_CASE("lower: trained Iris transformer - int16 within 1% of the output range, int8 within 4%, argmax agreement") {
+  TrainedIris& t = trained_iris();
+  MESSAGE("Iris transformer float test accuracy " << t.test_accuracy);
+  CHECK(t.test_accuracy >= 0.966);
+  const Tensor all = mt::cat({t.data.x_train, t.data.x_test}, 0);
+  for (const int bits : {16, 8}) {
+    const lower::Program p = lower::quantize(t.graph, t.calibration, options(bits, "iris"));
+    lower::Simulator sim(p);
+    const Agreement a = compare(t.model, sim, all);
+    std::int64_t correct = 0;
+    for (std::int64_t i = 0; i < t.data.x_test.size(0); ++i) {
+      correct += mt::argmax(sim.forward(t.data.x_test.slice(0, i, i + 1))).item<std::int64_t>() ==
+                 t.data.y_test.at({i});
+    }
+    MESSAGE("int" << bits << ": max error " << a.max_abs_error << " of range " << a.output_range << " ("
+                  << 100 * a.relative() << "%), argmax agreement " << 100 * a.agreement << "% on 150 flowers, test accuracy "
+                  << 100.0 * static_cast<double>(correct) / 30.0 << "%, arena " << p.arena_bytes << " B, weights "
+                  << p.weight_bytes() << " B");
+    CHECK(a.relative() <= (bits == 16 ? 0.01 : 0.04));
+    CHECK(a.agreement >= (bits == 16 ? 0.99 : 0.97));
+  }
+}
+
+TEST_CASE("lower: trained causal decoder (embedding, positions, causal MHA, residuals) - int16 and int8 targets") {
+  TrainedDecoder& t = trained_decoder();
+  MESSAGE("copy decoder float token accuracy " << t.token_accuracy);
+  CHECK(t.token_accuracy >= 0.99);
+  for (const int bits : {16, 8}) {
+    const lower::Program p = lower::quantize(t.graph, t.calibration, options(bits, "decoder"));
+    lower::Simulator sim(p);
+    const Agreement a = compare(t.model, sim, t.test);
+    MESSAGE("int" << bits << ": max error " << a.max_abs_error << " of range " << a.output_range << " ("
+                  << 100 * a.relative() << "%), argmax agreement " << 100 * a.agreement << "% over 1000 tokens, arena "
+                  << p.arena_bytes << " B");
+    CHECK(a.relative() <= (bits == 16 ? 0.01 : 0.04));
+    CHECK(a.agreement >= (bits == 16 ? 0.99 : 0.97));
+    CHECK(sim.status() == 0);
+  }
+}
+
+TEST_CASE("lower: an out-of-range token id makes the run report status 1 and zero rows, never garbage") {
+  TrainedDecoder& t = trained_decoder();
+  const lower::Program p = lower::quantize(t.graph, t.calibration, options(16, "decoder"));
+  lower::Simulator sim(p);
+  std::vector<std::int64_t> ids(10, 3);
+  sim.run(ids);
+  CHECK(sim.status() == 0);
+  ids[4] = copy_decoder::kVocab;  // one past the table
+  sim.run(ids);
+  CHECK(sim.status() == 1);
+}
+
+TEST_CASE("lower: LinearAttention lowers through strided views, a transposed matmul, sum and row division") {
+  mt::manual_seed(11);
+  struct Block : nn::Module {
+    std::shared_ptr<nn::LinearAttention> la = register_module("la", std::make_shared<nn::LinearAttention>(16, 2));
+    Tensor forward(const Tensor& x) override { return la->forward(x, x, x); }
+    std::string type_name() const override { return "Block"; }
+  } model;
+  model.eval();
+  const Tensor xs = mt::randn({40, 6, 16});
+  const lower::Graph g = lower::trace(model, {1, 6, 16});
+  const lower::Calibration cal = lower::calibrate(g, xs.slice(0, 0, 32));
+  const lower::Program p = lower::quantize(g, cal, options(16, "linattn"));
+  INFO(p.to_string());
+  const std::string listing = p.to_string();
+  CHECK(listing.find("mt_sum_s16") != std::string::npos);
+  CHECK(listing.find("mt_div_rows_s16") != std::string::npos);
+  CHECK(listing.find("mt_matmul_s16") != std::string::npos);
+  lower::Simulator sim(p);
+  const Agreement a = compare(model, sim, xs.slice(0, 32, 40));
+  MESSAGE("LinearAttention int16: max error " << a.max_abs_error << " of range " << a.output_range);
+  CHECK(a.relative() <= 0.01);
+}
+
+TEST_CASE("lower: a post-LN TransformerEncoderLayer with GELU (layer norm, residuals) within 1% at int16") {
+  mt::manual_seed(12);
+  nn::TransformerEncoderLayerOptions o;
+  o.dim_feedforward = 32;
+  o.batch_first = true;
+  o.activation = "gelu";
+  nn::TransformerEncoderLayer model(16, 4, o);
+  model.eval();
+  const Tensor xs = mt::randn({40, 8, 16});
+  const lower::Graph g = lower::trace(model, {1, 8, 16});
+  const lower::Program p = lower::quantize(g, lower::calibrate(g, xs.slice(0, 0, 32)), options(16, "encoder"));
+  CHECK(p.to_string().find("mt_layernorm_s16") != std::string::npos);
+  CHECK(p.to_string().find("mt_gelu_s16") != std::string::npos);
+  lower::Simulator sim(p);
+  const Agreement a = compare(model, sim, xs.slice(0, 32, 40));
+  MESSAGE("encoder layer int16: max error " << a.max_abs_error << " of range " << a.output_range);
+  CHECK(a.relative() <= 0.01);
+}
+
+TEST_CASE("lower: the arena plan never gives live buffers the same bytes, and shares what it can") {
+  TrainedDecoder& t = trained_decoder();
+  for (const int bits : {16, 8}) {
+    const lower::Program p = lower::quantize(t.graph, t.calibration, options(bits, "decoder"));
+    INFO(p.memory_plan());
+    std::int64_t unshared = 0, largest_step = 0;
+    for (const auto& a : p.buffers) {
+      if (!a.in_arena() || a.offset < 0) continue;
+      unshared += a.bytes();
+      CHECK(a.offset % 8 == 0);
+      CHECK(a.offset + a.bytes() <= p.arena_bytes);
+      for (const auto& b : p.buffers) {
+        if (b.id <= a.id || !b.in_arena() || b.offset < 0) continue;
+        const bool live_together = a.first_step <= b.last_step && b.first_step <= a.last_step;
+        const bool overlap = a.offset < b.offset + b.bytes() && b.offset < a.offset + a.bytes();
+        CHECK_FALSE((live_together && overlap));
+      }
+    }
+    for (std::size_t s = 0; s < p.steps.size(); ++s) {  // bytes live at one step: a lower bound
+      std::int64_t live = 0;
+      for (const auto& b : p.buffers) {
+        if (b.in_arena() && b.first_step <= static_cast<std::int64_t>(s) && static_cast<std::int64_t>(s) <= b.last_step) live += b.bytes();
+      }
+      largest_step = std::max(largest_step, live);
+    }
+    MESSAGE("int" << bits << " decoder arena " << p.arena_bytes << " B; unshared " << unshared << " B; largest live set "
+                  << largest_step << " B");
+    CHECK(p.arena_bytes < unshared);
+    CHECK(p.arena_bytes >= largest_step);
+  }
+}
+
+TEST_CASE("lower: streaming and two-pass attention agree within the kernels' documented bound") {
+  TrainedIris& t = trained_iris();
+  for (const int bits : {16, 8}) {
+    lower::QuantOptions o = options(bits, "iris");
+    const lower::Program stream = lower::quantize(t.graph, t.calibration, o);
+    o.attention = lower::AttentionKernel::TwoPass;
+    const lower::Program twopass = lower::quantize(t.graph, t.calibration, o);
+    CHECK(twopass.to_string().find("mt_attention_twopass") != std::string::npos);
+    CHECK(twopass.arena_bytes >= stream.arena_bytes);
+    lower::Simulator a(stream), b(twopass);
+    for (std::int64_t i = 0; i < 30; ++i) {
+      const Tensor x = t.data.x_test.slice(0, i, i + 1);
+      CHECK_CLOSE(a.forward(x), b.forward(x), 0.0, (bits == 16 ? 0.002 : 0.05) * 2.0);
+    }
+  }
+}
+
+TEST_CASE("lower: ops, attributes and layouts the runtime cannot express fail naming the node") {
+  const Tensor x = mt::zeros({2, 3});
+  auto lower_fn = [&](const std::function<Tensor(const Tensor&)>& fn) {
+    const lower::Graph g = lower::trace(fn, x);
+    return lower::quantize(g, lower::calibrate(g, mt::randn({2, 3})));
+  };
+  CHECK_THROWS_MSG(lower_fn([](const Tensor& t) { return mt::exp(t); }), mt::ValueError, "cannot lower %", "= exp(%0)",
+                   "no kernel for exp", "Lowerable ops");
+  CHECK_THROWS_MSG(lower_fn([](const Tensor& t) { return mt::softmax(t, 0); }), mt::ValueError, "softmax",
+                   "only the last dim");
+  CHECK_THROWS_MSG(lower_fn([](const Tensor& t) { return t * t.sum({1}, true); }), mt::ValueError, "does not broadcast as a trailing block");
+  CHECK_THROWS_MSG(lower_fn([](const Tensor& t) { return t - mt::relu(t); }), mt::ValueError,
+                   "subtracting an activation");
+  CHECK_THROWS_MSG(lower::quantize(lower::trace([](const Tensor& t) { return mt::relu(t); }, x),
+                                   lower::Calibration{}, {}),
+                   mt::ValueError, "calibrate this graph");
+  lower::QuantOptions bad;
+  bad.activation_bits = 12;
+  const lower::Graph g = lower::trace([](const Tensor& t) { return mt::relu(t); }, x);
+  CHECK_THROWS_MSG(lower::quantize(g, lower::calibrate(g, x), bad), mt::ValueError, "activation_bits must be 16 or 8");
+  CHECK_THROWS_MSG(lower::calibrate(g, mt::zeros({5, 4})), mt::ShapeError, "does not stack inputs", "[2, 3]");
+  CHECK_THROWS_MSG(lower::calibrate(g, mt::full({2, 3}, std::nan(""))), mt::ValueError, "NaN or infinite");
+}
+
+TEST_CASE("lower: emitted Iris (int8) and decoder (int16) firmware is bit-exact on host, UBSan, Cortex-M4 and M0") {
+  if (!have_tool("arm-none-eabi-gcc") || !have_tool("qemu-system-arm")) {
+    MESSAGE("skipped: arm-none-eabi-gcc or qemu-system-arm not installed (tools/install-deps.sh adds them)");
+    return;
+  }
+  TrainedIris& iris = trained_iris();
+  const lower::Program pi = lower::quantize(iris.graph, iris.calibration, options(8, "iris8"));
+  check_firmware(pi, quantized_rows(pi, mt::cat({iris.data.x_test, iris.data.x_train}, 0), 150));
+  TrainedDecoder& dec = trained_decoder();
+  const lower::Program pd = lower::quantize(dec.graph, dec.calibration, options(16, "decoder16"));
+  auto ids = quantized_rows(pd, dec.test, 40);
+  ids.push_back(std::vector<std::int64_t>(10, 99));  // out-of-range ids: status 1 on every target
+  check_firmware(pd, ids);
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# tools/mcu/run_firmware_qemu.sh — prove that an emitted firmware folder computes what the
+# simulator computed: DIR holds <name>.h/.c, mt_kernels.h/.c, <name>_check.c (lower::emit_check)
+# and expected.txt (lower::expected_check_output). Exit status 0 only when every step passes.
+#
+#   1. <name>.c and mt_kernels.c compile warning-free (-std=c99 -Wall -Wextra -Wconversion -Werror)
+#      with gcc and with arm-none-eabi-gcc for cortex-m0, cortex-m4 and cortex-m7; the M0
+#      objects may call no division and no float helper;
+#   2. the check program on the host (gcc -O2) prints expected.txt exactly;
+#   3. the same under -fsanitize=undefined,address -fno-sanitize-recover=all: no report;
+#   4. Cortex-M4 build on QEMU mps2-an386 and Cortex-M0 build on mps2-an385 print it too.
+#
+#   tools/mcu/run_firmware_qemu.sh DIR NAME
+set -euo pipefail
+
+dir=$(cd "$1" && pwd)
+name=$2
+for tool in gcc arm-none-eabi-gcc arm-none-eabi-nm qemu-system-arm; do
+  command -v "$tool" >/dev/null || { echo "run_firmware_qemu: $tool not found (tools/install-deps.sh installs it)" >&2; exit 2; }
+done
+for f in "$name.c" "$name.h" "${name}_check.c" mt_kernels.c mt_kernels.h expected.txt; do
+  [[ -f $dir/$f ]] || { echo "run_firmware_qemu: $dir/$f is missing" >&2; exit 2; }
+done
+work=$dir/build
+mkdir -p "$work"
+
+warn=(-std=c99 -Wall -Wextra -Wconversion -Werror)
+arm_link=(--specs=picolibc.specs --oslib=semihost --crt0=semihost
+  -Wl,--defsym=__flash=0x0 -Wl,--defsym=__flash_size=1M
+  -Wl,--defsym=__ram=0x20000000 -Wl,--defsym=__ram_size=256K -Wl,--defsym=__stack_size=16K)
+src=("$dir/$name.c" "$dir/mt_kernels.c" "$dir/${name}_check.c")
+fail=0
+bad() { printf 'FAIL: %s\n' "$*"; fail=1; }
+
+# All builds in parallel; each logs to $work/<build>.log.
+declare -A pid
+start() { local b=$1; shift; "$@" >"$work/$b.log" 2>&1 & pid[$b]=$!; }
+need() { wait "${pid[$1]}" || { bad "build $1"; sed 's/^/   /' "$work/$1.log" | head -20; return 1; }; }
+start host gcc "${warn[@]}" -O2 -I"$dir" "${src[@]}" -o "$work/host"
+start san gcc -std=c99 -O1 -g -fsanitize=undefined,address -fno-sanitize-recover=all -I"$dir" "${src[@]}" -o "$work/san"
+start m0-objs arm-none-eabi-gcc -mcpu=cortex-m0 -mthumb "${warn[@]}" -O2 -c "$dir/$name.c" -o "$work/model-m0.o"
+start m7 arm-none-eabi-gcc -mcpu=cortex-m7 -mthumb "${warn[@]}" -O2 -I"$dir" "${arm_link[@]}" "${src[@]}" -o "$work/m7.elf"
+for cpu in cortex-m4 cortex-m0; do
+  start "$cpu" arm-none-eabi-gcc -mcpu=$cpu -mthumb "${warn[@]}" -O2 -I"$dir" "${arm_link[@]}" "${src[@]}" -o "$work/$cpu.elf"
+done
+
+echo "== 1. warning-free C99 builds (host, cortex-m0, cortex-m4, cortex-m7)"
+ok=1
+for b in host m0-objs m7 cortex-m4 cortex-m0; do need $b || ok=0; done
+if [[ $ok -eq 1 ]]; then
+  undef=$(arm-none-eabi-nm -u "$work/model-m0.o" | awk '{print $NF}' | tr '\n' ' ')
+  echo "   all compile with ${warn[*]}; $name.c on cortex-m0 calls: ${undef:-nothing}"
+  if grep -Eq '__aeabi_(.*div|.*mod|[fd])|sf3|df3' <<<"$undef"; then bad "the cortex-m0 build needs a division or float helper"; fi
+fi
+
+compare() { # label file
+  if cmp -s "$dir/expected.txt" "$2"; then
+    echo "   $1: $(wc -l <"$2") inferences, identical to the simulator"
+  else
+    bad "$1 differs from the simulator"
+    diff "$dir/expected.txt" "$2" | head -10 | sed 's/^/   /'
+  fi
+}
+
+echo "== 2. host (gcc -O2)"
+[[ -x $work/host ]] && { "$work/host" >"$work/host.txt" && compare host "$work/host.txt" || bad "host run failed"; }
+
+echo "== 3. host under -fsanitize=undefined,address"
+if need san; then
+  if ! "$work/san" >"$work/san.txt" 2>"$work/san.err" || [[ -s $work/san.err ]]; then
+    sed 's/^/   /' "$work/san.err" | head -20
+    bad "sanitizer report"
+  else
+    compare "UBSan/ASan host (no report)" "$work/san.txt"
+  fi
+fi
+
+echo "== 4. QEMU: cortex-m4 on mps2-an386, cortex-m0 code on mps2-an385"
+for pair in cortex-m4:mps2-an386 cortex-m0:mps2-an385; do
+  cpu=${pair%%:*} board=${pair##*:}
+  [[ -f $work/$cpu.elf ]] || continue
+  rc=0
+  timeout 300 qemu-system-arm -M "$board" -nographic -semihosting-config enable=on,target=native \
+    -kernel "$work/$cpu.elf" >"$work/$cpu.txt" 2>&1 || rc=$?
+  if [[ $rc -ne 0 ]]; then bad "$cpu on $board exited with status $rc"; tail -n 5 "$work/$cpu.txt" | sed 's/^/   /'; continue; fi
+  compare "$cpu on $board" "$work/$cpu.txt"
+done
+
+if [[ $fail -eq 0 ]]; then
+  echo "run_firmware_qemu: PASS ($name: host == UBSan/ASan host == cortex-m4 == cortex-m0 == simulator)"
+else
+  echo "run_firmware_qemu: FAIL"
+fi
+exit $fail
