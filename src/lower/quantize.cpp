@@ -35,13 +35,31 @@ std::int64_t numel(const Shape& s) {
   return std::accumulate(s.begin(), s.end(), std::int64_t{1}, std::multiplies<>());
 }
 
-// An activation: element (i0, i1, ...) is buffer[offset + sum_k i_k * strides[k]].
+// An activation: element (i0, i1, ...) is buffer[offset + sum_k i_k * strides[k]], in
+// Q(frac). The format belongs to the view: attention may write its output, in another
+// format, over the bytes of its query.
 struct View {
   std::int64_t buffer = -1;
   std::int64_t offset = 0;
   Shape shape;
   Strides strides;
+  int frac = 0;
 };
+
+// Marks the elements of the buffer a view covers.
+void mark(const View& v, std::vector<char>& marks) {
+  Shape idx(v.shape.size(), 0);
+  const std::int64_t n = numel(v.shape);
+  for (std::int64_t k = 0; k < n; ++k) {
+    std::int64_t at = v.offset;
+    for (std::size_t d = 0; d < idx.size(); ++d) at += idx[d] * v.strides[d];
+    marks[static_cast<std::size_t>(at)] = 1;
+    for (std::size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < v.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
 
 bool is_packed(const View& v) {
   const Strides want = packed_strides(v.shape);
@@ -139,9 +157,16 @@ class Lowering {
         b.elem = Elem::S32, b.fixed_point = false;  // token ids
       }
       p_.input = p_.add_buffer(std::move(b));
-      views_[static_cast<std::size_t>(in.id)] = View{p_.input, 0, in.shape, packed_strides(in.shape)};
+      views_[static_cast<std::size_t>(in.id)] = View{p_.input, 0, in.shape, packed_strides(in.shape), p_.buffer(p_.input).frac};
     }
     p_.input_shape = in.shape;
+    last_use_.assign(g_.values.size(), -1);
+    for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
+      for (auto v : g_.nodes[i].inputs) {
+        if (v >= 0) last_use_[static_cast<std::size_t>(v)] = static_cast<std::int64_t>(i);
+      }
+    }
+    last_use_[static_cast<std::size_t>(g_.output)] = INT64_MAX;
     for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
       node_ = static_cast<std::int64_t>(i);
       lower_node(g_.nodes[i]);
@@ -163,6 +188,8 @@ class Lowering {
   std::string sfx_;
   std::map<std::pair<Elem, std::vector<std::int64_t>>, std::int64_t> tables_;
   std::map<std::int64_t, Tensor> folded_;  // outputs of nodes computed only from constants
+  std::vector<std::int64_t> last_use_;      // per value: the last node that reads it
+  std::map<std::int64_t, std::vector<std::int64_t>> values_in_;  // buffer -> values viewing it
 
   // ---- errors and labels ----
 
@@ -203,7 +230,7 @@ class Lowering {
   }
   int frac_of(std::int64_t value) const { return choose_frac(cal_.absmax[static_cast<std::size_t>(value)], bits_); }
   Buffer& buf(const View& v) { return p_.buffer(v.buffer); }
-  int frac(const View& v) { return buf(v).frac; }
+  static int frac(const View& v) { return v.frac; }
 
   // ---- buffers ----
 
@@ -220,7 +247,7 @@ class Lowering {
     b.origin = value >= 0 ? fmt::format("%{} = {}", value, g_.nodes[static_cast<std::size_t>(node_)].op)
                           : fmt::format("packed copy for step {}", p_.steps.size());
     const auto id = p_.add_buffer(std::move(b));
-    return View{id, 0, shape, packed_strides(shape)};
+    return View{id, 0, shape, packed_strides(shape), fixed_point ? frac : 0};
   }
   View out_act(const Node& n, int frac) { return new_act(g_.value(n.output).shape, frac, n.output, act_); }
 
@@ -330,14 +357,42 @@ class Lowering {
   View packed(const Node& n, const View& v) {
     if (is_packed(v)) return v;
     const Buffer& b = buf(v);
-    View out = new_act(v.shape, b.frac, -1, b.elem, b.fixed_point);
+    View out = new_act(v.shape, v.frac, -1, b.elem, b.fixed_point);
     p_.buffer(out.buffer).origin = fmt::format("packed copy of {} for %{}", b.name, n.output);
     p_.buffer(out.buffer).absmax = b.absmax;
     copy_into(&n, v, out.buffer, 0, out.strides);
     return out;
   }
 
-  void set(const Node& n, View v) { views_[static_cast<std::size_t>(n.output)] = std::move(v); }
+  void set(const Node& n, View v) {
+    values_in_[v.buffer].push_back(n.output);
+    views_[static_cast<std::size_t>(n.output)] = std::move(v);
+  }
+
+  // May the current node overwrite the elements of `target` (its own input)? Only if no
+  // value read after this node shares an element with it, and `also_read` (read by this node
+  // while it writes) does not overlap it.
+  bool can_overwrite(const View& target, const std::vector<View>& also_read) {
+    if (buf(target).kind != BufferKind::Activation) return false;
+    std::vector<char> t(static_cast<std::size_t>(buf(target).size), 0);
+    mark(target, t);
+    auto overlaps = [&](const View& w) {
+      if (w.buffer != target.buffer) return false;
+      std::vector<char> m(t.size(), 0);
+      mark(w, m);
+      for (std::size_t i = 0; i < t.size(); ++i) {
+        if (t[i] && m[i]) return true;
+      }
+      return false;
+    };
+    for (const View& w : also_read) {
+      if (overlaps(w)) return false;
+    }
+    for (auto v : values_in_[target.buffer]) {
+      if (last_use_[static_cast<std::size_t>(v)] > node_ && overlaps(*views_[static_cast<std::size_t>(v)])) return false;
+    }
+    return true;
+  }
 
   // ---- ops ----
 
@@ -396,15 +451,15 @@ class Lowering {
   }
 
   View reshape(const Node& n, const View& v, const Shape& shape) {
-    if (auto st = reshaped_strides(v, shape)) return View{v.buffer, v.offset, shape, *st};
+    if (auto st = reshaped_strides(v, shape)) return View{v.buffer, v.offset, shape, *st, v.frac};
     const View p = packed(n, v);
-    return View{p.buffer, p.offset, shape, packed_strides(shape)};
+    return View{p.buffer, p.offset, shape, packed_strides(shape), p.frac};
   }
 
   void permute(const Node& n) {
     const View& v = act(n, n.inputs[0]);
     const Shape& dims = attr<Shape>(n, "dims");
-    View out{v.buffer, v.offset, {}, {}};
+    View out{v.buffer, v.offset, {}, {}, v.frac};
     for (auto d : dims) {
       const auto k = static_cast<std::size_t>(d < 0 ? d + static_cast<std::int64_t>(v.shape.size()) : d);
       out.shape.push_back(v.shape[k]);
@@ -426,7 +481,7 @@ class Lowering {
   void expand(const Node& n) {
     const View& v = act(n, n.inputs[0]);
     const Shape& shape = g_.value(n.output).shape;
-    View out{v.buffer, v.offset, shape, Strides(shape.size(), 0)};
+    View out{v.buffer, v.offset, shape, Strides(shape.size(), 0), v.frac};
     const std::size_t lead = shape.size() - v.shape.size();
     for (std::size_t i = 0; i < v.shape.size(); ++i) out.strides[lead + i] = v.shape[i] == shape[lead + i] ? v.strides[i] : 0;
     set(n, out);
@@ -710,7 +765,8 @@ class Lowering {
     const View& v = *views_[static_cast<std::size_t>(g_.output)];
     Buffer& b = buf(v);
     p_.output_shape = v.shape;
-    if (b.kind == BufferKind::Activation && is_packed(v) && v.offset == 0 && numel(v.shape) == b.size) {
+    if (b.kind == BufferKind::Activation && is_packed(v) && v.offset == 0 && numel(v.shape) == b.size &&
+        v.frac == b.frac) {
       b.kind = BufferKind::Output;
       b.name = "out";
       p_.output = v.buffer;
@@ -722,8 +778,8 @@ class Lowering {
     o.elem = b.elem;
     o.size = numel(v.shape);
     o.fixed_point = b.fixed_point;
-    o.frac = b.frac;
-    o.absmax = b.absmax;
+    o.frac = v.frac;
+    o.absmax = cal_.absmax[static_cast<std::size_t>(g_.output)];
     o.name = "out";
     o.origin = fmt::format("%{} (graph output)", g_.output);
     p_.output = p_.add_buffer(std::move(o));
@@ -781,8 +837,13 @@ void Lowering::attention(const Node& n) {
   base.scale_q = static_cast<std::uint32_t>(std::min<std::int64_t>(quantize_value(scale, base.scale_frac, 32), 65535));
   base.flags = attr<bool>(n, "is_causal") ? MT_ATTN_CAUSAL : 0u;
 
-  const View y = out_act(n, base.out_frac);
   const bool stream = opt_.attention == AttentionKernel::Streaming;
+  // The streaming kernel may write each output row over its query row (mt_kernels.h): then
+  // the output needs no bytes of its own.
+  const bool in_place = stream && Dv <= D && can_overwrite(q, {k, v});
+  const View y = in_place ? View{q.buffer, q.offset, g_.value(n.output).shape, q.strides, base.out_frac}
+                          : out_act(n, base.out_frac);
+  if (in_place) base.out_stride = base.q_stride;
   const Elem acc = stream && bits_ == 16 ? Elem::S64 : Elem::S32;
   const View scratch = new_act({stream ? Dv : L * S}, 0, -1, acc, false);
   p_.buffer(scratch.buffer).origin = fmt::format("attention scratch for %{} ({})", n.output, stream ? "streaming" : "two-pass scores");
@@ -816,7 +877,7 @@ void Lowering::attention(const Node& n) {
     }
     step(fmt::format("mt_attention_{}_{}", stream ? "stream" : "twopass", sfx_),
          {Arg::attn(it->second), Arg::buf(q.buffer, qo), Arg::buf(k.buffer, ko), Arg::buf(v.buffer, vo),
-          Arg::buf(y.buffer, h * L * Dv), Arg::buf(scratch.buffer)},
+          Arg::buf(y.buffer, in_place ? qo : h * L * Dv), Arg::buf(scratch.buffer)},
          L * S * (D + Dv));
     for (std::size_t d = lead.size(); d-- > 0;) {  // next (batch, head) index
       if (++idx[d] < lead[d]) break;
