@@ -59,6 +59,33 @@ std::vector<std::vector<std::int64_t>> quantized_rows(const lower::Program& p, c
 
 bool have_tool(const char* tool) { return std::system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) == 0; }
 
+struct Run {
+  int status;
+  std::string out;
+};
+Run run(const std::string& cmd) {
+  std::string out;
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, pipe)) out += buf;
+  return {pclose(pipe), out};
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+// tools/mcu/run_firmware_qemu.sh on an emitted folder with a check program and expected.txt.
+void check_firmware_folder(const std::string& dir, const std::string& name) {
+  const Run r = run(fmt::format("bash '{}/tools/mcu/run_firmware_qemu.sh' '{}' {}", MICROTORCH_SOURCE_DIR, dir, name));
+  INFO(r.out);
+  CHECK(r.status == 0);
+  REQUIRE(r.out.find("run_firmware_qemu: PASS") != std::string::npos);
+  MESSAGE(r.out.substr(r.out.rfind("run_firmware_qemu:")));
+}
+
 // Emits the firmware and a check program for `inputs`, then runs tools/mcu/run_firmware_qemu.sh.
 void check_firmware(const lower::Program& p, const std::vector<std::vector<std::int64_t>>& inputs) {
   const std::string dir = temp_dir(p.name);
@@ -66,17 +93,7 @@ void check_firmware(const lower::Program& p, const std::vector<std::vector<std::
   lower::emit_check(p, inputs, dir);
   lower::Simulator sim(p);
   std::ofstream(dir + "/expected.txt") << lower::expected_check_output(sim, inputs);
-  const std::string cmd = fmt::format("bash '{}/tools/mcu/run_firmware_qemu.sh' '{}' {} 2>&1", MICROTORCH_SOURCE_DIR, dir, p.name);
-  std::string out;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, pipe)) out += buf;
-  const int status = pclose(pipe);
-  INFO(cmd << "\n" << out);
-  CHECK(status == 0);
-  CHECK(out.find("run_firmware_qemu: PASS") != std::string::npos);
-  MESSAGE(out.substr(out.rfind("run_firmware_qemu:")));
+  check_firmware_folder(dir, p.name);
 }
 
 struct TrainedIris {
@@ -329,4 +346,55 @@ TEST_CASE("lower: emitted Iris (int8) and decoder (int16) firmware is bit-exact 
   auto ids = quantized_rows(pd, dec.test, 40);
   ids.push_back(std::vector<std::int64_t>(10, 99));  // out-of-range ids: status 1 on every target
   check_firmware(pd, ids);
+}
+
+TEST_CASE("microtorch-lower: a graph saved by a training script becomes the same firmware as through the API") {
+  TrainedIris& t = trained_iris();
+  const std::string dir = temp_dir("cli");
+  lower::save(t.graph, dir + "/iris");
+  mt::save_npy(t.data.x_train, dir + "/calib.npy");
+  const std::string cli = fmt::format("'{}'", MICROTORCH_LOWER_CLI);
+  const Run ok = run(fmt::format("{} {}/iris -c {}/calib.npy --bits 8 --name iris_cli --out {}/fw --check 30", cli, dir,
+                                 dir, dir));
+  INFO(ok.out);
+  REQUIRE(ok.status == 0);
+  CHECK(ok.out.find("lowering report for iris_cli: int8 activations, int8 weights") != std::string::npos);
+  CHECK(ok.out.find("arena of iris_cli") != std::string::npos);
+  CHECK(ok.out.find("firmware written to") != std::string::npos);
+  // The CLI and the API produce the same program: the same C, byte for byte.
+  lower::QuantOptions o = options(8, "iris_cli");
+  const lower::Program p = lower::quantize(lower::load(dir + "/iris"), lower::calibrate(t.graph, t.data.x_train), o);
+  lower::emit_c(p, dir + "/api");
+  CHECK(read_file(dir + "/fw/iris_cli.c") == read_file(dir + "/api/iris_cli.c"));
+  CHECK(read_file(dir + "/fw/iris_cli.h") == read_file(dir + "/api/iris_cli.h"));
+  CHECK(read_file(dir + "/fw/mt_kernels.c") == read_file(std::string(MICROTORCH_SOURCE_DIR) + "/src/lower/runtime/mt_kernels.c"));
+  if (have_tool("arm-none-eabi-gcc") && have_tool("qemu-system-arm")) {
+    check_firmware_folder(dir + "/fw", "iris_cli");  // its check program on host, UBSan, M4, M0
+    const Run sized = run(fmt::format("{} {}/iris -c {}/calib.npy -b 16 -w 8 -n iris16 -o {}/fw16 --size cortex-m0", cli,
+                                      dir, dir, dir));
+    INFO(sized.out);
+    CHECK(sized.status == 0);
+    CHECK(sized.out.find("iris16 (cortex-m0): flash") != std::string::npos);
+    CHECK(sized.out.find("mt_linear_s16_w8") != std::string::npos);
+  }
+  // Bad input: clear messages and a non-zero status, never a crash.
+  Run bad = run(fmt::format("{} {}/iris -c {}/missing.npy", cli, dir, dir));
+  CHECK(bad.status != 0);
+  CHECK(bad.out.find("missing.npy") != std::string::npos);
+  bad = run(fmt::format("{} {}/iris -c {}/calib.npy --bits 12", cli, dir, dir));
+  CHECK(bad.status != 0);
+  CHECK(bad.out.find("--bits") != std::string::npos);
+  bad = run(fmt::format("{} {}/nothing -c {}/calib.npy", cli, dir, dir));
+  CHECK(bad.status != 0);
+  CHECK(bad.out.find("nothing.json") != std::string::npos);
+  mt::save_npy(mt::zeros({5, 3}), dir + "/wrong.npy");
+  bad = run(fmt::format("{} {}/iris -c {}/wrong.npy -o {}/fw2", cli, dir, dir, dir));
+  CHECK(bad.status != 0);
+  CHECK(bad.out.find("calibrate: data of shape [5, 3]") != std::string::npos);
+  const lower::Graph unsupported = lower::trace([](const Tensor& x) { return mt::exp(x); }, mt::zeros({1, 4}));
+  lower::save(unsupported, dir + "/exp");
+  bad = run(fmt::format("{} {}/exp -c {}/calib.npy -o {}/fw3", cli, dir, dir, dir));
+  CHECK(bad.status != 0);
+  CHECK(bad.out.find("microtorch-lower: lower: cannot lower %") != std::string::npos);
+  CHECK(bad.out.find("exp") != std::string::npos);
 }
