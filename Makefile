@@ -1,16 +1,19 @@
 # microtorch — the two commands of the README, and a few helpers.
 #
-#   make demo      install missing packages, configure, build, run the example
+#   make demo      install missing packages, configure, build, then train the Iris transformer,
+#                  lower it to int16/int8 firmware and verify it on QEMU (examples/demo.cpp)
 #   make test      the same, then the doctest suite; last line: "tests: N passed, M failed"
 #
 # Overrides: BUILD=dir (build directory, default build), JOBS=n (ninja -j),
 #            MESON_ARGS='-Dnative=true ...' (used when BUILD is first configured),
-#            TEST_ARGS='-tc=*matmul*' (doctest options), DESTDIR=... (make install).
+#            TEST_ARGS='-tc=*matmul*' (doctest options), DEMO_OUT=dir (demo output, default
+#            demo-output), DESTDIR=... (make install).
 SHELL := bash
 BUILD = build
 JOBS =
 MESON_ARGS =
 TEST_ARGS =
+DEMO_OUT = demo-output
 
 .PHONY: deps build test demo install clean
 
@@ -36,7 +39,7 @@ test: build
 	[[ $$failed -eq 0 ]]
 
 demo: build
-	$(BUILD)/examples/train_mlp
+	$(BUILD)/examples/demo $(DEMO_OUT)
 
 install: build
 	meson install -C $(BUILD)

@@ -69,9 +69,10 @@ struct Options {
   double lr = 1e-2;
 };
 
-// Adam on shuffled minibatches; `on_batch(epoch, batch, loss)` sees every step.
-template <class OnBatch>
-void train(IrisTransformer& model, const Split& data, const Options& o, OnBatch&& on_batch) {
+// Adam on shuffled minibatches; `on_batch(epoch, batch, loss)` sees every step and
+// `on_epoch(epoch)` the end of every epoch (the model is in train mode there).
+template <class OnBatch, class OnEpoch>
+void train(IrisTransformer& model, const Split& data, const Options& o, OnBatch&& on_batch, OnEpoch&& on_epoch) {
   {
     mt::NoGradGuard no_grad;  // standardisation from the training rows only
     model.mean.copy_(data.x_train.mean({0}));
@@ -89,12 +90,13 @@ void train(IrisTransformer& model, const Split& data, const Options& o, OnBatch&
       opt.step();
       on_batch(epoch, b++, loss.item());
     }
+    on_epoch(epoch);
   }
   model.eval();
 }
 
 inline void train(IrisTransformer& model, const Split& data, const Options& o = {}) {
-  train(model, data, o, [](int, std::int64_t, double) {});
+  train(model, data, o, [](int, std::int64_t, double) {}, [](int) {});
 }
 
 }  // namespace iris_transformer
