@@ -235,6 +235,24 @@ TEST_CASE("lower: LinearAttention lowers through strided views, a transposed mat
   CHECK(a.relative() <= 0.01);
 }
 
+TEST_CASE("lower: cat of activations and constants in different formats, with transposed views") {
+  mt::manual_seed(14);
+  const Tensor c = mt::randn({2, 5}) * 10.0;
+  auto fn = [&c](const Tensor& x) {  // x [2, 3]; y [2, 3 + 5 + 3]
+    return mt::relu(mt::cat({x * 0.1, c, x.t().contiguous().t() * 4.0}, 1));
+  };
+  const Tensor xs = mt::randn({20, 3});
+  const lower::Graph g = lower::trace(fn, mt::zeros({2, 3}));
+  const lower::Program p = lower::quantize(g, lower::calibrate(g, xs), options(16, "cat"));
+  INFO(p.to_string());
+  CHECK(p.to_string().find("mt_copy_strided_s16") != std::string::npos);
+  lower::Simulator sim(p);
+  for (std::int64_t i = 0; i < 10; i += 2) {
+    const Tensor x = xs.slice(0, i, i + 2);
+    CHECK_CLOSE(sim.forward(x), fn(x), 0.0, 2e-3);
+  }
+}
+
 TEST_CASE("lower: a post-LN TransformerEncoderLayer with GELU (layer norm, residuals) within 1% at int16") {
   mt::manual_seed(12);
   nn::TransformerEncoderLayerOptions o;
@@ -317,6 +335,17 @@ TEST_CASE("lower: ops, attributes and layouts the runtime cannot express fail na
   };
   CHECK_THROWS_MSG(lower_fn([](const Tensor& t) { return mt::exp(t); }), mt::ValueError, "cannot lower %", "= exp(%0)",
                    "no kernel for exp", "Lowerable ops");
+  {  // the error names the module, or the module before the op
+    mt::manual_seed(13);
+    struct Net : nn::Module {
+      std::shared_ptr<nn::Linear> fc = register_module("fc", std::make_shared<nn::Linear>(3, 3));
+      Tensor forward(const Tensor& t) override { return mt::log_softmax(fc->forward(t), -1); }
+      std::string type_name() const override { return "Net"; }
+    } net;
+    const lower::Graph g = lower::trace(net, {2, 3});
+    CHECK_THROWS_MSG(lower::quantize(g, lower::calibrate(g, mt::randn({2, 3}))), mt::ValueError, "log_softmax",
+                     "after module fc");
+  }
   CHECK_THROWS_MSG(lower_fn([](const Tensor& t) { return mt::softmax(t, 0); }), mt::ValueError, "softmax",
                    "only the last dim");
   CHECK_THROWS_MSG(lower_fn([](const Tensor& t) { return t * t.sum({1}, true); }), mt::ValueError, "does not broadcast as a trailing block");

@@ -209,7 +209,33 @@ class Lowering {
                        shape_str(g_.value(n.output).shape));
   }
   [[noreturn]] void fail(const Node& n, const std::string& why) const {
-    throw ValueError(fmt::format("lower: cannot lower {}: {}", line(n), why));
+    throw ValueError(fmt::format("lower: cannot lower {}{}: {}", line(n), module_of(n), why));
+  }
+  // The module a node belongs to, as far as the graph knows: the dotted prefix of the
+  // parameters it uses, or of the nearest op before it that uses parameters.
+  std::string module_of(const Node& n) const {
+    std::vector<const Node*> frontier{&n};
+    for (std::size_t hops = 0; hops < 64 && !frontier.empty(); ++hops) {
+      std::vector<const Node*> next;
+      for (const Node* m : frontier) {
+        for (auto i : m->inputs) {
+          if (i < 0) continue;
+          const Value& v = g_.value(i);
+          if (v.kind == ValueKind::Parameter) {
+            const auto dot = v.name.rfind('.');
+            const std::string module = dot == std::string::npos ? "<root>" : v.name.substr(0, dot);
+            return m == &n ? fmt::format(" in module {}", module) : fmt::format(" after module {}", module);
+          }
+          if (v.kind == ValueKind::OpOutput) {
+            for (const Node& p : g_.nodes) {
+              if (p.output == i) next.push_back(&p);
+            }
+          }
+        }
+      }
+      frontier = std::move(next);
+    }
+    return "";
   }
 
   // ---- values ----
@@ -425,11 +451,12 @@ class Lowering {
     if (op == "mean" || op == "sum") return reduce(n, op == "mean");
     if (op == "scaled_dot_product_attention") return attention(n);
     if (op == "index_select") return embedding(n);
+    if (op == "cat") return cat(n);
     if (op == "argmax") return argmax(n);
     fail(n, fmt::format("the fixed-point runtime has no kernel for {}. Lowerable ops: linear, matmul, add, sub and mul "
                         "(activations or constants), div (by a constant or a per-row activation), neg, relu, gelu, "
                         "tanh, sigmoid, softmax (last dim), layer_norm, mean, sum, scaled_dot_product_attention, "
-                        "embedding (index_select), argmax, reshape, permute, slice, expand",
+                        "embedding (index_select), argmax, reshape, permute, slice, expand, cat",
                         op));
   }
 
@@ -759,7 +786,37 @@ class Lowering {
     set(n, y);
   }
 
-  void attention(const Node& n);  // quantize_attention.cpp would be natural; kept below
+  // cat: each input copied (rescaled first when its format differs) into its block of y.
+  void cat(const Node& n) {
+    const Shape& out = g_.value(n.output).shape;
+    auto dim = attr<std::int64_t>(n, "dim");
+    if (dim < 0) dim += static_cast<std::int64_t>(out.size());
+    const int fy = frac_of(n.output);
+    const View y = out_act(n, fy);
+    std::int64_t at = 0;
+    for (const auto id : n.inputs) {
+      View v;
+      if (is_const(id)) {
+        const Tensor& c = data(id);
+        const std::int64_t wb = weight(c, act_, fy, const_name(id), const_name(id));
+        v = View{wb, 0, c.shape(), packed_strides(c.shape()), fy};
+      } else {
+        v = act(n, id);
+      }
+      if (v.frac != fy) {  // y = x * 1 * 2^-(fx - fy)
+        const View p = packed(n, v);
+        v = new_act(v.shape, fy, -1, act_);
+        p_.buffer(v.buffer).origin = fmt::format("{} rescaled for %{}", ref(id), n.output);
+        step("mt_scale_" + sfx_, {Arg::buf(p.buffer, p.offset), Arg::buf(v.buffer), Arg::num(numel(v.shape)),
+                                 Arg::num(1), Arg::num(p.frac - fy)});
+      }
+      copy_into(&n, v, y.buffer, at * y.strides[static_cast<std::size_t>(dim)], y.strides);
+      at += v.shape[static_cast<std::size_t>(dim)];
+    }
+    set(n, y);
+  }
+
+  void attention(const Node& n);
 
   void finish_output() {
     const View& v = *views_[static_cast<std::size_t>(g_.output)];
