@@ -93,6 +93,7 @@ Lowered lower_and_verify(IrisTransformer& model, const iris_transformer::Split& 
   lower::emit_c(program, dir);
   lower::emit_check(program, inputs, dir);
   std::ofstream(dir + "/expected.txt") << lower::expected_check_output(sim, inputs);
+  std::ofstream(dir + "/saturation.txt") << sim.saturation_report();
   int status = 0;
   const std::string log = run_command(
       fmt::format("bash '{}/tools/mcu/run_firmware_qemu.sh' '{}' {}", MICROTORCH_SOURCE_DIR, dir, program.name), status);
@@ -169,7 +170,7 @@ int main(int argc, char** argv) {
     ok = ok && r.bit_exact && r.agreement >= (r.bits == 16 ? 0.99 : 0.97) &&
          r.relative_error <= (r.bits == 16 ? 0.01 : 0.04);
   }
-  fmt::print("\noutput in {}/: firmware_int16/ and firmware_int8/ (C sources, <name>_report.txt, verification.txt), "
+  fmt::print("\noutput in {}/: firmware_int16/ and firmware_int8/ (C sources, <name>_report.txt, saturation.txt, verification.txt), "
              "iris_transformer.json/.npz (the traced graph) and calibration.npy\n",
              out_dir);
   fmt::print("lower it again from the command line: build/tools/lower/microtorch-lower {0}/iris_transformer -c "

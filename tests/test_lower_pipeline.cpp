@@ -235,6 +235,26 @@ TEST_CASE("lower: LinearAttention lowers through strided views, a transposed mat
   CHECK(a.relative() <= 0.01);
 }
 
+TEST_CASE("lower: inputs beyond the calibrated range saturate (never wrap) and the simulator counts them") {
+  const Tensor w = mt::tensor({{1.0, -1.0}, {0.5, 2.0}});
+  const lower::Graph g = lower::trace([&w](const Tensor& x) { return mt::linear(x, w); }, mt::zeros({1, 2}));
+  const lower::Program p = lower::quantize(g, lower::calibrate(g, mt::tensor({{0.5, 0.25}, {-0.5, 0.1}})), options(8, "sat"));
+  lower::Simulator sim(p);
+  const Tensor small = sim.forward(mt::tensor({{0.25, 0.25}}));
+  CHECK_CLOSE(small, mt::tensor({{0.0, 0.625}}), 0.0, 0.02);
+  CHECK(sim.saturation_report().find("0 of") != std::string::npos);
+  const Tensor big = sim.forward(mt::tensor({{40.0, -40.0}}));  // far outside: clipped at the input, then at y
+  const double range_in = 127.0 * std::ldexp(1.0, -p.buffer(p.input).frac);
+  const double range_out = 127.0 * std::ldexp(1.0, -p.buffer(p.output).frac);
+  CHECK(big.at({0, 0}) == doctest::Approx(range_out));  // saturated, positive: did not wrap to negative
+  CHECK(big.at({0, 1}) < 0);
+  CHECK(range_in < 40.0);
+  const std::string report = sim.saturation_report();
+  INFO(report);
+  CHECK(report.find("over 2 runs") != std::string::npos);
+  CHECK(sim.limit_counts()[static_cast<std::size_t>(p.output)] >= 1);
+}
+
 TEST_CASE("lower: cat of activations and constants in different formats, with transposed views") {
   mt::manual_seed(14);
   const Tensor c = mt::randn({2, 5}) * 10.0;

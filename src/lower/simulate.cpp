@@ -177,6 +177,7 @@ Simulator::Simulator(Program program) : program_(std::move(program)) {
     }
   }
   storage_.resize(program_.buffers.size());
+  limit_counts_.assign(program_.buffers.size(), 0);
   for (const Buffer& b : program_.buffers) {
     auto& st = storage_[static_cast<std::size_t>(b.id)];
     st.assign(static_cast<std::size_t>((b.bytes() + 7) / 8), 0);
@@ -220,6 +221,10 @@ std::vector<std::int64_t> Simulator::run(const std::vector<std::int64_t>& input)
     const Call call{s, [this](const Arg& a) { return ptr(a.buffer, a.offset); }, program_};
     if (kernels().at(s.kernel)(call) != 0) status_ = 1;
   }
+  ++runs_;
+  for (const Buffer& b : program_.buffers) {
+    if (b.kind == BufferKind::Activation || b.kind == BufferKind::Output) limit_counts_[static_cast<std::size_t>(b.id)] += at_limit(b.id);
+  }
   return values(program_.output);
 }
 
@@ -243,6 +248,18 @@ std::int64_t Simulator::at_limit(std::int64_t buffer) const {
   std::int64_t n = 0;
   for (const auto v : values(buffer)) n += v == elem_min(b.elem) || v == elem_max(b.elem);
   return n;
+}
+
+std::string Simulator::saturation_report() const {
+  std::string out = fmt::format("values at the limits of their format over {} runs (saturated or exactly at the limit)\n",
+                                runs_);
+  for (const Buffer& b : program_.buffers) {
+    if (!b.fixed_point || !(b.kind == BufferKind::Activation || b.kind == BufferKind::Output)) continue;
+    const std::int64_t n = limit_counts_[static_cast<std::size_t>(b.id)], seen = b.size * runs_;
+    out += fmt::format("  {:<12} Q{}.{:<3} {:>8} of {:>9} ({:.3f}%)  {}\n", b.name, elem_bytes(b.elem) * 8 - 1 - b.frac,
+                       b.frac, n, seen, seen ? 100.0 * static_cast<double>(n) / static_cast<double>(seen) : 0.0, b.origin);
+  }
+  return out;
 }
 
 std::vector<std::int64_t> quantize_input(const Program& program, const Tensor& x) {

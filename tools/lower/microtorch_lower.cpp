@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
       lower::emit_check(program, inputs, out);
       lower::Simulator sim(program);
       std::ofstream(out + "/expected.txt") << lower::expected_check_output(sim, inputs);
+      fmt::print("{}\n", sim.saturation_report());
       fmt::print("check program: {0}/{1}_check.c, expected output {0}/expected.txt ({2} inputs); verify with\n"
                  "  tools/mcu/run_firmware_qemu.sh {0} {1}\n",
                  out, program.name, inputs.size());

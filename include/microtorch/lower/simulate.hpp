@@ -40,11 +40,20 @@ class Simulator {
   /// How many elements of a fixed-point buffer sit at the limits of its type after the last
   /// run() (saturated, or exactly at the limit).
   std::int64_t at_limit(std::int64_t buffer) const;
+  /// Summed over every run() so far: per buffer, the elements found at the limits of their
+  /// type (a value there was saturated, or landed exactly on the limit), and the elements seen.
+  const std::vector<std::int64_t>& limit_counts() const { return limit_counts_; }
+  std::int64_t runs() const { return runs_; }
+  /// One line per fixed-point activation with its format and the share of its values at the
+  /// limits over all runs: the place to look when a lowered model drifts from the float one.
+  std::string saturation_report() const;
 
  private:
   Program program_;
   std::vector<std::vector<std::uint64_t>> storage_;  // one 8-byte-aligned block per buffer
   int status_ = 0;
+  std::vector<std::int64_t> limit_counts_;
+  std::int64_t runs_ = 0;
   void* ptr(std::int64_t buffer, std::int64_t offset = 0);
 };
 
