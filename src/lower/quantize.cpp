@@ -382,12 +382,34 @@ class Lowering {
   // A packed copy of the view when it is not packed already.
   View packed(const Node& n, const View& v) {
     if (is_packed(v)) return v;
-    const Buffer& b = buf(v);
-    View out = new_act(v.shape, v.frac, -1, b.elem, b.fixed_point);
-    p_.buffer(out.buffer).origin = fmt::format("packed copy of {} for %{}", b.name, n.output);
-    p_.buffer(out.buffer).absmax = b.absmax;
+    const Buffer src = buf(v);  // a copy: new_act may reallocate the buffer list
+    View out = new_act(v.shape, v.frac, -1, src.elem, src.fixed_point);
+    p_.buffer(out.buffer).origin = fmt::format("packed copy of {} for %{}", src.name, n.output);
+    p_.buffer(out.buffer).absmax = src.absmax;
     copy_into(&n, v, out.buffer, 0, out.strides);
     return out;
+  }
+
+  // For elementwise kernels: a view that covers a contiguous range exactly once, in any
+  // order (a permuted packed tensor), is used as that range; anything else is packed.
+  View dense(const Node& n, const View& v) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, size)
+    for (std::size_t i = 0; i < v.shape.size(); ++i) {
+      if (v.shape[i] != 1) dims.emplace_back(v.strides[i], v.shape[i]);
+    }
+    std::sort(dims.begin(), dims.end());
+    std::int64_t expect = 1;
+    for (const auto& [stride, size] : dims) {
+      if (stride != expect) return packed(n, v);
+      expect *= size;
+    }
+    return v;
+  }
+  // The output of an elementwise kernel run over dense(x): same layout, in a new buffer.
+  View like(const Node& n, const View& x, int frac) {
+    View y = out_act(n, frac);
+    y.strides = x.strides;
+    return y;
   }
 
   void set(const Node& n, View v) {
@@ -638,10 +660,10 @@ class Lowering {
 
   // y = x * c for a scalar constant c: mt_scale_* with c as a 16-bit Q constant.
   void scale(const Node& n, const View& xv, double c) {
-    const View x = packed(n, xv);
+    const View x = dense(n, xv);
     const int fm = choose_frac(std::abs(c), 16);
     const int fy = frac_of(n.output);
-    const View y = out_act(n, fy);
+    const View y = like(n, x, fy);
     step("mt_scale_" + sfx_, {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel(x.shape)),
                              Arg::num(quantize_value(c, fm, 16)), Arg::num(frac(x) + fm - fy)},
          numel(x.shape));
@@ -694,15 +716,15 @@ class Lowering {
   }
 
   void relu(const Node& n) {
-    const View x = packed(n, act(n, n.inputs[0]));
-    const View y = out_act(n, frac(x));  // relu keeps the format
+    const View x = dense(n, act(n, n.inputs[0]));
+    const View y = like(n, x, frac(x));  // relu keeps the format
     step("mt_relu_" + sfx_, {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel(x.shape))});
     set(n, y);
   }
 
   void table_activation(const Node& n, int fy) {
-    const View x = packed(n, act(n, n.inputs[0]));
-    const View y = out_act(n, fy);
+    const View x = dense(n, act(n, n.inputs[0]));
+    const View y = like(n, x, fy);
     step(fmt::format("mt_{}_{}", n.op, sfx_), {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer),
                                                Arg::num(numel(x.shape)), Arg::num(frac(x)), Arg::num(fy)});
     set(n, y);
