@@ -37,12 +37,21 @@ struct TinyDecoder : nn::Module {
     head = register_module("head", std::make_shared<nn::Linear>(dim, kVocab));
   }
   mt::Tensor forward(const mt::Tensor& tokens) override {
-    mt::Tensor x = pos->forward(tok->forward(tokens) * 0.5);
+    const mt::Tensor x0 = embed(tokens);
+    mt::Tensor x = x0;
     x = x + std::get<0>(attn->forward(x, x, x, {.need_weights = false, .is_causal = causal}));
     x = x + mt::relu(ff->forward(x));
     return head->forward(x);
   }
+  // The self-attention weights [B, L, L], averaged over the heads (for heat maps).
+  mt::Tensor attention_weights(const mt::Tensor& tokens) {
+    const mt::Tensor x = embed(tokens);
+    return std::get<1>(attn->forward(x, x, x, {.need_weights = true, .is_causal = causal}));
+  }
   std::string type_name() const override { return "TinyDecoder"; }
+
+ private:
+  mt::Tensor embed(const mt::Tensor& tokens) { return pos->forward(tok->forward(tokens) * 0.5); }
 };
 
 struct Batch {
