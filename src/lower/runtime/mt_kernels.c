@@ -666,40 +666,30 @@ void mt_copy_strided_s32(const int32_t *src, int32_t *dst, int ndim, const int32
   MT_COPY_STRIDED_BODY(int32_t);
 }
 
+/* One body for both types: row ids[i] of the table, or zeros for an id outside [0, num). */
+#define MT_EMBEDDING_BODY(T)                                                      \
+  int i, j, bad = 0;                                                              \
+  for (i = 0; i < n; ++i) {                                                       \
+    const int32_t id = ids[i];                                                    \
+    T *o;                                                                         \
+    if (id < 0 || id >= num) ++bad;                                               \
+    if (dim <= 0) continue; /* count only: no row pointer is formed */            \
+    o = out + i * dim;                                                            \
+    if (id >= 0 && id < num) {                                                    \
+      const T *t = table + id * dim;                                              \
+      for (j = 0; j < dim; ++j) o[j] = t[j];                                      \
+    } else {                                                                      \
+      for (j = 0; j < dim; ++j) o[j] = 0;                                         \
+    }                                                                             \
+  }                                                                               \
+  return bad
+
 int mt_embedding_s16(const int32_t *ids, int n, const int16_t *table, int num, int dim, int16_t *out) {
-  int i, j, bad = 0;
-  for (i = 0; i < n; ++i) {
-    const int32_t id = ids[i];
-    int16_t *o;
-    if (id < 0 || id >= num) ++bad;
-    if (dim <= 0) continue; /* count only: no row pointer is formed */
-    o = out + i * dim;
-    if (id >= 0 && id < num) {
-      const int16_t *t = table + id * dim;
-      for (j = 0; j < dim; ++j) o[j] = t[j];
-    } else {
-      for (j = 0; j < dim; ++j) o[j] = 0;
-    }
-  }
-  return bad;
+  MT_EMBEDDING_BODY(int16_t);
 }
 
 int mt_embedding_s8(const int32_t *ids, int n, const int8_t *table, int num, int dim, int8_t *out) {
-  int i, j, bad = 0;
-  for (i = 0; i < n; ++i) {
-    const int32_t id = ids[i];
-    int8_t *o;
-    if (id < 0 || id >= num) ++bad;
-    if (dim <= 0) continue; /* count only: no row pointer is formed */
-    o = out + i * dim;
-    if (id >= 0 && id < num) {
-      const int8_t *t = table + id * dim;
-      for (j = 0; j < dim; ++j) o[j] = t[j];
-    } else {
-      for (j = 0; j < dim; ++j) o[j] = 0;
-    }
-  }
-  return bad;
+  MT_EMBEDDING_BODY(int8_t);
 }
 
 /* ==================================================================================== */
