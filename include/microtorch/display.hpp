@@ -194,7 +194,9 @@ struct Heatmap {
     const int cell = 30, char_w = 7;
     const int left = 10 + static_cast<int>(longest_row) * char_w;
     const int top = (title.empty() ? 10 : 30) + static_cast<int>(longest_col) * char_w * 3 / 4 + 8;
-    const int width = left + static_cast<int>(S) * cell + 10, height = top + static_cast<int>(L) * cell + 10;
+    // slanted key labels reach up and to the right of their column: room on both sides
+    const int width = left + static_cast<int>(S) * cell + 10 + static_cast<int>(longest_col) * char_w * 3 / 4;
+    const int height = top + static_cast<int>(L) * cell + 10;
     const bool numbers = L <= 16 && S <= 16;
 
     std::string s = fmt::format(
