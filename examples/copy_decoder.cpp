@@ -3,13 +3,16 @@
 // learns to copy a digit string after a separator, generates greedily, shows its attention
 // pattern, and generates the same strings from its int16 fixed-point lowering.
 //
-//   build/examples/copy_decoder
+//   build/examples/copy_decoder [SVG]      (writes the attention map to SVG, default copy_attention.svg)
 //
 // The task needs the mask to be honest: position t may only look at tokens <= t, so to emit
 // the copy it must learn to attend five positions back — the shifted diagonal in the map.
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
+#include <fstream>
+
+#include <microtorch/display.hpp>
 #include <microtorch/lower/quantize.hpp>
 #include <microtorch/lower/simulate.hpp>
 
@@ -45,7 +48,8 @@ std::vector<std::int64_t> generate(const std::vector<std::int64_t>& digits, Next
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const std::string svg_path = argc > 1 ? argv[1] : "copy_attention.svg";
   mt::manual_seed(7);
   TinyDecoder model(kLen, 32, /*causal=*/true);
   const double acc = train(model, copy_batch, 400);
@@ -85,5 +89,12 @@ int main() {
     }
     fmt::print("   {}\n", t >= kHalf ? fmt::format("predicts x{} (at position {})", t - kHalf, t - kHalf) : "");
   }
+  std::vector<std::string> labels;
+  for (std::int64_t s = 0; s < kLen; ++s) {
+    const std::int64_t tok = b.inputs.data<std::int64_t>()[s];
+    labels.push_back(tok == kSep ? fmt::format("{}: SEP", s) : fmt::format("{}: {}", s, tok));
+  }
+  std::ofstream(svg_path) << mt::display::Heatmap{w, labels, labels, "copy decoder: causal self-attention (mean of 2 heads)"}.svg();
+  fmt::print("attention map written to {}\n", svg_path);
   return acc >= 0.99 && exact == trials ? 0 : 1;
 }

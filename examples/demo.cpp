@@ -20,6 +20,7 @@
 
 #include <fmt/core.h>
 
+#include <microtorch/display.hpp>
 #include <microtorch/io.hpp>
 #include <microtorch/lower/emit.hpp>
 #include <microtorch/lower/graph.hpp>
@@ -141,6 +142,20 @@ int main(int argc, char** argv) {
   const double float_acc = iris_transformer::accuracy(model, data.x_test, data.y_test);
   fmt::print("[2/4] float32 test accuracy {:.1f}% (final training loss {:.4f})\n", 100 * float_acc, epoch_loss.back());
 
+  // Pictures: the loss curve, and the attention of the test flowers (mean per head).
+  std::ofstream(out_dir + "/loss_curve.svg")
+      << mt::display::LineChart{epoch_loss, "Iris transformer: mean training loss per epoch"}.svg();
+  {
+    mt::NoGradGuard no_grad;
+    const mt::Tensor w = model.attention_weights(data.x_test).mean({0});  // [2 heads, 4, 4]
+    const std::vector<std::string> queries = {"token 0", "token 1", "token 2", "token 3"};
+    const std::vector<std::string> keys = {"h0 t0", "h0 t1", "h0 t2", "h0 t3", "h1 t0", "h1 t1", "h1 t2", "h1 t3"};
+    std::ofstream(out_dir + "/attention.svg")
+        << mt::display::Heatmap{mt::cat({w.select(0, 0), w.select(0, 1)}, 1), queries, keys,
+                                "attention of the 30 test flowers (mean), heads 0 and 1"}
+               .svg();
+  }
+
   // ---- 3. lower, emit, verify -------------------------------------------------------------
   const lower::Graph graph = lower::trace(model, {1, 4});
   lower::save(graph, out_dir + "/iris_transformer");  // for microtorch-lower
@@ -170,8 +185,9 @@ int main(int argc, char** argv) {
     ok = ok && r.bit_exact && r.agreement >= (r.bits == 16 ? 0.99 : 0.97) &&
          r.relative_error <= (r.bits == 16 ? 0.01 : 0.04);
   }
-  fmt::print("\noutput in {}/: firmware_int16/ and firmware_int8/ (C sources, <name>_report.txt, saturation.txt, verification.txt), "
-             "iris_transformer.json/.npz (the traced graph) and calibration.npy\n",
+  fmt::print("\noutput in {}/: firmware_int16/ and firmware_int8/ (C sources, <name>_report.txt, saturation.txt, "
+             "verification.txt), loss_curve.svg, attention.svg, iris_transformer.json/.npz (the traced graph) and "
+             "calibration.npy\n",
              out_dir);
   fmt::print("lower it again from the command line: build/tools/lower/microtorch-lower {0}/iris_transformer -c "
              "{0}/calibration.npy --bits 8 --out {0}/cli_int8\n",

@@ -113,3 +113,19 @@ TEST_CASE("display: mime bundles for xeus-cling, found by argument-dependent loo
   CHECK(svg["text/plain"].get<std::string>() == "Heatmap [3, 3]");
 }
 #endif
+
+TEST_CASE("display: LineChart draws the series as one polyline spanning the plot, with its range on the axis") {
+  const display::LineChart chart{{4.0, 2.0, 1.0, 0.5}, "loss <curve>"};
+  const std::string svg = chart.svg();
+  CHECK(svg.find("<polyline") != std::string::npos);
+  CHECK(svg.find("loss &lt;curve&gt;") != std::string::npos);
+  CHECK(svg.find(">4<") != std::string::npos);    // the top of the y range
+  CHECK(svg.find(">0.5<") != std::string::npos);  // the bottom
+  // four points: first at the left edge (x = 60) and top, last at the right edge and bottom
+  CHECK(svg.find("points=\"60.0,32.0 ") != std::string::npos);  // below the title
+  CHECK(svg.find(" 464.0,200.0\"") != std::string::npos);
+  const display::LineChart log_chart{{100.0, 10.0, 1.0}, "", "step", "loss", true};
+  CHECK(log_chart.svg().find("(log)") != std::string::npos);
+  CHECK_THROWS_AS(display::LineChart{{}}.svg(), mt::ValueError);
+  CHECK_THROWS_AS((display::LineChart{{1.0, 0.0}, "", "x", "y", true}.svg()), mt::ValueError);
+}

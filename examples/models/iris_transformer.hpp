@@ -33,9 +33,17 @@ struct IrisTransformer : nn::Module {
     head = register_module("head", std::make_shared<nn::Linear>(8, iris::kClasses));
   }
   mt::Tensor forward(const mt::Tensor& x) override {
-    const mt::Tensor tokens = mt::relu(embed->forward((x - mean) * inv_std)).reshape({x.size(0), 4, 8});
-    const mt::Tensor mixed = std::get<0>(attn->forward(tokens, tokens, tokens, {.need_weights = false}));
+    const mt::Tensor t = tokens(x);
+    const mt::Tensor mixed = std::get<0>(attn->forward(t, t, t, {.need_weights = false}));
     return head->forward(mt::mean(mixed, {1}));
+  }
+  // Per-head attention weights [B, 2, 4, 4] (for heat maps).
+  mt::Tensor attention_weights(const mt::Tensor& x) {
+    const mt::Tensor t = tokens(x);
+    return std::get<1>(attn->forward(t, t, t, {.need_weights = true, .average_attn_weights = false}));
+  }
+  mt::Tensor tokens(const mt::Tensor& x) {
+    return mt::relu(embed->forward((x - mean) * inv_std)).reshape({x.size(0), 4, 8});
   }
   std::string type_name() const override { return "IrisTransformer"; }
 };

@@ -232,6 +232,55 @@ struct Heatmap {
   }
 };
 
+/// A line chart of one series (a loss curve): x = 1, 2, ..., n, y = values, with the
+/// first and last values and the y range written on the axes.
+struct LineChart {
+  std::vector<double> values;
+  std::string title = {};
+  std::string x_label = "epoch";
+  std::string y_label = "loss";
+  bool log_y = false;  ///< logarithmic y axis (values must be positive)
+
+  std::string svg() const {
+    if (values.empty()) throw ValueError("LineChart: no values to draw");
+    auto y_of = [this](double v) {
+      if (!log_y) return v;
+      if (!(v > 0)) throw ValueError(fmt::format("LineChart: log_y needs positive values, got {}", v));
+      return std::log10(v);
+    };
+    double lo = y_of(values.front()), hi = lo;
+    for (const double v : values) lo = std::min(lo, y_of(v)), hi = std::max(hi, y_of(v));
+    const double span = hi > lo ? hi - lo : 1.0;
+    const int width = 480, height = 240, left = 60, right = 16, top = title.empty() ? 14 : 32, bottom = 40;
+    const double pw = width - left - right, ph = height - top - bottom;
+    const auto n = static_cast<double>(values.size());
+    std::string points;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const double x = left + (n > 1 ? pw * static_cast<double>(i) / (n - 1) : pw / 2);
+      const double y = top + ph * (1.0 - (y_of(values[i]) - lo) / span);
+      points += fmt::format("{}{:.1f},{:.1f}", i ? " " : "", x, y);
+    }
+    auto shown = [this](double v) { return fmt::format("{:.4g}", log_y ? std::pow(10.0, v) : v); };
+    std::string s = fmt::format(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"microtorch-linechart\" width=\"{0}\" height=\"{1}\" "
+        "viewBox=\"0 0 {0} {1}\" font-family=\"sans-serif\" font-size=\"11\">",
+        width, height);
+    if (!title.empty()) s += fmt::format("<text x=\"{}\" y=\"18\" font-size=\"13\">{}</text>", left, escape(title));
+    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999999\"/>", left, top,
+                     pw, ph);
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", left - 4, top + 4, shown(hi));
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", left - 4, top + ph, shown(lo));
+    s += fmt::format("<text x=\"{}\" y=\"{}\">1</text>", left, top + ph + 14);
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", left + pw, top + ph + 14, values.size());
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>", left + pw / 2, height - 8,
+                     escape(x_label));
+    s += fmt::format("<text x=\"14\" y=\"{0}\" transform=\"rotate(-90 14 {0})\" text-anchor=\"middle\">{1}{2}</text>",
+                     top + ph / 2, escape(y_label), log_y ? " (log)" : "");
+    s += fmt::format("<polyline fill=\"none\" stroke=\"#08306b\" stroke-width=\"2\" points=\"{}\"/>", points);
+    return s + "</svg>";
+  }
+};
+
 }  // namespace microtorch::display
 
 #ifdef MICROTORCH_DISPLAY_HAS_JSON
@@ -254,6 +303,14 @@ inline nl::json mime_bundle_repr(const Heatmap& h) {
   auto bundle = nl::json::object();
   bundle["image/svg+xml"] = h.svg();
   bundle["text/plain"] = fmt::format("Heatmap {}", shape_str(h.weights.shape()));
+  return bundle;
+}
+
+/// The notebook view of a line chart: the SVG picture.
+inline nl::json mime_bundle_repr(const LineChart& c) {
+  auto bundle = nl::json::object();
+  bundle["image/svg+xml"] = c.svg();
+  bundle["text/plain"] = fmt::format("LineChart of {} values", c.values.size());
   return bundle;
 }
 
