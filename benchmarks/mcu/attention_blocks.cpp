@@ -22,7 +22,8 @@
 //
 //   microtorch-mcu-bench [--out FILE] [--work DIR] [--jobs N] [--filter TEXT] [--source DIR]
 //
-// The work folder is emptied at start; builds and emulator runs go --jobs at a time (2).
+// The work folder is emptied at start (only a folder this benchmark made, or an empty one);
+// builds and emulator runs go --jobs at a time (2).
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -303,7 +304,7 @@ int usage(const char* argv0) {
   std::cerr << fmt::format(
       "usage: {} [--out FILE] [--work DIR] [--jobs N] [--filter TEXT] [--source DIR]\n"
       "  --out FILE     also write the markdown table to FILE\n"
-      "  --work DIR     work folder (emptied first; default: <tmp>/microtorch-mcu-bench)\n"
+      "  --work DIR     work folder, emptied first (refused if it holds other files; default: <tmp>/microtorch-mcu-bench)\n"
       "  --jobs N       parallel builds and emulator runs (default 2)\n"
       "  --filter TEXT  only configurations whose id contains TEXT (e.g. l128_e16, s8_stream)\n"
       "  --source DIR   microtorch source tree, for tools/mcu/insncount.c (default: {})\n",
@@ -341,8 +342,17 @@ int main(int argc, char** argv) {
     std::cerr << fmt::format("microtorch-mcu-bench: {} not found (pass --source)\n", plugin_src);
     return 2;
   }
+  // Emptied only when it is this benchmark's folder (marker file) or already empty.
+  const std::string marker = ".microtorch-mcu-bench";
+  if (fs::exists(work) && !fs::is_empty(work) && !fs::exists(fs::path(work) / marker)) {
+    std::cerr << fmt::format("microtorch-mcu-bench: {} is not empty and not a work folder of this benchmark; "
+                             "pass another --work\n",
+                             work);
+    return 2;
+  }
   fs::remove_all(work);
   fs::create_directories(work);
+  std::ofstream(fs::path(work) / marker) << "work folder of microtorch-mcu-bench; emptied on every run\n";
   work = fs::absolute(work).string();
 
   // Built once per run, in the work folder: the plugin and the runtime kernels (the text
