@@ -5,6 +5,8 @@
 #   make test      the same, then the doctest suite and the notebooks;
 #                  last line: "tests: N passed, M failed" (notebooks included)
 #   make notebooks only the notebooks (examples/notebooks, run by tools/run_notebooks.py)
+#   make bench-mcu attention blocks lowered to Cortex-M4 firmware, measured under QEMU
+#                  (table on stdout and in $(BUILD)/mcu-bench.md; README "MCU benchmark")
 #
 # Overrides: BUILD=dir (build directory, default build), JOBS=n (ninja -j),
 #            MESON_ARGS='-Dnative=true ...' (used when BUILD is first configured),
@@ -20,7 +22,7 @@ DEMO_OUT = demo-output
 NOTEBOOKS = 1
 NOTEBOOK_ARGS =
 
-.PHONY: deps build test notebooks demo install clean
+.PHONY: deps build test notebooks demo bench-mcu install clean
 
 deps:
 	@tools/install-deps.sh
@@ -61,6 +63,10 @@ notebooks: build
 
 demo: build
 	$(BUILD)/examples/demo $(DEMO_OUT)
+
+# Two builds and emulator runs at a time; the work folder is emptied on every run.
+bench-mcu: build
+	$(BUILD)/benchmarks/mcu/microtorch-mcu-bench --jobs 2 --work $(BUILD)/mcu-bench --out $(BUILD)/mcu-bench.md
 
 install: build
 	meson install -C $(BUILD)
