@@ -216,18 +216,19 @@ TEST_CASE("lower kernels: array requantisation saturates instead of wrapping") {
 
 namespace {
 template <class TX, class TW, class TY>
-void check_linear(void (*fn)(const TX*, const TW*, const std::int32_t*, TY*, int, int, int, int), int rows,
-                  int in, int out, int shift, bool bias, std::uint32_t seed) {
+void check_linear(void (*fn)(const TX*, const TW*, const std::int32_t*, TY*, int, int, int, int, int), int rows,
+                  int in, int out, int shift, bool bias, std::uint32_t seed, int x_stride = 0) {
   std::mt19937 g(seed);
-  const auto x = random_ints<TX>(g, static_cast<std::size_t>(rows * in));
+  const int xs = x_stride > 0 ? x_stride : in;  // rows of x at a stride: the padding must be ignored
+  const auto x = random_ints<TX>(g, static_cast<std::size_t>(rows * xs));
   const auto w = random_ints<TW>(g, static_cast<std::size_t>(out * in));
   const auto b = random_ints<std::int32_t>(g, static_cast<std::size_t>(out), -(1 << 30), 1 << 30);
   std::vector<TY> y(static_cast<std::size_t>(rows * out));
-  fn(x.data(), w.data(), bias ? b.data() : nullptr, y.data(), rows, in, out, shift);
+  fn(x.data(), w.data(), bias ? b.data() : nullptr, y.data(), rows, in, out, shift, x_stride);
   for (int r = 0; r < rows; ++r)
     for (int o = 0; o < out; ++o) {
       std::int64_t acc = bias ? b[o] : 0;
-      for (int i = 0; i < in; ++i) acc += static_cast<std::int64_t>(x[r * in + i]) * w[o * in + i];
+      for (int i = 0; i < in; ++i) acc += static_cast<std::int64_t>(x[r * xs + i]) * w[o * in + i];
       REQUIRE(y[r * out + o] ==
               ref_rshift(acc, shift, std::numeric_limits<TY>::min(), std::numeric_limits<TY>::max()));
     }
@@ -244,15 +245,18 @@ TEST_CASE("lower kernels: linear equals the exact integer x W^T + b rounded once
   check_linear(mt_linear_s16_w16, 2, 700, 3, 28, false, 14);
   check_linear(mt_linear_s16_w16, 2, 9, 3, -2, true, 15);  // saturates
   check_linear(mt_linear_s8_w8, 4, 33, 6, 8, true, 16);
+  check_linear(mt_linear_s16_w8, 5, 16, 4, 12, true, 18, 48);   // rows read in place at a stride
+  check_linear(mt_linear_s16_w16, 3, 8, 5, 20, false, 19, 24);
+  check_linear(mt_linear_s8_w8, 4, 16, 3, 7, true, 20, 17);
   check_linear(mt_linear_s8_w8, 2, 2000, 3, 6, false, 17);  // saturates
 
   // all-extreme inputs: the int32 fast path at its bound, no overflow
   std::vector<std::int16_t> x(511, -32768);
   std::vector<std::int8_t> w(511, -128);
   std::int16_t y = 0;
-  mt_linear_s16_w8(x.data(), w.data(), nullptr, &y, 1, 511, 1, 0);
+  mt_linear_s16_w8(x.data(), w.data(), nullptr, &y, 1, 511, 1, 0, 0);
   CHECK(y == 32767);
-  mt_linear_s16_w8(x.data(), w.data(), nullptr, &y, 1, 511, 1, 22);
+  mt_linear_s16_w8(x.data(), w.data(), nullptr, &y, 1, 511, 1, 22, 0);
   CHECK(y == 511);
 }
 

@@ -179,8 +179,13 @@ std::string report(const Program& p) {
       const Buffer& b = p.buffer(a.buffer);
       if (b.kind == BufferKind::Weight) wbytes += b.bytes();
     }
-    // the buffer a step writes is its last activation or output argument
-    for (auto it = s.args.rbegin(); it != s.args.rend(); ++it) {
+    // the buffer a step writes is its last activation or output argument; attention may
+    // write over its query, in its own format
+    if (!s.args.empty() && s.args[0].kind == Arg::Kind::Attention) {
+      const AttentionParams& a = p.attention[static_cast<std::size_t>(s.args[0].value)];
+      out_fmt = fmt::format("Q{}.{}", p.activation_bits - 1 - a.out_frac, a.out_frac);
+    }
+    for (auto it = s.args.rbegin(); out_fmt == "-" && it != s.args.rend(); ++it) {
       if (it->kind != Arg::Kind::Buffer || it->buffer < 0) continue;
       const Buffer& b = p.buffer(it->buffer);
       if (b.kind == BufferKind::Activation || b.kind == BufferKind::Output) {
@@ -257,7 +262,11 @@ FirmwareSize firmware_size(const Program& p, const std::string& dir, const std::
   const auto elf = (std::filesystem::path(dir) / (p.name + "-" + cpu + ".elf")).string();
   const std::string build = fmt::format(
       "arm-none-eabi-gcc -mcpu={0} -mthumb -O2 -std=c99 -ffunction-sections -fdata-sections --specs=picolibc.specs "
-      "-nostartfiles -Wl,--gc-sections -Wl,-e,{1}_run -I'{2}' '{2}/{1}.c' '{2}/mt_kernels.c' -o '{3}' 2>&1",
+      "-nostartfiles -Wl,--gc-sections -Wl,-e,{1}_run "
+      // a memory map large enough for any model: the sizes are measured, not checked here
+      "-Wl,--defsym=__flash=0x0 -Wl,--defsym=__flash_size=64M -Wl,--defsym=__ram=0x20000000 "
+      "-Wl,--defsym=__ram_size=64M -Wl,--defsym=__stack_size=1K "
+      "-I'{2}' '{2}/{1}.c' '{2}/mt_kernels.c' -o '{3}' 2>&1",
       cpu, p.name, dir, elf);
   auto run = [](const std::string& cmd) {
     std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
@@ -269,9 +278,9 @@ FirmwareSize firmware_size(const Program& p, const std::string& dir, const std::
     return std::make_pair(rc, out);
   };
   if (auto [rc, out] = run(build); rc != 0) {
-    throw IoError(fmt::format("firmware_size: arm-none-eabi-gcc failed (is gcc-arm-none-eabi installed? "
-                              "tools/install-deps.sh installs it):\n{}",
-                              out));
+    throw IoError(fmt::format("firmware_size: linking {} for {} failed (tools/install-deps.sh installs "
+                              "gcc-arm-none-eabi and picolibc-arm-none-eabi):\n{}",
+                              p.name, cpu, out));
   }
   auto [rc, out] = run(fmt::format("arm-none-eabi-size -A -d '{}'", elf));
   if (rc != 0) throw IoError(fmt::format("firmware_size: arm-none-eabi-size failed:\n{}", out));

@@ -385,9 +385,29 @@ class Lowering {
     const Buffer src = buf(v);  // a copy: new_act may reallocate the buffer list
     View out = new_act(v.shape, v.frac, -1, src.elem, src.fixed_point);
     p_.buffer(out.buffer).origin = fmt::format("packed copy of {} for %{}", src.name, n.output);
-    p_.buffer(out.buffer).absmax = src.absmax;
+    p_.buffer(out.buffer).absmax = v.frac == src.frac ? src.absmax : 0.0;  // 0: another value shares src
     copy_into(&n, v, out.buffer, 0, out.strides);
     return out;
+  }
+
+  // For kernels that read rows at a stride (linear): the view as evenly spaced rows of its
+  // last dim when it is one, with that row stride (0 = packed); otherwise a packed copy.
+  std::pair<View, std::int64_t> strided_rows(const Node& n, const View& v) {
+    if (is_packed(v)) return {v, 0};
+    const std::size_t r = v.shape.size();
+    if (r >= 2 && (v.strides[r - 1] == 1 || v.shape[r - 1] == 1)) {
+      std::vector<std::pair<std::int64_t, std::int64_t>> lead;  // (size, stride), outermost first
+      for (std::size_t i = 0; i + 1 < r; ++i) {
+        if (v.shape[i] == 1) continue;
+        if (!lead.empty() && lead.back().second == v.strides[i] * v.shape[i]) {
+          lead.back() = {lead.back().first * v.shape[i], v.strides[i]};
+        } else {
+          lead.emplace_back(v.shape[i], v.strides[i]);
+        }
+      }
+      if (lead.size() == 1 && lead[0].second >= v.shape[r - 1]) return {v, lead[0].second};
+    }
+    return {packed(n, v), 0};
   }
 
   // For elementwise kernels: a view that covers a contiguous range exactly once, in any
@@ -539,7 +559,7 @@ class Lowering {
   // y = x W^T + b: mt_linear_*; W [out, in] is a constant.
   void linear(const Node& n, std::int64_t x_id, const Tensor& w, std::int64_t b_id) {
     if (w.dim() != 2) fail(n, "the weight must be 2-D [out, in]");
-    const View x = packed(n, act(n, x_id));
+    const auto [x, x_stride] = strided_rows(n, act(n, x_id));
     const std::int64_t in = w.size(1), out = w.size(0), rows = numel(x.shape) / in;
     const int fx = frac(x), fw = choose_frac(absmax(w), wbits_);
     const std::string wname = const_name(n.inputs[1]);
@@ -553,7 +573,7 @@ class Lowering {
     const View y = out_act(n, fy);
     const std::string kernel = bits_ == 8 ? "mt_linear_s8_w8" : wbits_ == 16 ? "mt_linear_s16_w16" : "mt_linear_s16_w8";
     step(kernel, {Arg::buf(x.buffer, x.offset), Arg::buf(wb), Arg::buf(bb), Arg::buf(y.buffer), Arg::num(rows),
-                  Arg::num(in), Arg::num(out), Arg::num(fx + fw - fy)},
+                  Arg::num(in), Arg::num(out), Arg::num(fx + fw - fy), Arg::num(x_stride)},
          rows * in * out);
     set(n, y);
   }
@@ -922,7 +942,12 @@ void Lowering::attention(const Node& n) {
   const bool in_place = stream && Dv <= D && can_overwrite(q, {k, v});
   const View y = in_place ? View{q.buffer, q.offset, g_.value(n.output).shape, q.strides, base.out_frac}
                           : out_act(n, base.out_frac);
-  if (in_place) base.out_stride = base.q_stride;
+  if (in_place) {
+    base.out_stride = base.q_stride;
+    Buffer& qb = p_.buffer(q.buffer);
+    qb.origin += fmt::format(", then %{} = attention (Q{}.{}) over its query rows", n.output, bits_ - 1 - base.out_frac,
+                             base.out_frac);
+  }
   const Elem acc = stream && bits_ == 16 ? Elem::S64 : Elem::S32;
   const View scratch = new_act({stream ? Dv : L * S}, 0, -1, acc, false);
   p_.buffer(scratch.buffer).origin = fmt::format("attention scratch for %{} ({})", n.output, stream ? "streaming" : "two-pass scores");

@@ -115,17 +115,17 @@ const std::unordered_map<std::string, Kernel>& kernels() {
     };
     k["mt_linear_s16_w16"] = [](const Call& c) {
       return mt_linear_s16_w16(c.p<int16_t>(0), c.p<int16_t>(1), c.p<int32_t>(2), c.p<int16_t>(3), c.i(4), c.i(5),
-                               c.i(6), c.i(7)),
+                               c.i(6), c.i(7), c.i(8)),
              0;
     };
     k["mt_linear_s16_w8"] = [](const Call& c) {
       return mt_linear_s16_w8(c.p<int16_t>(0), c.p<int8_t>(1), c.p<int32_t>(2), c.p<int16_t>(3), c.i(4), c.i(5), c.i(6),
-                              c.i(7)),
+                              c.i(7), c.i(8)),
              0;
     };
     k["mt_linear_s8_w8"] = [](const Call& c) {
       return mt_linear_s8_w8(c.p<int8_t>(0), c.p<int8_t>(1), c.p<int32_t>(2), c.p<int8_t>(3), c.i(4), c.i(5), c.i(6),
-                             c.i(7)),
+                             c.i(7), c.i(8)),
              0;
     };
     k["mt_attention_stream_s16"] = [](const Call& c) {

@@ -145,20 +145,21 @@ static void linear(void) {
   fill16(a16, 4 * 600, -32768, 32767);
   fill8(a8, 4 * 600, -128, 127);
   h_begin(); /* int32 accumulator path */
-  mt_linear_s16_w8(a16, a8, bias, y16, 4, 24, 16, 10), h16(y16, 64);
-  mt_linear_s16_w8(a16, a8, 0, y16, 4, 24, 16, 22), h16(y16, 64);
+  mt_linear_s16_w8(a16, a8, bias, y16, 4, 24, 16, 10, 0), h16(y16, 64);
+  mt_linear_s16_w8(a16, a8, 0, y16, 4, 24, 16, 22, 0), h16(y16, 64);
   h_end("linear_s16_w8 in=24");
   h_begin(); /* int64 path (in > 511) */
-  mt_linear_s16_w8(a16, a8, bias, y16, 2, 600, 3, 16), h16(y16, 6);
+  mt_linear_s16_w8(a16, a8, bias, y16, 2, 600, 3, 16, 0), h16(y16, 6);
+  mt_linear_s16_w8(a16, a8, bias, y16, 4, 16, 8, 14, 40), h16(y16, 32); /* rows read at stride 40 */
   h_end("linear_s16_w8 in=600");
   h_begin();
-  mt_linear_s16_w16(a16, b16, bias, y16, 4, 32, 16, 24), h16(y16, 64);
+  mt_linear_s16_w16(a16, b16, bias, y16, 4, 32, 16, 24, 0), h16(y16, 64);
   fill16(b16, 16 * 32, -32768, 32767);
-  mt_linear_s16_w16(a16, b16, bias, y16, 4, 32, 16, 20), h16(y16, 64);
+  mt_linear_s16_w16(a16, b16, bias, y16, 4, 32, 16, 20, 0), h16(y16, 64);
   h_end("linear_s16_w16");
   h_begin();
-  mt_linear_s8_w8(a8, a8 + 1000, bias, y8, 4, 40, 16, 9), h8(y8, 64);
-  mt_linear_s8_w8(a8, a8 + 1000, 0, y8, 4, 40, 16, 4), h8(y8, 64); /* saturates */
+  mt_linear_s8_w8(a8, a8 + 1000, bias, y8, 4, 40, 16, 9, 0), h8(y8, 64);
+  mt_linear_s8_w8(a8, a8 + 1000, 0, y8, 4, 40, 16, 4, 0), h8(y8, 64); /* saturates */
   h_end("linear_s8_w8");
 }
 

@@ -294,33 +294,36 @@ static int64_t mt_dot_s16_s16(const int16_t *a, const int16_t *b, int bstride, i
 }
 
 void mt_linear_s16_w8(const int16_t *x, const int8_t *w, const int32_t *b, int16_t *y,
-                      int rows, int in, int out, int shift) {
+                      int rows, int in, int out, int shift, int x_stride) {
   int r, o;
+  const int xs = x_stride > 0 ? x_stride : in;
   for (r = 0; r < rows; ++r)
     for (o = 0; o < out; ++o) {
-      int64_t acc = mt_dot_s16_s8(x + r * in, w + o * in, 1, in);
+      int64_t acc = mt_dot_s16_s8(x + r * xs, w + o * in, 1, in);
       if (b) acc += b[o];
       y[r * out + o] = mt_sat_s16(mt_requant64(acc, shift));
     }
 }
 
 void mt_linear_s16_w16(const int16_t *x, const int16_t *w, const int32_t *b, int16_t *y,
-                       int rows, int in, int out, int shift) {
+                       int rows, int in, int out, int shift, int x_stride) {
   int r, o;
+  const int xs = x_stride > 0 ? x_stride : in;
   for (r = 0; r < rows; ++r)
     for (o = 0; o < out; ++o) {
-      int64_t acc = mt_dot_s16_s16(x + r * in, w + o * in, 1, in);
+      int64_t acc = mt_dot_s16_s16(x + r * xs, w + o * in, 1, in);
       if (b) acc += b[o];
       y[r * out + o] = mt_sat_s16(mt_requant64(acc, shift));
     }
 }
 
 void mt_linear_s8_w8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y,
-                     int rows, int in, int out, int shift) {
+                     int rows, int in, int out, int shift, int x_stride) {
   int r, o;
+  const int xs = x_stride > 0 ? x_stride : in;
   for (r = 0; r < rows; ++r)
     for (o = 0; o < out; ++o) {
-      int64_t acc = mt_dot_s8_s8(x + r * in, w + o * in, 1, in);
+      int64_t acc = mt_dot_s8_s8(x + r * xs, w + o * in, 1, in);
       if (b) acc += b[o];
       y[r * out + o] = mt_sat_s8(mt_requant64(acc, shift));
     }

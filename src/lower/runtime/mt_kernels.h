@@ -142,13 +142,15 @@ void mt_requant_s8_s16(const int8_t *x, int16_t *y, int n, int shift);
  * and 131071 terms for s8 x w8 (|x*w| <= 2^14), so a layer up to that width is a plain
  * int32 loop; longer rows add the chunks into int64. s16 x w16 accumulates in int64
  * (|x*w| <= 2^30). The bias is added and the result requantised in 64 bits, so nothing
- * can overflow. y must not alias x. Exact: the exact sum rounded once. */
+ * can overflow. y must not alias x. Exact: the exact sum rounded once.
+ * x_stride: elements from one row of x to the next (0 = packed, i.e. `in`), so the rows can
+ * be read in place from a wider tensor (attention heads written over their query columns). */
 void mt_linear_s16_w8(const int16_t *x, const int8_t *w, const int32_t *b, int16_t *y,
-                      int rows, int in, int out, int shift);
+                      int rows, int in, int out, int shift, int x_stride);
 void mt_linear_s16_w16(const int16_t *x, const int16_t *w, const int32_t *b, int16_t *y,
-                       int rows, int in, int out, int shift);
+                       int rows, int in, int out, int shift, int x_stride);
 void mt_linear_s8_w8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y,
-                     int rows, int in, int out, int shift);
+                     int rows, int in, int out, int shift, int x_stride);
 
 /* Batched matmul of two activations: y[t] = a[t] @ b[t] for t < batch.
  *   a [batch, M, K]; b [batch, K, N], or [batch, N, K] when b_transposed != 0 (a @ b^T);
