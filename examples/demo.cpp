@@ -3,8 +3,8 @@
 //   1. train the Iris transformer (examples/models/iris_transformer.hpp) with a live progress line;
 //   2. evaluate it in float;
 //   3. lower it to int16 and int8 C99 firmware, check each bit-exact against the simulator on
-//      the host and under UBSan, then on QEMU's Cortex-M4 and Cortex-M0
-//      (tools/mcu/run_firmware_qemu.sh);
+//      the host and under UBSan, then on QEMU's Cortex-M4 and Cortex-M0, and count its
+//      instructions per inference on the M4 (tools/mcu/run_firmware_qemu.sh);
 //   4. print one summary table;
 //   5. leave everything in an output folder (default demo-output/).
 //
@@ -39,7 +39,7 @@ namespace {
 struct Lowered {
   int bits = 0;
   double test_accuracy = 0, agreement = 0, relative_error = 0;
-  std::int64_t arena = 0, weights = 0, flash = 0, ram = 0;
+  std::int64_t arena = 0, weights = 0, flash = 0, ram = 0, instructions = -1;
   bool bit_exact = false;
   std::string verify_summary;
 };
@@ -97,10 +97,14 @@ Lowered lower_and_verify(IrisTransformer& model, const iris_transformer::Split& 
   std::ofstream(dir + "/saturation.txt") << sim.saturation_report();
   int status = 0;
   const std::string log = run_command(
-      fmt::format("bash '{}/tools/mcu/run_firmware_qemu.sh' '{}' {}", MICROTORCH_SOURCE_DIR, dir, program.name), status);
+      fmt::format("COUNT_INSTRUCTIONS=1 bash '{}/tools/mcu/run_firmware_qemu.sh' '{}' {}", MICROTORCH_SOURCE_DIR, dir,
+                  program.name),
+      status);
   std::ofstream(dir + "/verification.txt") << log;
   r.bit_exact = status == 0;
   r.verify_summary = log.substr(log.rfind("run_firmware_qemu:"));
+  const std::string key = "instructions per inference (cortex-m4): ";
+  if (const auto at = log.find(key); at != std::string::npos) r.instructions = std::stoll(log.substr(at + key.size()));
   const lower::FirmwareSize size = lower::firmware_size(program, dir, "cortex-m4");
   r.flash = size.flash();
   r.ram = size.ram();
@@ -173,15 +177,15 @@ int main(int argc, char** argv) {
   // ---- 4. summary --------------------------------------------------------------------------
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("[4/4] summary ({:.1f} s)\n\n", seconds);
-  fmt::print("| model   | test accuracy | agrees with float | max error / range | weights | arena | flash (M4) | RAM (M4) | bit-exact on M4/M0 |\n");
-  fmt::print("|---------|--------------:|------------------:|------------------:|--------:|------:|-----------:|---------:|:------------------:|\n");
-  fmt::print("| float32 | {:12.1f}% |                 - |                 - |       - |     - |          - |        - |         -          |\n",
+  fmt::print("| model   | test accuracy | agrees with float | max error / range | weights | arena | flash (M4) | RAM (M4) | instructions (M4) | bit-exact on M4/M0 |\n");
+  fmt::print("|---------|--------------:|------------------:|------------------:|--------:|------:|-----------:|---------:|------------------:|:------------------:|\n");
+  fmt::print("| float32 | {:12.1f}% |                 - |                 - |       - |     - |          - |        - |                 - |         -          |\n",
              100 * float_acc);
   bool ok = float_acc >= 0.966;
   for (const Lowered& r : rows) {
-    fmt::print("| int{:<4} | {:12.1f}% | {:16.1f}% | {:16.2f}% | {:5} B | {:3} B | {:8} B | {:6} B | {:^18} |\n", r.bits,
-               100 * r.test_accuracy, 100 * r.agreement, 100 * r.relative_error, r.weights, r.arena, r.flash, r.ram,
-               r.bit_exact ? "yes" : "NO");
+    fmt::print("| int{:<4} | {:12.1f}% | {:16.1f}% | {:16.2f}% | {:5} B | {:3} B | {:8} B | {:6} B | {:>17} | {:^18} |\n",
+               r.bits, 100 * r.test_accuracy, 100 * r.agreement, 100 * r.relative_error, r.weights, r.arena, r.flash,
+               r.ram, r.instructions, r.bit_exact ? "yes" : "NO");
     ok = ok && r.bit_exact && r.agreement >= (r.bits == 16 ? 0.99 : 0.97) &&
          r.relative_error <= (r.bits == 16 ? 0.01 : 0.04);
   }

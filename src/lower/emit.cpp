@@ -235,12 +235,16 @@ void emit_check(const Program& p, const std::vector<std::vector<std::int64_t>>& 
     c += "  {" + row + "},\n";
   }
   c += "};\n\n";
+  // -DCHECK_RUNS=n: run the first input n times and print nothing (instruction counting:
+  // the difference between n = 2 and n = 1 is one inference).
   c += fmt::format(
       "int main(void) {{\n  static {1} out[{0}_OUTPUT_SIZE];\n  int s, i;\n"
+      "#ifdef CHECK_RUNS\n  int status = 0;\n  for (s = 0; s < CHECK_RUNS; ++s) status |= {3}_run(inputs[0], out);\n"
+      "  (void)i;\n  return status;\n#else\n"
       "  for (s = 0; s < {2}; ++s) {{\n    int status = {3}_run(inputs[s], out);\n"
       "    printf(\"%d %d:\", s, status);\n"
       "    for (i = 0; i < {0}_OUTPUT_SIZE; ++i) printf(\" %ld\", (long)out[i]);\n"
-      "    printf(\"\\n\");\n  }}\n  return 0;\n}}\n",
+      "    printf(\"\\n\");\n  }}\n  return 0;\n#endif\n}}\n",
       N, output_type(p), inputs.size(), p.name);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -10,8 +10,14 @@
 #   3. the same under -fsanitize=undefined,address -fno-sanitize-recover=all: no report;
 #   4. Cortex-M4 build on QEMU mps2-an386 and Cortex-M0 build on mps2-an385 print it too.
 #
+#   5. (COUNT_INSTRUCTIONS=1) instructions per inference on Cortex-M4: the check program
+#      built with -DCHECK_RUNS=1 and =2 runs under the counting plugin tools/mcu/insncount.c;
+#      the difference of the two whole-program counts is one inference.
+#
 #   tools/mcu/run_firmware_qemu.sh DIR NAME
+#   COUNT_INSTRUCTIONS=1 tools/mcu/run_firmware_qemu.sh DIR NAME
 set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 dir=$(cd "$1" && pwd)
 name=$2
@@ -85,6 +91,28 @@ for pair in cortex-m4:mps2-an386 cortex-m0:mps2-an385; do
   if [[ $rc -ne 0 ]]; then bad "$cpu on $board exited with status $rc"; tail -n 5 "$work/$cpu.txt" | sed 's/^/   /'; continue; fi
   compare "$cpu on $board" "$work/$cpu.txt"
 done
+
+if [[ ${COUNT_INSTRUCTIONS:-0} == 1 && $fail -eq 0 ]]; then
+  echo "== 5. instructions per inference (cortex-m4 on mps2-an386, counting plugin)"
+  gcc -O2 -shared -fPIC -o "$work/libinsncount.so" "$here/insncount.c"
+  for runs in 1 2; do
+    start "count$runs" arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb "${warn[@]}" -O2 -DCHECK_RUNS=$runs -I"$dir" \
+      "${arm_link[@]}" "${src[@]}" -o "$work/count$runs.elf"
+  done
+  counts=()
+  for runs in 1 2; do
+    need "count$runs" || continue
+    timeout 300 qemu-system-arm -M mps2-an386 -nographic -semihosting-config enable=on,target=native \
+      -plugin "$work/libinsncount.so" -d plugin -D "$work/insns$runs.txt" -kernel "$work/count$runs.elf" \
+      >"$work/count$runs.txt" 2>&1 || bad "counting run $runs failed"
+    counts+=("$(sed -n 's/^insns: \([0-9]*\).*/\1/p' "$work/insns$runs.txt")")
+  done
+  if [[ ${#counts[@]} -eq 2 && -n ${counts[0]} && -n ${counts[1]} ]]; then
+    echo "   instructions per inference (cortex-m4): $((counts[1] - counts[0]))"
+  else
+    bad "no instruction count"
+  fi
+fi
 
 if [[ $fail -eq 0 ]]; then
   echo "run_firmware_qemu: PASS ($name: host == UBSan/ASan host == cortex-m4 == cortex-m0 == simulator)"

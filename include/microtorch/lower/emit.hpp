@@ -28,6 +28,8 @@ void emit_c(const Program& program, const std::string& dir);
 
 /// Writes `<dir>/<name>_check.c`: a main() that runs the firmware on each input (integers
 /// of the input buffer) and prints one line per input, `<index> <status>: <outputs...>`.
+/// Compiled with -DCHECK_RUNS=n it runs the first input n times and prints nothing (for
+/// counting instructions: tools/mcu/run_firmware_qemu.sh with COUNT_INSTRUCTIONS=1).
 void emit_check(const Program& program, const std::vector<std::vector<std::int64_t>>& inputs, const std::string& dir);
 /// What that program must print, computed by the simulator.
 std::string expected_check_output(Simulator& sim, const std::vector<std::vector<std::int64_t>>& inputs);
