@@ -2,6 +2,7 @@
 #
 #   make demo      install missing packages, configure, build, run the example
 #   make test      the same, then the doctest suite; last line: "tests: N passed, M failed"
+#   make bench     the same, then benchmarks/ next to PyTorch (tools/bench_table.py): one table
 #
 # Overrides: BUILD=dir (build directory, default build), JOBS=n (ninja -j),
 #            MESON_ARGS='-Dnative=true ...' (used when BUILD is first configured),
@@ -12,7 +13,7 @@ JOBS =
 MESON_ARGS =
 TEST_ARGS =
 
-.PHONY: deps build test demo install clean
+.PHONY: deps build test demo bench install clean
 
 deps:
 	@tools/install-deps.sh
@@ -37,6 +38,12 @@ test: build
 
 demo: build
 	$(BUILD)/examples/train_mlp
+
+# Medians of 5 runs, 1 and 2 threads, PyTorch columns when /usr/bin/python3 has torch
+# (python3-torch). A few minutes; the table also lands in $(BUILD)/bench/table.md.
+bench: build
+	@test -x $(BUILD)/benchmarks/microtorch-bench || { meson configure $(BUILD) -Dbenchmarks=enabled && ninja -C $(BUILD) $(if $(JOBS),-j $(JOBS)); }
+	/usr/bin/python3 tools/bench_table.py --build $(BUILD)
 
 install: build
 	meson install -C $(BUILD)

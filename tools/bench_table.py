@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""`make bench`: run microtorch-bench and the PyTorch baseline, print one table.
+
+    /usr/bin/python3 tools/bench_table.py --build build [--min-time 0.1] [--repetitions 5]
+
+Timings are medians over --repetitions runs of at least --min-time seconds each, wall
+clock, for 1 and 2 threads (microtorch: set_num_threads(t); PyTorch: torch.set_num_threads(t)
+with OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = t). "x faster" is PyTorch's time over
+microtorch's. "% sgemm" is the op's GEMM FLOPs / the cblas_sgemm 1024^3 FLOP rate measured
+in the same run at the same thread count / microtorch's time. Peak memory of one
+MultiheadAttention forward+backward is measured in a fresh process per shape and library,
+with one method for both (benchmarks/peak_memory.hpp). Without torch (python3-torch) the
+table has the microtorch columns only. The table also goes to <build>/bench/table.md.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHAPES = ["1x16x32x2", "8x64x64x4", "8x128x256x8", "4x512x512x8"]  # benchmarks/shapes.hpp
+THREADS = [1, 2]
+# Fixed, so that freed buffers go back to the system in both processes (glibc otherwise
+# raises its mmap threshold after the first large free and keeps later buffers in the heap).
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+
+
+def run(cmd, env=None, capture=True):
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run(cmd, env=full_env, check=True, text=True,
+                          stdout=subprocess.PIPE if capture else None).stdout
+
+
+def torch_env(threads):
+    return {"OPENBLAS_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+
+def have_torch():
+    return subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def microtorch_times(exe, out_dir, args):
+    out = os.path.join(out_dir, "microtorch.json")
+    cmd = [exe, f"--benchmark_repetitions={args.repetitions}", "--benchmark_report_aggregates_only=true",
+           f"--benchmark_min_time={args.min_time}", f"--benchmark_out={out}", "--benchmark_out_format=json"]
+    if args.filter:
+        cmd.append(f"--benchmark_filter={args.filter}")
+    run(cmd, capture=False)
+    with open(out) as f:
+        data = json.load(f)
+    times, flops = {}, {}
+    scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+    for b in data["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        name = b["run_name"]
+        times[name] = b["real_time"] * scale[b["time_unit"]]
+        if "flop" in b:
+            flops[name] = b["flop"]
+    return times, flops
+
+
+def torch_times(out_dir, args):
+    times = {}
+    for t in THREADS:
+        out = os.path.join(out_dir, f"torch-{t}.json")
+        cmd = [sys.executable, os.path.join(ROOT, "tools", "bench_torch.py"), "--threads", str(t),
+               "--min-time", str(args.min_time), "--out", out]
+        if args.filter:
+            cmd += ["--filter", args.filter]
+        print(f"bench: PyTorch, {t} thread(s)", file=sys.stderr)
+        run(cmd, env=torch_env(t), capture=False)
+        with open(out) as f:
+            times.update(json.load(f)["median_us"])
+    return times
+
+
+def peak(cmd, env, runs=3):
+    return statistics.median(int(run(cmd, env=dict(MALLOC_ENV, **env)).strip()) for _ in range(runs))
+
+
+def peaks(exe, with_torch):
+    rows = []
+    for i, shape in enumerate(SHAPES):
+        mt = peak([exe, f"--peak-memory={i}"], {"MICROTORCH_NUM_THREADS": "1"})
+        pt = peak([sys.executable, os.path.join(ROOT, "tools", "bench_torch.py"), "--peak-memory", str(i)],
+                  torch_env(1)) if with_torch else None
+        rows.append((shape, mt, pt))
+    return rows
+
+
+def fmt_us(v):
+    return "—" if v is None else (f"{v:,.1f}" if v < 100 else f"{v:,.0f}")
+
+
+def table(times, flops, torch, mem):
+    lines = ["| benchmark | shape | threads | microtorch µs | PyTorch µs | x faster | % sgemm |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for name, us in times.items():
+        kind, shape, threads = name.split("/")
+        t = int(threads.split(":")[1])
+        pt = torch.get(name)
+        rate = flops.get(f"sgemm/1024/threads:{t}", 0) / times.get(f"sgemm/1024/threads:{t}", float("inf"))
+        frac = f"{100 * flops[name] / rate / us:.0f}%" if name in flops and rate > 0 else ""
+        ratio = f"{pt / us:.2f}" if pt else "—"
+        lines.append(f"| {kind} | {shape} | {t} | {fmt_us(us)} | {fmt_us(pt)} | {ratio} | {frac} |")
+    lines += ["", "Peak memory of one MultiheadAttention forward+backward (1 thread):", "",
+              "| shape | microtorch MiB | PyTorch MiB | microtorch / PyTorch |", "|---|---:|---:|---:|"]
+    for shape, mt, pt in mem:
+        ratio = f"{mt / pt:.2f}" if pt else "—"
+        pt_s = f"{pt / 2**20:.2f}" if pt is not None else "—"
+        lines.append(f"| {shape} | {mt / 2**20:.2f} | {pt_s} | {ratio} |")
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default="build")
+    p.add_argument("--min-time", type=float, default=0.1)
+    p.add_argument("--repetitions", type=int, default=5)
+    p.add_argument("--filter", default="", help="only benchmarks matching (regex for microtorch, substring for torch)")
+    args = p.parse_args()
+    exe = os.path.join(args.build, "benchmarks", "microtorch-bench")
+    if not os.path.exists(exe):
+        sys.exit(f"bench: {exe} is missing; build with Google Benchmark installed (libbenchmark-dev)")
+    out_dir = os.path.join(args.build, "bench")
+    os.makedirs(out_dir, exist_ok=True)
+    with_torch = have_torch()
+    if not with_torch:
+        print("bench: torch is not importable by this python (install python3-torch); microtorch columns only",
+              file=sys.stderr)
+    times, flops = microtorch_times(exe, out_dir, args)
+    torch = torch_times(out_dir, args) if with_torch else {}
+    print("bench: peak memory", file=sys.stderr)
+    mem = peaks(exe, with_torch)
+    text = table(times, flops, torch, mem)
+    load = os.getloadavg()
+    text += f"\n\nLoad average while measuring (1/5/15 min at the end): {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}\n"
+    with open(os.path.join(out_dir, "table.md"), "w") as f:
+        f.write(text)
+    print()
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
