@@ -183,6 +183,21 @@ std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const T
                                                         const Mask& mask = Mask(), double dropout_p = 0.0,
                                                         bool is_causal = false, double scale = 0.0);
 
+/// Multi-head attention on projected inputs, heads kept in place: q [N, L, H D],
+/// k [N, S, H D], v [N, S, H Dv]. The same as scaled_dot_product_attention on
+/// q.reshape({N, L, H, D}).transpose(1, 2) (likewise k, v) with the output merged back to
+/// [N, L, H Dv], but without copying any head: BLAS reads each head where the projection
+/// wrote it. Returns (output [N, L, H Dv], weights [N, H, L, S]); `mask` broadcasts
+/// against [N, H, L, S]. This is what nn::MultiheadAttention runs.
+std::tuple<Tensor, Tensor> multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                std::int64_t num_heads, const Mask& mask = Mask(),
+                                                double dropout_p = 0.0, double scale = 0.0);
+/// multi_head_attention with q, k, v packed along the last dim of one tensor
+/// [N, L, 3 H D], as one input projection produces them for self-attention.
+std::tuple<Tensor, Tensor> multi_head_attention_packed(const Tensor& qkv, std::int64_t num_heads,
+                                                       const Mask& mask = Mask(), double dropout_p = 0.0,
+                                                       double scale = 0.0);
+
 // ---- normalisation (ops/norm.cpp) ----------------------------------------------------
 /// Layer normalisation over the trailing dims given by normalized_shape:
 /// y = (x - mean) / sqrt(var + eps) * weight + bias, var biased (divides by n), as
