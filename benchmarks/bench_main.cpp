@@ -3,12 +3,15 @@
 //   microtorch-bench [--threads=1,2] [Google Benchmark flags]   time everything
 //   microtorch-bench --peak-memory=I                            peak bytes of one MHA
 //                                                               forward+backward at kShapes[I]
+//   microtorch-bench --blas-core                                the kernel set OpenBLAS chose
 //
 // tools/bench_table.py runs both (each peak in a fresh process) and prints the table.
 #include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <string>
+
+#include <cblas.h>
 
 #include "benchmarks.hpp"
 
@@ -20,6 +23,10 @@ int main(int argc, char** argv) {
     if (a.rfind("--peak-memory=", 0) == 0) {
       const auto& s = bench::kShapes.at(std::stoul(a.substr(14)));
       std::printf("%lld\n", static_cast<long long>(bench::mha_peak_memory(s)));
+      return 0;
+    }
+    if (a == "--blas-core") {
+      std::printf("%s\n", openblas_get_corename());
       return 0;
     }
     if (a.rfind("--threads=", 0) == 0) {

@@ -11,6 +11,11 @@ in the same run at the same thread count / microtorch's time. Peak memory of one
 MultiheadAttention forward+backward is measured in a fresh process per shape and library,
 with one method for both (benchmarks/peak_memory.hpp). Without torch (python3-torch) the
 table has the microtorch columns only. The table also goes to <build>/bench/table.md.
+
+OpenBLAS 0.3.21 (Debian 12) does not know CPUs newer than itself and falls back to its
+Prescott (SSE3) kernels, about 5x slower than its AVX-512 ones; PyTorch loads the same
+OpenBLAS. When that happens and OPENBLAS_CORETYPE is not set, the harness sets it (SkylakeX
+on AVX-512 CPUs, Haswell on AVX2 ones) for both libraries and says so under the table.
 """
 import argparse
 import json
@@ -27,14 +32,32 @@ THREADS = [1, 2]
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 
 
+BASE_ENV = {}  # OPENBLAS_CORETYPE when the harness has to choose it
+
+
 def run(cmd, env=None, capture=True):
-    full_env = dict(os.environ, **(env or {}))
+    full_env = dict(os.environ, **BASE_ENV, **(env or {}))
     return subprocess.run(cmd, env=full_env, check=True, text=True,
                           stdout=subprocess.PIPE if capture else None).stdout
 
 
 def torch_env(threads):
     return {"OPENBLAS_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+
+def choose_blas_core(exe):
+    """The OpenBLAS kernel set to use, and a line for the table saying how it was chosen."""
+    detected = run([exe, "--blas-core"]).strip()
+    if "OPENBLAS_CORETYPE" in os.environ:
+        return f"OpenBLAS kernels: {detected} (OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} from the environment)"
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split() for line in f if line.startswith("flags")), [])
+    core = "SkylakeX" if "avx512f" in flags else "Haswell" if "avx2" in flags else None
+    if detected.lower() not in ("prescott", "core2", "nehalem", "unknown") or core is None:
+        return f"OpenBLAS kernels: {detected} (detected)"
+    BASE_ENV["OPENBLAS_CORETYPE"] = core
+    return (f"OpenBLAS kernels: {core} (OPENBLAS_CORETYPE={core} set for both libraries: this OpenBLAS "
+            f"detects the CPU as {detected})")
 
 
 def have_torch():
@@ -127,6 +150,8 @@ def main():
         sys.exit(f"bench: {exe} is missing; build with Google Benchmark installed (libbenchmark-dev)")
     out_dir = os.path.join(args.build, "bench")
     os.makedirs(out_dir, exist_ok=True)
+    blas_line = choose_blas_core(exe)
+    print(f"bench: {blas_line}", file=sys.stderr)
     with_torch = have_torch()
     if not with_torch:
         print("bench: torch is not importable by this python (install python3-torch); microtorch columns only",
@@ -137,7 +162,8 @@ def main():
     mem = peaks(exe, with_torch)
     text = table(times, flops, torch, mem)
     load = os.getloadavg()
-    text += f"\n\nLoad average while measuring (1/5/15 min at the end): {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}\n"
+    text += f"\n\n{blas_line}"
+    text += f"\nLoad average while measuring (1/5/15 min at the end): {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}\n"
     with open(os.path.join(out_dir, "table.md"), "w") as f:
         f.write(text)
     print()

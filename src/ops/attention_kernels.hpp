@@ -17,6 +17,7 @@
 // Matrices are independent, so they are spread over microtorch's threads.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "gemm.hpp"
@@ -89,13 +90,13 @@ void attention_backward(const AttentionDims& d, T scale, const Matrices<const T>
   const std::int64_t LS = d.L * d.S;
   const double flops = 4.0 * static_cast<double>(LS) * static_cast<double>(d.D + d.Dv);
   parallel_for(d.count, flops, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<T> scratch(dq || dk ? static_cast<std::size_t>(LS) : 0);
+    const std::unique_ptr<T[]> scratch(dq || dk ? new T[static_cast<std::size_t>(LS)] : nullptr);
     for (std::int64_t ii = begin; ii < end; ++ii) {
       const auto i = static_cast<std::size_t>(ii);
       const T* a = weights + ii * LS;
       if (dv) gemm(true, false, d.S, d.Dv, d.L, T(1), drop ? probs + ii * LS : a, d.S, dout[i], dout.ld, T(0), dv[i], dv.ld);
       if (!dq && !dk) continue;
-      T* ds = scratch.data();
+      T* ds = scratch.get();
       gemm(false, true, d.L, d.S, d.Dv, T(1), dout[i], dout.ld, v[i], v.ld, T(0), ds, d.S);  // dP
       if (drop) {
         const T* m = drop + ii * LS;

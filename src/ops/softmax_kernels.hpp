@@ -1,72 +1,27 @@
 // Internal: the row kernels of softmax / log_softmax, shared with attention.
 //
 // Rows are walked with raw pointers over the (outer, n, inner) layout; contiguous rows
-// (inner = 1, the usual last-dim softmax and every attention row) take the SIMD kernels
-// softmax_row / softmax_grad_row. A row that is entirely -inf (every position masked) has
-// no distribution: softmax defines it as all zeros with zero gradient instead of 0/0 = NaN.
+// (inner = 1: the usual last-dim softmax and every attention row) take the SIMD kernels
+// softmax_row / softmax_grad_row of softmax_rows.cpp. A row that is entirely -inf (every
+// position masked) has no distribution: softmax defines it as all zeros with zero
+// gradient instead of 0/0 = NaN.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include <xsimd/xsimd.hpp>
-
 #include "common.hpp"
 
 namespace microtorch::detail {
 
-// y = exp(x - m) / sum(exp(x - m)), m = max(x), over one contiguous row of n (y may be x).
-template <class T>
-void softmax_row(const T* x, T* y, std::int64_t n) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t W = B::size;
-  const std::int64_t nv = n - n % W;
-  T m = -std::numeric_limits<T>::infinity();
-  if (nv > 0) {
-    B bm = B::load_unaligned(x);
-    for (std::int64_t j = W; j < nv; j += W) bm = xsimd::max(bm, B::load_unaligned(x + j));
-    alignas(64) T lanes[W];
-    bm.store_aligned(lanes);
-    for (T v : lanes) m = std::max(m, v);
-  }
-  for (std::int64_t j = nv; j < n; ++j) m = std::max(m, x[j]);
-  if (m == -std::numeric_limits<T>::infinity()) {  // fully masked (or empty) row
-    std::fill(y, y + n, T(0));
-    return;
-  }
-  const B bm(m);
-  B bsum(T(0));
-  for (std::int64_t j = 0; j < nv; j += W) {
-    const B e = xsimd::exp(B::load_unaligned(x + j) - bm);
-    e.store_unaligned(y + j);
-    bsum += e;
-  }
-  T total = xsimd::hadd(bsum);
-  for (std::int64_t j = nv; j < n; ++j) total += (y[j] = std::exp(x[j] - m));
-  const T inv = T(1) / total;
-  const B binv(inv);
-  for (std::int64_t j = 0; j < nv; j += W) (B::load_unaligned(y + j) * binv).store_unaligned(y + j);
-  for (std::int64_t j = nv; j < n; ++j) y[j] *= inv;
-}
-
-// dx = y * (g - sum(g * y)) * scale over one contiguous row of n (dx may be g).
-template <class T>
-void softmax_grad_row(const T* y, const T* g, T* dx, std::int64_t n, T scale = T(1)) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t W = B::size;
-  const std::int64_t nv = n - n % W;
-  B bacc(T(0));
-  for (std::int64_t j = 0; j < nv; j += W) bacc += B::load_unaligned(g + j) * B::load_unaligned(y + j);
-  T acc = xsimd::hadd(bacc);
-  for (std::int64_t j = nv; j < n; ++j) acc += g[j] * y[j];
-  const B bacc_all(acc), bscale(scale);
-  for (std::int64_t j = 0; j < nv; j += W) {
-    const B yj = B::load_unaligned(y + j);
-    (yj * (B::load_unaligned(g + j) - bacc_all) * bscale).store_unaligned(dx + j);
-  }
-  for (std::int64_t j = nv; j < n; ++j) dx[j] = y[j] * (g[j] - acc) * scale;
-}
+/// y = exp(x - m) / sum(exp(x - m)), m = max(x), over one contiguous row of n (y may be x);
+/// a row of only -inf gives zeros. In softmax_rows.cpp (SIMD for float).
+void softmax_row(const float* x, float* y, std::int64_t n);
+void softmax_row(const double* x, double* y, std::int64_t n);
+/// dx = y * (g - sum(g * y)) * scale over one contiguous row of n (dx may be g).
+void softmax_grad_row(const float* y, const float* g, float* dx, std::int64_t n, float scale = 1.0f);
+void softmax_grad_row(const double* y, const double* g, double* dx, std::int64_t n, double scale = 1.0);
 
 template <class T>
 T row_max(const T* row, std::int64_t n, std::int64_t stride) {
