@@ -1,4 +1,5 @@
 // Reductions: sum, mean, var, logsumexp, max/min (values and indices), argmax/argmin.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -44,15 +45,18 @@ Tensor sum_block(const Tensor& x, const std::vector<std::int64_t>& dims, bool ke
     (d < dims.front() ? outer : d > dims.back() ? inner : n) *= size;
   }
   if (inner == 1) return Tensor();
-  Tensor y = zeros(reduced_shape(x.shape(), dims, keepdim), x.dtype());
+  Tensor y = Tensor::empty(reduced_shape(x.shape(), dims, keepdim), x.dtype());
   detail::visit_floating(x.dtype(), "sum", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* px = x.data<T>();
     T* py = y.data<T>();
     for (std::int64_t o = 0; o < outer; ++o) {
       T* out = py + o * inner;
-      for (std::int64_t k = 0; k < n; ++k) {
-        const T* row = px + (o * n + k) * inner;
+      const T* rows = px + o * n * inner;
+      if (n == 0) std::fill_n(out, inner, T(0));
+      else std::copy_n(rows, inner, out);
+      for (std::int64_t k = 1; k < n; ++k) {
+        const T* row = rows + k * inner;
         for (std::int64_t i = 0; i < inner; ++i) out[i] += row[i];
       }
       if (divisor != 1.0) {
