@@ -71,19 +71,31 @@ template <class V, class I>
   return p * scale * (x >= low ? one : zero);
 }
 
-// The lanes folded in halves, 16 -> 8 -> ... -> 1.
+typedef float Vec8 __attribute__((vector_size(8 * sizeof(float))));
+typedef float Vec4 __attribute__((vector_size(4 * sizeof(float))));
+typedef float Vec2 __attribute__((vector_size(2 * sizeof(float))));
+
+// The lanes folded in halves inside registers, 16 -> 8 -> 4 -> 2 -> 1.
 template <class Op>
 [[gnu::always_inline]] inline float fold(Vec v, Op op) {
-  float lanes[kLanes];
-  store(lanes, v);
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int l = 0; l < width; ++l) lanes[l] = op(lanes[l], lanes[l + width]);
-  }
-  return lanes[0];
+  const Vec8 a = op(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7),
+                    __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
+  const Vec4 b = op(__builtin_shufflevector(a, a, 0, 1, 2, 3), __builtin_shufflevector(a, a, 4, 5, 6, 7));
+  const Vec2 c = op(__builtin_shufflevector(b, b, 0, 1), __builtin_shufflevector(b, b, 2, 3));
+  return op(c[0], c[1]);
 }
 
-inline float max_of(float a, float b) { return a > b ? a : b; }
-inline float sum_of(float a, float b) { return a + b; }
+// NaN-ignoring max and plain sum, for floats and for vectors of floats.
+struct MaxOf {
+  template <class V>
+  V operator()(V a, V b) const { return a > b ? a : b; }
+};
+struct SumOf {
+  template <class V>
+  V operator()(V a, V b) const { return a + b; }
+};
+constexpr MaxOf max_of;
+constexpr SumOf sum_of;
 
 }  // namespace
 
