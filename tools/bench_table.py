@@ -67,10 +67,13 @@ def have_torch():
 def microtorch_times(exe, out_dir, args):
     out = os.path.join(out_dir, "microtorch.json")
     cmd = [exe, f"--benchmark_repetitions={args.repetitions}", "--benchmark_report_aggregates_only=true",
-           f"--benchmark_min_time={args.min_time}", f"--benchmark_out={out}", "--benchmark_out_format=json"]
+           f"--benchmark_min_time={args.min_time}", f"--benchmark_min_warmup_time={args.min_time / 2}",
+           f"--benchmark_out={out}", "--benchmark_out_format=json"]
     if args.filter:
         cmd.append(f"--benchmark_filter={args.filter}")
-    run(cmd, capture=False)
+    print(f"bench: microtorch ({args.repetitions} repetitions of each benchmark, 1 and 2 threads)", file=sys.stderr)
+    if not args.reuse:
+        run(cmd)  # the console report is long; the JSON has everything
     with open(out) as f:
         data = json.load(f)
     times, flops = {}, {}
@@ -78,7 +81,7 @@ def microtorch_times(exe, out_dir, args):
     for b in data["benchmarks"]:
         if b.get("aggregate_name") != "median":
             continue
-        name = b["run_name"]
+        name = b["run_name"].removesuffix("/real_time")
         times[name] = b["real_time"] * scale[b["time_unit"]]
         if "flop" in b:
             flops[name] = b["flop"]
@@ -93,8 +96,9 @@ def torch_times(out_dir, args):
                "--min-time", str(args.min_time), "--out", out]
         if args.filter:
             cmd += ["--filter", args.filter]
-        print(f"bench: PyTorch, {t} thread(s)", file=sys.stderr)
-        run(cmd, env=torch_env(t), capture=False)
+        if not args.reuse:
+            print(f"bench: PyTorch, {t} thread(s)", file=sys.stderr)
+            run(cmd, env=torch_env(t), capture=False)
         with open(out) as f:
             times.update(json.load(f)["median_us"])
     return times
@@ -121,7 +125,15 @@ def fmt_us(v):
 def table(times, flops, torch, mem):
     lines = ["| benchmark | shape | threads | microtorch µs | PyTorch µs | x faster | % sgemm |",
              "|---|---|---:|---:|---:|---:|---:|"]
-    for name, us in times.items():
+    kinds = list(dict.fromkeys(n.split("/")[0] for n in times))
+    shapes = list(dict.fromkeys(n.split("/")[1] for n in times))
+
+    def order(name):
+        kind, shape, threads = name.split("/")
+        return kinds.index(kind), shapes.index(shape), threads
+
+    for name in sorted(times, key=order):
+        us = times[name]
         kind, shape, threads = name.split("/")
         t = int(threads.split(":")[1])
         pt = torch.get(name)
@@ -143,6 +155,7 @@ def main():
     p.add_argument("--build", default="build")
     p.add_argument("--min-time", type=float, default=0.1)
     p.add_argument("--repetitions", type=int, default=5)
+    p.add_argument("--reuse", action="store_true", help="print the table from the JSON of the last run (no timing)")
     p.add_argument("--filter", default="", help="only benchmarks matching (regex for microtorch, substring for torch)")
     args = p.parse_args()
     exe = os.path.join(args.build, "benchmarks", "microtorch-bench")
