@@ -77,14 +77,12 @@ void sdpa_fwd_bwd(benchmark::State& state, AttentionShape s, int threads) {
 
 }  // namespace
 
-void register_attention_benchmarks(const std::vector<int>& thread_counts) {
-  for (int t : thread_counts) {
-    for (const auto& s : kShapes) {
-      const std::string tag = shape_tag(s) + "/threads:" + std::to_string(t);
-      benchmark::RegisterBenchmark(("mha_fwd/" + tag).c_str(), mha_fwd, s, t)->UseRealTime()->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(("mha_fwd_bwd/" + tag).c_str(), mha_fwd_bwd, s, t)->UseRealTime()->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(("mha_infer/" + tag).c_str(), mha_infer, s, t)->UseRealTime()->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(("sdpa_fwd_bwd/" + tag).c_str(), sdpa_fwd_bwd, s, t)->UseRealTime()->Unit(benchmark::kMicrosecond);
+void register_attention_benchmarks(int t) {
+  for (const auto& s : kShapes) {
+    const std::string tag = shape_tag(s) + "/threads:" + std::to_string(t);
+    for (auto [name, fn] : {std::pair{"mha_fwd/", mha_fwd}, std::pair{"mha_fwd_bwd/", mha_fwd_bwd},
+                            std::pair{"mha_infer/", mha_infer}, std::pair{"sdpa_fwd_bwd/", sdpa_fwd_bwd}}) {
+      benchmark::RegisterBenchmark((name + tag).c_str(), fn, s, t)->UseRealTime()->Unit(benchmark::kMicrosecond);
     }
   }
 }

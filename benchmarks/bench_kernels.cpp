@@ -43,19 +43,19 @@ void softmax(benchmark::State& state, int rows, int n, int threads) {
 
 }  // namespace
 
-void register_kernel_benchmarks(const std::vector<int>& thread_counts) {
-  for (int t : thread_counts) {
-    const std::string threads = "/threads:" + std::to_string(t);
-    benchmark::RegisterBenchmark(("sgemm/1024" + threads).c_str(), sgemm, 1024, t)->UseRealTime()->Unit(benchmark::kMicrosecond);
-    for (int n : {64, 256}) {
-      benchmark::RegisterBenchmark(("matmul/" + std::to_string(n) + threads).c_str(), matmul, n, t)
-          ->UseRealTime()->Unit(benchmark::kMicrosecond);
-    }
-    for (auto [rows, n] : {std::pair{256, 16}, std::pair{16384, 512}}) {
-      benchmark::RegisterBenchmark(("softmax/" + std::to_string(rows) + "x" + std::to_string(n) + threads).c_str(),
-                                   softmax, rows, n, t)
-          ->UseRealTime()->Unit(benchmark::kMicrosecond);
-    }
+void register_kernel_benchmarks(int t) {
+  const std::string threads = "/threads:" + std::to_string(t);
+  benchmark::RegisterBenchmark(("sgemm/1024" + threads).c_str(), sgemm, 1024, t)
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
+  for (int n : {64, 256}) {
+    benchmark::RegisterBenchmark(("matmul/" + std::to_string(n) + threads).c_str(), matmul, n, t)
+        ->UseRealTime()->Unit(benchmark::kMicrosecond);
+  }
+  for (auto [rows, n] : {std::pair{256, 16}, std::pair{16384, 512}}) {
+    benchmark::RegisterBenchmark(("softmax/" + std::to_string(rows) + "x" + std::to_string(n) + threads).c_str(),
+                                 softmax, rows, n, t)
+        ->UseRealTime()->Unit(benchmark::kMicrosecond);
   }
 }
 

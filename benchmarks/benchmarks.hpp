@@ -25,9 +25,9 @@ inline std::string shape_tag(const AttentionShape& s) {
          std::to_string(s.heads);
 }
 
-void register_attention_benchmarks(const std::vector<int>& thread_counts);
-void register_kernel_benchmarks(const std::vector<int>& thread_counts);
-void register_training_benchmarks(const std::vector<int>& thread_counts);
+void register_attention_benchmarks(int threads);
+void register_kernel_benchmarks(int threads);
+void register_training_benchmarks(int threads);
 std::int64_t mha_peak_memory(const AttentionShape& s);
 
 }  // namespace bench
