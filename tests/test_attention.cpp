@@ -138,7 +138,7 @@ TEST_CASE("multi_head_attention equals SDPA on transposed heads, packed or not, 
     mt::set_num_threads(threads);
     Tensor q = mt::randn({N, L, H * D}).requires_grad_(), k = mt::randn({N, S, H * D}).requires_grad_(),
            v = mt::randn({N, S, H * 8}).requires_grad_();
-    auto [out, w] = mt::multi_head_attention(q, k, v, H, mask);
+    auto [out, w] = mt::multi_head_attention(q, k, v, H, {.mask = mask});
     auto [ref, ref_w] = mt::scaled_dot_product_attention(heads(q, L, D), heads(k, S, D), heads(v, S, 8), mask);
     CHECK_CLOSE(out, merge(ref), 1e-5, 1e-6);
     CHECK_CLOSE(w, ref_w, 1e-5, 1e-6);
@@ -152,16 +152,24 @@ TEST_CASE("multi_head_attention equals SDPA on transposed heads, packed or not, 
     for (std::size_t i = 0; i < 3; ++i) CHECK_CLOSE(grads[i], grads[i + 3], 1e-4, 1e-5);
 
     Tensor qkv = mt::randn({N, L, 3 * H * D}).requires_grad_();
-    auto [packed, packed_w] = mt::multi_head_attention_packed(qkv, H, Mask::causal(L));
+    auto [packed, packed_w] = mt::multi_head_attention_packed(qkv, H, {.mask = Mask::causal(L)});
     const Tensor g2 = mt::randn(packed.shape());
     packed.backward(g2);
     const Tensor packed_grad = qkv.grad();
     qkv.zero_grad();
     const mt::TensorList parts = mt::chunk(qkv, 3, -1);
-    auto [sep, sep_w] = mt::multi_head_attention(parts[0], parts[1], parts[2], H, Mask::causal(L));
+    auto [sep, sep_w] = mt::multi_head_attention(parts[0], parts[1], parts[2], H, {.mask = Mask::causal(L)});
     sep.backward(g2);
     CHECK_CLOSE(packed, sep, 1e-6, 1e-7);
     CHECK_CLOSE(packed_grad, qkv.grad(), 1e-6, 1e-7);
+
+    mt::NoGradGuard no_grad;  // no graph: averaged weights without a per-head buffer
+    auto [avg_out, avg_w] = mt::multi_head_attention(q, k, v, H, {.mask = mask, .average_weights = true});
+    CHECK_CLOSE(avg_out, out, 1e-6, 1e-7);
+    CHECK_CLOSE(avg_w, mt::mean(w, {1}), 1e-6, 1e-7);
+    auto [bare_out, none] = mt::multi_head_attention(q, k, v, H, {.mask = mask, .need_weights = false});
+    CHECK_CLOSE(bare_out, out, 1e-6, 1e-7);
+    CHECK_FALSE(none.defined());
   }
   mt::set_num_threads(1);
 }
@@ -170,9 +178,9 @@ TEST_CASE("gradcheck: multi_head_attention, packed self-attention and MultiheadA
   mt::manual_seed(29);
   Tensor q = rand64({2, 3, 4}), k = rand64({2, 5, 4}), v = rand64({2, 5, 6}), qkv = rand64({2, 3, 12});
   const Mask mask = Mask::key_padding(mt::tensor({3, 0}, mt::kInt64), 5).unsqueeze(1);
-  CHECK(mt::gradcheck([&](auto& in) { return std::get<0>(mt::multi_head_attention(in[0], in[1], in[2], 2, mask)); },
+  CHECK(mt::gradcheck([&](auto& in) { return std::get<0>(mt::multi_head_attention(in[0], in[1], in[2], 2, {.mask = mask})); },
                       {q, k, v}));
-  CHECK(mt::gradcheck([](auto& in) { return std::get<0>(mt::multi_head_attention_packed(in[0], 2, Mask(), 0.0, 0.3)); },
+  CHECK(mt::gradcheck([](auto& in) { return std::get<0>(mt::multi_head_attention_packed(in[0], 2, {.scale = 0.3})); },
                       {qkv}));
   nn::MultiheadAttention mha(4, 2, {.batch_first = true, .dtype = mt::kFloat64});
   Tensor x = rand64({2, 3, 4});

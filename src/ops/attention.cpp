@@ -80,8 +80,16 @@ detail::MaskBias<T> mask_bias(const Tensor& bias, const Shape& batch) {
   return b;
 }
 
+// What the caller wants back as weights: the per-matrix P, their mean over groups of
+// `group` matrices (the heads), or nothing.
+struct WeightsWanted {
+  bool need = true, average = false;
+  std::int64_t group = 1;
+};
+
 std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, std::shared_ptr<const Layout> lay,
-                                     const Mask& mask, double dropout_p, double scale, autograd::Attrs attrs) {
+                                     const Mask& mask, double dropout_p, double scale, WeightsWanted wanted,
+                                     autograd::Attrs attrs) {
   const auto& d = lay->dims;
   const Dtype dtype = inputs[0].dtype();
   Shape weights_shape = lay->batch;
@@ -94,9 +102,22 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
     NoGradGuard no_grad;
     dropped = (rand(weights_shape, dtype) >= dropout_p).to(dtype) * (1.0 / (1.0 - dropout_p));
   }
-  const Tensor weights = Tensor::empty(weights_shape, dtype);
-  const Tensor probs = dropped.defined() ? Tensor::empty(weights_shape, dtype) : weights;
+  // The L x S buffers are kept only for backward or when returned per matrix.
+  const bool keep = autograd::needs_recording(inputs) || (wanted.need && !wanted.average);
+  const Tensor weights = keep ? Tensor::empty(weights_shape, dtype) : Tensor();
+  const Tensor probs = keep && dropped.defined() ? Tensor::empty(weights_shape, dtype) : weights;
+  Tensor average;
+  if (wanted.need && wanted.average) {
+    Shape avg_shape(lay->batch.begin(), lay->batch.end() - 1);
+    avg_shape.push_back(d.L);
+    avg_shape.push_back(d.S);
+    average = Tensor::empty(avg_shape, dtype);
+  }
   Tensor out = Tensor::empty(lay->out_shape, dtype);
+  auto data = [](auto tag, const Tensor& t) {
+    using T = typename decltype(tag)::type;
+    return t.defined() ? t.data<T>() : static_cast<T*>(nullptr);
+  };
   auto operand = [&inputs](auto tag, const Operand& o) {
     using T = typename decltype(tag)::type;
     return matrices(static_cast<const T*>(inputs[o.input].data<T>()), o.offsets, o.ld);
@@ -104,9 +125,9 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
   detail::visit_floating(dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     detail::attention_forward<T>(d, static_cast<T>(scale), operand(tag, lay->q), operand(tag, lay->k),
-                                 operand(tag, lay->v), mask_bias<T>(bias, lay->batch),
-                                 dropped.defined() ? dropped.data<T>() : nullptr, weights.data<T>(),
-                                 dropped.defined() ? probs.data<T>() : nullptr,
+                                 operand(tag, lay->v), mask_bias<T>(bias, lay->batch), data(tag, dropped),
+                                 data(tag, weights), dropped.defined() ? data(tag, probs) : nullptr,
+                                 data(tag, average), wanted.average ? wanted.group : 1,
                                  matrices(out.data<T>(), lay->out_offsets, lay->out_ld));
     return 0;
   });
@@ -139,7 +160,8 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
         return grads;
       },
       std::move(attrs));
-  return {out, probs.detach()};
+  if (!wanted.need) return {out, Tensor()};
+  return {out, wanted.average ? average : probs.detach()};
 }
 
 void check_dtypes(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -210,7 +232,7 @@ std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const T
   lay->out_shape.push_back(Dv);
   lay->out_offsets = strided(count, L * Dv);
   lay->out_ld = Dv;
-  return attention("scaled_dot_product_attention", {q, k, v}, std::move(lay), mask, dropout_p, scale,
+  return attention("scaled_dot_product_attention", {q, k, v}, std::move(lay), mask, dropout_p, scale, {},
                    {{"scale", scale}, {"dropout_p", dropout_p}, {"is_causal", is_causal}});
 }
 
@@ -221,9 +243,9 @@ namespace {
 std::tuple<Tensor, Tensor> heads_attention(const TensorList& inputs, std::size_t qi, std::size_t ki, std::size_t vi,
                                            std::int64_t H, std::int64_t N, std::int64_t L, std::int64_t S,
                                            std::int64_t E, std::int64_t Ev, std::int64_t q_col, std::int64_t k_col,
-                                           std::int64_t v_col, const Mask& mask, double dropout_p, double scale) {
+                                           std::int64_t v_col, const AttentionHeadsOptions& opts) {
   const std::int64_t D = E / H, Dv = Ev / H;
-  if (scale == 0.0) scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const double scale = opts.scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(D)) : opts.scale;
   auto lay = std::make_shared<Layout>();
   lay->batch = {N, H};
   lay->dims = {N * H, L, S, D, Dv};
@@ -244,8 +266,9 @@ std::tuple<Tensor, Tensor> heads_attention(const TensorList& inputs, std::size_t
   lay->out_shape = {N, L, Ev};
   lay->out_offsets = head_offsets(N, H, L, Ev, 0, Dv);
   lay->out_ld = Ev;
-  return attention("multi_head_attention", inputs, std::move(lay), mask, dropout_p, scale,
-                   {{"num_heads", H}, {"scale", scale}, {"dropout_p", dropout_p}});
+  return attention("multi_head_attention", inputs, std::move(lay), opts.mask, opts.dropout_p, scale,
+                   {opts.need_weights, opts.average_weights, H},
+                   {{"num_heads", H}, {"scale", scale}, {"dropout_p", opts.dropout_p}});
 }
 
 void check_heads(const char* op, std::int64_t width, std::int64_t H, const Tensor& t) {
@@ -258,8 +281,7 @@ void check_heads(const char* op, std::int64_t width, std::int64_t H, const Tenso
 }  // namespace
 
 std::tuple<Tensor, Tensor> multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                                std::int64_t num_heads, const Mask& mask, double dropout_p,
-                                                double scale) {
+                                                std::int64_t num_heads, const AttentionHeadsOptions& opts) {
   const char* op = "multi_head_attention";
   if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3 || k.size(0) != q.size(0) || v.size(0) != q.size(0) ||
       k.size(1) != v.size(1) || k.size(2) != q.size(2)) {
@@ -267,25 +289,24 @@ std::tuple<Tensor, Tensor> multi_head_attention(const Tensor& q, const Tensor& k
                                  shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape())));
   }
   check_dtypes(op, q, k, v);
-  check_dropout(op, dropout_p);
+  check_dropout(op, opts.dropout_p);
   check_heads(op, q.size(2), num_heads, q);
   check_heads(op, v.size(2), num_heads, v);
   return heads_attention({q, k, v}, 0, 1, 2, num_heads, q.size(0), q.size(1), k.size(1), q.size(2), v.size(2), 0, 0,
-                         0, mask, dropout_p, scale);
+                         0, opts);
 }
 
-std::tuple<Tensor, Tensor> multi_head_attention_packed(const Tensor& qkv, std::int64_t num_heads, const Mask& mask,
-                                                       double dropout_p, double scale) {
+std::tuple<Tensor, Tensor> multi_head_attention_packed(const Tensor& qkv, std::int64_t num_heads,
+                                                       const AttentionHeadsOptions& opts) {
   const char* op = "multi_head_attention_packed";
   if (qkv.dim() != 3 || qkv.size(2) % 3 != 0) {
     throw ShapeError(fmt::format("{}: expects q, k, v packed as [N, L, 3 E], got {}", op, shape_str(qkv.shape())));
   }
   check_dtypes(op, qkv, qkv, qkv);
-  check_dropout(op, dropout_p);
+  check_dropout(op, opts.dropout_p);
   const std::int64_t E = qkv.size(2) / 3;
   check_heads(op, E, num_heads, qkv);
-  return heads_attention({qkv}, 0, 0, 0, num_heads, qkv.size(0), qkv.size(1), qkv.size(1), E, E, 0, E, 2 * E, mask,
-                         dropout_p, scale);
+  return heads_attention({qkv}, 0, 0, 0, num_heads, qkv.size(0), qkv.size(1), qkv.size(1), E, E, 0, E, 2 * E, opts);
 }
 
 }  // namespace microtorch

@@ -48,17 +48,22 @@ struct MaskBias {
   std::int64_t row_stride = 0, col_stride = 0;
 };
 
-/// Fills weights (A, [count, L, S]), probs (P, only with dropout) and out.
+/// Fills out, and weights (A, [count, L, S]) and probs (P, with dropout) when given; without
+/// them each thread works in its own L x S scratch (inference keeps no L x S buffer).
+/// average, when given, receives the mean of P over each group of `group` consecutive
+/// matrices (the heads of one batch element), [count / group, L, S], accumulated while
+/// each P is still in cache; a group never straddles two threads.
 template <class T>
 void attention_forward(const AttentionDims& d, T scale, const Matrices<const T>& q, const Matrices<const T>& k,
                        const Matrices<const T>& v, const MaskBias<T>& bias, const T* drop, T* weights, T* probs,
-                       const Matrices<T>& out) {
+                       T* average, std::int64_t group, const Matrices<T>& out) {
   const std::int64_t LS = d.L * d.S;
-  const double flops = 2.0 * static_cast<double>(LS) * static_cast<double>(d.D + d.Dv);
-  parallel_for(d.count, flops, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t ii = begin; ii < end; ++ii) {
+  const double flops = 2.0 * static_cast<double>(LS) * static_cast<double>(d.D + d.Dv) * static_cast<double>(group);
+  parallel_for(d.count / group, flops, [&](std::int64_t begin, std::int64_t end) {
+    const std::unique_ptr<T[]> scratch(weights ? nullptr : new T[static_cast<std::size_t>(LS * (drop ? 2 : 1))]);
+    for (std::int64_t ii = begin * group; ii < end * group; ++ii) {
       const auto i = static_cast<std::size_t>(ii);
-      T* a = weights + ii * LS;
+      T* a = weights ? weights + ii * LS : scratch.get();
       gemm(false, true, d.L, d.S, d.D, scale, q[i], q.ld, k[i], k.ld, T(0), a, d.S);
       for (std::int64_t r = 0; r < d.L; ++r) {
         T* row = a + r * d.S;
@@ -70,10 +75,19 @@ void attention_forward(const AttentionDims& d, T scale, const Matrices<const T>&
       }
       const T* p = a;
       if (drop) {
-        T* pd = probs + ii * LS;
+        T* pd = weights ? probs + ii * LS : scratch.get() + LS;
         const T* m = drop + ii * LS;
         for (std::int64_t j = 0; j < LS; ++j) pd[j] = a[j] * m[j];
         p = pd;
+      }
+      if (average) {  // mean over the group = sum of P / group
+        T* avg = average + (ii / group) * LS;
+        const T w = T(1) / static_cast<T>(group);
+        if (ii % group == 0) {
+          for (std::int64_t j = 0; j < LS; ++j) avg[j] = p[j] * w;
+        } else {
+          for (std::int64_t j = 0; j < LS; ++j) avg[j] += p[j] * w;
+        }
       }
       gemm(false, false, d.L, d.Dv, d.S, T(1), p, d.S, v[i], v.ld, T(0), out[i], out.ld);
     }
