@@ -208,7 +208,7 @@ std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const T
   const Mask mask = is_causal ? (mask_in & Mask::causal(L, S)) : mask_in;
 
   auto lay = std::make_shared<Layout>();
-  const char* op = "matmul (batch dims)";
+  const char* op = "scaled_dot_product_attention (batch dims of q, k, v)";
   lay->batch = broadcast_shapes(broadcast_shapes(batch_dims(q), batch_dims(k), op), batch_dims(v), op);
   const std::int64_t count = numel_of(lay->batch);
   lay->dims = {count, L, S, D, Dv};
