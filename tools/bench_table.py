@@ -7,7 +7,9 @@ Timings are medians over --repetitions runs of at least --min-time seconds each,
 clock, for 1 and 2 threads (microtorch: set_num_threads(t); PyTorch: torch.set_num_threads(t)
 with OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = t). "x faster" is PyTorch's time over
 microtorch's. "% sgemm" is the op's GEMM FLOPs / the cblas_sgemm 1024^3 FLOP rate measured
-in the same run at the same thread count / microtorch's time. Peak memory of one
+in the same run at the same thread count / microtorch's time. The last two columns repeat
+both from CPU time (single thread only): on a busy machine they show the code's speed
+without the time the process spent waiting for a core. Peak memory of one
 MultiheadAttention forward+backward is measured in a fresh process per shape and library,
 with one method for both (benchmarks/peak_memory.hpp). Without torch (python3-torch) the
 table has the microtorch columns only. The table also goes to <build>/bench/table.md.
@@ -76,20 +78,21 @@ def microtorch_times(exe, out_dir, args):
         run(cmd)  # the console report is long; the JSON has everything
     with open(out) as f:
         data = json.load(f)
-    times, flops = {}, {}
+    times, cpu, flops = {}, {}, {}
     scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
     for b in data["benchmarks"]:
         if b.get("aggregate_name") != "median":
             continue
         name = b["run_name"].removesuffix("/real_time")
         times[name] = b["real_time"] * scale[b["time_unit"]]
+        cpu[name] = b["cpu_time"] * scale[b["time_unit"]]
         if "flop" in b:
             flops[name] = b["flop"]
-    return times, flops
+    return times, cpu, flops
 
 
 def torch_times(out_dir, args):
-    times = {}
+    times, cpu = {}, {}
     for t in THREADS:
         out = os.path.join(out_dir, f"torch-{t}.json")
         cmd = [sys.executable, os.path.join(ROOT, "tools", "bench_torch.py"), "--threads", str(t),
@@ -100,8 +103,10 @@ def torch_times(out_dir, args):
             print(f"bench: PyTorch, {t} thread(s)", file=sys.stderr)
             run(cmd, env=torch_env(t), capture=False)
         with open(out) as f:
-            times.update(json.load(f)["median_us"])
-    return times
+            data = json.load(f)
+        times.update(data["median_us"])
+        cpu.update(data.get("median_cpu_us", {}))
+    return times, cpu
 
 
 def peak(cmd, env, runs=3):
@@ -122,9 +127,10 @@ def fmt_us(v):
     return "—" if v is None else (f"{v:,.1f}" if v < 100 else f"{v:,.0f}")
 
 
-def table(times, flops, torch, mem):
-    lines = ["| benchmark | shape | threads | microtorch µs | PyTorch µs | x faster | % sgemm |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+def table(times, cpu, flops, torch, torch_cpu, mem):
+    lines = ["| benchmark | shape | threads | microtorch µs | PyTorch µs | x faster | % sgemm "
+             "| x faster (CPU time) | % sgemm (CPU time) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     kinds = list(dict.fromkeys(n.split("/")[0] for n in times))
     shapes = list(dict.fromkeys(n.split("/")[1] for n in times))
 
@@ -132,15 +138,23 @@ def table(times, flops, torch, mem):
         kind, shape, threads = name.split("/")
         return kinds.index(kind), shapes.index(shape), threads
 
+    def sgemm_fraction(name, t, clock):
+        ref = f"sgemm/1024/threads:{t}"
+        if name not in flops or ref not in clock or clock[ref] <= 0:
+            return ""
+        return f"{100 * flops[name] / (flops[ref] / clock[ref]) / clock[name]:.0f}%"
+
     for name in sorted(times, key=order):
         us = times[name]
         kind, shape, threads = name.split("/")
         t = int(threads.split(":")[1])
         pt = torch.get(name)
-        rate = flops.get(f"sgemm/1024/threads:{t}", 0) / times.get(f"sgemm/1024/threads:{t}", float("inf"))
-        frac = f"{100 * flops[name] / rate / us:.0f}%" if name in flops and rate > 0 else ""
         ratio = f"{pt / us:.2f}" if pt else "—"
-        lines.append(f"| {kind} | {shape} | {t} | {fmt_us(us)} | {fmt_us(pt)} | {ratio} | {frac} |")
+        # CPU time only means something on one thread (the benchmark thread is all the work)
+        cpu_ratio = f"{torch_cpu[name] / cpu[name]:.2f}" if t == 1 and torch_cpu.get(name) else "—"
+        cpu_frac = sgemm_fraction(name, t, cpu) if t == 1 else "—"
+        lines.append(f"| {kind} | {shape} | {t} | {fmt_us(us)} | {fmt_us(pt)} | {ratio} | "
+                     f"{sgemm_fraction(name, t, times)} | {cpu_ratio} | {cpu_frac if name in flops else ''} |")
     lines += ["", "Peak memory of one MultiheadAttention forward+backward (1 thread):", "",
               "| shape | microtorch MiB | PyTorch MiB | microtorch / PyTorch |", "|---|---:|---:|---:|"]
     for shape, mt, pt in mem:
@@ -169,11 +183,11 @@ def main():
     if not with_torch:
         print("bench: torch is not importable by this python (install python3-torch); microtorch columns only",
               file=sys.stderr)
-    times, flops = microtorch_times(exe, out_dir, args)
-    torch = torch_times(out_dir, args) if with_torch else {}
+    times, cpu, flops = microtorch_times(exe, out_dir, args)
+    torch, torch_cpu = torch_times(out_dir, args) if with_torch else ({}, {})
     print("bench: peak memory", file=sys.stderr)
     mem = peaks(exe, with_torch)
-    text = table(times, flops, torch, mem)
+    text = table(times, cpu, flops, torch, torch_cpu, mem)
     load = os.getloadavg()
     text += f"\n\n{blas_line}"
     text += f"\nLoad average while measuring (1/5/15 min at the end): {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}\n"

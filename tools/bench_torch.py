@@ -8,7 +8,7 @@ Names, shapes and losses match benchmarks/*.cpp: nn.MultiheadAttention(E, H, bat
 called as mha(x, x, x) with its defaults (need_weights=True), loss = output.sum(); SDPA is
 torch 1.13's F._scaled_dot_product_attention with the weights returned. Each benchmark is
 timed in 5 repetitions of at least --min-time seconds (after a warm-up); the JSON holds the
-median microseconds per iteration. tools/bench_table.py runs this and prints the table.
+median wall-clock and process-CPU microseconds per iteration. tools/bench_table.py runs this and prints the table.
 """
 import argparse
 import json
@@ -127,6 +127,7 @@ def benchmarks(threads):
 
 
 def median_us(fn, min_time, repetitions=5):
+    """(wall, CPU) microseconds per call, each the median over the repetitions."""
     start = time.perf_counter()
     while time.perf_counter() - start < min_time / 2:  # warm-up
         fn()
@@ -134,13 +135,14 @@ def median_us(fn, min_time, repetitions=5):
     fn()
     once = max(time.perf_counter() - t0, 1e-7)
     iters = max(1, int(min_time / once))
-    samples = []
+    wall, cpu = [], []
     for _ in range(repetitions):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(iters):
             fn()
-        samples.append((time.perf_counter() - t0) / iters * 1e6)
-    return statistics.median(samples)
+        wall.append((time.perf_counter() - t0) / iters * 1e6)
+        cpu.append((time.process_time() - c0) / iters * 1e6)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def status_kib(field):
@@ -174,12 +176,13 @@ def main():
     if args.peak_memory is not None:
         print(peak_memory(args.peak_memory))
         return
-    results = {}
+    results, cpu = {}, {}
     for name, fn in benchmarks(args.threads):
         if args.filter in name:
-            results[name] = median_us(fn, args.min_time)
+            results[name], cpu[name] = median_us(fn, args.min_time)
             print(f"{name:45s} {results[name]:12.1f} us", file=sys.stderr)
-    out = json.dumps({"torch": torch.__version__, "threads": args.threads, "median_us": results}, indent=1)
+    out = json.dumps({"torch": torch.__version__, "threads": args.threads, "median_us": results,
+                      "median_cpu_us": cpu}, indent=1)
     if args.out:
         with open(args.out, "w") as f:
             f.write(out + "\n")
