@@ -14,6 +14,11 @@ MultiheadAttention forward+backward is measured in a fresh process per shape and
 with one method for both (benchmarks/peak_memory.hpp). Without torch (python3-torch) the
 table has the microtorch columns only. The table also goes to <build>/bench/table.md.
 
+Last, the goal rows (MultiheadAttention forward+backward and inference, one thread) are run
+again with microtorch and PyTorch alternating shape by shape for --rounds rounds, so that
+both meet the same load; that second table is the one to judge speed-ups by on a busy
+machine.
+
 OpenBLAS 0.3.21 (Debian 12) does not know CPUs newer than itself and falls back to its
 Prescott (SSE3) kernels, about 5x slower than its AVX-512 ones; PyTorch loads the same
 OpenBLAS. When that happens and OPENBLAS_CORETYPE is not set, the harness sets it (SkylakeX
@@ -164,11 +169,53 @@ def table(times, cpu, flops, torch, torch_cpu, mem):
     return "\n".join(lines)
 
 
+def interleaved(exe, out_dir, args):
+    """The goal rows again (one thread), microtorch and PyTorch alternating per shape for
+    --rounds rounds, so that both see the same load; medians over the rounds."""
+    kinds = ["mha_fwd_bwd", "mha_infer"]
+    samples = {}  # name -> lists of (mt wall, mt cpu, pt wall, pt cpu)
+    for r in range(args.rounds):
+        print(f"bench: interleaved round {r + 1} of {args.rounds}", file=sys.stderr)
+        for shape in SHAPES:
+            regex = f"(sgemm/1024|({'|'.join(kinds)})/{shape})/threads:1/"
+            mt = json.loads(run([exe, f"--benchmark_filter={regex}", f"--benchmark_repetitions={args.repetitions}",
+                                 "--benchmark_report_aggregates_only=true", f"--benchmark_min_time={args.min_time}",
+                                 f"--benchmark_min_warmup_time={args.min_time / 2}", "--benchmark_format=json"]))
+            out = os.path.join(out_dir, "torch-interleaved.json")
+            run([sys.executable, os.path.join(ROOT, "tools", "bench_torch.py"), "--threads", "1", "--min-time",
+                 str(args.min_time), "--filter", f"/{shape}/", "--out", out], env=torch_env(1))
+            with open(out) as f:
+                pt = json.load(f)
+            for b in mt["benchmarks"]:
+                if b.get("aggregate_name") != "median":
+                    continue
+                name = b["run_name"].removesuffix("/real_time")
+                entry = samples.setdefault(name, {"flop": b.get("flop"), "mt": [], "pt": []})
+                entry["mt"].append((b["real_time"], b["cpu_time"]))  # microseconds (kMicrosecond)
+                if name in pt["median_us"]:
+                    entry["pt"].append((pt["median_us"][name], pt["median_cpu_us"][name]))
+    med = {n: {"flop": e["flop"], **{k: tuple(statistics.median(x[i] for x in e[k]) for i in (0, 1)) if e[k] else None
+                                     for k in ("mt", "pt")}} for n, e in samples.items()}
+    ref = med["sgemm/1024/threads:1"]
+    lines = [f"Goal rows, interleaved ({args.rounds} rounds, medians), 1 thread:", "",
+             "| benchmark | shape | microtorch µs (CPU) | PyTorch µs (CPU) | x faster (wall / CPU) | % sgemm (CPU) |",
+             "|---|---|---:|---:|---:|---:|"]
+    for kind in kinds:
+        for shape in SHAPES:
+            e = med[f"{kind}/{shape}/threads:1"]
+            (mw, mc), pt = e["mt"], e["pt"]
+            ratio = f"{pt[0] / mw:.2f} / {pt[1] / mc:.2f}" if pt else "—"
+            frac = 100 * e["flop"] / (ref["flop"] / ref["mt"][1]) / mc
+            lines.append(f"| {kind} | {shape} | {fmt_us(mc)} | {fmt_us(pt[1]) if pt else '—'} | {ratio} | {frac:.0f}% |")
+    return "\n".join(lines)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", default="build")
     p.add_argument("--min-time", type=float, default=0.1)
     p.add_argument("--repetitions", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=3, help="rounds of the interleaved goal rows (0: none)")
     p.add_argument("--reuse", action="store_true", help="print the table from the JSON of the last run (no timing)")
     p.add_argument("--filter", default="", help="only benchmarks matching (regex for microtorch, substring for torch)")
     args = p.parse_args()
@@ -188,6 +235,8 @@ def main():
     print("bench: peak memory", file=sys.stderr)
     mem = peaks(exe, with_torch)
     text = table(times, cpu, flops, torch, torch_cpu, mem)
+    if with_torch and args.rounds > 0 and not args.reuse:
+        text += "\n\n" + interleaved(exe, out_dir, args)
     load = os.getloadavg()
     text += f"\n\n{blas_line}"
     text += f"\nLoad average while measuring (1/5/15 min at the end): {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}\n"
