@@ -58,4 +58,12 @@ TEST_CASE("float softmax rows (SIMD exp) match a float64 reference; -inf entries
       if (std::isinf(px[i])) CHECK(py[i] == 0.0f);
     }
   }
+  // A NaN anywhere in a row makes the whole row NaN (as in PyTorch), on the SIMD lanes and the tail.
+  for (std::int64_t n : {3, 16, 37}) {
+    mt::Tensor x = mt::randn({2, n});
+    x.data<float>()[n - 1] = std::numeric_limits<float>::quiet_NaN();
+    const mt::Tensor y = mt::softmax(x, -1);
+    for (std::int64_t j = 0; j < n; ++j) CHECK(std::isnan(y.at<float>({0, j})));
+    CHECK(mt::sum(y.select(0, 1)).item() == doctest::Approx(1.0));
+  }
 }

@@ -42,7 +42,6 @@ typedef std::int32_t IVec __attribute__((vector_size(kLanes * sizeof(float))));
 }
 [[gnu::always_inline]] inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
-
 // e^x for x <= 0 (softmax exponentiates x - max): e^x = 2^n e^r with n = round(x log2 e)
 // and r = x - n ln 2 in [-ln2/2, ln2/2] (Cody-Waite: ln 2 in two parts), e^r by Cephes'
 // expf polynomial (relative error ~1e-7), 2^n put into the exponent bits. Below
@@ -50,7 +49,7 @@ typedef std::int32_t IVec __attribute__((vector_size(kLanes * sizeof(float))));
 template <class V, class I>
 [[gnu::always_inline]] inline V exp_nonpositive(V x) {
   const V low = V{} - 87.3f;
-  const V xc = x > low ? x : low;
+  const V xc = x < low ? low : x;  // a NaN passes through
   const V n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // + 1.5 * 2^23 rounds
   const V r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
   V p = r * 1.9875691500e-4f + 1.3981999507e-3f;
@@ -68,7 +67,7 @@ template <class V, class I>
   V scale;
   std::memcpy(&scale, &bits, sizeof scale);
   const V one = V{} + 1.0f, zero = V{};
-  return p * scale * (x >= low ? one : zero);
+  return p * scale * (x < low ? zero : one);
 }
 
 typedef float Vec8 __attribute__((vector_size(8 * sizeof(float))));
