@@ -7,6 +7,7 @@
 #   make notebooks only the notebooks (examples/notebooks, run by tools/run_notebooks.py)
 #   make bench-mcu attention blocks lowered to Cortex-M4 firmware, measured under QEMU
 #                  (table on stdout and in $(BUILD)/mcu-bench.md; README "MCU benchmark")
+#   make bench     the same, then benchmarks/ next to PyTorch (tools/bench_table.py): one table
 #
 # Overrides: BUILD=dir (build directory, default build), JOBS=n (ninja -j),
 #            MESON_ARGS='-Dnative=true ...' (used when BUILD is first configured),
@@ -22,7 +23,7 @@ DEMO_OUT = demo-output
 NOTEBOOKS = 1
 NOTEBOOK_ARGS =
 
-.PHONY: deps build test notebooks demo bench-mcu install clean
+.PHONY: deps build test notebooks demo bench bench-mcu install clean
 
 deps:
 	@tools/install-deps.sh
@@ -67,6 +68,12 @@ demo: build
 # Two builds and emulator runs at a time; the work folder is emptied on every run.
 bench-mcu: build
 	$(BUILD)/benchmarks/mcu/microtorch-mcu-bench --jobs 2 --work $(BUILD)/mcu-bench --out $(BUILD)/mcu-bench.md
+
+# Medians of 5 runs, 1 and 2 threads, PyTorch columns when /usr/bin/python3 has torch
+# (python3-torch). A few minutes; the table also lands in $(BUILD)/bench/table.md.
+bench: build
+	@test -x $(BUILD)/benchmarks/microtorch-bench || { meson configure $(BUILD) -Dbenchmarks=enabled && ninja -C $(BUILD) $(if $(JOBS),-j $(JOBS)); }
+	/usr/bin/python3 tools/bench_table.py --build $(BUILD)
 
 install: build
 	meson install -C $(BUILD)

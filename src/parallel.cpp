@@ -1,11 +1,17 @@
 #include "microtorch/parallel.hpp"
 
+#include <condition_variable>
 #include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include <cblas.h>
 #include <fmt/format.h>
 
 #include "microtorch/error.hpp"
+#include "ops/parallel_for.hpp"
 
 namespace microtorch {
 
@@ -26,6 +32,94 @@ const int initial_threads = [] {
 
 int current_threads = initial_threads;
 
+// Below this many FLOPs a parallel region costs more (waking a thread: ~10 us) than it saves.
+constexpr double kMinParallelFlops = 2e6;
+
+/// Worker threads that sleep until a region hands them a range. Only one region runs at a
+/// time; a region started while another runs (from another user thread) runs serially.
+class Pool {
+ public:
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  // Runs body over [0, n) on `threads` threads (the caller included); false when busy.
+  bool run(int threads, std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
+    std::unique_lock<std::mutex> region(region_, std::try_to_lock);
+    if (!region.owns_lock()) return false;
+    while (static_cast<int>(workers_.size()) < threads - 1) {
+      workers_.emplace_back([this, id = static_cast<int>(workers_.size()) + 1] { work(id); });
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      body_ = &body;
+      n_ = n;
+      threads_ = threads;
+      pending_ = threads - 1;
+      error_ = nullptr;
+      ++generation_;
+    }
+    wake_.notify_all();
+    std::exception_ptr mine;
+    try {
+      range(0, body);
+    } catch (...) {
+      mine = std::current_exception();
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+    body_ = nullptr;
+    if (mine) std::rethrow_exception(mine);
+    if (error_) std::rethrow_exception(error_);
+    return true;
+  }
+
+ private:
+  void range(int id, const std::function<void(std::int64_t, std::int64_t)>& body) const {
+    const std::int64_t begin = n_ * id / threads_, end = n_ * (id + 1) / threads_;
+    if (begin < end) body(begin, end);
+  }
+
+  void work(int id) {
+    std::uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      if (id >= threads_) continue;  // a smaller region than the pool
+      const auto* body = body_;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        range(id, *body);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      if (error && !error_) error_ = error;
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  std::mutex region_, mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> workers_;
+  const std::function<void(std::int64_t, std::int64_t)>* body_ = nullptr;
+  std::int64_t n_ = 0;
+  int threads_ = 1, pending_ = 0;
+  std::uint64_t generation_ = 0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+};
+
+thread_local bool in_region = false;
+
 }  // namespace
 
 void set_num_threads(int n) {
@@ -35,5 +129,27 @@ void set_num_threads(int n) {
 }
 
 int get_num_threads() { return current_threads; }
+
+namespace detail {
+
+void parallel_for(std::int64_t n, double cost_per_item, const std::function<void(std::int64_t, std::int64_t)>& body) {
+  const int threads = static_cast<int>(std::min<std::int64_t>(current_threads, n));
+  if (threads <= 1 || in_region || cost_per_item * static_cast<double>(n) < kMinParallelFlops) {
+    if (n > 0) body(0, n);
+    return;
+  }
+  static Pool pool;
+  struct Region {  // one BLAS thread per worker while the region runs
+    Region() { in_region = true, openblas_set_num_threads(1); }
+    ~Region() { in_region = false, openblas_set_num_threads(current_threads); }
+  } region;
+  auto guarded = [&body](std::int64_t b, std::int64_t e) {
+    in_region = true;  // nested regions inside a worker run serially
+    body(b, e);
+  };
+  if (!pool.run(threads, n, guarded)) body(0, n);
+}
+
+}  // namespace detail
 
 }  // namespace microtorch

@@ -126,6 +126,68 @@ TEST_CASE("gradcheck: MultiheadAttention w.r.t. inputs and packed projection wei
       {q, kv, mha.in_proj_weight, mha.out_proj->weight}));
 }
 
+TEST_CASE("multi_head_attention equals SDPA on transposed heads, packed or not, on 1 and 2 threads") {
+  mt::manual_seed(27);
+  const std::int64_t N = 4, L = 64, S = 48, H = 4, D = 16;  // big enough to run in parallel
+  auto heads = [&](const Tensor& t, std::int64_t len, std::int64_t d) { return t.reshape({N, len, H, d}).transpose(1, 2); };
+  auto merge = [&](const Tensor& t) { return t.transpose(1, 2).reshape({N, L, -1}); };
+  const Tensor lengths = mt::tensor({45, 48, 1, 0}, mt::kInt64);  // sequence 3 sees nothing
+  const Mask mask = Mask::key_padding(lengths, S).unsqueeze(1) & Mask::additive(mt::randn({L, S}));
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    mt::set_num_threads(threads);
+    Tensor q = mt::randn({N, L, H * D}).requires_grad_(), k = mt::randn({N, S, H * D}).requires_grad_(),
+           v = mt::randn({N, S, H * 8}).requires_grad_();
+    auto [out, w] = mt::multi_head_attention(q, k, v, H, {.mask = mask});
+    auto [ref, ref_w] = mt::scaled_dot_product_attention(heads(q, L, D), heads(k, S, D), heads(v, S, 8), mask);
+    CHECK_CLOSE(out, merge(ref), 1e-5, 1e-6);
+    CHECK_CLOSE(w, ref_w, 1e-5, 1e-6);
+    const Tensor g = mt::randn(out.shape());
+    mt::TensorList grads;
+    for (const Tensor& y : {out, merge(ref)}) {
+      for (Tensor* t : {&q, &k, &v}) t->zero_grad();
+      y.backward(g);
+      for (Tensor* t : {&q, &k, &v}) grads.push_back(t->grad());
+    }
+    for (std::size_t i = 0; i < 3; ++i) CHECK_CLOSE(grads[i], grads[i + 3], 1e-4, 1e-5);
+
+    Tensor qkv = mt::randn({N, L, 3 * H * D}).requires_grad_();
+    auto [packed, packed_w] = mt::multi_head_attention_packed(qkv, H, {.mask = Mask::causal(L)});
+    const Tensor g2 = mt::randn(packed.shape());
+    packed.backward(g2);
+    const Tensor packed_grad = qkv.grad();
+    qkv.zero_grad();
+    const mt::TensorList parts = mt::chunk(qkv, 3, -1);
+    auto [sep, sep_w] = mt::multi_head_attention(parts[0], parts[1], parts[2], H, {.mask = Mask::causal(L)});
+    sep.backward(g2);
+    CHECK_CLOSE(packed, sep, 1e-6, 1e-7);
+    CHECK_CLOSE(packed_grad, qkv.grad(), 1e-6, 1e-7);
+
+    mt::NoGradGuard no_grad;  // no graph: averaged weights without a per-head buffer
+    auto [avg_out, avg_w] = mt::multi_head_attention(q, k, v, H, {.mask = mask, .average_weights = true});
+    CHECK_CLOSE(avg_out, out, 1e-6, 1e-7);
+    CHECK_CLOSE(avg_w, mt::mean(w, {1}), 1e-6, 1e-7);
+    auto [bare_out, none] = mt::multi_head_attention(q, k, v, H, {.mask = mask, .need_weights = false});
+    CHECK_CLOSE(bare_out, out, 1e-6, 1e-7);
+    CHECK_FALSE(none.defined());
+  }
+  mt::set_num_threads(1);
+}
+
+TEST_CASE("gradcheck: multi_head_attention, packed self-attention and MultiheadAttention's fused path") {
+  mt::manual_seed(29);
+  Tensor q = rand64({2, 3, 4}), k = rand64({2, 5, 4}), v = rand64({2, 5, 6}), qkv = rand64({2, 3, 12});
+  const Mask mask = Mask::key_padding(mt::tensor({3, 0}, mt::kInt64), 5).unsqueeze(1);
+  CHECK(mt::gradcheck([&](auto& in) { return std::get<0>(mt::multi_head_attention(in[0], in[1], in[2], 2, {.mask = mask})); },
+                      {q, k, v}));
+  CHECK(mt::gradcheck([](auto& in) { return std::get<0>(mt::multi_head_attention_packed(in[0], 2, {.scale = 0.3})); },
+                      {qkv}));
+  nn::MultiheadAttention mha(4, 2, {.batch_first = true, .dtype = mt::kFloat64});
+  Tensor x = rand64({2, 3, 4});
+  CHECK(mt::gradcheck([&](auto& in) { return std::get<0>(mha.forward(in[0], in[0], in[0], {.is_causal = true})); },
+                      {x, mha.in_proj_weight, mha.in_proj_bias, mha.out_proj->weight}));
+}
+
 TEST_CASE("MultiheadAttention errors: heads, feature sizes, lengths and masks") {
   CHECK_THROWS_MSG(nn::MultiheadAttention(10, 3), mt::ValueError, "embed_dim 10", "num_heads 3");
   nn::MultiheadAttention mha(8, 2, {.kdim = 3, .batch_first = true});

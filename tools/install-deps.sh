@@ -28,6 +28,7 @@ PACKAGES=(
   gcc-arm-none-eabi   # Cortex-M cross compiler: tools/mcu/run_kernels_qemu.sh, lowering tests
   picolibc-arm-none-eabi
   qemu-system-arm     # runs the Cortex-M builds (mps2-an385 / mps2-an386)
+  libbenchmark-dev    # Google Benchmark: benchmarks/ (make bench)
 )
 PACKAGES+=("$@")
 

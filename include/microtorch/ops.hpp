@@ -183,6 +183,29 @@ std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const T
                                                         const Mask& mask = Mask(), double dropout_p = 0.0,
                                                         bool is_causal = false, double scale = 0.0);
 
+/// Options of multi_head_attention.
+struct AttentionHeadsOptions {
+  Mask mask;                     ///< broadcasts against [N, H, L, S]
+  double dropout_p = 0.0;        ///< on the weights (pass 0 in eval)
+  double scale = 0.0;            ///< 0 = 1 / sqrt(D)
+  bool need_weights = true;      ///< false: the weights come back undefined
+  bool average_weights = false;  ///< weights [N, L, S], the mean over the heads
+};
+
+/// Multi-head attention on projected inputs, heads kept in place: q [N, L, H D],
+/// k [N, S, H D], v [N, S, H Dv]. The same as scaled_dot_product_attention on
+/// q.reshape({N, L, H, D}).transpose(1, 2) (likewise k, v) with the output merged back to
+/// [N, L, H Dv], but without copying any head: BLAS reads each head where the projection
+/// wrote it. Returns (output [N, L, H Dv], weights [N, H, L, S] or, averaged, [N, L, S]).
+/// Without a graph to record and without per-head weights to return, no L x S buffer
+/// outlives a head. This is what nn::MultiheadAttention runs.
+std::tuple<Tensor, Tensor> multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                std::int64_t num_heads, const AttentionHeadsOptions& options = {});
+/// multi_head_attention with q, k, v packed along the last dim of one tensor
+/// [N, L, 3 H D], as one input projection produces them for self-attention.
+std::tuple<Tensor, Tensor> multi_head_attention_packed(const Tensor& qkv, std::int64_t num_heads,
+                                                       const AttentionHeadsOptions& options = {});
+
 // ---- normalisation (ops/norm.cpp) ----------------------------------------------------
 /// Layer normalisation over the trailing dims given by normalized_shape:
 /// y = (x - mean) / sqrt(var + eps) * weight + bias, var biased (divides by n), as

@@ -1,5 +1,7 @@
-// linear: y = x W^T + b as one fused primitive (one GEMM with the transpose passed to BLAS,
-// the bias added in the same pass over the output).
+// linear: y = x W^T + b as one fused primitive: the output rows start as b and one GEMM
+// (beta = 1, the transpose passed to BLAS) adds x W^T to them.
+#include <algorithm>
+
 #include "gemm.hpp"
 
 namespace microtorch {
@@ -31,18 +33,27 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                                  dtype_name(x.dtype()), dtype_name(weight.dtype())));
   }
   const Tensor x2 = x.detach().reshape({-1, in_f});
-  Tensor y2 = detail::batched_gemm(x2, weight.detach(), false, true);
-  if (bias.defined()) {
-    detail::visit_floating(y2.dtype(), "linear", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      T* py = y2.data<T>();
+  const std::int64_t rows = x2.size(0);
+  Tensor y2 = Tensor::empty({rows, out_f}, x.dtype());
+  detail::visit_floating(y2.dtype(), "linear", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* py = y2.data<T>();
+    T beta = 0;
+    if (bias.defined() && rows > 0) {  // every row starts as b; the GEMM adds x W^T to it
       const T* pb = bias.data<T>();
-      for (std::int64_t r = 0, rows = y2.size(0); r < rows; ++r) {
-        for (std::int64_t c = 0; c < out_f; ++c) py[r * out_f + c] += pb[c];
+      for (std::int64_t r = 0; r < rows; ++r) std::copy_n(pb, out_f, py + r * out_f);
+      beta = 1;
+    }
+    if (rows > 0 && out_f > 0) {
+      if (in_f == 0) {
+        if (!bias.defined()) std::fill_n(py, rows * out_f, T(0));
+      } else {
+        detail::gemm(false, true, rows, out_f, in_f, T(1), x2.data<T>(), in_f, weight.data<T>(), in_f, beta, py,
+                     out_f);
       }
-      return 0;
-    });
-  }
+    }
+    return 0;
+  });
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   Tensor y = y2.reshape(out_shape);

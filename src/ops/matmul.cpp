@@ -10,21 +10,22 @@
 
 namespace microtorch {
 
-namespace {
+namespace detail {
 
-void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b, float* c) {
+void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+          std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(ta ? m : k), b,
-              static_cast<int>(tb ? k : n), 0.0f, c, static_cast<int>(n));
+              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+              beta, c, static_cast<int>(ldc));
 }
 
-void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const double* a, const double* b, double* c) {
+void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
+          std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0, a, static_cast<int>(ta ? m : k), b,
-              static_cast<int>(tb ? k : n), 0.0, c, static_cast<int>(n));
+              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+              beta, c, static_cast<int>(ldc));
 }
 
-/// Element offsets of each broadcast batch into a tensor whose batch dims are `dims`.
 std::vector<std::int64_t> batch_offsets(const Shape& dims, const Shape& batch, std::int64_t matrix_size) {
   const std::size_t lead = batch.size() - dims.size();
   Shape strides(batch.size(), 0);
@@ -47,10 +48,6 @@ std::vector<std::int64_t> batch_offsets(const Shape& dims, const Shape& batch, s
   return offsets;
 }
 
-}  // namespace
-
-namespace detail {
-
 Tensor batched_gemm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   const Shape& as = a.shape();
   const Shape& bs = b.shape();
@@ -68,8 +65,8 @@ Tensor batched_gemm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  Tensor c = zeros(out_shape, a.dtype());
-  if (m == 0 || n == 0 || k == 0) return c;
+  if (m == 0 || n == 0 || k == 0) return zeros(out_shape, a.dtype());
+  Tensor c = Tensor::empty(out_shape, a.dtype());  // every element is written (beta = 0)
   detail::visit_floating(a.dtype(), "matmul", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* pa = a.data<T>();
@@ -77,13 +74,13 @@ Tensor batched_gemm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
     T* pc = c.data<T>();
     if (numel_of(b_batch) == 1 && !ta && numel_of(a_batch) == numel_of(batch)) {
       // One matrix on the right, a plain batch on the left: fold the batch into the rows.
-      gemm(false, tb, numel_of(batch) * m, n, k, pa, pb, pc);
+      gemm(false, tb, numel_of(batch) * m, n, k, T(1), pa, k, pb, tb ? k : n, T(0), pc, n);
       return 0;
     }
     const auto offa = batch_offsets(a_batch, batch, ar * ac);
     const auto offb = batch_offsets(b_batch, batch, br * bc);
     for (std::size_t i = 0; i < offa.size(); ++i) {
-      gemm(ta, tb, m, n, k, pa + offa[i], pb + offb[i], pc + static_cast<std::int64_t>(i) * m * n);
+      gemm(ta, tb, m, n, k, T(1), pa + offa[i], ac, pb + offb[i], bc, T(0), pc + static_cast<std::int64_t>(i) * m * n, n);
     }
     return 0;
   });

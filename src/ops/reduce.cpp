@@ -1,4 +1,5 @@
 // Reductions: sum, mean, var, logsumexp, max/min (values and indices), argmax/argmin.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -27,6 +28,44 @@ Tensor reduce_map(const Tensor& x, Dtype d, const std::vector<std::int64_t>& dim
     return Tensor(xt::xarray<T>(reducer(xc.template array<T>(), axes_of(dims))));
   });
   return reshape(y, reduced_shape(x.shape(), dims, keepdim));
+}
+
+// Sum over a contiguous block of dims of a floating tensor, seen as (outer, n, inner) with
+// inner > 1: out[o, i] = sum_k x[o, k, i], accumulated row by row so that the inner loop
+// runs over contiguous memory (xtensor's reducer walks such axes element by element).
+// Returns an undefined tensor when the layout does not fit (the caller uses xtensor).
+Tensor sum_block(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim, double divisor) {
+  if (!x.is_floating_point() || dims.empty()) return Tensor();
+  for (std::size_t i = 1; i < dims.size(); ++i) {
+    if (dims[i] != dims[i - 1] + 1) return Tensor();
+  }
+  std::int64_t outer = 1, n = 1, inner = 1;
+  for (std::int64_t d = 0; d < x.dim(); ++d) {
+    const auto size = x.shape()[static_cast<std::size_t>(d)];
+    (d < dims.front() ? outer : d > dims.back() ? inner : n) *= size;
+  }
+  if (inner == 1) return Tensor();
+  Tensor y = Tensor::empty(reduced_shape(x.shape(), dims, keepdim), x.dtype());
+  detail::visit_floating(x.dtype(), "sum", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    for (std::int64_t o = 0; o < outer; ++o) {
+      T* out = py + o * inner;
+      const T* rows = px + o * n * inner;
+      if (n == 0) std::fill_n(out, inner, T(0));
+      else std::copy_n(rows, inner, out);
+      for (std::int64_t k = 1; k < n; ++k) {
+        const T* row = rows + k * inner;
+        for (std::int64_t i = 0; i < inner; ++i) out[i] += row[i];
+      }
+      if (divisor != 1.0) {
+        for (std::int64_t i = 0; i < inner; ++i) out[i] /= static_cast<T>(divisor);
+      }
+    }
+    return 0;
+  });
+  return y;
 }
 
 std::int64_t count_of(const Shape& shape, const std::vector<std::int64_t>& dims) {
@@ -68,9 +107,12 @@ void require_nonempty(const Tensor& x, const char* op) {
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims_in, bool keepdim) {
   const auto dims = reduction_dims(dims_in, x.dim(), "sum");
   const Dtype d = x.is_floating_point() ? x.dtype() : Dtype::Int64;
-  Tensor y = reduce_map(x.detach(), d, dims, keepdim, [](auto&& A, auto&& axes) {
-    return xt::sum(A, axes, xt::evaluation_strategy::immediate);
-  });
+  Tensor y = sum_block(x, dims, keepdim, 1.0);
+  if (!y.defined()) {
+    y = reduce_map(x.detach(), d, dims, keepdim, [](auto&& A, auto&& axes) {
+      return xt::sum(A, axes, xt::evaluation_strategy::immediate);
+    });
+  }
   return autograd::record(
       y, "sum", {x}, [shape = x.shape(), dims, keepdim](const Tensor& g) {
         return TensorList{expand_reduced(g, shape, dims, keepdim)};
@@ -88,10 +130,13 @@ Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims_in, bool keep
     throw ValueError(fmt::format("mean: no elements to average over dims of shape {}", shape_str(x.shape())));
   }
   const Dtype d = x.is_floating_point() ? x.dtype() : Dtype::Float32;
-  Tensor y = reduce_map(x.detach(), d, dims, keepdim, [n](auto&& A, auto&& axes) {
-    using T = typename std::decay_t<decltype(A)>::value_type;
-    return xt::sum(A, axes, xt::evaluation_strategy::immediate) / static_cast<T>(n);
-  });
+  Tensor y = sum_block(x, dims, keepdim, static_cast<double>(n));
+  if (!y.defined()) {
+    y = reduce_map(x.detach(), d, dims, keepdim, [n](auto&& A, auto&& axes) {
+      using T = typename std::decay_t<decltype(A)>::value_type;
+      return xt::sum(A, axes, xt::evaluation_strategy::immediate) / static_cast<T>(n);
+    });
+  }
   return autograd::record(
       y, "mean", {x}, [shape = x.shape(), dims, keepdim, n](const Tensor& g) {
         return TensorList{expand_reduced(g / static_cast<double>(n), shape, dims, keepdim)};

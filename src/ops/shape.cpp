@@ -7,7 +7,6 @@
 #include <cstring>
 #include <numeric>
 
-#include <xtensor/xbroadcast.hpp>
 
 #include "common.hpp"
 
@@ -50,6 +49,41 @@ Tensor reshape_as_view(const Tensor& x, const Shape& shape) {
   Tensor y(detail::make_impl(x.impl().storage, shape, x.dtype()));
   return autograd::record(y, "reshape", {x}, [from = x.shape()](const Tensor& g) { return TensorList{reshape(g, from)}; },
                           {{"shape", shape}});
+}
+
+// dst (of `shape`) = src (of src_shape, right-aligned, size-1 dims repeated), one row of
+// the last dim at a time: a copied row, or one value repeated when that dim broadcasts.
+template <class T>
+void broadcast_copy(const T* src, T* dst, const Shape& src_shape, const Shape& shape) {
+  const std::int64_t total = numel_of(shape);
+  if (total == 0) return;
+  if (numel_of(src_shape) == 1) {
+    std::fill_n(dst, total, src[0]);
+    return;
+  }
+  const std::size_t nd = shape.size(), lead = nd - src_shape.size();
+  Shape strides(nd, 0);
+  std::int64_t acc = 1;
+  for (std::size_t i = src_shape.size(); i-- > 0;) {
+    strides[i + lead] = src_shape[i] == 1 ? 0 : acc;
+    acc *= src_shape[i];
+  }
+  const std::int64_t inner = shape.back();
+  Shape idx(nd - 1, 0);
+  for (std::int64_t r = 0, rows = total / inner; r < rows; ++r) {
+    std::int64_t off = 0;
+    for (std::size_t d = 0; d + 1 < nd; ++d) off += idx[d] * strides[d];
+    T* out = dst + r * inner;
+    if (strides.back() != 0) {
+      std::copy_n(src + off, inner, out);
+    } else {
+      std::fill_n(out, inner, src[off]);
+    }
+    for (std::size_t d = nd - 1; d-- > 0;) {  // odometer increment over the leading dims
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
 }
 
 template <class T>
@@ -210,10 +244,10 @@ Tensor expand(const Tensor& x, const Shape& shape_in) {
     }
   }
   if (shape == x.shape()) return x;
-  Tensor y = visit_dtype(x.dtype(), [&](auto tag) {
+  Tensor y = Tensor::empty(shape, x.dtype());
+  visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    std::vector<std::size_t> xs(shape.begin(), shape.end());
-    return Tensor(xt::xarray<T>(xt::broadcast(x.array<T>(), xs)));
+    broadcast_copy(x.data<T>(), y.data<T>(), x.shape(), shape);
   });
   return autograd::record(y, "expand", {x}, [](const Tensor& g) { return TensorList{g}; }, {{"shape", shape}});
 }

@@ -1,0 +1,50 @@
+// benchmarks/bench_main.cpp — microtorch-bench: Google Benchmark's runner plus one extra mode.
+//
+//   microtorch-bench [--threads=1,2] [Google Benchmark flags]   time everything
+//   microtorch-bench --peak-memory=I                            peak bytes of one MHA
+//                                                               forward+backward at kShapes[I]
+//   microtorch-bench --blas-core                                the kernel set OpenBLAS chose
+//
+// tools/bench_table.py runs both (each peak in a fresh process) and prints the table.
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <string>
+
+#include <cblas.h>
+
+#include "benchmarks.hpp"
+
+int main(int argc, char** argv) {
+  std::vector<int> threads{1, 2};
+  std::vector<char*> args{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--peak-memory=", 0) == 0) {
+      const auto& s = bench::kShapes.at(std::stoul(a.substr(14)));
+      std::printf("%lld\n", static_cast<long long>(bench::mha_peak_memory(s)));
+      return 0;
+    }
+    if (a == "--blas-core") {
+      std::printf("%s\n", openblas_get_corename());
+      return 0;
+    }
+    if (a.rfind("--threads=", 0) == 0) {
+      threads.clear();
+      std::stringstream list(a.substr(10));
+      for (std::string t; std::getline(list, t, ',');) threads.push_back(std::stoi(t));
+      continue;
+    }
+    args.push_back(argv[i]);
+  }
+  for (int t : threads) {  // all single-thread runs first: no idle BLAS worker around them
+    bench::register_kernel_benchmarks(t);
+    bench::register_attention_benchmarks(t);
+    bench::register_training_benchmarks(t);
+  }
+  int n = static_cast<int>(args.size());
+  benchmark::Initialize(&n, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+}
