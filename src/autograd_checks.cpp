@@ -138,8 +138,9 @@ std::int64_t check_forward(const Tensor& out, std::string_view op, const TensorL
     const Scan si = scan(inputs[i]);
     input_nan = input_nan || si.nan > 0;
     input_inf = input_inf || si.inf > 0;
-    if (si.nan > 0 && so.nan > 0) {
-      // The first op to see the NaN: it came from outside the ops anomaly mode watched.
+    // The first op to use a NaN that came from outside the ops anomaly mode watched (copies
+    // such as the dtype conversion inside tensor({...}) only pass it on).
+    if (si.nan > 0 && so.nan > 0 && op != "to" && op != "clone") {
       throw AnomalyError(fmt::format(
           "anomaly: input {} of {}#{} already holds {} (shape {}); it was made by {}, so the NaN comes from the data, "
           "a parameter, or ops run before anomaly mode was switched on. Check the inputs with isfinite(x).all() {}",
