@@ -143,7 +143,7 @@ std::int64_t check_forward(const Tensor& out, std::string_view op, const TensorL
     if (si.nan > 0 && so.nan > 0 && op != "to" && op != "clone") {
       throw AnomalyError(fmt::format(
           "anomaly: input {} of {}#{} already holds {} (shape {}); it was made by {}, so the NaN comes from the data, "
-          "a parameter, or ops run before anomaly mode was switched on. Check the inputs with isfinite(x).all() {}",
+          "a parameter, or ops run before anomaly mode was switched on. Check the inputs with has_nonfinite(x) {}",
           i, op, seq, what_str(si, inputs[i].shape()), shape_str(inputs[i].shape()), origin_of(inputs[i], kDepth),
           kLegend));
     }
