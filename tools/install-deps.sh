@@ -27,6 +27,8 @@ PACKAGES=(
   gcc-arm-none-eabi   # Cortex-M cross compiler: tools/mcu/run_kernels_qemu.sh, lowering tests
   picolibc-arm-none-eabi
   qemu-system-arm     # runs the Cortex-M builds (mps2-an385 / mps2-an386)
+  clang               # the libFuzzer targets in tests/fuzz (make test, make fuzz)
+  libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes
 )
 PACKAGES+=("$@")
 
