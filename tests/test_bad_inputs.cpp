@@ -130,6 +130,15 @@ TEST_CASE("bad input: empty tensors: reductions without elements refuse, sums ar
   CHECK(mt::sum(e).item() == 0.0);
   CHECK(mt::matmul(mt::ones({2, 0}), mt::ones({0, 3})).shape() == mt::Shape{2, 3});
   CHECK(mt::softmax(e, -1).shape() == mt::Shape{0, 3});
+  // Found by fuzz_broadcast: a sum over an empty dim (xtensor walked a null pointer) and
+  // the backward of a matmul whose inner size is 0 (reshape could not infer a -1).
+  CHECK(mt::equal(mt::sum(mt::zeros({0, 1, 1, 2}), {0}, true), mt::zeros({1, 1, 1, 2})));
+  const Tensor a = mt::zeros({1, 1, 0}).requires_grad_(), b = mt::zeros({0}).requires_grad_();
+  const Tensor y = mt::matmul(a, b);
+  CHECK(y.shape() == mt::Shape{1, 1});
+  y.sum().backward();
+  CHECK(a.grad().shape() == mt::Shape{1, 1, 0});
+  CHECK(b.grad().shape() == mt::Shape{0});
 }
 
 // ---- autograd -----------------------------------------------------------------------------
