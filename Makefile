@@ -2,17 +2,21 @@
 #
 #   make demo      install missing packages, configure, build, then train the Iris transformer,
 #                  lower it to int16/int8 firmware and verify it on QEMU (examples/demo.cpp)
-#   make test      the same, then the doctest suite and the notebooks;
-#                  last line: "tests: N passed, M failed" (notebooks included)
+#   make test      the same, then the doctest suite, the notebooks, the suite again under
+#                  ASan + UBSan (build-asan) and a short run of each libFuzzer target
+#                  (build-fuzz, clang); last line: "tests: N passed, M failed (release ...,
+#                  notebooks ..., asan+ubsan ..., fuzz ...)" (tools/run-tests.sh)
 #   make notebooks only the notebooks (examples/notebooks, run by tools/run_notebooks.py)
+#   make fuzz      longer fuzzing: FUZZ_SECONDS per target (default 600)
+#   make bench     benchmarks/ next to PyTorch (tools/bench_table.py): one table
 #   make bench-mcu attention blocks lowered to Cortex-M4 firmware, measured under QEMU
 #                  (table on stdout and in $(BUILD)/mcu-bench.md; README "MCU benchmark")
-#   make bench     the same, then benchmarks/ next to PyTorch (tools/bench_table.py): one table
 #
 # Overrides: BUILD=dir (build directory, default build), JOBS=n (ninja -j),
 #            MESON_ARGS='-Dnative=true ...' (used when BUILD is first configured),
 #            TEST_ARGS='-tc=*matmul*' (doctest options),
 #            NOTEBOOK_ARGS='02_attention' (tools/run_notebooks.py options; NOTEBOOKS=0 skips them),
+#            SANITIZE=0 (skip the ASan/UBSan pass), FUZZ_SECONDS=n (per target; 0 skips),
 #            DEMO_OUT=dir (demo output, default demo-output), DESTDIR=... (make install).
 SHELL := bash
 BUILD = build
@@ -22,8 +26,17 @@ TEST_ARGS =
 DEMO_OUT = demo-output
 NOTEBOOKS = 1
 NOTEBOOK_ARGS =
+# The sanitizer pass: its own build directory (-O1, no debug info, no examples: it is built
+# on every clean CI run). It leaves out the cases that cross-compile and run firmware under
+# QEMU or compile emitted C: their scripts run that C under ASan + UBSan themselves.
+SANITIZE = 1
+ASAN_BUILD = build-asan
+ASAN_EXCLUDE = *QEMU*,*firmware*,*microtorch-lower*,*random small graphs*
+# libFuzzer targets (tests/fuzz), built with clang in their own directory.
+FUZZ_BUILD = build-fuzz
+FUZZ_SECONDS = 10
 
-.PHONY: deps build test notebooks demo bench bench-mcu install clean
+.PHONY: deps build build-asan build-fuzz test notebooks fuzz demo bench bench-mcu install clean
 
 deps:
 	@tools/install-deps.sh
@@ -32,32 +45,28 @@ build: deps
 	@test -f $(BUILD)/build.ninja || meson setup $(BUILD) --buildtype=release $(MESON_ARGS)
 	ninja -C $(BUILD) $(if $(JOBS),-j $(JOBS))
 
-# Runs the suite, then condenses doctest's "[doctest] test cases: T | P passed | F failed"
-# into one line. A crash before the summary counts as a failure. Then each notebook is
-# compiled and run as a program (tools/run_notebooks.py prints "notebooks: N passed, M
-# failed"); every notebook counts as one test in the final line.
-test: build
-	@set +e; log=$(BUILD)/tests/last-run.log; \
-	$(BUILD)/tests/microtorch-tests $(TEST_ARGS) 2>&1 | tee $$log; rc=$${PIPESTATUS[0]}; \
-	summary=$$(sed -E 's/\x1b\[[0-9;]*m//g' $$log | grep -a '\[doctest\] test cases:' | tail -n 1); \
-	passed=$$(sed -nE 's/.*[|] *([0-9]+) passed.*/\1/p' <<<"$$summary"); \
-	failed=$$(sed -nE 's/.*[|] *([0-9]+) failed.*/\1/p' <<<"$$summary"); \
-	passed=$${passed:-0}; failed=$${failed:-0}; \
-	if [[ $$rc -ne 0 && $$failed -eq 0 ]]; then \
-	  echo "make test: microtorch-tests exited with status $$rc" >&2; failed=1; fi; \
-	if [[ "$(NOTEBOOKS)" != 0 ]]; then \
-	  nblog=$(BUILD)/notebooks-last-run.log; \
-	  python3 tools/run_notebooks.py --build $(BUILD) $(NOTEBOOK_ARGS) 2>&1 | tee $$nblog; nbrc=$${PIPESTATUS[0]}; \
-	  nbsummary=$$(grep -a '^notebooks: ' $$nblog | tail -n 1); \
-	  nbpassed=$$(sed -nE 's/^notebooks: ([0-9]+) passed.*/\1/p' <<<"$$nbsummary"); \
-	  nbfailed=$$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$$nbsummary"); \
-	  nbpassed=$${nbpassed:-0}; nbfailed=$${nbfailed:-0}; \
-	  if [[ $$nbrc -ne 0 && $$nbfailed -eq 0 ]]; then \
-	    echo "make test: tools/run_notebooks.py exited with status $$nbrc" >&2; nbfailed=1; fi; \
-	  passed=$$((passed + nbpassed)); failed=$$((failed + nbfailed)); \
-	fi; \
-	echo "tests: $$passed passed, $$failed failed"; \
-	[[ $$failed -eq 0 ]]
+build-asan: deps
+	@test -f $(ASAN_BUILD)/build.ninja || meson setup $(ASAN_BUILD) --buildtype=plain \
+	  -Dcpp_args=-O1 -Dc_args=-O1 -Db_sanitize=address,undefined -Dexamples=false
+	ninja -C $(ASAN_BUILD) $(if $(JOBS),-j $(JOBS))
+
+build-fuzz: deps
+	@test -f $(FUZZ_BUILD)/build.ninja || CXX=clang++ CC=clang meson setup $(FUZZ_BUILD) \
+	  --buildtype=debugoptimized -Db_sanitize=address,undefined -Ddefault_library=static -Db_lundef=false \
+	  -Dfuzz=true -Dtests=false -Dexamples=false
+	ninja -C $(FUZZ_BUILD) $(if $(JOBS),-j $(JOBS))
+
+# The suites and the fuzz runs; tools/run-tests.sh prints the one-line summary and fails
+# when anything failed (a crash or a sanitizer report counts as a failure).
+test: build $(if $(filter 1,$(SANITIZE)),build-asan) $(if $(filter-out 0,$(FUZZ_SECONDS)),build-fuzz)
+	@BUILD=$(BUILD) TEST_ARGS='$(TEST_ARGS)' ASAN_EXCLUDE='$(ASAN_EXCLUDE)' FUZZ_SECONDS=$(FUZZ_SECONDS) \
+	  NOTEBOOKS=$(NOTEBOOKS) NOTEBOOK_ARGS='$(NOTEBOOK_ARGS)' \
+	  ASAN_BUILD=$(if $(filter 1,$(SANITIZE)),$(ASAN_BUILD)) FUZZ_BUILD=$(FUZZ_BUILD) tools/run-tests.sh
+
+# Longer fuzzing, e.g. make fuzz FUZZ_SECONDS=3600; findings land in build-fuzz/crash-*.
+fuzz: FUZZ_SECONDS = 600
+fuzz: build-fuzz
+	@BUILD=$(BUILD) ASAN_BUILD= FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tools/run-tests.sh --fuzz-only
 
 notebooks: build
 	@python3 tools/run_notebooks.py --build $(BUILD) $(NOTEBOOK_ARGS)
@@ -79,4 +88,4 @@ install: build
 	meson install -C $(BUILD)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -128,6 +128,7 @@ void SGD::step() {
         w[k] -= lr * d;
       }
     });
+    p.bump_version();  // written through data(): a graph that saved p must not backprop any more
   }
 }
 
@@ -194,6 +195,7 @@ void adam_step(const std::vector<Tensor>& params, std::vector<AdamParamState>& s
         w[k] += neg_step * (m[k] / denom);
       }
     });
+    p.bump_version();
   }
 }
 
@@ -274,6 +276,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
         const T c = static_cast<T>(coef);
         for (std::int64_t k = 0; k < g.numel(); ++k) d[k] *= c;
       });
+      g.bump_version();
     }
   }
   return total;

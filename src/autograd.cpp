@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "microtorch/ops.hpp"
+#include "autograd_checks.hpp"
 
 namespace microtorch {
 
@@ -74,6 +75,7 @@ bool needs_recording(const TensorList& inputs) {
 
 Tensor record_node(Tensor out, std::string_view op, const TensorList& inputs, BackwardFn backward, Attrs attrs) {
   const bool grad = needs_recording(inputs);
+  const std::int64_t anomaly_seq = detail::anomaly_enabled ? detail::check_forward(out, op, inputs, attrs) : 0;
   // Without a trace only floating outputs can carry gradients; a trace also records integer
   // results (token ids reshaped for an embedding, argmax) so the graph sees them.
   if (!(grad || tracing) || (!tracing && !out.is_floating_point())) return out;
@@ -100,6 +102,8 @@ Tensor record_node(Tensor out, std::string_view op, const TensorList& inputs, Ba
     }
     node->inputs.push_back(std::move(e));
   }
+  node->anomaly_seq = anomaly_seq;
+  if (grad) detail::note_versions(*node, inputs, out);
   out.impl().grad_fn = std::move(node);
   out.impl().requires_grad = grad;  // a trace alone records, but does not ask for gradients
   return out;
@@ -165,6 +169,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
   }
   NoGradGuard no_grad;
   g = g.to(root.dtype());
+  if (detail::anomaly_enabled) detail::check_seed(g);
   if (root.is_leaf()) {
     accumulate_leaf(root.impl(), g);
     return;
@@ -216,7 +221,9 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
       }
       NeedsGrad needs(n->inputs.size());
       for (std::size_t i = 0; i < needs.size(); ++i) needs[i] = n->inputs[i].requires_grad;
+      detail::check_versions(*n);
       TensorList input_grads = n->backward(gn, needs);
+      if (detail::anomaly_enabled) detail::check_backward(*n, gn, input_grads);
       if (input_grads.size() != n->inputs.size()) {
         throw AutogradError(fmt::format("{}: backward returned {} gradients for {} inputs", n->name(),
                                         input_grads.size(), n->inputs.size()));

@@ -53,6 +53,7 @@ Tensor& fill_random(Tensor& t, const char* op, Draw draw) {
     T* p = t.data<T>();
     for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<T>(draw(g));
   });
+  t.bump_version();
   return t;
 }
 

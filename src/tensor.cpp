@@ -194,6 +194,7 @@ Tensor& Tensor::fill_(double value) {
     using T = typename decltype(tag)::type;
     std::fill_n(data<T>(), numel(), static_cast<T>(value));
   });
+  bump_version();
   return *this;
 }
 
@@ -212,6 +213,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
     const xt::xarray<T> src_b = xt::broadcast(s.array<T>(), impl().xshape);
     std::copy(src_b.begin(), src_b.end(), data<T>());
   });
+  bump_version();
   return *this;
 }
 
@@ -237,6 +239,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
       }
     }
   });
+  bump_version();
   return *this;
 }
 
@@ -251,6 +254,7 @@ Tensor& Tensor::mul_(double factor) {
       for (std::int64_t i = 0, n = numel(); i < n; ++i) p[i] *= f;
     }
   });
+  bump_version();
   return *this;
 }
 

@@ -29,6 +29,8 @@ PACKAGES=(
   picolibc-arm-none-eabi
   qemu-system-arm     # runs the Cortex-M builds (mps2-an385 / mps2-an386)
   libbenchmark-dev    # Google Benchmark: benchmarks/ (make bench)
+  clang               # the libFuzzer targets in tests/fuzz (make test, make fuzz)
+  libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes
 )
 PACKAGES+=("$@")
 

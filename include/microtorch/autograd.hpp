@@ -38,6 +38,30 @@ class NoGradGuard {
   bool previous_;
 };
 
+/// Anomaly mode (PyTorch's torch.autograd.set_detect_anomaly), per thread, off by default.
+/// While on, every op checks its floating output and every backward step checks the
+/// gradients it produced; the first NaN or Inf that an op *creates* (its inputs were
+/// finite) throws AnomalyError naming the op, its input and output shapes, the element,
+/// and the chain of recorded ops that made its inputs, e.g.
+///   anomaly: LogBackward (op #3 of the forward) produced NaN in the gradient of input 0 ...
+/// Infinities are not anomalies in ops told to write them (masked_fill(x, m, -inf)) or
+/// when an input already holds one (scores + an additive -inf mask). Costs one check of a
+/// thread-local flag per op when off; a pass over each output and gradient when on.
+bool is_anomaly_enabled();
+void set_detect_anomaly(bool enabled);
+
+/// RAII: anomaly mode on (or off) while it lives.
+class DetectAnomalyGuard {
+ public:
+  explicit DetectAnomalyGuard(bool enabled = true) : previous_(is_anomaly_enabled()) { set_detect_anomaly(enabled); }
+  ~DetectAnomalyGuard() { set_detect_anomaly(previous_); }
+  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
+  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 namespace autograd {
 
 /// An attribute of a recorded op (a dim, a scale, a shape, ...).
@@ -60,6 +84,11 @@ struct Edge {
   /// can read constants (a scalar in `x * 0.5`, an attention mask) and fold subgraphs that
   /// do not depend on the traced input. Empty in normal autograd.
   std::shared_ptr<TensorImpl> value;
+  /// The input's memory and its version when the op ran (see Storage::version); set only
+  /// for ops whose backward reads its inputs' values. Backward refuses to run when the
+  /// memory is still alive and has been written in place since.
+  std::weak_ptr<Storage> storage;
+  std::uint64_t version = 0;
 };
 
 /// One recorded op.
@@ -72,6 +101,9 @@ class Node {
   Shape shape;              // of the output
   Dtype dtype = Dtype::Float32;
   std::weak_ptr<TensorImpl> output;  // for retain_grad(); weak, so no cycle
+  std::weak_ptr<Storage> output_storage;  // with output_version: as Edge::storage, for the output
+  std::uint64_t output_version = 0;
+  std::int64_t anomaly_seq = 0;  // 1, 2, ... for ops recorded in anomaly mode, else 0
 
   Node() = default;
   Node(const Node&) = delete;

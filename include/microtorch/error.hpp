@@ -45,6 +45,14 @@ class AutogradError : public Error {
   using Error::Error;
 };
 
+/// Anomaly mode (set_detect_anomaly / DetectAnomalyGuard) found an op whose forward or
+/// backward produced NaN or Inf; the message names the op, its shapes and how its inputs
+/// were made.
+class AnomalyError : public AutogradError {
+ public:
+  using AutogradError::AutogradError;
+};
+
 /// A file that cannot be read or written, or whose contents are not valid.
 class IoError : public Error {
  public:

@@ -30,6 +30,10 @@ using Buffer = typename xt::xarray<T>::storage_type;
 /// Memory shared by a tensor and the tensors that alias it (view, reshape, detach).
 struct Storage {
   std::variant<Buffer<float>, Buffer<double>, Buffer<std::int64_t>, Buffer<bool>> buffer;
+  /// Bumped by every in-place write (add_, copy_, an optimizer step, ...). Recorded ops
+  /// note it for the tensors their backward reads, and backward refuses to run when it
+  /// has moved since (PyTorch's "modified by an inplace operation").
+  std::uint64_t version = 0;
 };
 
 /// What a Tensor handle points to. Users never touch it directly.
@@ -153,6 +157,12 @@ class Tensor {
   Tensor& mul_(double factor);
   Tensor& uniform_(double low = 0.0, double high = 1.0);
   Tensor& normal_(double mean = 0.0, double std = 1.0);
+  /// How many in-place writes the memory of this tensor has seen (shared by its views;
+  /// PyTorch's `_version`).
+  std::uint64_t version() const { return impl().storage->version; }
+  /// Call after writing through data<T>() behind the tape's back (as optimizers do), so
+  /// that a backward that still needs the old values refuses to run.
+  void bump_version() const { ++impl().storage->version; }
 
   // ---- method spellings of the free functions in ops.hpp -----------------------------
   Tensor reshape(const Shape& shape) const;

@@ -98,7 +98,9 @@ using detail::batched_gemm;
 Tensor matmul_grad_b(const Tensor& a, const Tensor& g, const Tensor& b) {
   if (b.dim() == 2 && a.dim() > 2 && numel_of(Shape(g.shape().begin(), g.shape().end() - 2)) ==
                                          numel_of(Shape(a.shape().begin(), a.shape().end() - 2))) {
-    return batched_gemm(reshape(a, {-1, a.size(-1)}), reshape(g, {-1, g.size(-1)}), true, false);
+    // The row counts are spelled out: reshape's -1 cannot infer them when a size is 0.
+    const auto rows = [](const Tensor& t) { return numel_of(Shape(t.shape().begin(), t.shape().end() - 1)); };
+    return batched_gemm(reshape(a, {rows(a), a.size(-1)}), reshape(g, {rows(g), g.size(-1)}), true, false);
   }
   return batched_gemm(a, g, true, false);
 }

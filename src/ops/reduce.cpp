@@ -21,6 +21,10 @@ std::vector<std::size_t> axes_of(const std::vector<std::int64_t>& dims) { return
 /// Evaluates reducer(A, axes) for a tensor converted to `d` and gives it the reduced shape.
 template <class Reducer>
 Tensor reduce_map(const Tensor& x, Dtype d, const std::vector<std::int64_t>& dims, bool keepdim, Reducer reducer) {
+  // No elements: xtensor's reducers would walk a null data pointer (undefined behaviour).
+  // The result is empty too, or the sum of nothing; mean, max and the like refuse empty
+  // reductions before they get here.
+  if (x.numel() == 0) return zeros(reduced_shape(x.shape(), dims, keepdim), d);
   const Tensor xc = x.dtype() == d ? x : x.detach().to(d);
   Tensor y = detail::visit_numeric(d, "reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# tools/run-tests.sh — what `make test` runs once the builds are done: the doctest suite
+# (release build), the same suite under AddressSanitizer + UndefinedBehaviorSanitizer +
+# LeakSanitizer, and a short bounded run of every libFuzzer target. Ends with one line:
+#
+#   tests: N passed, M failed (release P/T, asan+ubsan P/T, fuzz P/T targets)
+#
+# N and M add up every doctest case of both suites and every fuzz target; a crash, a
+# sanitizer report or a fuzzer finding counts as a failure, and the exit status is
+# non-zero when M > 0. Settings come from the environment (the Makefile passes them):
+#
+#   BUILD=build  ASAN_BUILD=build-asan (empty: skip)  FUZZ_BUILD=build-fuzz (empty: skip)
+#   TEST_ARGS='...'     doctest options for both suites
+#   ASAN_EXCLUDE='...'  doctest -tce patterns the sanitizer pass leaves out
+#   FUZZ_SECONDS=10     per fuzz target
+#   NOTEBOOKS=1         0 skips the notebooks (tools/run_notebooks.py); NOTEBOOK_ARGS its options
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=${BUILD:-build}
+ASAN_BUILD=${ASAN_BUILD-build-asan}
+FUZZ_BUILD=${FUZZ_BUILD-build-fuzz}
+TEST_ARGS=${TEST_ARGS:-}
+ASAN_EXCLUDE=${ASAN_EXCLUDE:-}
+FUZZ_SECONDS=${FUZZ_SECONDS:-10}
+NOTEBOOKS=${NOTEBOOKS:-1}
+NOTEBOOK_ARGS=${NOTEBOOK_ARGS:-}
+
+total_passed=0
+total_failed=0
+parts=()
+
+# run_suite LABEL BINARY LOG [doctest args...]: runs the suite, condenses doctest's
+# "[doctest] test cases: T | P passed | F failed" line; a crash before it counts as a failure.
+run_suite() {
+  local label=$1 bin=$2 log=$3
+  shift 3
+  "$bin" "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local summary passed failed
+  summary=$(sed -E 's/\x1b\[[0-9;]*m//g' "$log" | grep -a '\[doctest\] test cases:' | tail -n 1)
+  passed=$(sed -nE 's/.*[|] *([0-9]+) passed.*/\1/p' <<<"$summary")
+  failed=$(sed -nE 's/.*[|] *([0-9]+) failed.*/\1/p' <<<"$summary")
+  passed=${passed:-0}
+  failed=${failed:-0}
+  if [[ $rc -ne 0 && $failed -eq 0 ]]; then
+    echo "make test: $label suite exited with status $rc (a crash or a sanitizer report; see $log)" >&2
+    failed=1
+  fi
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+  parts+=("$label $passed/$((passed + failed))")
+}
+
+fuzz_only=false
+[[ ${1:-} == --fuzz-only ]] && fuzz_only=true  # make fuzz
+
+if ! $fuzz_only; then
+  # shellcheck disable=SC2086  # TEST_ARGS is a list of options
+  run_suite release "$BUILD/tests/microtorch-tests" "$BUILD/tests/last-run.log" $TEST_ARGS
+fi
+
+# Each notebook compiled and run as a program: "notebooks: N passed, M failed".
+if [[ $NOTEBOOKS != 0 ]] && ! $fuzz_only; then
+  echo
+  nblog=$BUILD/notebooks-last-run.log
+  # shellcheck disable=SC2086
+  python3 tools/run_notebooks.py --build "$BUILD" $NOTEBOOK_ARGS 2>&1 | tee "$nblog"
+  nbrc=${PIPESTATUS[0]}
+  nbsummary=$(grep -a '^notebooks: ' "$nblog" | tail -n 1)
+  nbpassed=$(sed -nE 's/^notebooks: ([0-9]+) passed.*/\1/p' <<<"$nbsummary")
+  nbfailed=$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$nbsummary")
+  nbpassed=${nbpassed:-0}
+  nbfailed=${nbfailed:-0}
+  if [[ $nbrc -ne 0 && $nbfailed -eq 0 ]]; then
+    echo "make test: tools/run_notebooks.py exited with status $nbrc" >&2
+    nbfailed=1
+  fi
+  total_passed=$((total_passed + nbpassed))
+  total_failed=$((total_failed + nbfailed))
+  parts+=("notebooks $nbpassed/$((nbpassed + nbfailed))")
+fi
+
+if [[ -n $ASAN_BUILD ]] && ! $fuzz_only; then
+  echo
+  echo "== the suite again under AddressSanitizer + UndefinedBehaviorSanitizer ($ASAN_BUILD)"
+  exclude=()
+  [[ -n $ASAN_EXCLUDE ]] && exclude=("-tce=$ASAN_EXCLUDE")
+  # halt_on_error: a UBSan report fails the run instead of scrolling past. LeakSanitizer
+  # is on (ASan's default on Linux): a leaked graph or tensor fails the run at exit.
+  # shellcheck disable=SC2086
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    run_suite asan+ubsan "$ASAN_BUILD/tests/microtorch-tests" "$ASAN_BUILD/tests/last-run.log" \
+    "${exclude[@]}" $TEST_ARGS
+fi
+
+if [[ -n $FUZZ_BUILD && $FUZZ_SECONDS -gt 0 ]]; then
+  echo
+  echo "== libFuzzer targets, ${FUZZ_SECONDS}s each, from the committed seeds in tests/fuzz/corpus ($FUZZ_BUILD)"
+  fuzz_passed=0
+  fuzz_failed=0
+  for fuzzer in "$FUZZ_BUILD"/tests/fuzz/fuzz_*; do
+    [[ -x $fuzzer && -f $fuzzer ]] || continue
+    name=${fuzzer##*/fuzz_}
+    # New inputs go to a scratch directory; the committed corpus is only read.
+    scratch="$FUZZ_BUILD/corpus/$name"
+    mkdir -p "$scratch"
+    log="$FUZZ_BUILD/fuzz-$name.log"
+    if UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$fuzzer" "$scratch" "tests/fuzz/corpus/$name" \
+      -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
+      -artifact_prefix="$FUZZ_BUILD/crash-$name-" >"$log" 2>&1; then
+      echo "fuzz_$name: ok, $(grep -aoE '#[0-9]+' "$log" | tail -n 1 | tr -d '#') runs"
+      fuzz_passed=$((fuzz_passed + 1))
+    else
+      echo "fuzz_$name: FAILED; the input is in $FUZZ_BUILD/crash-$name-*, the report in $log:" >&2
+      tail -n 30 "$log" >&2
+      fuzz_failed=$((fuzz_failed + 1))
+    fi
+  done
+  total_passed=$((total_passed + fuzz_passed))
+  total_failed=$((total_failed + fuzz_failed))
+  parts+=("fuzz $fuzz_passed/$((fuzz_passed + fuzz_failed)) targets")
+fi
+
+summary=$(IFS=,; echo "${parts[*]}" | sed 's/,/, /g')
+echo "tests: $total_passed passed, $total_failed failed ($summary)"
+[[ $total_failed -eq 0 ]]
