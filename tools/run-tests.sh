@@ -30,26 +30,29 @@ total_passed=0
 total_failed=0
 parts=()
 
-# run_suite LABEL BINARY LOG [doctest args...]: runs the suite, condenses doctest's
-# "[doctest] test cases: T | P passed | F failed" line; a crash before it counts as a failure.
-run_suite() {
-  local label=$1 bin=$2 log=$3
-  shift 3
-  "$bin" "$@" 2>&1 | tee "$log"
-  local rc=${PIPESTATUS[0]}
-  local summary passed failed
-  summary=$(sed -E 's/\x1b\[[0-9;]*m//g' "$log" | grep -a '\[doctest\] test cases:' | tail -n 1)
-  passed=$(sed -nE 's/.*[|] *([0-9]+) passed.*/\1/p' <<<"$summary")
-  failed=$(sed -nE 's/.*[|] *([0-9]+) failed.*/\1/p' <<<"$summary")
-  passed=${passed:-0}
-  failed=${failed:-0}
+# tally LABEL RC PASSED FAILED LOG: adds one pass's counts to the totals; a non-zero exit
+# status with no failure counted (a crash, a sanitizer report) counts as one failure.
+tally() {
+  local label=$1 rc=$2 passed=${3:-0} failed=${4:-0} log=$5
   if [[ $rc -ne 0 && $failed -eq 0 ]]; then
-    echo "make test: $label suite exited with status $rc (a crash or a sanitizer report; see $log)" >&2
+    echo "make test: $label exited with status $rc (a crash or a sanitizer report; see $log)" >&2
     failed=1
   fi
   total_passed=$((total_passed + passed))
   total_failed=$((total_failed + failed))
   parts+=("$label $passed/$((passed + failed))")
+}
+
+# run_suite LABEL BINARY LOG [doctest args...]: runs the suite and tallies doctest's
+# "[doctest] test cases: T | P passed | F failed" line.
+run_suite() {
+  local label=$1 bin=$2 log=$3
+  shift 3
+  "$bin" "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]} summary
+  summary=$(sed -E 's/\x1b\[[0-9;]*m//g' "$log" | grep -a '\[doctest\] test cases:' | tail -n 1)
+  tally "$label" "$rc" "$(sed -nE 's/.*[|] *([0-9]+) passed.*/\1/p' <<<"$summary")" \
+    "$(sed -nE 's/.*[|] *([0-9]+) failed.*/\1/p' <<<"$summary")" "$log"
 }
 
 fuzz_only=false
@@ -68,17 +71,8 @@ if [[ $NOTEBOOKS != 0 ]] && ! $fuzz_only; then
   python3 tools/run_notebooks.py --build "$BUILD" $NOTEBOOK_ARGS 2>&1 | tee "$nblog"
   nbrc=${PIPESTATUS[0]}
   nbsummary=$(grep -a '^notebooks: ' "$nblog" | tail -n 1)
-  nbpassed=$(sed -nE 's/^notebooks: ([0-9]+) passed.*/\1/p' <<<"$nbsummary")
-  nbfailed=$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$nbsummary")
-  nbpassed=${nbpassed:-0}
-  nbfailed=${nbfailed:-0}
-  if [[ $nbrc -ne 0 && $nbfailed -eq 0 ]]; then
-    echo "make test: tools/run_notebooks.py exited with status $nbrc" >&2
-    nbfailed=1
-  fi
-  total_passed=$((total_passed + nbpassed))
-  total_failed=$((total_failed + nbfailed))
-  parts+=("notebooks $nbpassed/$((nbpassed + nbfailed))")
+  tally notebooks "$nbrc" "$(sed -nE 's/^notebooks: ([0-9]+) passed.*/\1/p' <<<"$nbsummary")" \
+    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$nbsummary")" "$nblog"
 fi
 
 if [[ -n $ASAN_BUILD ]] && ! $fuzz_only; then
