@@ -257,6 +257,18 @@ TEST_CASE("lower: inputs beyond the calibrated range saturate (never wrap) and t
   CHECK(sim.limit_counts()[static_cast<std::size_t>(p.output)] >= 1);
 }
 
+TEST_CASE("lower: a bias that would overflow int32 at the accumulator's format costs the weights bits, not saturation") {
+  // Tiny activations get a fine format (frac ~ 20); with weights at frac ~ 16 a bias of 0.4
+  // would need 0.4 * 2^36 in int32. (Found by tests/fuzz/fuzz_lower.cpp.)
+  const Tensor w = mt::tensor({{0.9, -0.7}, {0.3, 0.5}}), b = mt::tensor({0.4, -0.3});
+  auto fn = [&](const Tensor& x) { return mt::linear(x * 0.001, w, b); };
+  const lower::Graph g = lower::trace(fn, mt::zeros({1, 2}));
+  const Tensor xs = mt::randn({10, 2});
+  const lower::Program p = lower::quantize(g, lower::calibrate(g, xs), options(16, "bias"));
+  lower::Simulator sim(p);
+  for (std::int64_t i = 0; i < 10; ++i) CHECK_CLOSE(sim.forward(xs.slice(0, i, i + 1)), fn(xs.slice(0, i, i + 1)), 0.0, 1e-4);
+}
+
 TEST_CASE("lower: cat of activations and constants in different formats, with transposed views") {
   mt::manual_seed(14);
   const Tensor c = mt::randn({2, 5}) * 10.0;

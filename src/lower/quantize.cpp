@@ -561,7 +561,12 @@ class Lowering {
     if (w.dim() != 2) fail(n, "the weight must be 2-D [out, in]");
     const auto [x, x_stride] = strided_rows(n, act(n, x_id));
     const std::int64_t in = w.size(1), out = w.size(0), rows = numel(x.shape) / in;
-    const int fx = frac(x), fw = choose_frac(absmax(w), wbits_);
+    const int fx = frac(x);
+    int fw = choose_frac(absmax(w), wbits_);
+    // The bias is an int32 in the accumulator's format Q(fx + fw): when x is very finely
+    // scaled (tiny activations) that format may not hold the bias; then the weights give up
+    // fraction bits until it does, instead of the bias saturating.
+    if (b_id >= 0 && is_const(b_id)) fw = std::min(fw, choose_frac(absmax(data(b_id)), 32) - fx);
     const std::string wname = const_name(n.inputs[1]);
     const auto wb = weight(w, wbits_ == 16 ? Elem::S16 : Elem::S8, fw, wname, wname);
     std::int64_t bb = -1;
