@@ -53,7 +53,7 @@ build-asan: deps
 build-fuzz: deps
 	@test -f $(FUZZ_BUILD)/build.ninja || CXX=clang++ CC=clang meson setup $(FUZZ_BUILD) \
 	  --buildtype=debugoptimized -Db_sanitize=address,undefined -Ddefault_library=static -Db_lundef=false \
-	  -Dfuzz=true -Dtests=false -Dexamples=false
+	  -Dfuzz=true -Dtests=false -Dexamples=false -Dbenchmarks=disabled
 	ninja -C $(FUZZ_BUILD) $(if $(JOBS),-j $(JOBS))
 
 # The suites and the fuzz runs; tools/run-tests.sh prints the one-line summary and fails

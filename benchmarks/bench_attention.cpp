@@ -80,8 +80,8 @@ void sdpa_fwd_bwd(benchmark::State& state, AttentionShape s, int threads) {
 void register_attention_benchmarks(int t) {
   for (const auto& s : kShapes) {
     const std::string tag = shape_tag(s) + "/threads:" + std::to_string(t);
-    for (auto [name, fn] : {std::pair{"mha_fwd/", mha_fwd}, std::pair{"mha_fwd_bwd/", mha_fwd_bwd},
-                            std::pair{"mha_infer/", mha_infer}, std::pair{"sdpa_fwd_bwd/", sdpa_fwd_bwd}}) {
+    for (auto [name, fn] : {std::pair{"mha_fwd/", &mha_fwd}, std::pair{"mha_fwd_bwd/", &mha_fwd_bwd},
+                            std::pair{"mha_infer/", &mha_infer}, std::pair{"sdpa_fwd_bwd/", &sdpa_fwd_bwd}}) {
       benchmark::RegisterBenchmark((name + tag).c_str(), fn, s, t)->UseRealTime()->Unit(benchmark::kMicrosecond);
     }
   }
