@@ -60,7 +60,8 @@ template <class V, class I>
   p = p * r * r + r + 1.0f;
   I bits;
   if constexpr (std::is_same_v<V, float>) {
-    bits = (static_cast<std::int32_t>(n) + 127) << 23;
+    if (n != n) return x;  // NaN: converting it to an integer would be undefined
+    bits = static_cast<I>(static_cast<std::uint32_t>(static_cast<std::int32_t>(n) + 127) << 23);  // n + 127 in [1, 127]
   } else {
     bits = (__builtin_convertvector(n, I) + 127) << 23;
   }
