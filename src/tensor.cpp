@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <new>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 #include <fmt/format.h>
 #include <xtensor/xbroadcast.hpp>
@@ -73,22 +71,6 @@ void check_inplace(const Tensor& t, const char* op) {
   }
 }
 
-// A fresh large buffer is written once right after it is allocated, page by page, and each
-// first touch of a 4 KB page is a fault (a few microseconds in a VM). Transparent huge
-// pages in the kernel's "madvise" mode make that one fault per 2 MB: the buffer's 2 MB-
-// aligned interior is advised so. Memory is still returned when the buffer is freed.
-void advise_huge_pages(void* data, std::size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
-  if (bytes < kHuge) return;
-  const auto start = reinterpret_cast<std::uintptr_t>(data);
-  const std::uintptr_t begin = (start + kHuge - 1) & ~(kHuge - 1), end = (start + bytes) & ~(kHuge - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-#else
-  (void)data, (void)bytes;
-#endif
-}
-
 }  // namespace
 
 Tensor Tensor::empty(const Shape& shape, Dtype dtype) {
@@ -98,9 +80,13 @@ Tensor Tensor::empty(const Shape& shape, Dtype dtype) {
   const auto n = static_cast<std::size_t>(numel_of(shape));
   auto storage = visit_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    auto s = std::make_shared<Storage>(Storage{Buffer<T>(n)});
-    advise_huge_pages(std::get<Buffer<T>>(s->buffer).data(), n * sizeof(T));
-    return s;
+    try {
+      return std::make_shared<Storage>(Storage{Buffer<T>(n)});
+    } catch (const std::bad_alloc&) {
+      throw Error(fmt::format("empty: cannot allocate {} bytes for a {} tensor of shape {}; use a smaller shape or "
+                              "free tensors (memory::empty_cache() returns cached blocks)",
+                              n * sizeof(T), dtype_name(dtype), shape_str(shape)));
+    }
   });
   return Tensor(detail::make_impl(std::move(storage), shape, dtype));
 }
@@ -161,7 +147,7 @@ Tensor Tensor::detach() const { return Tensor(detail::make_impl(impl().storage, 
 Tensor Tensor::clone() const {
   Tensor out = visit_dtype(dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return Tensor(xt::xarray<T>(array<T>()));
+    return Tensor::from_array(array<T>());
   });
   return autograd::record(out, "clone", {*this}, [](const Tensor& g) { return TensorList{g}; });
 }
@@ -179,7 +165,7 @@ Tensor Tensor::to(Dtype d) const {
         std::transform(data<S>(), data<S>() + numel(), out.data<D>(), [](S v) { return static_cast<D>(v); });
         return out;
       } else {
-        return Tensor(xt::xarray<D>(xt::cast<D>(array<S>())));
+        return Tensor::from_array(xt::cast<D>(array<S>()));
       }
     });
   });

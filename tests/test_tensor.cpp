@@ -17,7 +17,7 @@ TEST_CASE("copying a Tensor aliases; clone copies") {
   CHECK_FALSE(a.shares_storage(c));
 }
 
-TEST_CASE("from an xtensor array without copying, and back to xarray") {
+TEST_CASE("from an xtensor array (copied), and back to xarray") {
   xt::xarray<double> arr = {{1.0, 2.0}, {3.0, 4.0}};
   Tensor t(arr);
   CHECK(t.dtype() == mt::kFloat64);

@@ -8,6 +8,7 @@
 #include "microtorch/io.hpp"
 #include "microtorch/mask.hpp"
 #include "microtorch/ops.hpp"
+#include "microtorch/memory.hpp"
 #include "microtorch/parallel.hpp"
 #include "microtorch/random.hpp"
 #include "microtorch/shape.hpp"

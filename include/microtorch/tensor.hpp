@@ -15,6 +15,7 @@
 
 #include "microtorch/dtype.hpp"
 #include "microtorch/error.hpp"
+#include "microtorch/memory.hpp"
 #include "microtorch/shape.hpp"
 
 namespace microtorch {
@@ -23,9 +24,15 @@ namespace autograd {
 class Node;
 }
 
-/// The contiguous buffer of one dtype, as xtensor's containers store it (SIMD-aligned).
+/// The contiguous buffer of one dtype: xtensor's uninitialised vector, its memory from the
+/// block cache of memory.hpp (64-byte aligned).
 template <class T>
-using Buffer = typename xt::xarray<T>::storage_type;
+using Buffer = xt::uvector<T, memory::CachingAllocator<T>>;
+
+/// An xtensor array over a Buffer: xtensor expressions evaluated into it become a
+/// tensor's storage without a copy (Tensor::from_array).
+template <class T>
+using Array = xt::xarray_container<Buffer<T>, xt::layout_type::row_major, xt::dynamic_shape<std::size_t>>;
 
 /// Memory shared by a tensor and the tensors that alias it (view, reshape, detach).
 struct Storage {
@@ -80,9 +87,12 @@ class Options {
 class Tensor {
  public:
   Tensor() = default;
-  /// Takes over the buffer of an xtensor array (no copy).
+  /// Takes over the buffer of an Array (no copy).
   template <class T>
-  explicit Tensor(xt::xarray<T> a);
+  explicit Tensor(Array<T> a);
+  /// Copies an xtensor array into a new tensor.
+  template <class T>
+  explicit Tensor(const xt::xarray<T>& a) : Tensor(Array<T>(a)) {}
   /// Evaluates any xtensor expression into a new tensor of its value type.
   template <class E>
   static Tensor from_array(E&& e);
@@ -226,7 +236,7 @@ std::size_t flat_index(const Shape& shape, const std::vector<std::int64_t>& inde
 }  // namespace detail
 
 template <class T>
-Tensor::Tensor(xt::xarray<T> a) {
+Tensor::Tensor(Array<T> a) {
   Shape shape(a.shape().begin(), a.shape().end());
   auto storage = std::make_shared<Storage>(Storage{std::move(a.storage())});
   impl_ = detail::make_impl(std::move(storage), std::move(shape), dtype_of_v<T>);
@@ -235,7 +245,7 @@ Tensor::Tensor(xt::xarray<T> a) {
 template <class E>
 Tensor Tensor::from_array(E&& e) {
   using T = typename std::decay_t<E>::value_type;
-  return Tensor(xt::xarray<T>(std::forward<E>(e)));
+  return Tensor(Array<T>(std::forward<E>(e)));
 }
 
 template <class T>

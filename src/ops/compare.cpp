@@ -45,7 +45,7 @@ Tensor logical_map(const Tensor& a, const Tensor& b, const char* op, F f) {
   broadcast_shapes(a.shape(), b.shape(), op);
   const Tensor ca = a.dtype() == Dtype::Bool ? a : a.detach().to(Dtype::Bool);
   const Tensor cb = b.dtype() == Dtype::Bool ? b : b.detach().to(Dtype::Bool);
-  return Tensor(xt::xarray<bool>(xt::vectorize([f](bool x, bool y) -> bool { return f(x, y); })(ca.array<bool>(), cb.array<bool>())));
+  return Tensor::from_array(xt::vectorize([f](bool x, bool y) -> bool { return f(x, y); })(ca.array<bool>(), cb.array<bool>()));
 }
 
 }  // namespace
@@ -94,7 +94,7 @@ Tensor logical_xor(const Tensor& a, const Tensor& b) {
 }
 Tensor logical_not(const Tensor& a) {
   const Tensor b = a.dtype() == Dtype::Bool ? a : a.detach().to(Dtype::Bool);
-  return Tensor(xt::xarray<bool>(xt::vectorize([](bool x) -> bool { return !x; })(b.array<bool>())));
+  return Tensor::from_array(xt::vectorize([](bool x) -> bool { return !x; })(b.array<bool>()));
 }
 // The operators are bitwise in PyTorch; on bool tensors that is logic, which is all they accept here.
 Tensor operator&(const Tensor& a, const Tensor& b) { return logical_and(require_bool(a, "&"), require_bool(b, "&")); }
@@ -112,7 +112,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const Tensor cb = b.dtype() == d ? b : b.detach().to(d);
   Tensor y = detail::visit_numeric(d, "where", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return Tensor(xt::xarray<T>(xt::vectorize([](bool c, T x, T y) { return c ? x : y; })(cond.array<bool>(), ca.array<T>(), cb.array<T>())));
+    return Tensor::from_array(xt::vectorize([](bool c, T x, T y) { return c ? x : y; })(cond.array<bool>(), ca.array<T>(), cb.array<T>()));
   });
   return autograd::record(y, "where", {a, b}, [cond = cond.detach()](const Tensor& g, const autograd::NeedsGrad& n) {
     const Tensor zero = zeros({}, g.dtype());
@@ -131,7 +131,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   Tensor y = detail::visit_numeric(x.dtype(), "masked_fill", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = static_cast<T>(value);
-    return Tensor(xt::xarray<T>(xt::vectorize([v](bool m, T e) { return m ? v : e; })(mask.array<bool>(), x.array<T>())));
+    return Tensor::from_array(xt::vectorize([v](bool m, T e) { return m ? v : e; })(mask.array<bool>(), x.array<T>()));
   });
   return autograd::record(
       y, "masked_fill", {x},

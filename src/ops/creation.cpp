@@ -84,14 +84,12 @@ Tensor arange(double start, double end, double step, Options options) {
     throw ValueError(fmt::format("arange: start={} end={} step={}: the step points away from end", start, end, step));
   }
   const auto n = static_cast<std::int64_t>(std::ceil((end - start) / step));
-  xt::xarray<double> a = start + step * xt::arange<double>(0.0, static_cast<double>(n));
-  return finish(Tensor(std::move(a)), options);
+  return finish(Tensor::from_array(start + step * xt::arange<double>(0.0, static_cast<double>(n))), options);
 }
 
 Tensor linspace(double start, double end, std::int64_t steps, Options options) {
   if (steps < 0) throw ValueError(fmt::format("linspace: steps must be >= 0, got {}", steps));
-  xt::xarray<double> a = xt::linspace<double>(start, end, static_cast<std::size_t>(steps));
-  return finish(Tensor(std::move(a)), options);
+  return finish(Tensor::from_array(xt::linspace<double>(start, end, static_cast<std::size_t>(steps))), options);
 }
 
 Tensor eye(std::int64_t n, Options options) { return eye(n, n, options); }

@@ -28,8 +28,8 @@ Tensor reduce_map(const Tensor& x, Dtype d, const std::vector<std::int64_t>& dim
   const Tensor xc = x.dtype() == d ? x : x.detach().to(d);
   Tensor y = detail::visit_numeric(d, "reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (dims.empty()) return Tensor(xt::xarray<T>(xc.template array<T>()));  // 0-d input: nothing to reduce
-    return Tensor(xt::xarray<T>(reducer(xc.template array<T>(), axes_of(dims))));
+    if (dims.empty()) return Tensor::from_array(xc.template array<T>());  // 0-d input: nothing to reduce
+    return Tensor::from_array(reducer(xc.template array<T>(), axes_of(dims)));
   });
   return reshape(y, reduced_shape(x.shape(), dims, keepdim));
 }

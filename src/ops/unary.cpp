@@ -20,7 +20,7 @@ Tensor unary_op(const char* op, const Tensor& x_in, Saved saved, Fwd fwd, Bwd bw
   const Tensor x = x_in.is_floating_point() ? x_in : x_in.detach().to(Dtype::Float32);
   Tensor y = detail::visit_floating(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return Tensor(xt::xarray<T>(fwd(x.template array<T>())));
+    return Tensor::from_array(fwd(x.template array<T>()));
   });
   const Tensor s = saved == Saved::Input ? x.detach() : y.detach();
   return autograd::record(
@@ -28,7 +28,7 @@ Tensor unary_op(const char* op, const Tensor& x_in, Saved saved, Fwd fwd, Bwd bw
       [s, bwd](const Tensor& g) {
         return TensorList{detail::visit_floating(g.dtype(), "backward", [&](auto tag) {
           using T = typename decltype(tag)::type;
-          return Tensor(xt::xarray<T>(bwd(g.template array<T>(), s.template array<T>())));
+          return Tensor::from_array(bwd(g.template array<T>(), s.template array<T>()));
         })};
       },
       std::move(attrs));
@@ -43,7 +43,7 @@ using value_t = typename std::decay_t<E>::value_type;
 Tensor neg(const Tensor& x) {
   if (!x.is_floating_point()) {
     if (x.dtype() == Dtype::Bool) throw DtypeError("neg: bool tensors have no negation; use logical_not");
-    return Tensor(xt::xarray<std::int64_t>(-x.array<std::int64_t>()));
+    return Tensor::from_array(-x.array<std::int64_t>());
   }
   return unary_op("neg", x, Saved::Output, [](auto&& X) { return -X; }, [](auto&& G, auto&&) { return -G; });
 }
@@ -85,7 +85,7 @@ Tensor pow(const Tensor& x, double p) {
 
 // y = |x| ;  dx = dy * sign(x)
 Tensor abs(const Tensor& x) {
-  if (x.dtype() == Dtype::Int64) return Tensor(xt::xarray<std::int64_t>(xt::abs(x.array<std::int64_t>())));
+  if (x.dtype() == Dtype::Int64) return Tensor::from_array(xt::abs(x.array<std::int64_t>()));
   return unary_op("abs", x, Saved::Input, [](auto&& X) { return xt::abs(X); },
                   [](auto&& G, auto&& X) { return G * xt::sign(X); });
 }
@@ -109,7 +109,7 @@ Tensor sigmoid(const Tensor& x) {
 // y = max(x, 0) ;  dx = dy * [y > 0]
 Tensor relu(const Tensor& x) {
   if (x.dtype() == Dtype::Int64) {
-    return Tensor(xt::xarray<std::int64_t>(xt::maximum(x.array<std::int64_t>(), std::int64_t(0))));
+    return Tensor::from_array(xt::maximum(x.array<std::int64_t>(), std::int64_t(0)));
   }
   return unary_op("relu", x, Saved::Output, [](auto&& X) { return xt::maximum(X, value_t<decltype(X)>(0)); },
                   [](auto&& G, auto&& Y) {

@@ -1,0 +1,64 @@
+// microtorch/memory.hpp — where tensor memory comes from: a size-keyed cache of large blocks.
+//
+// A training or inference loop allocates the same buffers on every step (activations,
+// saved attention weights, gradients). Fresh memory from the system costs a page fault per
+// page on first touch, plus zeroing by the kernel; on a VM that is several percent of a
+// GEMM-bound step. Blocks of at least kCachedMinBytes therefore go back to a cache when a
+// tensor dies and are handed out again for the next request of the same (page-rounded)
+// size, still resident. Smaller blocks are left to malloc, which already keeps them.
+//
+// The cache holds at most cache_limit() bytes (default 256 MiB; MICROTORCH_CACHE_LIMIT=<bytes>
+// in the environment or set_cache_limit() in code; 0 turns caching off); beyond that the
+// oldest cached blocks are returned to the system. empty_cache() returns all of them (as
+// torch.cuda.empty_cache does for PyTorch's GPU cache). Under AddressSanitizer a cached
+// block is poisoned, so a use after free is still reported.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+namespace microtorch::memory {
+
+/// Blocks smaller than this are not cached.
+constexpr std::size_t kCachedMinBytes = std::size_t{64} << 10;
+/// Every block is aligned for the widest SIMD loads (AVX-512).
+constexpr std::size_t kAlignment = 64;
+
+struct Stats {
+  std::size_t cached_bytes = 0;    // held by the cache, ready for reuse
+  std::size_t cached_blocks = 0;
+  std::uint64_t hits = 0;          // large requests served from the cache
+  std::uint64_t misses = 0;        // large requests that went to the system
+};
+
+/// Returns every cached block to the system.
+void empty_cache();
+/// The most bytes the cache may hold (0: no caching); lowering it trims the cache.
+void set_cache_limit(std::size_t bytes);
+std::size_t cache_limit();
+Stats stats();
+
+/// Raw blocks of `bytes`, kAlignment-aligned; deallocate takes the same size back.
+void* allocate(std::size_t bytes);
+void deallocate(void* p, std::size_t bytes) noexcept;
+
+/// The allocator of tensor storage (a std allocator over allocate/deallocate).
+template <class T>
+struct CachingAllocator {
+  using value_type = T;
+  CachingAllocator() noexcept = default;
+  template <class U>
+  CachingAllocator(const CachingAllocator<U>&) noexcept {}  // NOLINT: rebinding converts implicitly
+  T* allocate(std::size_t n) {
+    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+    return static_cast<T*>(memory::allocate(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept { memory::deallocate(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const CachingAllocator<U>&) const noexcept { return true; }
+  template <class U>
+  bool operator!=(const CachingAllocator<U>&) const noexcept { return false; }
+};
+
+}  // namespace microtorch::memory
