@@ -9,15 +9,17 @@ with OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = t). "x faster" is PyTorch's time o
 microtorch's. "% sgemm" is the op's GEMM FLOPs / the cblas_sgemm 1024^3 FLOP rate measured
 in the same run at the same thread count / microtorch's time. The last two columns repeat
 both from CPU time (single thread only): on a busy machine they show the code's speed
-without the time the process spent waiting for a core. Peak memory of one
-MultiheadAttention forward+backward is measured in a fresh process per shape and library,
-with one method for both (benchmarks/peak_memory.hpp). Without torch (python3-torch) the
+without the time the process spent waiting for a core. Peak memory of MultiheadAttention
+forward+backward (three runs after a warm-up, so that microtorch's block cache is counted as
+it stands in a training loop) is measured in a fresh process per shape and library, with
+one method for both (benchmarks/peak_memory.hpp). Without torch (python3-torch) the
 table has the microtorch columns only. The table also goes to <build>/bench/table.md.
 
-Last, the goal rows (MultiheadAttention forward+backward and inference, one thread) are run
-again with microtorch and PyTorch alternating shape by shape for --rounds rounds, so that
-both meet the same load; that second table is the one to judge speed-ups by on a busy
-machine.
+Last, the goal rows (MultiheadAttention forward+backward and inference, the Iris training
+step; one thread) are timed again by tools/bench_paired.py: microtorch and PyTorch in one
+process, one sample of each and of the reference sgemm after the other, --rounds rounds.
+The machine's speed drifts by tens of percent within seconds on a shared host, so that
+table, not the medians above, is the one to judge speed-ups and % sgemm by.
 
 OpenBLAS 0.3.21 (Debian 12) does not know CPUs newer than itself and falls back to its
 Prescott (SSE3) kernels, about 5x slower than its AVX-512 ones; PyTorch loads the same
@@ -160,7 +162,7 @@ def table(times, cpu, flops, torch, torch_cpu, mem):
         cpu_frac = sgemm_fraction(name, t, cpu) if t == 1 else "—"
         lines.append(f"| {kind} | {shape} | {t} | {fmt_us(us)} | {fmt_us(pt)} | {ratio} | "
                      f"{sgemm_fraction(name, t, times)} | {cpu_ratio} | {cpu_frac if name in flops else ''} |")
-    lines += ["", "Peak memory of one MultiheadAttention forward+backward (1 thread):", "",
+    lines += ["", "Peak memory of MultiheadAttention forward+backward, three runs after a warm-up (1 thread):", "",
               "| shape | microtorch MiB | PyTorch MiB | microtorch / PyTorch |", "|---|---:|---:|---:|"]
     for shape, mt, pt in mem:
         ratio = f"{mt / pt:.2f}" if pt else "—"
@@ -169,45 +171,16 @@ def table(times, cpu, flops, torch, torch_cpu, mem):
     return "\n".join(lines)
 
 
-def interleaved(exe, out_dir, args):
-    """The goal rows again (one thread), microtorch and PyTorch alternating per shape for
-    --rounds rounds, so that both see the same load; medians over the rounds."""
-    kinds = ["mha_fwd_bwd", "mha_infer"]
-    samples = {}  # name -> lists of (mt wall, mt cpu, pt wall, pt cpu)
-    for r in range(args.rounds):
-        print(f"bench: interleaved round {r + 1} of {args.rounds}", file=sys.stderr)
-        for shape in SHAPES:
-            regex = f"(sgemm/1024|({'|'.join(kinds)})/{shape})/threads:1/"
-            mt = json.loads(run([exe, f"--benchmark_filter={regex}", f"--benchmark_repetitions={args.repetitions}",
-                                 "--benchmark_report_aggregates_only=true", f"--benchmark_min_time={args.min_time}",
-                                 f"--benchmark_min_warmup_time={args.min_time / 2}", "--benchmark_format=json"]))
-            out = os.path.join(out_dir, "torch-interleaved.json")
-            run([sys.executable, os.path.join(ROOT, "tools", "bench_torch.py"), "--threads", "1", "--min-time",
-                 str(args.min_time), "--filter", f"/{shape}/", "--out", out], env=torch_env(1))
-            with open(out) as f:
-                pt = json.load(f)
-            for b in mt["benchmarks"]:
-                if b.get("aggregate_name") != "median":
-                    continue
-                name = b["run_name"].removesuffix("/real_time")
-                entry = samples.setdefault(name, {"flop": b.get("flop"), "mt": [], "pt": []})
-                entry["mt"].append((b["real_time"], b["cpu_time"]))  # microseconds (kMicrosecond)
-                if name in pt["median_us"]:
-                    entry["pt"].append((pt["median_us"][name], pt["median_cpu_us"][name]))
-    med = {n: {"flop": e["flop"], **{k: tuple(statistics.median(x[i] for x in e[k]) for i in (0, 1)) if e[k] else None
-                                     for k in ("mt", "pt")}} for n, e in samples.items()}
-    ref = med["sgemm/1024/threads:1"]
-    lines = [f"Goal rows, interleaved ({args.rounds} rounds, medians), 1 thread:", "",
-             "| benchmark | shape | microtorch µs (CPU) | PyTorch µs (CPU) | x faster (wall / CPU) | % sgemm (CPU) |",
-             "|---|---|---:|---:|---:|---:|"]
-    for kind in kinds:
-        for shape in SHAPES:
-            e = med[f"{kind}/{shape}/threads:1"]
-            (mw, mc), pt = e["mt"], e["pt"]
-            ratio = f"{pt[0] / mw:.2f} / {pt[1] / mc:.2f}" if pt else "—"
-            frac = 100 * e["flop"] / (ref["flop"] / ref["mt"][1]) / mc
-            lines.append(f"| {kind} | {shape} | {fmt_us(mc)} | {fmt_us(pt[1]) if pt else '—'} | {ratio} | {frac:.0f}% |")
-    return "\n".join(lines)
+def paired(out_dir, args):
+    """The goal rows, microtorch and PyTorch back to back in one process (tools/bench_paired.py)."""
+    out = os.path.join(out_dir, "paired.json")
+    cmd = [sys.executable, os.path.join(ROOT, "tools", "bench_paired.py"), "--build", args.build,
+           "--rounds", str(args.rounds), "--out", out]
+    if args.filter:
+        cmd += ["--filter", args.filter]
+    text = run(cmd, env=torch_env(1))
+    return (f"Goal rows, one thread, microtorch and PyTorch timed back to back in one process "
+            f"(tools/bench_paired.py, medians of {args.rounds} rounds):\n\n{text.strip()}")
 
 
 def main():
@@ -215,7 +188,7 @@ def main():
     p.add_argument("--build", default="build")
     p.add_argument("--min-time", type=float, default=0.1)
     p.add_argument("--repetitions", type=int, default=5)
-    p.add_argument("--rounds", type=int, default=3, help="rounds of the interleaved goal rows (0: none)")
+    p.add_argument("--rounds", type=int, default=15, help="rounds of the paired goal rows (0: none)")
     p.add_argument("--reuse", action="store_true", help="print the table from the JSON of the last run (no timing)")
     p.add_argument("--filter", default="", help="only benchmarks matching (regex for microtorch, substring for torch)")
     args = p.parse_args()
@@ -236,7 +209,8 @@ def main():
     mem = peaks(exe, with_torch)
     text = table(times, cpu, flops, torch, torch_cpu, mem)
     if with_torch and args.rounds > 0 and not args.reuse:
-        text += "\n\n" + interleaved(exe, out_dir, args)
+        print("bench: goal rows, paired with PyTorch", file=sys.stderr)
+        text += "\n\n" + paired(out_dir, args)
     load = os.getloadavg()
     text += f"\n\n{blas_line}"
     text += f"\nLoad average while measuring (1/5/15 min at the end): {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}\n"
