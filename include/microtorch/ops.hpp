@@ -185,7 +185,7 @@ std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const T
 
 /// Options of multi_head_attention.
 struct AttentionHeadsOptions {
-  Mask mask;                     ///< broadcasts against [N, H, L, S]
+  Mask mask{};                   ///< broadcasts against [N, H, L, S]
   double dropout_p = 0.0;        ///< on the weights (pass 0 in eval)
   double scale = 0.0;            ///< 0 = 1 / sqrt(D)
   bool need_weights = true;      ///< false: the weights come back undefined

@@ -39,12 +39,12 @@ struct MultiheadAttentionOptions {
 /// one is added to the scores. `mask` takes a microtorch Mask (true = may attend) that
 /// broadcasts against N x H x L x S; all given masks combine.
 struct MhaForwardOptions {
-  Tensor key_padding_mask;  ///< [N, S] (or [S] unbatched)
+  Tensor key_padding_mask{};  ///< [N, S] (or [S] unbatched)
   bool need_weights = true;
-  Tensor attn_mask;         ///< [L, S] or [N * num_heads, L, S]
+  Tensor attn_mask{};         ///< [L, S] or [N * num_heads, L, S]
   bool average_attn_weights = true;
   bool is_causal = false;   ///< add Mask::causal(L, S)
-  Mask mask;
+  Mask mask{};
 };
 
 /// Multi-head attention with PyTorch's parameter names, so a torch state dict loads

@@ -23,10 +23,10 @@ struct TransformerEncoderLayerOptions {
 
 /// Masks passed through to self-attention, PyTorch's polarity (see MhaForwardOptions).
 struct EncoderForwardOptions {
-  Tensor src_mask;              ///< [L, L] or [N * nhead, L, L]
-  Tensor src_key_padding_mask;  ///< [N, L], true = padding
+  Tensor src_mask{};              ///< [L, L] or [N * nhead, L, L]
+  Tensor src_key_padding_mask{};  ///< [N, L], true = padding
   bool is_causal = false;
-  Mask mask;                    ///< a microtorch Mask, true = may attend
+  Mask mask{};                    ///< a microtorch Mask, true = may attend
 };
 
 /// post-LN: x = norm1(x + dropout1(self_attn(x)));  x = norm2(x + dropout2(ff(x)))
