@@ -8,7 +8,7 @@
 #                  notebooks ..., asan+ubsan ..., fuzz ...)" (tools/run-tests.sh)
 #   make notebooks only the notebooks (examples/notebooks, run by tools/run_notebooks.py)
 #   make fuzz      longer fuzzing: FUZZ_SECONDS per target (default 600)
-#   make bench     benchmarks/ next to PyTorch (tools/bench_table.py): one table
+#   make bench     benchmarks/ next to PyTorch in one process (tools/bench_table.py): one table
 #   make bench-mcu attention blocks lowered to Cortex-M4 firmware, measured under QEMU
 #                  (table on stdout and in $(BUILD)/mcu-bench.md; README "MCU benchmark")
 #
@@ -78,9 +78,11 @@ demo: build
 bench-mcu: build
 	$(BUILD)/benchmarks/mcu/microtorch-mcu-bench --jobs 2 --work $(BUILD)/mcu-bench --out $(BUILD)/mcu-bench.md
 
-# Medians of 5 runs, 1 and 2 threads, PyTorch columns when /usr/bin/python3 has torch
-# (python3-torch). A few minutes; the table also lands in $(BUILD)/bench/table.md.
+# Every benchmark step at 1 and 2 threads, microtorch and PyTorch back to back in one process
+# (tools/bench_paired.py), then peak memory; python3-torch is installed when missing. A few
+# minutes; the tables also land in $(BUILD)/bench/table.md.
 bench: build
+	@tools/install-deps.sh python3-torch
 	@test -x $(BUILD)/benchmarks/microtorch-bench || { meson configure $(BUILD) -Dbenchmarks=enabled && ninja -C $(BUILD) $(if $(JOBS),-j $(JOBS)); }
 	/usr/bin/python3 tools/bench_table.py --build $(BUILD)
 

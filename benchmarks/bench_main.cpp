@@ -38,9 +38,8 @@ int main(int argc, char** argv) {
     args.push_back(argv[i]);
   }
   for (int t : threads) {  // all single-thread runs first: no idle BLAS worker around them
-    bench::register_kernel_benchmarks(t);
-    bench::register_attention_benchmarks(t);
-    bench::register_training_benchmarks(t);
+    bench::register_sgemm_benchmark(t);
+    bench::register_step_benchmarks(t);
   }
   int n = static_cast<int>(args.size());
   benchmark::Initialize(&n, args.data());

@@ -19,15 +19,8 @@ struct ThreadScope {
   ~ThreadScope() { microtorch::set_num_threads(1); }
 };
 
-/// "8x64x64x4": batch x seq x embed x heads.
-inline std::string shape_tag(const AttentionShape& s) {
-  return std::to_string(s.batch) + "x" + std::to_string(s.seq) + "x" + std::to_string(s.embed) + "x" +
-         std::to_string(s.heads);
-}
-
-void register_attention_benchmarks(int threads);
-void register_kernel_benchmarks(int threads);
-void register_training_benchmarks(int threads);
+void register_sgemm_benchmark(int threads);
+void register_step_benchmarks(int threads);
 std::int64_t mha_peak_memory(const AttentionShape& s);
 
 }  // namespace bench

@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <microtorch/parallel.hpp>
@@ -27,15 +29,36 @@ extern "C" {
 /// microtorch's thread count (BLAS included), as set_num_threads.
 void mtb_set_threads(int n) { microtorch::set_num_threads(n); }
 
+/// OpenBLAS's own thread count alone, for the PyTorch side: torch.set_num_threads sets its
+/// OpenMP threads but leaves the OpenBLAS that both libraries load as it is.
+void mtb_set_blas_threads(int n) { openblas_set_num_threads(n); }
+
 /// The OpenBLAS kernel set in use.
 const char* mtb_blas_core() { return openblas_get_corename(); }
 
-/// A step of steps.hpp at shape (batch, seq, embed, heads); null for an unknown kind.
-void* mtb_step_new(const char* kind, long batch, long seq, long embed, long heads) {
-  return bench::make_step(kind, {batch, seq, embed, heads}).release();
+/// The step of steps.hpp called `name`; null for an unknown name.
+void* mtb_step_new(const char* name) {
+  try {
+    return bench::make_step(name).release();
+  } catch (const std::invalid_argument&) {
+    return nullptr;
+  }
 }
 
 void mtb_step_free(void* step) { delete static_cast<bench::Step*>(step); }
+
+/// Every step name, one per line, in table order.
+const char* mtb_step_names() {
+  static const std::string names = [] {
+    std::string all;
+    for (const std::string& n : bench::step_names()) all += (all.empty() ? "" : "\n") + n;
+    return all;
+  }();
+  return names.c_str();
+}
+
+/// GEMM FLOPs of one run of the step (0 when it is not GEMM-bound).
+double mtb_step_flops(const char* name) { return bench::step_flops(name); }
 
 /// Wall-clock seconds of `runs` runs of the step.
 double mtb_step_seconds(void* step, int runs) {

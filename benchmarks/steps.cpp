@@ -1,5 +1,8 @@
-// benchmarks/steps.cpp — the steps of steps.hpp.
+// benchmarks/steps.cpp — the named steps of steps.hpp.
 #include "steps.hpp"
+
+#include <array>
+#include <stdexcept>
 
 #include <microtorch/microtorch.hpp>
 #include <microtorch/nn.hpp>
@@ -94,22 +97,95 @@ class IrisStep : public Step {
   mt::Tensor x_, y_;
 };
 
+class MatmulStep : public Step {
+ public:
+  explicit MatmulStep(std::int64_t n) : a_(mt::randn({n, n})), b_(mt::randn({n, n})) {}
+  void run() override {
+    mt::NoGradGuard no_grad;
+    keep(mt::matmul(a_, b_));
+  }
+
+ private:
+  Seeded seeded_;
+  mt::Tensor a_, b_;
+};
+
+class SoftmaxStep : public Step {
+ public:
+  SoftmaxStep(std::int64_t rows, std::int64_t n) : x_(mt::randn({rows, n})) {}
+  void run() override {
+    mt::NoGradGuard no_grad;
+    keep(mt::softmax(x_, -1));
+  }
+
+ private:
+  Seeded seeded_;
+  mt::Tensor x_;
+};
+
+constexpr std::array<std::int64_t, 2> kMatmulSizes{64, 256};
+constexpr std::array<std::array<std::int64_t, 2>, 2> kSoftmaxSizes{{{256, 16}, {16384, 512}}};
+constexpr std::array<const char*, 4> kAttentionKinds{"mha_fwd", "mha_fwd_bwd", "mha_infer", "sdpa_fwd_bwd"};
+
+// The kind and the attention shape of a name "<kind>/<NxLxExH>" (false when it is not one).
+bool attention_name(const std::string& name, std::string& kind, AttentionShape& shape) {
+  for (const char* k : kAttentionKinds) {
+    for (const auto& s : kShapes) {
+      if (name == std::string(k) + "/" + shape_tag(s)) {
+        kind = k;
+        shape = s;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
-std::unique_ptr<Step> make_step(const std::string& kind, const AttentionShape& s) {
+std::string shape_tag(const AttentionShape& s) {
+  return std::to_string(s.batch) + "x" + std::to_string(s.seq) + "x" + std::to_string(s.embed) + "x" +
+         std::to_string(s.heads);
+}
+
+std::vector<std::string> step_names() {
+  std::vector<std::string> names;
+  for (auto n : kMatmulSizes) names.push_back("matmul/" + std::to_string(n));
+  for (auto [rows, n] : kSoftmaxSizes) names.push_back("softmax/" + std::to_string(rows) + "x" + std::to_string(n));
+  for (const auto& s : kShapes) {
+    for (const char* k : kAttentionKinds) names.push_back(std::string(k) + "/" + shape_tag(s));
+  }
+  names.push_back("iris_train_step/batch:16");
+  return names;
+}
+
+std::unique_ptr<Step> make_step(const std::string& name) {
+  for (auto n : kMatmulSizes) {
+    if (name == "matmul/" + std::to_string(n)) return std::make_unique<MatmulStep>(n);
+  }
+  for (auto [rows, n] : kSoftmaxSizes) {
+    if (name == "softmax/" + std::to_string(rows) + "x" + std::to_string(n)) return std::make_unique<SoftmaxStep>(rows, n);
+  }
+  if (name == "iris_train_step/batch:16") return std::make_unique<IrisStep>();
+  std::string kind;
+  AttentionShape s{};
+  if (!attention_name(name, kind, s)) throw std::invalid_argument("no benchmark step is called " + name);
   if (kind == "mha_fwd") return std::make_unique<MhaStep>(s, MhaStep::Mode::forward);
   if (kind == "mha_fwd_bwd") return std::make_unique<MhaStep>(s, MhaStep::Mode::forward_backward);
   if (kind == "mha_infer") return std::make_unique<MhaStep>(s, MhaStep::Mode::inference);
-  if (kind == "sdpa_fwd_bwd") return std::make_unique<SdpaStep>(s);
-  if (kind == "iris_train_step") return std::make_unique<IrisStep>();
-  return nullptr;
+  return std::make_unique<SdpaStep>(s);
 }
 
-double step_flops(const std::string& kind, const AttentionShape& s) {
+double step_flops(const std::string& name) {
+  for (auto n : kMatmulSizes) {
+    if (name == "matmul/" + std::to_string(n)) return 2.0 * n * n * n;
+  }
+  std::string kind;
+  AttentionShape s{};
+  if (!attention_name(name, kind, s)) return 0;
   if (kind == "mha_fwd" || kind == "mha_infer") return mha_forward_flops(s);
   if (kind == "mha_fwd_bwd") return 3 * mha_forward_flops(s);
-  if (kind == "sdpa_fwd_bwd") return 3 * sdpa_forward_flops(s);
-  return 0;
+  return 3 * sdpa_forward_flops(s);
 }
 
 }  // namespace bench

@@ -1,19 +1,24 @@
-// benchmarks/steps.hpp — the timed units of work, shared by microtorch-bench (Google
-// Benchmark, bench_attention.cpp / bench_training.cpp) and the paired harness
-// (paired_api.cpp, driven by tools/bench_paired.py), so both time exactly the same code.
+// benchmarks/steps.hpp — the timed units of work, by name. microtorch-bench (Google
+// Benchmark) registers each as "<name>/threads:<t>"; the paired harness (paired_api.cpp,
+// driven by tools/bench_paired.py) runs the same steps next to PyTorch's
+// (tools/bench_torch.py defines the PyTorch side under the same names).
 //
-//   mha_fwd          MultiheadAttention(E, H, batch_first) forward on x [N, L, E], graph recorded
-//   mha_fwd_bwd      zero_grad, forward, loss = output.sum(), backward
-//   mha_infer        forward under NoGradGuard
-//   sdpa_fwd_bwd     scaled_dot_product_attention on q, k, v [N, H, L, E / H] that require grad
-//   iris_train_step  one Adam step of the Iris transformer (iris_model.hpp) on 16 flowers
+//   matmul/<n>                    microtorch::matmul of two n x n float32 matrices (no graph)
+//   softmax/<rows>x<n>            softmax over the last dim of [rows, n] (no graph)
+//   mha_fwd/<shape>               MultiheadAttention(E, H, batch_first) on x [N, L, E], graph recorded
+//   mha_fwd_bwd/<shape>           zero_grad, forward, loss = output.sum(), backward
+//   mha_infer/<shape>             forward under NoGradGuard
+//   sdpa_fwd_bwd/<shape>          scaled_dot_product_attention on q, k, v [N, H, L, E / H]
+//                                 that require grad, loss = output.sum(), backward
+//   iris_train_step/batch:16      one Adam step of the Iris transformer (iris_model.hpp)
 //
-// A step builds its module and inputs once (seeded with 0); run() does one unit and keeps
-// nothing of it (every tensor it makes is freed before run() returns).
+// <shape> is NxLxExH, one of kShapes. A step builds its module and inputs once (seeded
+// with 0); run() does one unit and keeps nothing of it.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "shapes.hpp"
 
@@ -25,11 +30,16 @@ class Step {
   virtual void run() = 0;
 };
 
-/// The step called `kind` (the list above) at shape s (iris_train_step ignores s); null
-/// for an unknown kind.
-std::unique_ptr<Step> make_step(const std::string& kind, const AttentionShape& s);
+/// Every step name, in table order.
+std::vector<std::string> step_names();
 
-/// GEMM FLOPs of one run of `kind` at s (0 when the step is not GEMM-bound).
-double step_flops(const std::string& kind, const AttentionShape& s);
+/// The step called `name`; throws std::invalid_argument for a name step_names() lacks.
+std::unique_ptr<Step> make_step(const std::string& name);
+
+/// GEMM FLOPs of one run (0 for steps that are not GEMM-bound).
+double step_flops(const std::string& name);
+
+/// "8x64x64x4": batch x seq x embed x heads.
+std::string shape_tag(const AttentionShape& s);
 
 }  // namespace bench

@@ -1,20 +1,15 @@
 #!/usr/bin/python3
-"""The PyTorch baseline of `make bench`: the benchmarks of benchmarks/ on PyTorch, same shapes.
+"""The PyTorch side of `make bench`: the steps of benchmarks/steps.hpp in PyTorch, same names.
 
-    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 tools/bench_torch.py --threads 1 --out torch-1.json
-    /usr/bin/python3 tools/bench_torch.py --peak-memory 3      # bytes of one MHA forward+backward
+    /usr/bin/python3 tools/bench_torch.py --peak-memory 3      # bytes of MHA forward+backward at SHAPES[3]
 
-Names, shapes and losses match benchmarks/*.cpp: nn.MultiheadAttention(E, H, batch_first=True)
-called as mha(x, x, x) with its defaults (need_weights=True), loss = output.sum(); SDPA is
-torch 1.13's F._scaled_dot_product_attention with the weights returned. Each benchmark is
-timed in 5 repetitions of at least --min-time seconds (after a warm-up); the JSON holds the
-median wall-clock and process-CPU microseconds per iteration. tools/bench_table.py runs this and prints the table.
+steps() maps each name to a function doing one run: nn.MultiheadAttention(E, H,
+batch_first=True) called as mha(x, x, x) with its defaults (need_weights=True), loss =
+output.sum(); SDPA is torch 1.13's F._scaled_dot_product_attention with the weights
+returned; matmul, softmax and the Iris transformer's Adam step as in steps.cpp.
+tools/bench_paired.py times them next to microtorch's.
 """
 import argparse
-import json
-import statistics
-import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -108,41 +103,23 @@ def no_grad(fn):
     return step
 
 
-def benchmarks(threads):
-    t = f"threads:{threads}"
-    a = torch.ones(1024, 1024) * 0.5
-    yield f"sgemm/1024/{t}", no_grad(lambda: torch.mm(a, a))
+def steps():
+    """name -> one run, in the order of benchmarks/steps.cpp's step_names()."""
+    torch.manual_seed(0)
+    out = {}
     for n in (64, 256):
         x, y = torch.randn(n, n), torch.randn(n, n)
-        yield f"matmul/{n}/{t}", no_grad(lambda x=x, y=y: torch.matmul(x, y))
+        out[f"matmul/{n}"] = no_grad(lambda x=x, y=y: torch.matmul(x, y))
     for rows, n in ((256, 16), (16384, 512)):
         x = torch.randn(rows, n)
-        yield f"softmax/{rows}x{n}/{t}", no_grad(lambda x=x: torch.softmax(x, -1))
+        out[f"softmax/{rows}x{n}"] = no_grad(lambda x=x: torch.softmax(x, -1))
     for s in SHAPES:
-        yield f"mha_fwd/{tag(s)}/{t}", mha_fwd(s)
-        yield f"mha_fwd_bwd/{tag(s)}/{t}", mha_fwd_bwd(s)
-        yield f"mha_infer/{tag(s)}/{t}", mha_infer(s)
-        yield f"sdpa_fwd_bwd/{tag(s)}/{t}", sdpa_fwd_bwd(s)
-    yield f"iris_train_step/batch:16/{t}", iris_train_step()
-
-
-def median_us(fn, min_time, repetitions=5):
-    """(wall, CPU) microseconds per call, each the median over the repetitions."""
-    start = time.perf_counter()
-    while time.perf_counter() - start < min_time / 2:  # warm-up
-        fn()
-    t0 = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - t0, 1e-7)
-    iters = max(1, int(min_time / once))
-    wall, cpu = [], []
-    for _ in range(repetitions):
-        t0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(iters):
-            fn()
-        wall.append((time.perf_counter() - t0) / iters * 1e6)
-        cpu.append((time.process_time() - c0) / iters * 1e6)
-    return statistics.median(wall), statistics.median(cpu)
+        out[f"mha_fwd/{tag(s)}"] = mha_fwd(s)
+        out[f"mha_fwd_bwd/{tag(s)}"] = mha_fwd_bwd(s)
+        out[f"mha_infer/{tag(s)}"] = mha_infer(s)
+        out[f"sdpa_fwd_bwd/{tag(s)}"] = sdpa_fwd_bwd(s)
+    out["iris_train_step/batch:16"] = iris_train_step()
+    return out
 
 
 def status_kib(field):
@@ -169,27 +146,11 @@ def peak_memory(index):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--min-time", type=float, default=0.1)
-    p.add_argument("--filter", default="", help="only benchmarks whose name contains this")
-    p.add_argument("--out", help="write the JSON here (default: stdout)")
-    p.add_argument("--peak-memory", type=int, metavar="I", help="print peak bytes of MHA forward+backward at shape I")
+    p.add_argument("--peak-memory", type=int, metavar="I", required=True,
+                   help="print peak bytes of MHA forward+backward at shape I")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    if args.peak_memory is not None:
-        print(peak_memory(args.peak_memory))
-        return
-    results, cpu = {}, {}
-    for name, fn in benchmarks(args.threads):
-        if args.filter in name:
-            results[name], cpu[name] = median_us(fn, args.min_time)
-            print(f"{name:45s} {results[name]:12.1f} us", file=sys.stderr)
-    out = json.dumps({"torch": torch.__version__, "threads": args.threads, "median_us": results,
-                      "median_cpu_us": cpu}, indent=1)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(out + "\n")
-    else:
-        print(out)
+    print(peak_memory(args.peak_memory))
 
 
 if __name__ == "__main__":
