@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The goal rows of `make bench`, microtorch and PyTorch timed in one process, back to back.
+"""`make bench`'s timings: microtorch and PyTorch in one process, back to back.
 
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 tools/bench_paired.py --build build [--rounds 15]
 
@@ -7,44 +7,45 @@ On a shared host the machine's speed drifts by tens of percent within seconds (a
 sgemm loop here swings between about 80 and 150 GFLOP/s), so medians of separate runs,
 minutes apart, do not compare two libraries well. This harness loads microtorch's steps
 (benchmarks/steps.hpp, through <build>/benchmarks/libmicrotorch-bench-steps.so) next to
-PyTorch in one Python process (both use the same OpenBLAS, one thread) and, in every
-round, times one sample of each of: the microtorch step, the PyTorch step (the same
-model, input and loss, tools/bench_torch.py) and the reference cblas_sgemm 1024 x 1024 x
-1024, in an order that rotates from round to round. A sample is as many runs as fill
---sample-time. Per round it forms
+PyTorch's (tools/bench_torch.py, same names) in one Python process; both use the same
+OpenBLAS. For each step and thread count it takes --rounds rounds; a round times one sample
+of the reference cblas_sgemm 1024 x 1024 x 1024, the microtorch step, the sgemm again, and
+the PyTorch step (before the three in odd rounds, after them in even ones). A sample is as
+many runs as fill --sample-time. Per round:
 
     x faster  = PyTorch's time / microtorch's time
-    % sgemm   = the step's GEMM FLOPs / (sgemm FLOPs / sgemm time) / microtorch's time
+    % sgemm   = the step's GEMM FLOPs / (sgemm FLOPs / mean of the two sgemm times) / microtorch's time
 
-and prints the medians over the rounds (and the lowest and highest round's x faster, to
-show the spread). The microtorch side is timed inside C++ (no Python call in the sample).
+The sgemm runs at the row's thread count. The table shows the medians over the rounds, and
+the lowest and highest round's x faster. The microtorch side is timed inside C++ (no Python
+call in a sample). Without torch the PyTorch columns stay empty.
+
+PyTorch at n > 1 threads: torch.set_num_threads(n) sets its OpenMP threads, and Debian's
+build leaves OpenBLAS's thread count alone, so PyTorch is timed twice, with OpenBLAS at n
+threads and at 1 (its OpenMP loops calling single-thread GEMMs), and the faster of the two
+is its time (marked * when that is OpenBLAS at 1 thread). At 2 threads on 2 cores the two
+pools oversubscribe the cores on batched attention (8x64x64x4 forward+backward: 15.9 ms
+against 2.8 ms with OpenBLAS at 1 thread), while a lone matmul wants OpenBLAS's threads.
 """
 import argparse
 import ctypes
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_torch  # noqa: E402  (the PyTorch steps)
+try:
+    import torch
 
-import torch  # noqa: E402
+    import bench_torch
+except ImportError:
+    torch = None
 
 SGEMM_N = 1024
-ROWS = [("mha_fwd_bwd", s) for s in bench_torch.SHAPES] + [("mha_infer", s) for s in bench_torch.SHAPES] + [
-    ("iris_train_step", None)]
-
-
-def gemm_flops(kind, s):
-    """benchmarks/shapes.hpp's count: input projection, q k^T and P v, output projection."""
-    if s is None:
-        return 0.0
-    n, l, e, _ = s
-    forward = 2 * n * l * e * 3 * e + 4 * n * l * l * e + 2 * n * l * e * e
-    return 3 * forward if kind == "mha_fwd_bwd" else forward
 
 
 def load(build):
@@ -53,23 +54,19 @@ def load(build):
         sys.exit(f"bench_paired: {path} is missing; build with benchmarks enabled (libbenchmark-dev)")
     lib = ctypes.CDLL(os.path.abspath(path))
     lib.mtb_step_new.restype = ctypes.c_void_p
-    lib.mtb_step_new.argtypes = [ctypes.c_char_p] + [ctypes.c_long] * 4
+    lib.mtb_step_new.argtypes = [ctypes.c_char_p]
     lib.mtb_step_free.argtypes = [ctypes.c_void_p]
     lib.mtb_step_seconds.restype = ctypes.c_double
     lib.mtb_step_seconds.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.mtb_step_flops.restype = ctypes.c_double
+    lib.mtb_step_flops.argtypes = [ctypes.c_char_p]
+    lib.mtb_step_names.restype = ctypes.c_char_p
     lib.mtb_sgemm_seconds.restype = ctypes.c_double
     lib.mtb_sgemm_seconds.argtypes = [ctypes.c_int, ctypes.c_int]
     lib.mtb_set_threads.argtypes = [ctypes.c_int]
+    lib.mtb_set_blas_threads.argtypes = [ctypes.c_int]
     lib.mtb_blas_core.restype = ctypes.c_char_p
     return lib
-
-
-def torch_step(kind, s):
-    if kind == "mha_fwd_bwd":
-        return bench_torch.mha_fwd_bwd(s)
-    if kind == "mha_infer":
-        return bench_torch.mha_infer(s)
-    return bench_torch.iris_train_step()
 
 
 def timed_python(fn, runs):
@@ -79,52 +76,63 @@ def timed_python(fn, runs):
     return time.perf_counter() - t0
 
 
-def runs_for(seconds_once, sample_time):
-    return max(1, math.ceil(sample_time / max(seconds_once, 1e-7)))
-
-
-def measure_row(lib, kind, s, args):
-    shape = s or (0, 0, 0, 0)
-    handle = lib.mtb_step_new(kind.encode(), *shape)
+def measure(lib, name, threads, torch_fn, args):
+    """One table row: the medians over the rounds."""
+    handle = lib.mtb_step_new(name.encode())
     if not handle:
-        sys.exit(f"bench_paired: the steps library does not know {kind}")
+        sys.exit(f"bench_paired: the steps library does not know {name}")
+
+    def microtorch_side(fn):  # microtorch's setting, OpenBLAS included, before each sample
+        def sample(runs):
+            lib.mtb_set_threads(threads)
+            return fn(runs)
+        return sample
+
+    def torch_side(blas_threads):
+        def sample(runs):
+            lib.mtb_set_blas_threads(blas_threads)
+            return timed_python(torch_fn, runs)
+        return sample
+
+    samplers = {"mt": microtorch_side(lambda runs: lib.mtb_step_seconds(handle, runs)),
+                "sgemm": microtorch_side(lambda runs: lib.mtb_sgemm_seconds(SGEMM_N, runs))}
+    torch_keys = []
+    if torch_fn is not None:
+        torch_keys = ["pt"] + (["pt_blas1"] if threads > 1 else [])
+        samplers["pt"] = torch_side(threads)
+        if threads > 1:
+            samplers["pt_blas1"] = torch_side(1)
     try:
-        pt = torch_step(kind, s)
-        samplers = {
-            "mt": lambda runs: lib.mtb_step_seconds(handle, runs),
-            "pt": lambda runs: timed_python(pt, runs),
-            "sgemm": lambda runs: lib.mtb_sgemm_seconds(SGEMM_N, runs),
-        }
         runs = {}
-        for name, sample in samplers.items():  # warm-up, then size the samples
+        for key, sample in samplers.items():  # warm-up, then size the samples
             deadline = time.perf_counter() + args.sample_time
             while time.perf_counter() < deadline:
                 sample(1)
-            runs[name] = runs_for(sample(1), args.sample_time)
-        order = list(samplers)
-        per_round = []
+            runs[key] = max(1, math.ceil(args.sample_time / max(sample(1), 1e-7)))
+        rounds = []
         for r in range(args.rounds):
+            order = ["sgemm", "mt", "sgemm"]
+            order = torch_keys + order if r % 2 else order + torch_keys
             t = {}
-            for name in order[r % 3:] + order[:r % 3]:
-                t[name] = samplers[name](runs[name]) / runs[name]
-            per_round.append(t)
+            for key in order:
+                t.setdefault(key, []).append(samplers[key](runs[key]) / runs[key])
+            rounds.append({k: statistics.mean(v) for k, v in t.items()})
     finally:
+        lib.mtb_set_threads(threads)
         lib.mtb_step_free(handle)
-    flops = gemm_flops(kind, s)
-    ratios = [t["pt"] / t["mt"] for t in per_round]
-    row = {
-        "benchmark": kind,
-        "shape": "x".join(map(str, s)) if s else "batch:16",
-        "microtorch_us": statistics.median(t["mt"] for t in per_round) * 1e6,
-        "torch_us": statistics.median(t["pt"] for t in per_round) * 1e6,
-        "x_faster": statistics.median(ratios),
-        "x_faster_min": min(ratios),
-        "x_faster_max": max(ratios),
-        "rounds": args.rounds,
-    }
-    if flops:
+    kind, _, shape = name.partition("/")
+    row = {"benchmark": kind, "shape": shape, "threads": threads,
+           "microtorch_us": statistics.median(t["mt"] for t in rounds) * 1e6}
+    flops = lib.mtb_step_flops(name.encode())
+    if flops > 0:
         sgemm_flops = 2.0 * SGEMM_N ** 3
-        row["sgemm_fraction"] = statistics.median(flops / (sgemm_flops / t["sgemm"]) / t["mt"] for t in per_round)
+        row["sgemm_fraction"] = statistics.median(flops / (sgemm_flops / t["sgemm"]) / t["mt"] for t in rounds)
+    if torch_keys:
+        pt = min(torch_keys, key=lambda k: statistics.median(t[k] for t in rounds))
+        ratios = [t[pt] / t["mt"] for t in rounds]
+        row.update(torch_us=statistics.median(t[pt] for t in rounds) * 1e6, torch_blas_threads=1 if pt == "pt_blas1"
+                   else threads, x_faster=statistics.median(ratios), x_faster_min=min(ratios),
+                   x_faster_max=max(ratios))
     return row
 
 
@@ -133,35 +141,47 @@ def fmt_us(v):
 
 
 def table(rows):
-    lines = ["| benchmark | shape | microtorch µs | PyTorch µs | x faster (median) | x faster (lowest – highest round) "
-             "| % sgemm |", "|---|---|---:|---:|---:|---:|---:|"]
+    lines = ["| benchmark | shape | threads | microtorch µs | PyTorch µs | x faster | x faster, lowest – highest round "
+             "| % sgemm |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         frac = f"{100 * r['sgemm_fraction']:.0f}%" if "sgemm_fraction" in r else ""
-        lines.append(f"| {r['benchmark']} | {r['shape']} | {fmt_us(r['microtorch_us'])} | {fmt_us(r['torch_us'])} | "
-                     f"{r['x_faster']:.2f} | {r['x_faster_min']:.2f} – {r['x_faster_max']:.2f} | {frac} |")
+        if "torch_us" in r:
+            star = "*" if r["torch_blas_threads"] != r["threads"] else ""
+            pt, ratio = fmt_us(r["torch_us"]) + star, f"{r['x_faster']:.2f}"
+            spread = f"{r['x_faster_min']:.2f} – {r['x_faster_max']:.2f}"
+        else:
+            pt = ratio = spread = "—"
+        lines.append(f"| {r['benchmark']} | {r['shape']} | {r['threads']} | {fmt_us(r['microtorch_us'])} | {pt} | "
+                     f"{ratio} | {spread} | {frac} |")
+    if any(r.get("torch_blas_threads", r["threads"]) != r["threads"] for r in rows):
+        lines += ["", "\\* PyTorch's faster setting there: OpenBLAS at 1 thread under its OpenMP threads."]
     return "\n".join(lines)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", default="build")
+    p.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--sample-time", type=float, default=0.02, help="seconds each sample lasts at least")
-    p.add_argument("--filter", default="", help="only rows whose 'benchmark/shape' contains this")
+    p.add_argument("--filter", default="", help="only steps whose name matches this regular expression")
     p.add_argument("--out", help="also write the rows as JSON here")
     args = p.parse_args()
     if args.rounds < 5:
         sys.exit("bench_paired: --rounds must be at least 5 (the medians are the result)")
     lib = load(args.build)
-    lib.mtb_set_threads(1)
-    torch.set_num_threads(1)
+    names = [n for n in lib.mtb_step_names().decode().split("\n") if re.search(args.filter, n)]
     rows = []
-    for kind, s in ROWS:
-        name = f"{kind}/{'x'.join(map(str, s)) if s else 'batch:16'}"
-        if args.filter not in name:
-            continue
-        print(f"bench: paired {name} ({args.rounds} rounds)", file=sys.stderr)
-        rows.append(measure_row(lib, kind, s, args))
+    for threads in (int(t) for t in args.threads.split(",")):
+        lib.mtb_set_threads(threads)
+        torch_steps = {}
+        if torch is not None:
+            torch.set_num_threads(threads)
+            torch_steps = bench_torch.steps()
+        for name in names:
+            print(f"bench: {name}, {threads} thread(s), {args.rounds} rounds", file=sys.stderr)
+            rows.append(measure(lib, name, threads, torch_steps.get(name), args))
+        del torch_steps
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"blas_core": lib.mtb_blas_core().decode(), "rows": rows}, f, indent=1)
