@@ -1,4 +1,4 @@
-// benchmarks/iris_model.hpp — the Iris transformer timed by bench_training.cpp.
+// benchmarks/iris_model.hpp — the Iris transformer timed by the iris_train_step step (steps.cpp).
 //
 // Four features become four tokens: Linear(4, 32) + ReLU, reshape to [B, 4, 8],
 // MultiheadAttention(8, 2, batch_first), mean over the tokens, Linear(8, 3).

@@ -131,7 +131,7 @@ def status_kib(field):
 
 
 def peak_memory(index):
-    """benchmarks/peak_memory.hpp's method, as bench_attention.cpp uses it: one warm-up run,
+    """benchmarks/peak_memory.hpp's method, as bench_steps.cpp uses it: one warm-up run,
     reset VmHWM, three runs, VmHWM - VmRSS before."""
     step = mha_fwd_bwd(SHAPES[index])
     step()  # first-use costs are not the op's
