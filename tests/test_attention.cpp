@@ -38,6 +38,43 @@ TEST_CASE("SDPA equals softmax(q k^T / sqrt(D) + mask) v for any number of batch
   }
 }
 
+TEST_CASE("SDPA equals its definition on both sides of the fused kernel's block widths") {
+  // The forward runs 16 float / 8 double query rows at a time, transposes 16 x 16 (8 x 8)
+  // blocks of q, weights and dropout, and reads v in chunks of 16 (8) columns: lengths and
+  // widths below, at and above those, with tails in L, S, D and Dv.
+  mt::manual_seed(28);
+  using Dims = std::array<std::int64_t, 4>;  // L, S, D, Dv
+  for (const mt::Dtype dtype : {mt::kFloat32, mt::kFloat64}) {
+    for (const Dims& dims : {Dims{15, 7, 5, 3}, Dims{16, 16, 16, 16}, Dims{17, 24, 20, 33}, Dims{33, 40, 32, 17},
+                             Dims{40, 9, 8, 8}}) {
+      const auto [L, S, D, Dv] = dims;
+      CAPTURE(mt::dtype_name(dtype));
+      CAPTURE(mt::shape_str({L, S, D, Dv}));
+      const double rtol = dtype == mt::kFloat32 ? 1e-5 : 1e-12, atol = dtype == mt::kFloat32 ? 1e-6 : 1e-13;
+      Tensor q = mt::randn({2, L, D}, dtype), k = mt::randn({2, S, D}, dtype), v = mt::randn({2, S, Dv}, dtype);
+      const Tensor row = mt::arange(static_cast<double>(L)).reshape({L, 1});
+      const Tensor bias = mt::randn({L, S}, dtype).masked_fill(row == 3.0, -INFINITY);  // query 3 sees no key
+      for (const Tensor& b : {bias, bias.narrow(0, 0, 1), bias.narrow(1, 0, 1)}) {  // [L, S], [1, S], [L, 1]
+        CAPTURE(mt::shape_str(b.shape()));
+        auto [out, w] = mt::scaled_dot_product_attention(q, k, v, Mask::additive(b));
+        CHECK_CLOSE(out, reference_sdpa(q, k, v, b, 1.0 / std::sqrt(static_cast<double>(D))), rtol, atol);
+        CHECK_CLOSE(w, mt::softmax(mt::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(D)) + b, -1),
+                    rtol, atol);
+      }
+      // dropout: the returned weights P are what multiplied v
+      auto [dropped, p] = mt::scaled_dot_product_attention(q, k, v, Mask(), 0.5);
+      CHECK_CLOSE(dropped, mt::matmul(p, v), rtol, atol);
+      // a NaN in query row 2 makes output row 2 NaN and leaves the others alone
+      const Tensor first = mt::arange(2.0).reshape({2, 1, 1}) == 0.0, column = mt::arange(static_cast<double>(D)) == 0.0;
+      const Tensor q_nan = q.masked_fill(first & (row == 2.0).unsqueeze(0) & column, NAN);
+      const Tensor out_nan = std::get<0>(mt::scaled_dot_product_attention(q_nan, k, v));
+      auto nans = [](const Tensor& t) { return mt::sum((t != t).to(mt::kFloat64)).item(); };
+      CHECK(nans(out_nan.narrow(0, 0, 1).narrow(1, 2, 1)) == static_cast<double>(Dv));
+      CHECK(nans(out_nan) == static_cast<double>(Dv));
+    }
+  }
+}
+
 TEST_CASE("gradcheck: SDPA with masks, causal, L != S, Dv != D, custom scale and broadcast batches") {
   mt::manual_seed(22);
   Tensor q = rand64({2, 3, 4}), k = rand64({2, 5, 4}), v = rand64({2, 5, 3});

@@ -6,9 +6,9 @@
 // ld = D; head h of batch n in a projection [N, L, H D] has offset n L H D + h D and
 // ld = H D, so heads are split and merged without copies.
 //
-// Forward, per matrix i (S and A share one L x S buffer, the saved weights):
-//   S = scale q k^T + bias            (one GEMM, alpha = scale; blocked entries are -inf)
-//   A = softmax_rows(S)               (in place; a fully blocked row gives A = 0)
+// Forward, per matrix i (attention_rows, fused over blocks of query rows in attention_rows.cpp):
+//   S = scale q k^T + bias            (blocked entries are -inf)
+//   A = softmax_rows(S)               (a fully blocked row gives A = 0)
 //   P = A * M                         (dropout: M holds 0 or 1 / (1 - p); otherwise P = A)
 //   O = P v
 // Backward, per matrix i, in one L x S scratch per thread (not one per matrix):
@@ -48,11 +48,39 @@ struct MaskBias {
   std::int64_t row_stride = 0, col_stride = 0;
 };
 
-/// Fills out, and weights (A, [count, L, S]) and probs (P, with dropout) when given; without
-/// them each thread works in its own L x S scratch (inference keeps no L x S buffer).
+/// One matrix of the forward: operands in place (rows ld apart), bias element (r, j) at
+/// bias[r bias_row_stride + j bias_col_stride]; drop, weights, probs and average are
+/// contiguous [L, S] and null when absent. average receives average_weight P, added to it
+/// unless average_first.
+template <class T>
+struct AttentionMatrix {
+  std::int64_t L = 0, S = 0, D = 0, Dv = 0;
+  T scale = 1;
+  const T *q = nullptr, *k = nullptr, *v = nullptr;
+  std::int64_t ldq = 0, ldk = 0, ldv = 0;
+  const T* bias = nullptr;
+  std::int64_t bias_row_stride = 0, bias_col_stride = 0;
+  const T* drop = nullptr;
+  T *weights = nullptr, *probs = nullptr, *average = nullptr;
+  T average_weight = 1;
+  bool average_first = true;
+  T* out = nullptr;
+  std::int64_t ldo = 0;
+};
+
+/// Elements of the scratch attention_rows needs: Q^T, S^T and padded v columns of one
+/// block of query rows (at most 16 lanes each).
+inline std::int64_t attention_rows_scratch(const AttentionDims& d) { return (d.D + 2 * d.S) * 16; }
+
+/// O (and A, P, the average when wanted) of one matrix, a block of query rows at a time
+/// (attention_rows.cpp).
+void attention_rows(const AttentionMatrix<float>& a, float* scratch);
+void attention_rows(const AttentionMatrix<double>& a, double* scratch);
+
+/// Fills out, and weights (A, [count, L, S]) and probs (P, with dropout) when given.
 /// average, when given, receives the mean of P over each group of `group` consecutive
-/// matrices (the heads of one batch element), [count / group, L, S], accumulated while
-/// each P is still in cache; a group never straddles two threads.
+/// matrices (the heads of one batch element), [count / group, L, S]; a group never
+/// straddles two threads.
 template <class T>
 void attention_forward(const AttentionDims& d, T scale, const Matrices<const T>& q, const Matrices<const T>& k,
                        const Matrices<const T>& v, const MaskBias<T>& bias, const T* drop, T* weights, T* probs,
@@ -60,36 +88,23 @@ void attention_forward(const AttentionDims& d, T scale, const Matrices<const T>&
   const std::int64_t LS = d.L * d.S;
   const double flops = 2.0 * static_cast<double>(LS) * static_cast<double>(d.D + d.Dv) * static_cast<double>(group);
   parallel_for(d.count / group, flops, [&](std::int64_t begin, std::int64_t end) {
-    const std::unique_ptr<T[]> scratch(weights ? nullptr : new T[static_cast<std::size_t>(LS * (drop ? 2 : 1))]);
+    const std::unique_ptr<T[]> scratch(new T[static_cast<std::size_t>(attention_rows_scratch(d))]);
     for (std::int64_t ii = begin * group; ii < end * group; ++ii) {
       const auto i = static_cast<std::size_t>(ii);
-      T* a = weights ? weights + ii * LS : scratch.get();
-      gemm(false, true, d.L, d.S, d.D, scale, q[i], q.ld, k[i], k.ld, T(0), a, d.S);
-      for (std::int64_t r = 0; r < d.L; ++r) {
-        T* row = a + r * d.S;
-        if (bias.m) {
-          const T* b = bias.m[i] + r * bias.row_stride;
-          for (std::int64_t j = 0; j < d.S; ++j) row[j] += b[j * bias.col_stride];
-        }
-        softmax_row(row, row, d.S);
-      }
-      const T* p = a;
-      if (drop) {
-        T* pd = weights ? probs + ii * LS : scratch.get() + LS;
-        const T* m = drop + ii * LS;
-        for (std::int64_t j = 0; j < LS; ++j) pd[j] = a[j] * m[j];
-        p = pd;
-      }
+      AttentionMatrix<T> a;
+      a.L = d.L, a.S = d.S, a.D = d.D, a.Dv = d.Dv, a.scale = scale;
+      a.q = q[i], a.k = k[i], a.v = v[i], a.ldq = q.ld, a.ldk = k.ld, a.ldv = v.ld;
+      if (bias.m) a.bias = bias.m[i], a.bias_row_stride = bias.row_stride, a.bias_col_stride = bias.col_stride;
+      if (drop) a.drop = drop + ii * LS;
+      if (weights) a.weights = weights + ii * LS;
+      if (probs) a.probs = probs + ii * LS;
       if (average) {  // mean over the group = sum of P / group
-        T* avg = average + (ii / group) * LS;
-        const T w = T(1) / static_cast<T>(group);
-        if (ii % group == 0) {
-          for (std::int64_t j = 0; j < LS; ++j) avg[j] = p[j] * w;
-        } else {
-          for (std::int64_t j = 0; j < LS; ++j) avg[j] += p[j] * w;
-        }
+        a.average = average + (ii / group) * LS;
+        a.average_weight = T(1) / static_cast<T>(group);
+        a.average_first = ii % group == 0;
       }
-      gemm(false, false, d.L, d.Dv, d.S, T(1), p, d.S, v[i], v.ld, T(0), out[i], out.ld);
+      a.out = out[i], a.ldo = out.ld;
+      attention_rows(a, scratch.get());
     }
   });
 }

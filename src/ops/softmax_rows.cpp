@@ -1,9 +1,8 @@
 // The contiguous softmax row kernels (declared in softmax_kernels.hpp).
 //
-// float rows are the hot path of softmax and of every attention row: the kernels below work
-// on 16 floats at a time with GCC's vector extensions and are compiled for AVX-512, AVX2
-// and the baseline ISA, picked at load time by CPU features (target_clones). double rows
-// use std::exp.
+// float rows are the hot path of softmax: the kernels below work on 16 floats at a time
+// (simd.hpp) and are compiled for AVX-512, AVX2 and the baseline ISA, picked at load time
+// by CPU features (target_clones). double rows use std::exp.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,65 +10,19 @@
 #include <limits>
 #include <type_traits>
 
+#include "simd.hpp"
 #include "softmax_kernels.hpp"
-
-// Vec values never cross a call boundary (every helper is always_inline), so GCC's note that
-// passing them would differ between the clones' ABIs does not apply.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define MICROTORCH_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define MICROTORCH_CLONES
-#endif
 
 namespace microtorch::detail {
 
 namespace {
 
-// 16 floats as one value (GCC vector extensions): one AVX-512 register in the avx512f
-// clone, split into narrower registers by the compiler in the others.
-constexpr int kLanes = 16;
-typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
-typedef std::int32_t IVec __attribute__((vector_size(kLanes * sizeof(float))));
-
-[[gnu::always_inline]] inline Vec load(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-[[gnu::always_inline]] inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
-
-// e^x for x <= 0 (softmax exponentiates x - max): e^x = 2^n e^r with n = round(x log2 e)
-// and r = x - n ln 2 in [-ln2/2, ln2/2] (Cody-Waite: ln 2 in two parts), e^r by Cephes'
-// expf polynomial (relative error ~1e-7), 2^n put into the exponent bits. Below
-// -87.3 (e^x < 2^-126, and -inf from masks) the result is exactly 0; NaN stays NaN.
-template <class V, class I>
-[[gnu::always_inline]] inline V exp_nonpositive(V x) {
-  const V low = V{} - 87.3f;
-  const V xc = x < low ? low : x;  // a NaN passes through
-  const V n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // + 1.5 * 2^23 rounds
-  const V r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
-  V p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  I bits;
-  if constexpr (std::is_same_v<V, float>) {
-    if (n != n) return x;  // NaN: converting it to an integer would be undefined
-    bits = static_cast<I>(static_cast<std::uint32_t>(static_cast<std::int32_t>(n) + 127) << 23);  // n + 127 in [1, 127]
-  } else {
-    bits = (__builtin_convertvector(n, I) + 127) << 23;
-  }
-  V scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  const V one = V{} + 1.0f, zero = V{};
-  return p * scale * (x < low ? zero : one);
-}
+using simd::exp_nonpositive;
+using simd::IVec;
+using simd::kLanes;
+using simd::load;
+using simd::store;
+using simd::Vec;
 
 typedef float Vec8 __attribute__((vector_size(8 * sizeof(float))));
 typedef float Vec4 __attribute__((vector_size(4 * sizeof(float))));
