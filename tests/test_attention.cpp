@@ -61,9 +61,30 @@ TEST_CASE("SDPA equals its definition on both sides of the fused kernel's block 
         CHECK_CLOSE(w, mt::softmax(mt::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(D)) + b, -1),
                     rtol, atol);
       }
-      // dropout: the returned weights P are what multiplied v
+      // gradients against the composed definition's, with a mask and with dropout (the
+      // returned P = A * M gives M: 0 where dropped, 1 / (1 - p) elsewhere)
+      for (Tensor* t : {&q, &k, &v}) t->requires_grad_();
+      auto grads_of = [&](const Tensor& y, const Tensor& g) {
+        for (Tensor* t : {&q, &k, &v}) t->zero_grad();
+        y.backward(g);
+        return mt::TensorList{q.grad(), k.grad(), v.grad()};
+      };
+      const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+      const Tensor g = mt::randn({2, L, Dv}, dtype);
+      const mt::TensorList masked = grads_of(std::get<0>(mt::scaled_dot_product_attention(q, k, v, Mask::additive(bias))), g);
+      const mt::TensorList masked_ref = grads_of(reference_sdpa(q, k, v, bias, scale), g);
       auto [dropped, p] = mt::scaled_dot_product_attention(q, k, v, Mask(), 0.5);
-      CHECK_CLOSE(dropped, mt::matmul(p, v), rtol, atol);
+      const mt::TensorList drop = grads_of(dropped, g);
+      const Tensor kept = (p != 0.0).to(dtype) * 2.0;
+      const Tensor dropped_ref = mt::matmul(mt::softmax(mt::matmul(q, k.transpose(-2, -1)) * scale, -1) * kept, v);
+      CHECK_CLOSE(dropped, dropped_ref, rtol, atol);
+      const mt::TensorList drop_ref = grads_of(dropped_ref, g);
+      for (std::size_t i = 0; i < 3; ++i) {
+        CAPTURE(i);
+        CHECK_CLOSE(masked[i], masked_ref[i], 10 * rtol, 10 * atol);
+        CHECK_CLOSE(drop[i], drop_ref[i], 10 * rtol, 10 * atol);
+      }
+      mt::NoGradGuard no_grad;
       // a NaN in query row 2 makes output row 2 NaN and leaves the others alone
       const Tensor first = mt::arange(2.0).reshape({2, 1, 1}) == 0.0, column = mt::arange(static_cast<double>(D)) == 0.0;
       const Tensor q_nan = q.masked_fill(first & (row == 2.0).unsqueeze(0) & column, NAN);

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "attention_kernels.hpp"
+#include "gemm.hpp"
 #include "microtorch/random.hpp"
 
 namespace microtorch {

@@ -6,23 +6,24 @@
 // ld = D; head h of batch n in a projection [N, L, H D] has offset n L H D + h D and
 // ld = H D, so heads are split and merged without copies.
 //
-// Forward, per matrix i (attention_rows, fused over blocks of query rows in attention_rows.cpp):
+// Forward, per matrix i (attention_rows):
 //   S = scale q k^T + bias            (blocked entries are -inf)
 //   A = softmax_rows(S)               (a fully blocked row gives A = 0)
 //   P = A * M                         (dropout: M holds 0 or 1 / (1 - p); otherwise P = A)
 //   O = P v
-// Backward, per matrix i, in one L x S scratch per thread (not one per matrix):
+// Backward, per matrix i (attention_rows_backward), from the saved A (and M, P):
 //   dv = P^T dO,  dP = dO v^T,  dA = dP * M,
 //   dS = A * (dA - rowsum(dA * A)),  dq = scale dS k,  dk = scale dS^T q
-// Matrices are independent, so they are spread over microtorch's threads.
+// Both run fused over blocks of 16 query rows (attention_rows.cpp), in a small scratch per
+// thread. Matrices are independent, so they are spread over microtorch's threads.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
-#include "gemm.hpp"
+#include "common.hpp"
 #include "parallel_for.hpp"
-#include "softmax_kernels.hpp"
 
 namespace microtorch::detail {
 
@@ -54,7 +55,7 @@ struct MaskBias {
 /// unless average_first.
 template <class T>
 struct AttentionMatrix {
-  std::int64_t L = 0, S = 0, D = 0, Dv = 0;
+  AttentionDims dims;
   T scale = 1;
   const T *q = nullptr, *k = nullptr, *v = nullptr;
   std::int64_t ldq = 0, ldk = 0, ldv = 0;
@@ -68,14 +69,31 @@ struct AttentionMatrix {
   std::int64_t ldo = 0;
 };
 
-/// Elements of the scratch attention_rows needs: Q^T, S^T and padded v columns of one
-/// block of query rows (at most 16 lanes each).
-inline std::int64_t attention_rows_scratch(const AttentionDims& d) { return (d.D + 2 * d.S) * 16; }
+/// One matrix of the backward: the forward's operands, its saved weights (and dropout
+/// multipliers and probs), dout, and the gradients wanted (null when not).
+template <class T>
+struct AttentionGradMatrix {
+  AttentionDims dims;
+  T scale = 1;
+  const T *q = nullptr, *k = nullptr, *v = nullptr;
+  std::int64_t ldq = 0, ldk = 0, ldv = 0;
+  const T *weights = nullptr, *drop = nullptr, *probs = nullptr;
+  const T* dout = nullptr;
+  std::int64_t lddo = 0;
+  T *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  std::int64_t lddq = 0, lddk = 0, lddv = 0;
+};
 
-/// O (and A, P, the average when wanted) of one matrix, a block of query rows at a time
-/// (attention_rows.cpp).
+/// Elements of the scratch attention_rows and attention_rows_backward need: transposed
+/// blocks of at most 16 query rows (attention_rows.cpp).
+inline std::int64_t attention_rows_scratch(const AttentionDims& d) { return (std::max(d.D, d.Dv) + 4 * d.S) * 16; }
+
+/// O (and A, P, the average when wanted) of one matrix, a block of query rows at a time.
 void attention_rows(const AttentionMatrix<float>& a, float* scratch);
 void attention_rows(const AttentionMatrix<double>& a, double* scratch);
+/// dq, dk, dv (those wanted) of one matrix.
+void attention_rows_backward(const AttentionGradMatrix<float>& a, float* scratch);
+void attention_rows_backward(const AttentionGradMatrix<double>& a, double* scratch);
 
 /// Fills out, and weights (A, [count, L, S]) and probs (P, with dropout) when given.
 /// average, when given, receives the mean of P over each group of `group` consecutive
@@ -92,7 +110,7 @@ void attention_forward(const AttentionDims& d, T scale, const Matrices<const T>&
     for (std::int64_t ii = begin * group; ii < end * group; ++ii) {
       const auto i = static_cast<std::size_t>(ii);
       AttentionMatrix<T> a;
-      a.L = d.L, a.S = d.S, a.D = d.D, a.Dv = d.Dv, a.scale = scale;
+      a.dims = d, a.scale = scale;
       a.q = q[i], a.k = k[i], a.v = v[i], a.ldq = q.ld, a.ldk = k.ld, a.ldv = v.ld;
       if (bias.m) a.bias = bias.m[i], a.bias_row_stride = bias.row_stride, a.bias_col_stride = bias.col_stride;
       if (drop) a.drop = drop + ii * LS;
@@ -119,21 +137,19 @@ void attention_backward(const AttentionDims& d, T scale, const Matrices<const T>
   const std::int64_t LS = d.L * d.S;
   const double flops = 4.0 * static_cast<double>(LS) * static_cast<double>(d.D + d.Dv);
   parallel_for(d.count, flops, [&](std::int64_t begin, std::int64_t end) {
-    const std::unique_ptr<T[]> scratch(dq || dk ? new T[static_cast<std::size_t>(LS)] : nullptr);
+    const std::unique_ptr<T[]> scratch(new T[static_cast<std::size_t>(attention_rows_scratch(d))]);
     for (std::int64_t ii = begin; ii < end; ++ii) {
       const auto i = static_cast<std::size_t>(ii);
-      const T* a = weights + ii * LS;
-      if (dv) gemm(true, false, d.S, d.Dv, d.L, T(1), drop ? probs + ii * LS : a, d.S, dout[i], dout.ld, T(0), dv[i], dv.ld);
-      if (!dq && !dk) continue;
-      T* ds = scratch.get();
-      gemm(false, true, d.L, d.S, d.Dv, T(1), dout[i], dout.ld, v[i], v.ld, T(0), ds, d.S);  // dP
-      if (drop) {
-        const T* m = drop + ii * LS;
-        for (std::int64_t j = 0; j < LS; ++j) ds[j] *= m[j];  // dA
-      }
-      for (std::int64_t r = 0; r < d.L; ++r) softmax_grad_row(a + r * d.S, ds + r * d.S, ds + r * d.S, d.S);
-      if (dq) gemm(false, false, d.L, d.D, d.S, scale, ds, d.S, k[i], k.ld, T(0), dq[i], dq.ld);
-      if (dk) gemm(true, false, d.S, d.D, d.L, scale, ds, d.S, q[i], q.ld, T(0), dk[i], dk.ld);
+      AttentionGradMatrix<T> a;
+      a.dims = d, a.scale = scale;
+      a.q = q[i], a.k = k[i], a.v = v[i], a.ldq = q.ld, a.ldk = k.ld, a.ldv = v.ld;
+      a.weights = weights + ii * LS;
+      if (drop) a.drop = drop + ii * LS, a.probs = probs + ii * LS;
+      a.dout = dout[i], a.lddo = dout.ld;
+      if (dq) a.dq = dq[i], a.lddq = dq.ld;
+      if (dk) a.dk = dk[i], a.lddk = dk.ld;
+      if (dv) a.dv = dv[i], a.lddv = dv.ld;
+      attention_rows_backward(a, scratch.get());
     }
   });
 }
