@@ -1,16 +1,18 @@
-// The fused forward of one attention matrix (declared in attention_kernels.hpp):
+// The fused forward and backward of one attention matrix (declared in attention_kernels.hpp):
 //   S = scale q k^T + bias,  A = softmax_rows(S),  P = A * M,  O = P v
 // computed for W query rows at a time, W = the lanes of one vector (16 floats, 8 doubles;
-// simd.hpp), in transposed form: lane r of vector j holds S[i0 + r, j]. Every step of the
+// simd.hpp), in transposed form: lane r of vector j holds S[i0 + r, j]. Every step of a
 // block is then elementwise over lanes:
 //   S^T[j] = sum_d k[j, d] Q^T[d]            (Q^T: the block's rows of q, scaled, transposed)
 //   m = max_j S^T[j],  E^T[j] = exp(S^T[j] - m),  A^T[j] = E^T[j] / sum_j E^T[j]
 //   O[i0 + r] = sum_j P^T[j][r] v[j]         (one accumulator vector per row r)
 // so the row max and row sum of the softmax are vector max / add over j (no horizontal
-// reductions), and both products are broadcast FMAs: per block, D + Dv FMAs per key, one
-// pass over k and v, and no L x S matrix in memory. The thread's scratch holds Q^T
-// (D x W), S^T (S x W) and a zero-padded copy of the last columns of v (S x W); A, P and the head average are written out only when wanted.
-// A fully masked row (every S = -inf) gives A = 0 and O = 0; a NaN in a row makes it NaN.
+// reductions), and the products are broadcast FMAs with one pass over k and v per block.
+// Blocks of q, A, M and dO change between rows and lanes through in-register transposes
+// (simd::transpose), W x W at a time. No L x S matrix is computed in memory: the thread's
+// scratch holds n x W and S x W blocks (Scratch), and A, P and the head average are
+// written out only when wanted. A fully masked row (every S = -inf) gives A = 0 and
+// O = 0; a NaN in a row makes the row NaN.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -134,8 +136,23 @@ template <class T>
       const T* p = st + j * W;
       _Pragma("GCC unroll 16") for (int r = 0; r < W; ++r) acc[r] += p[r] * xj;
     }
-    for (int r = 0; r < rows; ++r) std::memcpy(out + r * ldo + c, &acc[r], static_cast<std::size_t>(width) * sizeof(T));
+    for (int r = 0; r < rows; ++r) {
+      if (width == W) {
+        simd::store(out + r * ldo + c, acc[r]);
+      } else {
+        std::memcpy(out + r * ldo + c, &acc[r], static_cast<std::size_t>(width) * sizeof(T));
+      }
+    }
   }
+}
+
+// p[0 .. width) as a vector, 0 past width.
+template <class V, class T>
+[[gnu::always_inline]] inline V load_first(const T* p, std::size_t width) {
+  if (width * sizeof(T) == sizeof(V)) return simd::load(p);
+  V v{};
+  std::memcpy(&v, p, width * sizeof(T));
+  return v;
 }
 
 // p[0 .. width) += v[0 .. width)
@@ -160,8 +177,8 @@ template <class T>
   using V = VecOf<T>;
   for (std::int64_t c = 0; c < n; c += W) {
     const auto width = static_cast<std::size_t>(std::min<std::int64_t>(W, n - c));
-    V xr[W] = {};  // row r of x, columns c .. c + width
-    for (int r = 0; r < rows; ++r) std::memcpy(&xr[r], x + r * ld + c, width * sizeof(T));
+    V xr[W];  // row r of x, columns c .. c + width (0 past them and past the rows)
+    for (int r = 0; r < W; ++r) xr[r] = r < rows ? load_first<V>(x + r * ld + c, width) : V{};
     std::int64_t j0 = 0;
     for (; j0 + kKeys <= S; j0 += kKeys) {
       V acc[kKeys] = {};
@@ -266,8 +283,9 @@ template <class T>
       transpose_rows(a.drop + i0 * S, S, rows, S, T(1), z.mt);
       for (std::int64_t j = 0; j < S; ++j) simd::store(z.st + j * W, simd::load(z.st + j * W) * simd::load(z.mt + j * W));
     }
-    V dot{};
-    for (std::int64_t j = 0; j < S; ++j) dot += simd::load(z.st + j * W) * simd::load(z.at + j * W);
+    V dots[4] = {};  // sum_j dA^T[j] A^T[j] in 4 independent chains
+    for (std::int64_t j = 0; j < S; ++j) dots[j % 4] += simd::load(z.st + j * W) * simd::load(z.at + j * W);
+    const V dot = (dots[0] + dots[1]) + (dots[2] + dots[3]);
     for (std::int64_t j = 0; j < S; ++j) {
       const V aj = simd::load(z.at + j * W);
       simd::store(z.st + j * W, a.scale * aj * (simd::load(z.st + j * W) - dot));  // dS^T
