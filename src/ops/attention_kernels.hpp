@@ -49,16 +49,26 @@ struct MaskBias {
   std::int64_t row_stride = 0, col_stride = 0;
 };
 
-/// One matrix of the forward: operands in place (rows ld apart), bias element (r, j) at
-/// bias[r bias_row_stride + j bias_col_stride]; drop, weights, probs and average are
-/// contiguous [L, S] and null when absent. average receives average_weight P, added to it
-/// unless average_first.
+/// q, k and v of one matrix in place (rows ld apart).
 template <class T>
-struct AttentionMatrix {
+struct AttentionOperands {
   AttentionDims dims;
   T scale = 1;
   const T *q = nullptr, *k = nullptr, *v = nullptr;
   std::int64_t ldq = 0, ldk = 0, ldv = 0;
+
+  AttentionOperands() = default;
+  AttentionOperands(const AttentionDims& d, T s, const Matrices<const T>& q_, const Matrices<const T>& k_,
+                    const Matrices<const T>& v_, std::size_t i)
+      : dims(d), scale(s), q(q_[i]), k(k_[i]), v(v_[i]), ldq(q_.ld), ldk(k_.ld), ldv(v_.ld) {}
+};
+
+/// One matrix of the forward: its operands, bias element (r, j) at bias[r bias_row_stride
+/// + j bias_col_stride]; drop, weights, probs and average are contiguous [L, S] and null
+/// when absent. average receives average_weight P, added to it unless average_first.
+template <class T>
+struct AttentionMatrix : AttentionOperands<T> {
+  using AttentionOperands<T>::AttentionOperands;
   const T* bias = nullptr;
   std::int64_t bias_row_stride = 0, bias_col_stride = 0;
   const T* drop = nullptr;
@@ -72,11 +82,8 @@ struct AttentionMatrix {
 /// One matrix of the backward: the forward's operands, its saved weights (and dropout
 /// multipliers and probs), dout, and the gradients wanted (null when not).
 template <class T>
-struct AttentionGradMatrix {
-  AttentionDims dims;
-  T scale = 1;
-  const T *q = nullptr, *k = nullptr, *v = nullptr;
-  std::int64_t ldq = 0, ldk = 0, ldv = 0;
+struct AttentionGradMatrix : AttentionOperands<T> {
+  using AttentionOperands<T>::AttentionOperands;
   const T *weights = nullptr, *drop = nullptr, *probs = nullptr;
   const T* dout = nullptr;
   std::int64_t lddo = 0;
@@ -109,9 +116,7 @@ void attention_forward(const AttentionDims& d, T scale, const Matrices<const T>&
     const std::unique_ptr<T[]> scratch(new T[static_cast<std::size_t>(attention_rows_scratch(d))]);
     for (std::int64_t ii = begin * group; ii < end * group; ++ii) {
       const auto i = static_cast<std::size_t>(ii);
-      AttentionMatrix<T> a;
-      a.dims = d, a.scale = scale;
-      a.q = q[i], a.k = k[i], a.v = v[i], a.ldq = q.ld, a.ldk = k.ld, a.ldv = v.ld;
+      AttentionMatrix<T> a(d, scale, q, k, v, i);
       if (bias.m) a.bias = bias.m[i], a.bias_row_stride = bias.row_stride, a.bias_col_stride = bias.col_stride;
       if (drop) a.drop = drop + ii * LS;
       if (weights) a.weights = weights + ii * LS;
@@ -140,9 +145,7 @@ void attention_backward(const AttentionDims& d, T scale, const Matrices<const T>
     const std::unique_ptr<T[]> scratch(new T[static_cast<std::size_t>(attention_rows_scratch(d))]);
     for (std::int64_t ii = begin; ii < end; ++ii) {
       const auto i = static_cast<std::size_t>(ii);
-      AttentionGradMatrix<T> a;
-      a.dims = d, a.scale = scale;
-      a.q = q[i], a.k = k[i], a.v = v[i], a.ldq = q.ld, a.ldk = k.ld, a.ldv = v.ld;
+      AttentionGradMatrix<T> a(d, scale, q, k, v, i);
       a.weights = weights + ii * LS;
       if (drop) a.drop = drop + ii * LS, a.probs = probs + ii * LS;
       a.dout = dout[i], a.lddo = dout.ld;
