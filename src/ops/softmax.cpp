@@ -1,5 +1,5 @@
 // softmax and log_softmax: fused, numerically stable primitives along one dim (the row
-// kernels are in softmax_kernels.hpp, shared with attention).
+// kernels are in softmax_kernels.hpp).
 #include "softmax_kernels.hpp"
 
 namespace microtorch {

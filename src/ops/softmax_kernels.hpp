@@ -1,7 +1,7 @@
-// Internal: the row kernels of softmax / log_softmax, shared with attention.
+// Internal: the row kernels of softmax / log_softmax.
 //
 // Rows are walked with raw pointers over the (outer, n, inner) layout; contiguous rows
-// (inner = 1: the usual last-dim softmax and every attention row) take the SIMD kernels
+// (inner = 1: the usual last-dim softmax) take the SIMD kernels
 // softmax_row / softmax_grad_row of softmax_rows.cpp. A row that is entirely -inf (every
 // position masked) has no distribution: softmax defines it as all zeros with zero
 // gradient instead of 0/0 = NaN.
