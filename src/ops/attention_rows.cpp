@@ -283,9 +283,16 @@ template <class T>
       transpose_rows(a.drop + i0 * S, S, rows, S, T(1), z.mt);
       for (std::int64_t j = 0; j < S; ++j) simd::store(z.st + j * W, simd::load(z.st + j * W) * simd::load(z.mt + j * W));
     }
-    V dots[4] = {};  // sum_j dA^T[j] A^T[j] in 4 independent chains
-    for (std::int64_t j = 0; j < S; ++j) dots[j % 4] += simd::load(z.st + j * W) * simd::load(z.at + j * W);
-    const V dot = (dots[0] + dots[1]) + (dots[2] + dots[3]);
+    V d0{}, d1{}, d2{}, d3{};  // sum_j dA^T[j] A^T[j] in 4 independent chains
+    std::int64_t j4 = 0;
+    for (; j4 + 4 <= S; j4 += 4) {
+      d0 += simd::load(z.st + j4 * W) * simd::load(z.at + j4 * W);
+      d1 += simd::load(z.st + (j4 + 1) * W) * simd::load(z.at + (j4 + 1) * W);
+      d2 += simd::load(z.st + (j4 + 2) * W) * simd::load(z.at + (j4 + 2) * W);
+      d3 += simd::load(z.st + (j4 + 3) * W) * simd::load(z.at + (j4 + 3) * W);
+    }
+    for (std::int64_t j = j4; j < S; ++j) d0 += simd::load(z.st + j * W) * simd::load(z.at + j * W);
+    const V dot = (d0 + d1) + (d2 + d3);
     for (std::int64_t j = 0; j < S; ++j) {
       const V aj = simd::load(z.at + j * W);
       simd::store(z.st + j * W, a.scale * aj * (simd::load(z.st + j * W) - dot));  // dS^T
