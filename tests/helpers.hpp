@@ -16,6 +16,13 @@
 
 namespace mt = microtorch;
 
+/// Defined under AddressSanitizer and ThreadSanitizer, whose allocators abort on an
+/// impossible size (or an address-space limit) instead of failing the allocation: tests of
+/// such failures run in the release suite only.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MT_SANITIZER_ALLOCATOR 1
+#endif
+
 namespace testing {
 
 /// |actual - expected| <= atol + rtol * |expected| everywhere, same shape; on failure the

@@ -48,6 +48,7 @@ struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape shape;
   std::vector<std::size_t> xshape;  // the same sizes, in xtensor's type
+  std::int64_t numel = 1;           // numel_of(shape), checked once when the impl is made
   Dtype dtype = Dtype::Float32;
   bool requires_grad = false;
   bool retains_grad = false;
@@ -106,7 +107,7 @@ class Tensor {
   const Shape& sizes() const { return shape(); }
   std::int64_t size(std::int64_t dim) const;
   std::int64_t dim() const { return static_cast<std::int64_t>(shape().size()); }
-  std::int64_t numel() const { return numel_of(shape()); }
+  std::int64_t numel() const { return impl().numel; }
   Dtype dtype() const { return impl().dtype; }
   bool is_floating_point() const { return is_floating(dtype()); }
   /// True when both handles point to the same tensor.
@@ -237,7 +238,7 @@ std::size_t flat_index(const Shape& shape, const std::vector<std::int64_t>& inde
 
 template <class T>
 Tensor::Tensor(Array<T> a) {
-  Shape shape(a.shape().begin(), a.shape().end());
+  Shape shape(a.shape().begin(), a.shape().end());  // sizes come from valid tensors: they fit int64
   auto storage = std::make_shared<Storage>(Storage{std::move(a.storage())});
   impl_ = detail::make_impl(std::move(storage), std::move(shape), dtype_of_v<T>);
 }
