@@ -495,13 +495,14 @@ TEST_CASE("a save that fails half-way (file size limit, as on a full disk) leave
   CHECK(dir.files() == std::vector<std::string>{"ckpt.npz", "w.npy"});
 }
 
-TEST_CASE("a save whose final rename fails (the target is a directory) removes its temporary file") {
+TEST_CASE("a save onto a directory is refused before anything is written, and leaves no temporary file") {
   TempDir dir;
   const std::string target = dir / "ckpt.npz";
   REQUIRE(::mkdir(target.c_str(), 0700) == 0);
   write_file(target + "/keep", "x");
-  CHECK_THROWS_MSG(mt::save_npz({{"w", mt::ones({4})}}, target), mt::IoError, "save_npz", "cannot move", target.c_str());
-  CHECK_THROWS_MSG(mt::save_npy(mt::ones({4}), target), mt::IoError, "save_npy", "cannot move");
+  CHECK_THROWS_MSG(mt::save_npz({{"w", mt::ones({4})}}, target), mt::IoError, "save_npz", "is a directory",
+                   target.c_str());
+  CHECK_THROWS_MSG(mt::save_npy(mt::ones({4}), target), mt::IoError, "save_npy", "is a directory");
   CHECK(dir.files() == std::vector<std::string>{"ckpt.npz"});
   CHECK(read_file(target + "/keep") == "x");
   std::remove((target + "/keep").c_str());
