@@ -1,6 +1,8 @@
 #include "microtorch/nn/module.hpp"
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -156,7 +158,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     } else if (it->second.shape() != t.shape()) {
       mismatched.push_back(fmt::format("{}: checkpoint {} vs module {}", name, shape_str(it->second.shape()),
                                        shape_str(t.shape())));
-    } else if (it->second.is_floating_point() != t.is_floating_point()) {
+    } else if (it->second.dtype() != t.dtype() && !(it->second.is_floating_point() && t.is_floating_point())) {
       mismatched.push_back(fmt::format("{}: checkpoint dtype {} vs module dtype {}", name,
                                        dtype_name(it->second.dtype()), dtype_name(t.dtype())));
     }
@@ -173,10 +175,27 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     if (mismatched.empty()) msg += "\n  (pass strict=false to load only the keys present in both)";
     throw ValueError(msg);
   }
-  NoGradGuard no_grad;
-  for (auto& [name, t] : mine) {
-    auto it = given.find(name);
-    if (it != given.end()) Tensor(t).copy_(it->second);
+  // All or nothing: every source is converted (and copied where it shares memory with a
+  // destination) before the first write, so only non-throwing copies remain.
+  std::set<const Storage*> destinations;
+  for (auto& [_, t] : mine) destinations.insert(t.impl().storage.get());
+  std::vector<std::pair<Tensor, Tensor>> writes;  // (destination, source of the same shape and dtype)
+  {
+    NoGradGuard no_grad;
+    for (auto& [name, t] : mine) {
+      auto it = given.find(name);
+      if (it == given.end()) continue;
+      Tensor src = it->second.detach().to(t.dtype());
+      if (destinations.count(src.impl().storage.get()) != 0) src = src.clone();
+      writes.emplace_back(t, std::move(src));
+    }
+  }
+  for (auto& [dst, src] : writes) {
+    visit_dtype(dst.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      std::copy_n(src.template data<T>(), dst.numel(), dst.template data<T>());
+    });
+    dst.bump_version();
   }
 }
 

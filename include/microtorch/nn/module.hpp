@@ -72,8 +72,10 @@ class Module {
   /// Parameters and buffers with dotted names; the tensors share memory with the module.
   NamedTensors state_dict() const;
   /// Copies the values of `state` into the module's tensors. Every key, shape and dtype is
-  /// checked before anything is written; strict mode also refuses missing and unexpected
-  /// keys. The error lists all problems at once.
+  /// checked before anything is written (floating values convert to the module's floating
+  /// dtype; other dtypes must match); strict mode also refuses missing and unexpected keys.
+  /// The error lists all problems at once. All or nothing: when anything fails, an
+  /// allocation included, the module is unchanged.
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
  protected:
