@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # tools/run-tests.sh — what `make test` runs once the builds are done: the doctest suite
-# (release build), the same suite under AddressSanitizer + UndefinedBehaviorSanitizer +
-# LeakSanitizer, and a short bounded run of every libFuzzer target. Ends with one line:
+# (release build), the notebooks, the same suite under AddressSanitizer +
+# UndefinedBehaviorSanitizer + LeakSanitizer and under ThreadSanitizer, and a short bounded
+# run of every libFuzzer target. Ends with one line:
 #
-#   tests: N passed, M failed (release P/T, asan+ubsan P/T, fuzz P/T targets)
+#   tests: N passed, M failed (release P/T, notebooks P/T, asan+ubsan P/T, tsan P/T, fuzz P/T targets)
 #
 # N and M add up every doctest case of both suites and every fuzz target; a crash, a
 # sanitizer report or a fuzzer finding counts as a failure, and the exit status is
 # non-zero when M > 0. Settings come from the environment (the Makefile passes them):
 #
-#   BUILD=build  ASAN_BUILD=build-asan (empty: skip)  FUZZ_BUILD=build-fuzz (empty: skip)
-#   TEST_ARGS='...'     doctest options for both suites
-#   ASAN_EXCLUDE='...'  doctest -tce patterns the sanitizer pass leaves out
+#   BUILD=build  ASAN_BUILD=build-asan  TSAN_BUILD=build-tsan  FUZZ_BUILD=build-fuzz (each: empty skips)
+#   TEST_ARGS='...'     doctest options for every suite
+#   ASAN_EXCLUDE='...'  doctest -tce patterns the sanitizer passes leave out
 #   FUZZ_SECONDS=10     per fuzz target
 #   NOTEBOOKS=1         0 skips the notebooks (tools/run_notebooks.py); NOTEBOOK_ARGS its options
 set -uo pipefail
@@ -19,6 +20,7 @@ cd "$(dirname "$0")/.."
 
 BUILD=${BUILD:-build}
 ASAN_BUILD=${ASAN_BUILD-build-asan}
+TSAN_BUILD=${TSAN_BUILD-build-tsan}
 FUZZ_BUILD=${FUZZ_BUILD-build-fuzz}
 TEST_ARGS=${TEST_ARGS:-}
 ASAN_EXCLUDE=${ASAN_EXCLUDE:-}
@@ -87,6 +89,18 @@ if [[ -n $ASAN_BUILD ]] && ! $fuzz_only; then
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     run_suite asan+ubsan "$ASAN_BUILD/tests/microtorch-tests" "$ASAN_BUILD/tests/last-run.log" \
     "${exclude[@]}" $TEST_ARGS
+fi
+
+if [[ -n $TSAN_BUILD ]] && ! $fuzz_only; then
+  echo
+  echo "== the suite again under ThreadSanitizer ($TSAN_BUILD)"
+  exclude=()
+  [[ -n $ASAN_EXCLUDE ]] && exclude=("-tce=$ASAN_EXCLUDE")
+  # halt_on_error: the first data race fails the run. OpenBLAS is not instrumented, so its
+  # own threads are invisible here; microtorch's (the attention pool, user threads) are not.
+  # shellcheck disable=SC2086
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=tools/tsan.supp \
+    run_suite tsan "$TSAN_BUILD/tests/microtorch-tests" "$TSAN_BUILD/tests/last-run.log" "${exclude[@]}" $TEST_ARGS
 fi
 
 if [[ -n $FUZZ_BUILD && $FUZZ_SECONDS -gt 0 ]]; then
