@@ -22,47 +22,11 @@
 using mt::Tensor;
 using Named = std::vector<std::pair<std::string, Tensor>>;
 
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-/// A fresh directory under /tmp, removed (with its files) at the end of the test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char name[] = "/tmp/microtorch-ckpt-XXXXXX";
-    REQUIRE(::mkdtemp(name) != nullptr);
-    path = name;
-  }
-  ~TempDir() {
-    ::chmod(path.c_str(), 0700);
-    for (const auto& f : files()) {
-      const std::string p = path + "/" + f;
-      if (::rmdir(p.c_str()) != 0) std::remove(p.c_str());
-    }
-    ::rmdir(path.c_str());
-  }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-  std::vector<std::string> files() const {
-    std::vector<std::string> out;
-    if (DIR* d = ::opendir(path.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) out.emplace_back(e->d_name);
-      }
-      ::closedir(d);
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-};
 
 Named fixture_npz(const std::string& name) {
   return mt::load_npz(std::string(MICROTORCH_FIXTURES_DIR) + "/" + name + ".npz");

@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "helpers.hpp"
 #include "microtorch/io.hpp"
@@ -26,42 +25,13 @@
 using mt::Tensor;
 namespace F = mt::nn::functional;
 
+using testing::read_file;
+using testing::TempDir;
+
 namespace {
 
 constexpr std::int64_t kBig = std::int64_t{1} << 40;
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
-
-/// A fresh directory under /tmp, removed with everything in it at the end of the test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char name[] = "/tmp/microtorch-hostile-XXXXXX";
-    REQUIRE(::mkdtemp(name) != nullptr);
-    path = name;
-  }
-  ~TempDir() { (void)std::system(("rm -rf '" + path + "'").c_str()); }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-  /// The names in the directory, sorted (temporary files would show up here).
-  std::vector<std::string> files() const {
-    std::vector<std::string> out;
-    std::FILE* p = ::popen(("ls -A '" + path + "'").c_str(), "r");
-    char line[4096];
-    while (std::fgets(line, sizeof line, p) != nullptr) {
-      std::string s(line);
-      if (!s.empty() && s.back() == '\n') s.pop_back();
-      out.push_back(s);
-    }
-    ::pclose(p);
-    return out;
-  }
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 /// A .npy file with this header dictionary text (padded as numpy pads) and data bytes.
 std::string npy_with(std::string dict, const std::string& data) {
