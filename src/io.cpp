@@ -427,8 +427,11 @@ class TempFile {
         (void)::fchown(fd_, target_.existing.st_uid, target_.existing.st_gid);
       }
       if (::fchmod(fd_, target_.existing.st_mode & 07777) != 0) {
+        const int err = errno;
+        ::close(fd_);  // the destructor does not run for a constructor that throws
+        ::unlink(name_.c_str());
         throw IoError(fmt::format("{}: cannot give '{}' the permissions of '{}': {}", op_, name_, target_.path,
-                                  errno_str(errno)));
+                                  errno_str(err)));
       }
     }
   }
