@@ -1,25 +1,27 @@
-// microtorch/display.hpp — rich display of tensors and attention weights in notebooks.
-//
-// xeus-cling (the `xcpp17` Jupyter kernel) shows the last expression of a cell through
-// `nl::json mime_bundle_repr(const T&)`, found by argument-dependent lookup in T's
-// namespace. This header provides
-//
-//   mime_bundle_repr(const Tensor&)             an HTML table (dtype and shape caption,
-//                                               big tensors truncated) plus PyTorch's text
-//   display::Heatmap{weights, rows, cols}       attention weights [L, S] as an SVG heat map;
-//                                               .svg() gives the picture as a string, to
-//                                               write to a file outside a notebook
-//
-// \code
-//   auto [out, w] = scaled_dot_product_attention(q, k, v, Mask::causal(4));
-//   display::Heatmap{w.select(0, 0), {"the", "cat", "sat", "down"}}   // last line of a cell
-//   std::ofstream("weights.svg") << display::Heatmap{w.select(0, 0)}.svg();
-// \endcode
-//
-// The HTML and SVG builders need only the standard library. The two mime_bundle_repr
-// overloads are compiled only when <nlohmann/json.hpp> is available (xeus-cling always has
-// it), so the library itself never depends on a JSON library through this header.
-// Everything is inline: the header works the same compiled or interpreted by cling.
+/// \file
+/// Rich display of tensors and attention weights in notebooks, and SVG pictures anywhere.
+///
+/// xeus-cling (the `xcpp17` Jupyter kernel) shows the last expression of a cell through
+/// `nl::json mime_bundle_repr(const T&)`, found by argument-dependent lookup in T's
+/// namespace. This header provides
+///
+///     mime_bundle_repr(const Tensor&)             an HTML table (dtype and shape caption,
+///                                                 big tensors truncated) plus PyTorch's text
+///     display::Heatmap{weights, rows, cols}       attention weights [L, S] as an SVG heat map;
+///                                                 .svg() gives the picture as a string, to
+///                                                 write to a file outside a notebook
+///     display::LineChart{values}                  a loss curve as an SVG line chart
+///
+/// \code
+///   auto [out, w] = scaled_dot_product_attention(q, k, v, Mask::causal(4));
+///   display::Heatmap{w.select(0, 0), {"the", "cat", "sat", "down"}}   // last line of a cell
+///   std::ofstream("weights.svg") << display::Heatmap{w.select(0, 0)}.svg();
+/// \endcode
+///
+/// The HTML and SVG builders need only the standard library. The mime_bundle_repr
+/// overloads are compiled only when `<nlohmann/json.hpp>` is available (xeus-cling always has
+/// it), so the library itself never depends on a JSON library through this header.
+/// Everything is inline: the header works the same compiled or interpreted by cling.
 #pragma once
 
 #include <algorithm>
@@ -36,9 +38,11 @@
 
 #if __has_include(<nlohmann/json.hpp>)
 #include <nlohmann/json.hpp>
+/// Defined when `<nlohmann/json.hpp>` was found, so that the mime_bundle_repr overloads exist.
 #define MICROTORCH_DISPLAY_HAS_JSON 1
 #endif
 
+/// HTML tables and SVG pictures of tensors, for notebooks and files.
 namespace microtorch::display {
 
 /// `&`, `<`, `>`, `"` and `'` as entities: safe inside HTML/SVG text and attribute values.
@@ -100,6 +104,7 @@ inline std::string row_index(const Shape& shape, std::int64_t r) {
 
 }  // namespace detail
 
+/// How html() lays out a tensor.
 struct HtmlOptions {
   std::int64_t max_rows = 16;  ///< more rows are elided in the middle (a "⋮" row)
   std::int64_t max_cols = 12;  ///< more columns likewise ("…")
@@ -150,12 +155,17 @@ inline std::string html(const Tensor& t, const HtmlOptions& o = {}) {
 /// suits probabilities); each cell shows its value when the map is at most 16 x 16, and
 /// its row, column and value as a tooltip always.
 struct Heatmap {
-  Tensor weights;
+  Tensor weights;  ///< [L, S], or with leading size-1 dims, or 1-D (one row); any dtype
   std::vector<std::string> row_labels = {};  ///< L labels (queries), or empty for 0..L-1
   std::vector<std::string> col_labels = {};  ///< S labels (keys), or empty for 0..S-1
-  std::string title = {};
-  double vmin = NAN, vmax = NAN;             ///< colour range; NaN = from the data (see above)
+  std::string title = {};  ///< drawn above the map when not empty
+  ///@{
+  /// The colour range; NaN takes it from the data (see above).
+  double vmin = NAN, vmax = NAN;
+  ///@}
 
+  /// The heat map as a standalone SVG document. Weights that are not 2-D after dropping
+  /// leading size-1 dims throw ShapeError; label lists of the wrong length ValueError.
   std::string svg() const {
     Tensor w = weights.detach();
     while (w.dim() > 2 && w.size(0) == 1) w = w.squeeze(0);
@@ -235,12 +245,14 @@ struct Heatmap {
 /// A line chart of one series (a loss curve): x = 1, 2, ..., n, y = values, with the
 /// first and last values and the y range written on the axes.
 struct LineChart {
-  std::vector<double> values;
-  std::string title = {};
-  std::string x_label = "epoch";
-  std::string y_label = "loss";
+  std::vector<double> values;     ///< the y values, one per step
+  std::string title = {};         ///< drawn above the chart when not empty
+  std::string x_label = "epoch";  ///< the x axis's label
+  std::string y_label = "loss";   ///< the y axis's label
   bool log_y = false;  ///< logarithmic y axis (values must be positive)
 
+  /// The chart as a standalone SVG document; no values, or a non-positive value with log_y,
+  /// throw ValueError.
   std::string svg() const {
     if (values.empty()) throw ValueError("LineChart: no values to draw");
     auto y_of = [this](double v) {
