@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # tools/run-tests.sh — what `make test` runs once the builds are done: the doctest suite
-# (release build), the notebooks, the same suite under AddressSanitizer +
+# (release build), the API reference check, the notebooks, the same suite under AddressSanitizer +
 # UndefinedBehaviorSanitizer + LeakSanitizer and under ThreadSanitizer, and a short bounded
 # run of every libFuzzer target. Ends with one line:
 #
-#   tests: N passed, M failed (release P/T, notebooks P/T, install P/T, asan+ubsan P/T, tsan P/T, fuzz P/T targets)
+#   tests: N passed, M failed (release P/T, docs P/T, notebooks P/T, install P/T, asan+ubsan P/T, tsan P/T, fuzz P/T targets)
 #
 # N and M add up every doctest case of both suites and every fuzz target; a crash, a
 # sanitizer report or a fuzzer finding counts as a failure, and the exit status is
@@ -16,6 +16,7 @@
 #   FUZZ_SECONDS=10     per fuzz target
 #   NOTEBOOKS=1         0 skips the notebooks (tools/run_notebooks.py); NOTEBOOK_ARGS its options
 #   INSTALL_CHECK=1     0 skips tools/check-install.sh (install to a prefix, two consumers)
+#   DOCS_CHECK=1        0 skips tools/check_docs.py (the API reference: one check per header)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +30,7 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 NOTEBOOKS=${NOTEBOOKS:-1}
 NOTEBOOK_ARGS=${NOTEBOOK_ARGS:-}
 INSTALL_CHECK=${INSTALL_CHECK:-1}
+DOCS_CHECK=${DOCS_CHECK:-1}
 
 total_passed=0
 total_failed=0
@@ -65,6 +67,19 @@ fuzz_only=false
 if ! $fuzz_only; then
   # shellcheck disable=SC2086  # TEST_ARGS is a list of options
   run_suite release "$BUILD/tests/microtorch-tests" "$BUILD/tests/last-run.log" $TEST_ARGS
+fi
+
+# The API reference built with Doxygen, one check per header: every public symbol
+# described, no Doxygen warning. "check-docs: N passed, M failed".
+if [[ $DOCS_CHECK != 0 ]] && ! $fuzz_only; then
+  echo
+  echo "== docs: the API reference from the headers (docs/Doxyfile), every public symbol described"
+  dlog=$BUILD/docs-check.log
+  python3 tools/check_docs.py --build "$BUILD" 2>&1 | tee "$dlog"
+  drc=${PIPESTATUS[0]}
+  dsummary=$(grep -a '^check-docs: [0-9]* passed' "$dlog" | tail -n 1)
+  tally docs "$drc" "$(sed -nE 's/^check-docs: ([0-9]+) passed.*/\1/p' <<<"$dsummary")" \
+    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$dsummary")" "$dlog"
 fi
 
 # Each notebook compiled and run as a program: "notebooks: N passed, M failed".
