@@ -3,11 +3,12 @@
 #   make demo      install missing packages, configure, build, then train the Iris transformer,
 #                  lower it to int16/int8 firmware and verify it on QEMU (examples/demo.cpp)
 #   make test      the same, then the doctest suite, the notebooks, the suite again under
-#                  ASan + UBSan (build-asan) and under TSan (build-tsan), the library
-#                  installed into a prefix and used by a pkg-config and a CMake project
-#                  (tools/check-install.sh), and a short run of each libFuzzer target
+#                  ASan + UBSan (build-asan) and under TSan (build-tsan), every C++
+#                  example of README.md compiled and run (tools/check_readme.py), the
+#                  library installed into a prefix and used by a pkg-config and a CMake
+#                  project (tools/check-install.sh), and a short run of each libFuzzer target
 #                  (build-fuzz, clang); last line: "tests: N passed, M failed (release ...,
-#                  notebooks ..., install ..., asan+ubsan ..., tsan ..., fuzz ...)"
+#                  notebooks ..., readme ..., install ..., asan+ubsan ..., tsan ..., fuzz ...)"
 #                  (tools/run-tests.sh)
 #   make notebooks only the notebooks (examples/notebooks, run by tools/run_notebooks.py)
 #   make fuzz      longer fuzzing: FUZZ_SECONDS per target (default 600)
