@@ -4,7 +4,8 @@
 # UndefinedBehaviorSanitizer + LeakSanitizer and under ThreadSanitizer, and a short bounded
 # run of every libFuzzer target. Ends with one line:
 #
-#   tests: N passed, M failed (release P/T, docs P/T, notebooks P/T, install P/T, asan+ubsan P/T, tsan P/T, fuzz P/T targets)
+#   tests: N passed, M failed (release P/T, docs P/T, notebooks P/T, readme P/T, install P/T, asan+ubsan P/T,
+#                              tsan P/T, fuzz P/T targets)
 #
 # N and M add up every doctest case of both suites and every fuzz target; a crash, a
 # sanitizer report or a fuzzer finding counts as a failure, and the exit status is
@@ -92,6 +93,18 @@ if [[ $NOTEBOOKS != 0 ]] && ! $fuzz_only; then
   nbsummary=$(grep -a '^notebooks: ' "$nblog" | tail -n 1)
   tally notebooks "$nbrc" "$(sed -nE 's/^notebooks: ([0-9]+) passed.*/\1/p' <<<"$nbsummary")" \
     "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$nbsummary")" "$nblog"
+fi
+
+# Every C++ example of README.md compiled and run (tools/check_readme.py).
+if ! $fuzz_only; then
+  echo
+  echo "== README.md: every C++ example compiled (C++20) and run"
+  rlog=$BUILD/readme-check.log
+  python3 tools/check_readme.py --build "$BUILD" 2>&1 | tee "$rlog"
+  rrc=${PIPESTATUS[0]}
+  rsummary=$(grep -a '^readme: [0-9]* passed' "$rlog" | tail -n 1)
+  tally readme "$rrc" "$(sed -nE 's/^readme: ([0-9]+) passed.*/\1/p' <<<"$rsummary")" \
+    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$rsummary")" "$rlog"
 fi
 
 # The library installed into a prefix and used by a pkg-config and a CMake project.
