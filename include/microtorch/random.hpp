@@ -121,8 +121,8 @@ Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Options 
 /// A random permutation of 0..n-1 (int64, Fisher-Yates); n < 0 throws ValueError.
 Tensor randperm(std::int64_t n);
 
-/// torch.nn.init: fill a weight in place (no graph is recorded, so parameters may be
-/// filled). Fans follow PyTorch: fan_in = size(1) * receptive field, fan_out = size(0) *
+/// The initializers of torch.nn.init: each fills a weight in place (no graph is recorded,
+/// so parameters may be filled). Fans follow PyTorch: fan_in = size(1) * receptive field, fan_out = size(0) *
 /// receptive field; a tensor with fewer than 2 dims has no fans (ShapeError).
 namespace init {
 /// Recommended gain for a nonlinearity: "linear"/"sigmoid" 1, "tanh" 5/3, "relu" sqrt(2),

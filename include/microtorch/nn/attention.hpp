@@ -27,7 +27,7 @@ class ScaledDotProductAttention : public Module {
   double scale;    ///< the score scale; 0 = 1/sqrt(D)
 };
 
-/// torch.nn.MultiheadAttention's constructor options.
+/// The constructor options of torch.nn.MultiheadAttention.
 struct MultiheadAttentionOptions {
   bool bias = true;        ///< in_proj_bias and out_proj.bias
   double dropout = 0.0;    ///< on the attention weights, in training
@@ -37,7 +37,7 @@ struct MultiheadAttentionOptions {
   Dtype dtype = Dtype::Float32;  ///< of the parameters
 };
 
-/// torch.nn.MultiheadAttention.forward's keyword arguments, with PyTorch's polarity:
+/// The keyword arguments of torch.nn.MultiheadAttention.forward, with PyTorch's polarity:
 /// a bool key_padding_mask / attn_mask is true where attention is *not* allowed; a float
 /// one is added to the scores. `mask` takes a microtorch Mask (true = may attend) that
 /// broadcasts against N x H x L x S; all given masks combine.

@@ -20,7 +20,8 @@ struct LinearOptions {
   Dtype dtype = Dtype::Float32;  ///< of the parameters: float32 or float64
 };
 
-/// y = x W^T + b, weight [out_features, in_features], bias [out_features]. PyTorch's init:
+/// A fully connected layer (torch.nn.Linear): `y = x W^T + b`, weight [out_features,
+/// in_features], bias [out_features]. PyTorch's init:
 /// W ~ kaiming_uniform(a = sqrt 5) = U(-1/sqrt(in), 1/sqrt(in)), b ~ U(-1/sqrt(in), 1/sqrt(in)).
 class Linear : public Module {
  public:
@@ -93,14 +94,14 @@ class Dropout : public Module {
   double p;  ///< the drop probability
 };
 
-/// relu(x) as a module (torch.nn.ReLU).
+/// Module form of relu(x) (torch.nn.ReLU).
 class ReLU : public Module {
  public:
   /// relu(x).
   Tensor forward(const Tensor& x) override { return relu(x); }
 };
 
-/// gelu(x, approximate) as a module (torch.nn.GELU).
+/// Module form of gelu(x, approximate) (torch.nn.GELU).
 class GELU : public Module {
  public:
   /// "none" (exact, the default) or "tanh"; checked by forward (ValueError).
@@ -111,14 +112,14 @@ class GELU : public Module {
   std::string approximate;  ///< "none" or "tanh"
 };
 
-/// tanh(x) as a module (torch.nn.Tanh).
+/// Module form of tanh(x) (torch.nn.Tanh).
 class Tanh : public Module {
  public:
   /// tanh(x).
   Tensor forward(const Tensor& x) override { return tanh(x); }
 };
 
-/// sigmoid(x) as a module (torch.nn.Sigmoid).
+/// Module form of sigmoid(x) (torch.nn.Sigmoid).
 class Sigmoid : public Module {
  public:
   /// sigmoid(x).
@@ -132,7 +133,7 @@ class Identity : public Module {
   Tensor forward(const Tensor& x) override { return x; }
 };
 
-/// softmax(x, dim) as a module (torch.nn.Softmax).
+/// Module form of softmax(x, dim) (torch.nn.Softmax).
 class Softmax : public Module {
  public:
   /// Softmax over `dim` (negative counts from the end).
@@ -143,7 +144,7 @@ class Softmax : public Module {
   std::int64_t dim;  ///< the dim normalised over
 };
 
-/// log_softmax(x, dim) as a module (torch.nn.LogSoftmax).
+/// Module form of log_softmax(x, dim) (torch.nn.LogSoftmax).
 class LogSoftmax : public Module {
  public:
   /// Log-softmax over `dim` (negative counts from the end).

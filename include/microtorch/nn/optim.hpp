@@ -115,7 +115,7 @@ class Optimizer {
   double lr_;                   ///< the current learning rate
 };
 
-/// lr has no default, as in torch.optim.SGD: leaving it unset throws ValueError.
+/// Options of SGD. The lr has no default, as in torch.optim.SGD: leaving it unset throws ValueError.
 struct SGDOptions {
   double lr = std::numeric_limits<double>::quiet_NaN();  ///< the learning rate (required)
   double momentum = 0.0;      ///< momentum factor (0: plain SGD)
@@ -262,7 +262,8 @@ class LRScheduler {
   std::int64_t step_ = 0;
 };
 
-/// lr = base_lr * gamma^(floor(t / step_size)) (torch.optim.lr_scheduler.StepLR).
+/// Decays the lr by gamma every step_size steps: lr = base_lr * gamma^(floor(t / step_size))
+/// (torch.optim.lr_scheduler.StepLR).
 class StepLR : public LRScheduler {
  public:
   /// step_size >= 1 and a finite gamma >= 0 (ValueError otherwise); sets the lr for step 0.

@@ -23,7 +23,7 @@
 
 namespace microtorch::nn {
 
-/// torch.nn.TransformerEncoderLayer's keyword arguments, with its defaults; designated
+/// The keyword arguments of torch.nn.TransformerEncoderLayer, with its defaults; designated
 /// initialisers must follow this order.
 struct TransformerEncoderLayerOptions {
   std::int64_t dim_feedforward = 2048;  ///< the feed-forward block's hidden width
@@ -43,9 +43,13 @@ struct EncoderForwardOptions {
   Mask mask{};                    ///< a microtorch Mask, true = may attend
 };
 
-/// post-LN: x = norm1(x + dropout1(self_attn(x)));  x = norm2(x + dropout2(ff(x)))
-/// pre-LN:  x = x + dropout1(self_attn(norm1(x)));  x = x + dropout2(ff(norm2(x)))
-/// ff(x) = linear2(dropout(activation(linear1(x)))).
+/// One encoder layer (torch.nn.TransformerEncoderLayer): self-attention and a feed-forward
+/// block, each with a residual connection and a LayerNorm.
+///
+///     post-LN: x = norm1(x + dropout1(self_attn(x)));  x = norm2(x + dropout2(ff(x)))
+///     pre-LN:  x = x + dropout1(self_attn(norm1(x)));  x = x + dropout2(ff(norm2(x)))
+///     ff(x) = linear2(dropout(activation(linear1(x)))).
+///
 /// Children: self_attn, linear1, dropout, linear2, norm1, norm2, dropout1, dropout2.
 class TransformerEncoderLayer : public Module {
  public:
@@ -79,7 +83,7 @@ class TransformerEncoderLayer : public Module {
   Tensor feed_forward_block(const Tensor& x);
 };
 
-/// num_layers encoder layers ("layers.0", "layers.1", ...) and an optional final LayerNorm
+/// A stack of num_layers encoder layers ("layers.0", "layers.1", ...) and an optional final LayerNorm
 /// ("norm"), as torch.nn.TransformerEncoder(layer, num_layers, norm). Each layer is
 /// initialised independently (PyTorch deep-copies one layer, so its layers start equal).
 class TransformerEncoder : public Module {
