@@ -11,7 +11,8 @@ checks two things for every header under include/microtorch and the main page:
      only about some of these (not about namespace members of undocumented namespaces, nor
      about enum values), so this reads its XML output.
 
-Each header (and the main page) is one check: it passes when it has neither problem.
+Each header, the main page and the configuration (warnings that name no file) is one
+check: it passes when it has neither problem.
 Prints every problem as `path:line: what`, then "check-docs: N passed, M failed" last,
 and exits non-zero when anything failed. `make docs` and `make test` run it.
 
@@ -57,7 +58,8 @@ def run_doxygen(out):
     """Doxygen with docs/Doxyfile, its output and warning log redirected into `out`."""
     os.makedirs(out, exist_ok=True)
     log = os.path.join(out, "warnings.log")
-    config = open(os.path.join(ROOT, "docs", "Doxyfile"), encoding="utf-8").read()
+    with open(os.path.join(ROOT, "docs", "Doxyfile"), encoding="utf-8") as f:
+        config = f.read()
     config += f'\nOUTPUT_DIRECTORY = "{out}"\nWARN_LOGFILE = "{log}"\n'
     result = subprocess.run(["doxygen", "-"], input=config, text=True, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -71,8 +73,9 @@ def read_warnings(log):
     """(path or None, line, text) for each warning; continuation lines join their warning."""
     warnings = []
     pattern = re.compile(r"^(.+?):(\d+): (warning|error): (.*)$")
-    for raw in open(log, encoding="utf-8", errors="replace"):
-        line = raw.rstrip("\n")
+    with open(log, encoding="utf-8", errors="replace") as f:
+        lines = f.read().splitlines()
+    for line in lines:
         if not line.strip():
             continue
         m = pattern.match(line)
@@ -152,10 +155,10 @@ def undocumented_symbols(xml_dir):
                     elif shared:
                         problems.append((mpath, mline, f"{what}{args} has no comment of its own (in the section "
                                                        f"\"{header}\" it shows the first member's description)"))
-                for value in member.findall("enumvalue"):
-                    if value.get("prot") != "private" and not described(value):
-                        problems.append((mpath, mline, f"enum value {scope}{member.findtext('name')}::"
-                                                         f"{value.findtext('name')} has no description"))
+                    for value in member.findall("enumvalue"):
+                        if value.get("prot") != "private" and not described(value):
+                            problems.append((mpath, mline, f"enum value {scope}{member.findtext('name')}::"
+                                                             f"{value.findtext('name')} has no description"))
     return problems
 
 
@@ -173,7 +176,7 @@ def main():
         os.path.relpath(os.path.join(d, f), ROOT)
         for d, _, files in os.walk(os.path.join(ROOT, "include", "microtorch"))
         for f in files if f.endswith(".hpp"))
-    units = [p for p in inputs if checked(p)]
+    units = [p for p in inputs if checked(p)] + ["docs/Doxyfile"]
     problems = collections.defaultdict(list)
     for path, line, text in read_warnings(log):
         if path is None or checked(path):
@@ -183,15 +186,16 @@ def main():
             problems[path if path in units else "docs/Doxyfile"].append((line, text))
 
     failed = 0
-    for path in units + ["docs/Doxyfile"]:
+    for path in units:
         found = sorted(set(problems.get(path, [])))
         if found:
             failed += 1
             print(f"check-docs: {path}: {len(found)} problem(s):", file=sys.stderr)
             for line, text in found:
                 print(f"  {path}:{line}: {text}", file=sys.stderr)
-    passed = len(units) - sum(1 for p in units if problems.get(p))
-    skipped = len(inputs) - len(units)
+    sys.stderr.flush()
+    passed = len(units) - failed
+    skipped = len(inputs) + 1 - len(units)
     print(f"check-docs: the reference is in {os.path.relpath(out, ROOT)}/html/index.html"
           + (f"; not checked yet: {', '.join(NOT_CHECKED_YET)} ({skipped} headers)" if skipped else ""))
     print(f"check-docs: {passed} passed, {failed} failed")
