@@ -62,6 +62,18 @@ run_suite() {
     "$(sed -nE 's/.*[|] *([0-9]+) failed.*/\1/p' <<<"$summary")" "$log"
 }
 
+# run_check LABEL PREFIX LOG COMMAND...: runs a checker whose last summary line is
+# "PREFIX: N passed, M failed" and tallies it.
+run_check() {
+  local label=$1 prefix=$2 log=$3
+  shift 3
+  "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]} summary
+  summary=$(grep -a "^$prefix: [0-9]* passed" "$log" | tail -n 1)
+  tally "$label" "$rc" "$(sed -nE "s/^$prefix: ([0-9]+) passed.*/\1/p" <<<"$summary")" \
+    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$summary")" "$log"
+}
+
 fuzz_only=false
 [[ ${1:-} == --fuzz-only ]] && fuzz_only=true  # make fuzz
 
@@ -75,48 +87,28 @@ fi
 if [[ $DOCS_CHECK != 0 ]] && ! $fuzz_only; then
   echo
   echo "== docs: the API reference from the headers (docs/Doxyfile), every public symbol described"
-  dlog=$BUILD/docs-check.log
-  python3 tools/check_docs.py --build "$BUILD" 2>&1 | tee "$dlog"
-  drc=${PIPESTATUS[0]}
-  dsummary=$(grep -a '^check-docs: [0-9]* passed' "$dlog" | tail -n 1)
-  tally docs "$drc" "$(sed -nE 's/^check-docs: ([0-9]+) passed.*/\1/p' <<<"$dsummary")" \
-    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$dsummary")" "$dlog"
+  run_check docs check-docs "$BUILD/docs-check.log" python3 tools/check_docs.py --build "$BUILD"
 fi
 
 # Each notebook compiled and run as a program: "notebooks: N passed, M failed".
 if [[ $NOTEBOOKS != 0 ]] && ! $fuzz_only; then
   echo
-  nblog=$BUILD/notebooks-last-run.log
   # shellcheck disable=SC2086
-  python3 tools/run_notebooks.py --build "$BUILD" $NOTEBOOK_ARGS 2>&1 | tee "$nblog"
-  nbrc=${PIPESTATUS[0]}
-  nbsummary=$(grep -a '^notebooks: ' "$nblog" | tail -n 1)
-  tally notebooks "$nbrc" "$(sed -nE 's/^notebooks: ([0-9]+) passed.*/\1/p' <<<"$nbsummary")" \
-    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$nbsummary")" "$nblog"
+  run_check notebooks notebooks "$BUILD/notebooks-last-run.log" python3 tools/run_notebooks.py --build "$BUILD" $NOTEBOOK_ARGS
 fi
 
 # Every C++ example of README.md compiled and run (tools/check_readme.py).
 if ! $fuzz_only; then
   echo
   echo "== README.md: every C++ example compiled (C++20) and run"
-  rlog=$BUILD/readme-check.log
-  python3 tools/check_readme.py --build "$BUILD" 2>&1 | tee "$rlog"
-  rrc=${PIPESTATUS[0]}
-  rsummary=$(grep -a '^readme: [0-9]* passed' "$rlog" | tail -n 1)
-  tally readme "$rrc" "$(sed -nE 's/^readme: ([0-9]+) passed.*/\1/p' <<<"$rsummary")" \
-    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$rsummary")" "$rlog"
+  run_check readme readme "$BUILD/readme-check.log" python3 tools/check_readme.py --build "$BUILD"
 fi
 
 # The library installed into a prefix and used by a pkg-config and a CMake project.
 if [[ $INSTALL_CHECK != 0 ]] && ! $fuzz_only; then
   echo
   echo "== install: a library-only build into a temporary prefix, used by two out-of-tree projects"
-  ilog=$BUILD/install-check.log
-  tools/check-install.sh 2>&1 | tee "$ilog"
-  irc=${PIPESTATUS[0]}
-  isummary=$(grep -a '^check-install: [0-9]* passed' "$ilog" | tail -n 1)
-  tally install "$irc" "$(sed -nE 's/^check-install: ([0-9]+) passed.*/\1/p' <<<"$isummary")" \
-    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$isummary")" "$ilog"
+  run_check install check-install "$BUILD/install-check.log" tools/check-install.sh
 fi
 
 if [[ -n $ASAN_BUILD ]] && ! $fuzz_only; then
