@@ -121,7 +121,8 @@ class Tensor {
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   /// \name Metadata
-  /// Every accessor except defined() and is_same() throws ValueError on an undefined tensor.
+  /// On an undefined tensor every accessor throws ValueError, except defined(), is_same(),
+  /// shares_storage() (false) and impl_ptr() (null).
   ///@{
 
   /// True unless the tensor is default-constructed (or an unset grad()).
@@ -170,7 +171,7 @@ class Tensor {
   /// A copy of the data, row-major, as a std::vector; converts to T when dtype() differs.
   template <class T>
   std::vector<T> to_vector() const;
-  /// The value of a one-element tensor, converted to T.
+  /// The value of a one-element tensor, converted to T (ValueError for more elements).
   template <class T = double>
   T item() const;
   /// One element by index (negative indices count from the end), converted to T. Needs one
