@@ -4,8 +4,8 @@
 # UndefinedBehaviorSanitizer + LeakSanitizer and under ThreadSanitizer, and a short bounded
 # run of every libFuzzer target. Ends with one line:
 #
-#   tests: N passed, M failed (release P/T, notebooks P/T, readme P/T, install P/T, asan+ubsan P/T, tsan P/T,
-#                              fuzz P/T targets)
+#   tests: N passed, M failed (release P/T, notebooks P/T, readme P/T, pictures P/T, install P/T,
+#                              asan+ubsan P/T, tsan P/T, fuzz P/T targets)
 #
 # N and M add up every doctest case of both suites and every fuzz target; a crash, a
 # sanitizer report or a fuzzer finding counts as a failure, and the exit status is
@@ -90,6 +90,18 @@ if ! $fuzz_only; then
   rsummary=$(grep -a '^readme: [0-9]* passed' "$rlog" | tail -n 1)
   tally readme "$rrc" "$(sed -nE 's/^readme: ([0-9]+) passed.*/\1/p' <<<"$rsummary")" \
     "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$rsummary")" "$rlog"
+fi
+
+# The demo's figures rendered by rsvg-convert: they render, and no text leaves the canvas.
+if ! $fuzz_only; then
+  echo
+  echo "== pictures: the demo's figures rendered with rsvg-convert (tools/check_svg.py)"
+  plog=$BUILD/pictures-check.log
+  python3 tools/check_svg.py --build "$BUILD" 2>&1 | tee "$plog"
+  prc=${PIPESTATUS[0]}
+  psummary=$(grep -a '^pictures: [0-9]* passed' "$plog" | tail -n 1)
+  tally pictures "$prc" "$(sed -nE 's/^pictures: ([0-9]+) passed.*/\1/p' <<<"$psummary")" \
+    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$psummary")" "$plog"
 fi
 
 # The library installed into a prefix and used by a pkg-config and a CMake project.
