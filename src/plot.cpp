@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "microtorch/display.hpp"
 #include "microtorch/error.hpp"
 #include "microtorch/ops.hpp"
 
@@ -22,20 +23,6 @@ namespace {
 
 constexpr double kFont = 11, kTitleFont = 13;
 constexpr const char* kPalette[] = {"#08519c", "#e6550d", "#31a354", "#756bb1", "#636363", "#d6616b"};
-
-std::string xml(std::string_view s) {
-  std::string out;
-  for (const char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // Width of a line of text at `font` px, per character class of DejaVu Sans (rounded up).
 double text_width(std::string_view s, double font) {
@@ -95,7 +82,7 @@ std::string draw_title(const Title& t, double x, double y) {
   std::string s;
   for (std::size_t i = 0; i < t.lines.size(); ++i) {
     s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" font-weight=\"bold\">{}</text>", x,
-                     y + static_cast<double>(i + 1) * (t.font + 5) - 3, t.font, xml(t.lines[i]));
+                     y + static_cast<double>(i + 1) * (t.font + 5) - 3, t.font, escape(t.lines[i]));
   }
   return s;
 }
@@ -230,10 +217,10 @@ std::string LineChart::svg() const {
   s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888888\"/>", left,
                    top, plot_w, plot_h);
   s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", left + plot_w / 2, height - 8,
-                   xml(x_label));
+                   escape(x_label));
   s += fmt::format("<text x=\"{0:.1f}\" y=\"{1:.1f}\" transform=\"rotate(-90 {0:.1f} {1:.1f})\" "
                    "text-anchor=\"middle\">{2}{3}</text>",
-                   10 + kFont - 2, top + plot_h / 2, xml(y_label), log_y ? " (log scale)" : "");
+                   10 + kFont - 2, top + plot_h / 2, escape(y_label), log_y ? " (log scale)" : "");
   for (std::size_t k = 0; k < lines.size(); ++k) {
     const Series& line = lines[k];
     std::string points;
@@ -285,7 +272,7 @@ std::string LineChart::svg() const {
       const double ly = by + 13 + 16 * static_cast<double>(i);
       s += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2\"/>",
                        bx + 8, bx + 30, ly - 4, ly - 4, kPalette[named[i] % std::size(kPalette)]);
-      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>", bx + 36, ly, xml(lines[named[i]].name));
+      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>", bx + 36, ly, escape(lines[named[i]].name));
     }
   }
   return s + "</svg>";
@@ -353,23 +340,23 @@ std::string Heatmap::svg() const {
   s += draw_title(t, 10, 8);
   if (!x_label.empty()) {
     s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-style=\"italic\">{}</text>",
-                     left + cells_w / 2, 10 + t.height() + kFont, xml(x_label));
+                     left + cells_w / 2, 10 + t.height() + kFont, escape(x_label));
   }
   if (!y_label.empty()) {
     s += fmt::format("<text x=\"{0:.1f}\" y=\"{1:.1f}\" transform=\"rotate(-90 {0:.1f} {1:.1f})\" "
                      "text-anchor=\"middle\" font-style=\"italic\">{2}</text>",
-                     10 + kFont - 2, top + cells_h / 2, xml(y_label));
+                     10 + kFont - 2, top + cells_h / 2, escape(y_label));
   }
   for (std::int64_t j = 0; j < S; j += every) {  // column labels on top, slanted up and right
     const double x = left + static_cast<double>(j) * cell + cell / 2, y = top - 6;
     s += fmt::format("<text x=\"{0:.1f}\" y=\"{1:.1f}\" transform=\"rotate(-45 {0:.1f} {1:.1f})\">{2}</text>", x, y,
-                     xml(cols[static_cast<std::size_t>(j)]));
+                     escape(cols[static_cast<std::size_t>(j)]));
   }
   for (std::int64_t i = 0; i < L; ++i) {
     const double y = top + static_cast<double>(i) * cell;
     if (i % every == 0) {
       s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", left - 6, y + cell / 2 + 4,
-                       xml(rows[static_cast<std::size_t>(i)]));
+                       escape(rows[static_cast<std::size_t>(i)]));
     }
     for (std::int64_t j = 0; j < S; ++j) {
       const double x = v[static_cast<std::size_t>(i * S + j)];
@@ -377,8 +364,8 @@ std::string Heatmap::svg() const {
       const double cx = left + static_cast<double>(j) * cell;
       s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" stroke=\"#ffffff\">"
                        "<title>{} &#8594; {}: {:.4g}</title></rect>",
-                       cx, y, cell, cell, shade(f), xml(rows[static_cast<std::size_t>(i)]),
-                       xml(cols[static_cast<std::size_t>(j)]), x);
+                       cx, y, cell, cell, shade(f), escape(rows[static_cast<std::size_t>(i)]),
+                       escape(cols[static_cast<std::size_t>(j)]), x);
       if (numbers) {
         s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"9\" fill=\"{}\">{}</text>",
                          cx + cell / 2, y + cell / 2 + 3, f > 0.55 ? "#ffffff" : "#000000",
