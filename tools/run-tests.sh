@@ -4,8 +4,8 @@
 # UndefinedBehaviorSanitizer + LeakSanitizer and under ThreadSanitizer, and a short bounded
 # run of every libFuzzer target. Ends with one line:
 #
-#   tests: N passed, M failed (release P/T, docs P/T, notebooks P/T, readme P/T, install P/T, asan+ubsan P/T,
-#                              tsan P/T, fuzz P/T targets)
+#   tests: N passed, M failed (release P/T, docs P/T, notebooks P/T, readme P/T, pictures P/T, install P/T,
+#                              asan+ubsan P/T, tsan P/T, fuzz P/T targets)
 #
 # N and M add up every doctest case of both suites and every fuzz target; a crash, a
 # sanitizer report or a fuzzer finding counts as a failure, and the exit status is
@@ -102,6 +102,13 @@ if ! $fuzz_only; then
   echo
   echo "== README.md: every C++ example compiled (C++20) and run"
   run_check readme readme "$BUILD/readme-check.log" python3 tools/check_readme.py --build "$BUILD"
+fi
+
+# The demo's figures rendered by rsvg-convert: they render, and no text leaves the canvas.
+if ! $fuzz_only; then
+  echo
+  echo "== pictures: the demo's figures rendered with rsvg-convert (tools/check_svg.py)"
+  run_check pictures pictures "$BUILD/pictures-check.log" python3 tools/check_svg.py --build "$BUILD"
 fi
 
 # The library installed into a prefix and used by a pkg-config and a CMake project.
