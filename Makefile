@@ -5,11 +5,12 @@
 #   make test      the same, then the doctest suite, the API reference check (make docs),
 #                  the notebooks, the suite again under ASan + UBSan (build-asan) and under
 #                  TSan (build-tsan), every C++ example of README.md compiled and run
-#                  (tools/check_readme.py), the library installed into a prefix and used by
-#                  a pkg-config and a CMake project (tools/check-install.sh), and a short run
-#                  of each libFuzzer target (build-fuzz, clang); last line: "tests: N passed,
-#                  M failed (release ..., docs ..., notebooks ..., readme ..., install ...,
-#                  asan+ubsan ..., tsan ..., fuzz ...)" (tools/run-tests.sh)
+#                  (tools/check_readme.py), the demo's figures rendered (tools/check_svg.py),
+#                  the library installed into a prefix and used by a pkg-config and a CMake
+#                  project (tools/check-install.sh), and a short run of each libFuzzer target
+#                  (build-fuzz, clang); last line: "tests: N passed, M failed (release ...,
+#                  docs ..., notebooks ..., readme ..., pictures ..., install ..., asan+ubsan ...,
+#                  tsan ..., fuzz ...)" (tools/run-tests.sh)
 #   make docs      the API reference, generated from the header comments by Doxygen
 #                  (docs/Doxyfile) into $(BUILD)/docs/html/index.html; fails when a public
 #                  symbol has no description or Doxygen warns (tools/check_docs.py)
