@@ -33,7 +33,7 @@ struct Series {
 /// Lines over epochs (or steps): a loss curve, or training and validation side by side.
 /// Both axes get 4 to 6 round ticks with gridlines; several series get a legend.
 struct LineChart {
-  std::vector<double> values;      ///< a single series (or leave empty and fill `series`)
+  std::vector<double> values = {}; ///< a single series (or leave empty and fill `series`)
   std::string title = {};          ///< drawn above the chart when not empty
   std::string x_label = "epoch";   ///< the x axis's label
   std::string y_label = "loss";    ///< the y axis's label

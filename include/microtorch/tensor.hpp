@@ -47,7 +47,7 @@ struct Storage {
   std::uint64_t version = 0;
   /// Memory the tensor does not own (from_blob), used instead of `buffer`; its deleter
   /// (the caller's, or none) runs when the last tensor sharing it dies.
-  std::shared_ptr<void> external;
+  std::shared_ptr<void> external = nullptr;
 };
 
 /// What a Tensor handle points to. Public only because Tensor's inline templates and the
