@@ -237,6 +237,32 @@ TEST_CASE("lower: LinearAttention lowers through strided views, a transposed mat
   CHECK(a.relative() <= 0.01);
 }
 
+TEST_CASE("lower: MultiheadAttention lowers as it runs (one op): cross-attention with kdim/vdim and a padding mask") {
+  mt::manual_seed(15);
+  struct Cross : nn::Module {  // queries from the first 3 rows, keys/values (other widths) from the rest
+    std::shared_ptr<nn::MultiheadAttention> mha = register_module(
+        "mha", std::make_shared<nn::MultiheadAttention>(8, 2, nn::MultiheadAttentionOptions{.kdim = 6, .vdim = 4, .batch_first = true}));
+    Tensor pad = (mt::arange(5) >= 4).reshape({1, 5});  // PyTorch polarity: true = padding (the last key)
+    Tensor forward(const Tensor& x) override {  // x [1, 8, 8]
+      const Tensor q = x.slice(1, 0, 3), k = x.slice(1, 3, 8).slice(2, 0, 6), v = x.slice(1, 3, 8).slice(2, 4, 8);
+      return std::get<0>(mha->forward(q, k, v, {.key_padding_mask = pad, .need_weights = false}));
+    }
+    std::string type_name() const override { return "Cross"; }
+  } model;
+  model.eval();
+  const Tensor xs = mt::randn({24, 8, 8});
+  const lower::Graph g = lower::trace(model, {1, 8, 8});
+  INFO(g.to_string());
+  CHECK(g.to_string().find("multi_head_attention(") != std::string::npos);
+  for (const int bits : {16, 8}) {
+    const lower::Program p = lower::quantize(g, lower::calibrate(g, xs.slice(0, 0, 16)), options(bits, "cross"));
+    lower::Simulator sim(p);
+    const Agreement a = compare(model, sim, xs.slice(0, 16, 24));
+    MESSAGE("cross-attention int" << bits << ": max error " << a.max_abs_error << " of range " << a.output_range);
+    CHECK(a.relative() <= (bits == 16 ? 0.01 : 0.04));
+  }
+}
+
 TEST_CASE("lower: inputs beyond the calibrated range saturate (never wrap) and the simulator counts them") {
   const Tensor w = mt::tensor({{1.0, -1.0}, {0.5, 2.0}});
   const lower::Graph g = lower::trace([&w](const Tensor& x) { return mt::linear(x, w); }, mt::zeros({1, 2}));
@@ -376,6 +402,7 @@ TEST_CASE("lower: ops, attributes and layouts the runtime cannot express fail na
       Tensor forward(const Tensor& t) override { return mt::log_softmax(fc->forward(t), -1); }
       std::string type_name() const override { return "Net"; }
     } net;
+    net.eval();
     const lower::Graph g = lower::trace(net, {2, 3});
     CHECK_THROWS_MSG(lower::quantize(g, lower::calibrate(g, mt::randn({2, 3}))), mt::ValueError, "log_softmax",
                      "after module fc");

@@ -17,18 +17,26 @@ std::int64_t quantize_value(double x, int frac, int bits) {
   return static_cast<std::int64_t>(std::clamp(r, lo, hi));
 }
 
-int choose_frac(double absmax, int bits) {
+int choose_frac(double absmax, int bits, bool* clamped) {
   constexpr int lo = -16, hi = 31;
+  if (clamped) *clamped = false;
   if (!(absmax > 0)) return std::min(bits - 1, hi);
   const double limit = std::ldexp(1.0, bits - 1) - 1.0;
-  int f = static_cast<int>(std::floor(std::log2(limit / absmax)));
+  const double ideal = std::floor(std::log2(limit / absmax));
+  if (!(ideal >= lo - 1 && ideal <= hi + 1)) {  // far outside (or inf): no need to settle it
+    if (clamped) *clamped = true;
+    return ideal < lo ? lo : hi;
+  }
+  int f = static_cast<int>(ideal);
   // log2 can be off by one ulp at exact powers of two: settle it with the rounding rule.
-  while (f < hi && std::round(std::ldexp(absmax, f + 1)) <= limit) ++f;
-  while (f > lo && std::round(std::ldexp(absmax, f)) > limit) --f;
+  while (std::round(std::ldexp(absmax, f + 1)) <= limit) ++f;
+  while (std::round(std::ldexp(absmax, f)) > limit) --f;
+  if (clamped) *clamped = f < lo || f > hi;
   return std::clamp(f, lo, hi);
 }
 
 Calibration calibrate(const Graph& graph, const Tensor& data) {
+  graph.validate();
   const Shape& in = graph.value(graph.input).shape;
   const std::int64_t batch = in.empty() ? 1 : in[0];
   std::int64_t samples = 0;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "microtorch/error.hpp"
+#include "microtorch/lower/quantize.hpp"
 
 namespace microtorch::lower {
 
@@ -169,6 +170,8 @@ std::string source_text(const Program& p) {
 std::string report(const Program& p) {
   std::string r = fmt::format("lowering report for {}: int{} activations, int{} weights\n\n", p.name, p.activation_bits,
                               p.weight_bits);
+  for (const std::string& w : p.warnings) r += "warning: " + w + "\n";
+  if (!p.warnings.empty()) r += "\n";
   r += fmt::format("{:>4}  {:<26} {:>10} {:>9} {:>8}  {}\n", "step", "kernel", "out", "MACs", "weights", "computes");
   for (std::size_t i = 0; i < p.steps.size(); ++i) {
     const Step& s = p.steps[i];
@@ -206,6 +209,7 @@ std::string report(const Program& p) {
 }
 
 void emit_c(const Program& p, const std::string& dir) {
+  check_firmware_name(p.name);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw IoError(fmt::format("emit: cannot create {}: {}", dir, ec.message()));

@@ -20,6 +20,7 @@ Tensor evaluate_node(const Node& n, const std::vector<Tensor>& in) {
   return rule->evaluate(n, in);
 }
 std::vector<Tensor> evaluate(const Graph& graph, const Tensor& input) {
+  graph.validate();
   const Value& in = graph.value(graph.input);
   if (input.shape() != in.shape) {
     throw ShapeError(fmt::format("evaluate: the graph takes an input of shape {}, got {}", shape_str(in.shape),
@@ -33,9 +34,11 @@ std::vector<Tensor> evaluate(const Graph& graph, const Tensor& input) {
     std::vector<Tensor> args;
     for (const auto i : n.inputs) args.push_back(i >= 0 ? env[static_cast<std::size_t>(i)] : Tensor());
     Tensor y = evaluate_node(n, args);
-    if (y.shape() != graph.value(n.output).shape) {
-      throw ShapeError(fmt::format("evaluate: %{} = {} gave shape {}, the graph says {}", n.output, n.op,
-                                   shape_str(y.shape()), shape_str(graph.value(n.output).shape)));
+    const Value& out = graph.value(n.output);
+    if (y.shape() != out.shape || y.dtype() != out.dtype) {
+      throw ShapeError(fmt::format("evaluate: %{} = {} gave {}{}, the graph says {}{}", n.output, n.op,
+                                   dtype_name(y.dtype()), shape_str(y.shape()), dtype_name(out.dtype),
+                                   shape_str(out.shape)));
     }
     env[static_cast<std::size_t>(n.output)] = std::move(y);
   }

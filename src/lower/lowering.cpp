@@ -21,6 +21,7 @@ std::string c_name(std::string s) {
 }
 
 Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& opt) : g_(g), cal_(cal), opt_(opt) {
+  check_firmware_name(opt.name);
   if (opt.activation_bits != 16 && opt.activation_bits != 8) {
     throw ValueError(fmt::format("quantize: activation_bits must be 16 or 8, got {}", opt.activation_bits));
   }
@@ -36,7 +37,7 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
   }
   act_ = bits_ == 16 ? Elem::S16 : Elem::S8;
   sfx_ = elem_sfx(act_);
-  p_.name = c_name(opt.name);
+  p_.name = opt.name;
   p_.activation_bits = bits_;
   p_.weight_bits = wbits_;
 
@@ -156,8 +157,24 @@ void Lowering::set(const Node& n, View v) {
   views_[static_cast<std::size_t>(n.output)] = std::move(v);
 }
 
-int Lowering::frac_of(std::int64_t value) const {
-  return choose_frac(cal_.absmax[static_cast<std::size_t>(value)], bits_);
+int Lowering::frac_of(std::int64_t value) {
+  std::string what = fmt::format("%{} ({})", value, kind_name(g_.value(value).kind));
+  for (const Node& n : g_.nodes) {
+    if (n.output == value) what = fmt::format("%{} = {}{}", value, n.op, module_of(n));
+  }
+  return format(cal_.absmax[static_cast<std::size_t>(value)], bits_, what);
+}
+
+int Lowering::format(double absmax, int bits, const std::string& what) {
+  bool clamped = false;
+  const int f = choose_frac(absmax, bits, &clamped);
+  if (clamped) {
+    p_.warnings.push_back(fmt::format(
+        "{}: its range {:.3g} needs a Q format beyond the [-16, 31] fraction bits the kernels support at int{}; "
+        "clamped to {} fraction bits, so its values {}",
+        what, absmax, bits, f, f > 0 ? "round to 0" : "saturate at " + fmt::format("{:.3g}", std::ldexp(std::ldexp(1.0, bits - 1) - 1, -f))));
+  }
+  return f;
 }
 
 // ---- buffers ----
@@ -205,7 +222,7 @@ std::int64_t Lowering::weight(const Tensor& t, Elem elem, int frac, const std::s
 std::int64_t Lowering::weight(std::int64_t value, int bits) {
   const Tensor& t = data(value);
   const std::string name = const_name(value);
-  return weight(t, bits == 16 ? Elem::S16 : Elem::S8, choose_frac(absmax(t), bits), name, name);
+  return weight(t, bits == 16 ? Elem::S16 : Elem::S8, format(absmax(t), bits, name), name, name);
 }
 
 double Lowering::absmax(const Tensor& t) {
@@ -236,7 +253,9 @@ std::int64_t Lowering::table(Elem elem, std::vector<std::int64_t> values, const 
 std::string Lowering::unique_name(const std::string& base) {
   std::string name = base;
   for (int k = 2;; ++k) {
-    const bool taken = std::any_of(p_.buffers.begin(), p_.buffers.end(), [&](const Buffer& b) { return b.name == name; });
+    // the firmware's own functions share the file scope of model.c with the weights
+    const bool taken = name == p_.name + "_run" || name == p_.name + "_run_float" ||
+                       std::any_of(p_.buffers.begin(), p_.buffers.end(), [&](const Buffer& b) { return b.name == name; });
     if (!taken) return name;
     name = fmt::format("{}_{}", base, k);
   }
@@ -317,6 +336,11 @@ void Lowering::step(std::string kernel, std::vector<Arg> args, std::int64_t macs
 }
 
 void Lowering::finish_output() {
+  if (!has_view(g_.output)) {
+    throw ValueError(fmt::format("lower: the graph output %{} does not depend on the input; there is nothing to "
+                                 "compute on the device",
+                                 g_.output));
+  }
   const View& v = *views_[static_cast<std::size_t>(g_.output)];
   Buffer& b = buf(v);
   p_.output_shape = v.shape;

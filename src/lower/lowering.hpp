@@ -59,7 +59,10 @@ class Lowering {
   /// Publishes the view of n's output.
   void set(const Node& n, View v);
   /// The Q format of a calibrated value at the activation bits.
-  int frac_of(std::int64_t value) const;
+  int frac_of(std::int64_t value);
+  /// choose_frac(absmax, bits), with a warning naming `what` when the range needs a format
+  /// outside what the kernels support (clamped: the values round to 0 or saturate).
+  int format(double absmax, int bits, const std::string& what);
   /// The output shape of n.
   const Shape& out_shape(const Node& n) const { return g_.value(n.output).shape; }
 

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
     options.attention = attention == "stream" ? lower::AttentionKernel::Streaming : lower::AttentionKernel::TwoPass;
     options.name = name;
     const lower::Program program = lower::quantize(graph, cal, options);
+    for (const std::string& w : program.warnings) fmt::print(stderr, "microtorch-lower: warning: {}\n", w);
     if (print_program) fmt::print("{}\n", program.to_string());
     lower::emit_c(program, out);
     fmt::print("{}\n{}\n{}\n", lower::report(program), program.format_table(), program.memory_plan());

@@ -100,6 +100,10 @@ struct Program {
   std::int64_t input = -1, output = -1;  ///< buffer ids
   Shape input_shape, output_shape;
   std::int64_t arena_bytes = 0;  ///< set by plan_memory()
+  /// What the lowering had to approximate beyond rounding, one line each, naming the tensor
+  /// (a calibrated range outside the formats the kernels support: clamped, so its values
+  /// round to 0 or saturate). report() lists them first; microtorch-lower prints them.
+  std::vector<std::string> warnings;
 
   const Buffer& buffer(std::int64_t id) const;
   Buffer& buffer(std::int64_t id);

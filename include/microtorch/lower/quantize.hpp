@@ -64,7 +64,14 @@ void plan_memory(Program& program);
 
 /// Round to nearest, ties away from zero, then saturate to `bits` (the runtime's rounding).
 std::int64_t quantize_value(double x, int frac, int bits);
-/// The largest frac with round(absmax * 2^frac) <= 2^(bits-1) - 1 (clamped to [-16, 31]).
-int choose_frac(double absmax, int bits);
+/// The largest frac with round(absmax * 2^frac) <= 2^(bits-1) - 1, clamped to [-16, 31],
+/// the formats the kernels' shifts support; *clamped tells whether it was (the lowering then
+/// warns, naming the tensor: its values round to 0 or saturate).
+int choose_frac(double absmax, int bits, bool* clamped = nullptr);
+
+/// Throws ValueError unless `name` can name a firmware: a C identifier (letters, digits and
+/// '_', not starting with a digit or '_'), at most 40 characters, and not in the runtime's
+/// own namespace (`mt`, `mt_...`, in any case: the runtime's files, symbols and macros).
+void check_firmware_name(const std::string& name);
 
 }  // namespace microtorch::lower

@@ -1,7 +1,9 @@
-// Rule: scaled_dot_product_attention (mt_attention_stream_*, mt_attention_twopass_*), one
-// kernel call per (batch, head) matrix, q, k and v read in place through row strides.
+// Rules: scaled_dot_product_attention and multi_head_attention (mt_attention_stream_*,
+// mt_attention_twopass_*): one kernel call per (batch, head) matrix, q, k and v read in
+// place through row strides, the output written over the query rows when it can be.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -16,14 +18,18 @@ namespace microtorch::lower {
 
 namespace {
 
-void lower_attention(Lowering& L, const Node& n) {
-  if (node_attr<double>(n, "dropout_p") != 0.0) L.fail(n, "dropout must be 0 (call model.eval() before tracing)");
-  View q = L.act(n, n.inputs[0]), k = L.act(n, n.inputs[1]), v = L.act(n, n.inputs[2]);
+// The attention of `n` over q [lead.., L, D], k [lead.., S, D], v [lead.., S, Dv] (strided
+// views whose rows are contiguous), written to make_out() [lead.., L, Dv] (a strided view of
+// a new buffer, made only when needed), or over q's rows when the streaming kernel may and `may_overwrite_q`. `mask` is
+// the additive mask input (-1: none).
+struct HeadsResult {
+  bool in_place = false;  ///< the output was written over the rows of `q`
+  View q;                 ///< the query rows the kernels read (a packed copy of q's, if they had to be)
+};
+
+HeadsResult lower_heads(Lowering& L, const Node& n, View q, View k, View v, const std::function<View()>& make_out,
+                        std::int64_t mask, double scale, bool causal, bool may_overwrite_q) {
   const std::size_t r = q.shape.size();
-  if (r < 2 || k.shape.size() != r || v.shape.size() != r || !std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
-      !std::equal(q.shape.begin(), q.shape.end() - 2, v.shape.begin())) {
-    L.fail(n, "q, k and v must share their leading (batch, head) dims; broadcasting them is not supported");
-  }
   const std::int64_t Lq = q.shape[r - 2], D = q.shape[r - 1], S = k.shape[r - 2], Dv = v.shape[r - 1];
   if (S > 32767 || D > 65535) L.fail(n, "attention is limited to S <= 32767 keys and D <= 65535");
   // Rows are read in place through a row stride when each row is contiguous.
@@ -37,9 +43,9 @@ void lower_attention(Lowering& L, const Node& n) {
 
   // A constant additive mask (0 = attend, -inf = blocked) becomes keep bits per head.
   Tensor keep;  // bool [lead.., L, S]
-  if (n.inputs.size() > 3 && n.inputs[3] >= 0) {
-    if (!L.is_const(n.inputs[3])) L.fail(n, "the attention mask depends on the input; only fixed masks are baked in");
-    const Tensor m = L.data(n.inputs[3]).to(Dtype::Float64);
+  if (mask >= 0) {
+    if (!L.is_const(mask)) L.fail(n, "the attention mask depends on the input; only fixed masks are baked in");
+    const Tensor m = L.data(mask).to(Dtype::Float64);
     const double* pm = m.data<double>();
     for (std::int64_t i = 0; i < m.numel(); ++i) {
       if (pm[i] != 0.0 && !(std::isinf(pm[i]) && pm[i] < 0)) {
@@ -52,28 +58,30 @@ void lower_attention(Lowering& L, const Node& n) {
     keep = microtorch::expand(eq(m, zeros_like(m)), full).clone();
   }
 
+  const bool stream = L.options().attention == AttentionKernel::Streaming;
+  // The streaming kernel may write each output row over its query row (mt_kernels.h): then
+  // the output needs no bytes of its own.
+  HeadsResult result;
+  result.q = q;
+  result.in_place = stream && may_overwrite_q && Dv <= D && L.can_overwrite(q, {k, v});
+  const int out_frac = L.frac_of(n.output);
+  const View out = result.in_place ? View{} : make_out();
+
   AttentionParams base;
   base.L = static_cast<int>(Lq), base.S = static_cast<int>(S), base.D = static_cast<int>(D), base.Dv = static_cast<int>(Dv);
   base.q_stride = static_cast<int>(q.strides[r - 2]);
   base.k_stride = static_cast<int>(k.strides[r - 2]);
   base.v_stride = static_cast<int>(v.strides[r - 2]);
-  base.out_stride = static_cast<int>(Dv);
+  base.out_stride = result.in_place ? base.q_stride : static_cast<int>(out.strides[r - 2]);
   base.q_frac = q.frac, base.k_frac = k.frac, base.v_frac = v.frac;
-  base.out_frac = L.frac_of(n.output);
-  const double scale = node_attr<double>(n, "scale");
+  base.out_frac = out_frac;
   if (!(scale > 0)) L.fail(n, fmt::format("the scale must be positive, got {}", scale));
   base.scale_frac = std::clamp(static_cast<int>(std::floor(std::log2(65535.0 / scale))), 0, 62);
   base.scale_q = static_cast<std::uint32_t>(std::min<std::int64_t>(quantize_value(scale, base.scale_frac, 32), 65535));
-  base.flags = node_attr<bool>(n, "is_causal") ? MT_ATTN_CAUSAL : 0u;
+  base.flags = causal ? MT_ATTN_CAUSAL : 0u;
 
-  const bool stream = L.options().attention == AttentionKernel::Streaming;
-  // The streaming kernel may write each output row over its query row (mt_kernels.h): then
-  // the output needs no bytes of its own.
-  const bool in_place = stream && Dv <= D && L.can_overwrite(q, {k, v});
-  const View y = in_place ? View{q.buffer, q.offset, L.out_shape(n), q.strides, base.out_frac} : L.out_act(n, base.out_frac);
   Program& p = L.program();
-  if (in_place) {
-    base.out_stride = base.q_stride;
+  if (result.in_place) {
     p.buffer(q.buffer).origin += fmt::format(", then %{} = attention (Q{}.{}) over its query rows", n.output,
                                              L.bits() - 1 - base.out_frac, base.out_frac);
   }
@@ -87,9 +95,10 @@ void lower_attention(Lowering& L, const Node& n) {
   std::map<std::int64_t, std::int64_t> params_for_keep;  // keep table -> params index
   Shape idx(lead.size(), 0);
   for (std::int64_t h = 0; h < heads; ++h) {
-    std::int64_t qo = q.offset, ko = k.offset, vo = v.offset;
+    std::int64_t qo = q.offset, ko = k.offset, vo = v.offset, oo = out.offset;
     for (std::size_t d = 0; d < lead.size(); ++d) {
       qo += idx[d] * q.strides[d], ko += idx[d] * k.strides[d], vo += idx[d] * v.strides[d];
+      if (!result.in_place) oo += idx[d] * out.strides[d];
     }
     std::int64_t keep_id = -1;
     if (keep.defined()) {
@@ -111,19 +120,107 @@ void lower_attention(Lowering& L, const Node& n) {
     }
     L.step(fmt::format("mt_attention_{}_{}", stream ? "stream" : "twopass", L.sfx()),
            {Arg::attn(it->second), Arg::buf(q.buffer, qo), Arg::buf(k.buffer, ko), Arg::buf(v.buffer, vo),
-            Arg::buf(y.buffer, in_place ? qo : h * Lq * Dv), Arg::buf(scratch.buffer)},
+            result.in_place ? Arg::buf(q.buffer, qo) : Arg::buf(out.buffer, oo), Arg::buf(scratch.buffer)},
            Lq * S * (D + Dv));
     for (std::size_t d = lead.size(); d-- > 0;) {  // next (batch, head) index
       if (++idx[d] < lead[d]) break;
       idx[d] = 0;
     }
   }
+  return result;
+}
+
+void lower_sdpa(Lowering& L, const Node& n) {
+  if (node_attr<double>(n, "dropout_p") != 0.0) L.fail(n, "dropout must be 0 (call model.eval() before tracing)");
+  const View &q = L.act(n, n.inputs[0]), &k = L.act(n, n.inputs[1]), &v = L.act(n, n.inputs[2]);
+  const std::size_t r = q.shape.size();
+  if (r < 2 || k.shape.size() != r || v.shape.size() != r || !std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
+      !std::equal(q.shape.begin(), q.shape.end() - 2, v.shape.begin())) {
+    L.fail(n, "q, k and v must share their leading (batch, head) dims; broadcasting them is not supported");
+  }
+  View out;
+  const HeadsResult h = lower_heads(
+      L, n, q, k, v, [&] { return out = L.out_act(n, L.frac_of(n.output)); }, n.inputs.size() > 3 ? n.inputs[3] : -1,
+      node_attr<double>(n, "scale"), node_attr<bool>(n, "is_causal"), true);
+  if (h.in_place) {  // the output rows are the query rows: same offsets and row strides
+    out = h.q;
+    out.shape = L.out_shape(n);
+    out.frac = L.frac_of(n.output);
+  }
+  L.set(n, out);
+}
+
+// The heads of [N, len, row] projections: head h of a [N, len, H * width] block that starts
+// at column col is [N, H, len, width] with strides (len * row, width, row, 1).
+View heads_view(const View& t, std::int64_t H, std::int64_t col, std::int64_t width) {
+  const std::int64_t N = t.shape[0], len = t.shape[1];
+  View h = t;
+  h.offset = t.offset + col * t.strides[2];
+  h.shape = {N, H, len, width};
+  h.strides = {t.strides[0], width * t.strides[2], t.strides[1], t.strides[2]};
+  return h;
+}
+
+// multi_head_attention(q [N, L, H D], k [N, S, H D], v [N, S, H Dv] [, mask]) or, packed,
+// (qkv [N, L, 3 H D] [, mask]): the heads are read where the projections wrote them, and the
+// output [N, L, H Dv] is written head by head (or over the query columns).
+void lower_mha(Lowering& L, const Node& n) {
+  if (node_attr<double>(n, "dropout_p") != 0.0) L.fail(n, "dropout must be 0 (call model.eval() before tracing)");
+  const bool packed = n.inputs.size() <= 2;
+  const std::size_t count = packed ? 1 : 3;
+  const std::int64_t mask = n.inputs.size() > count ? n.inputs[count] : -1;
+  const std::int64_t H = node_attr<std::int64_t>(n, "num_heads");
+  const Shape& out_shape = L.out_shape(n);
+  const std::int64_t Ev = out_shape[2];
+  auto rows = [&](std::int64_t id) {  // a [N, len, width] view with contiguous rows
+    View t = L.act(n, id);
+    if (t.shape.size() != 3 || (t.strides[2] != 1 && t.shape[2] != 1)) t = L.packed(n, t);
+    return t;
+  };
+  View q, k, v;
+  std::int64_t E = 0;
+  if (packed) {
+    const View t = rows(n.inputs[0]);
+    E = t.shape[2] / 3;
+    q = heads_view(t, H, 0, E / H), k = heads_view(t, H, E, E / H), v = heads_view(t, H, 2 * E, E / H);
+  } else {
+    const View tq = rows(n.inputs[0]), tk = rows(n.inputs[1]), tv = rows(n.inputs[2]);
+    E = tq.shape[2];
+    q = heads_view(tq, H, 0, E / H), k = heads_view(tk, H, 0, E / H), v = heads_view(tv, H, 0, Ev / H);
+  }
+  View y;  // [N, L, Ev]
+  auto make_out = [&] {
+    y = L.out_act(n, L.frac_of(n.output));
+    return heads_view(y, H, 0, Ev / H);
+  };
+  // Over q only when the heads stay side by side (Dv = D): the output is then q's columns
+  // of the projection, [N, L, E] with q's row stride.
+  const HeadsResult h = lower_heads(L, n, q, k, v, make_out, mask, node_attr<double>(n, "scale"), false, Ev == E);
+  if (h.in_place) y = View{h.q.buffer, h.q.offset, out_shape, {h.q.strides[0], h.q.strides[2], 1}, L.frac_of(n.output)};
   L.set(n, y);
 }
 
 }  // namespace
 
 std::vector<OpRule> attention_rules() {
+  OpRule mha;
+  mha.op = "multi_head_attention";
+  mha.summary = "multi_head_attention (MultiheadAttention's heads, fixed masks)";
+  mha.min_inputs = 1, mha.max_inputs = 4;  // qkv [, mask] (packed) or q, k, v [, mask]
+  mha.attrs = {{"num_heads", AttrSpec::Type::Int}, {"scale", AttrSpec::Type::Float}, {"dropout_p", AttrSpec::Type::Float}};
+  mha.kernels = {"mt_attention_stream", "mt_attention_twopass"};
+  mha.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
+    const bool packed = in.size() <= 2;
+    const std::size_t count = packed ? 1 : 3;
+    AttentionHeadsOptions o;
+    if (in.size() > count && in[count].defined()) o.mask = Mask::additive(in[count]);
+    o.scale = node_attr<double>(n, "scale");
+    o.need_weights = false;
+    const std::int64_t H = node_attr<std::int64_t>(n, "num_heads");
+    return std::get<0>(packed ? multi_head_attention_packed(in[0], H, o) : multi_head_attention(in[0], in[1], in[2], H, o));
+  };
+  mha.lower = lower_mha;
+
   OpRule sdpa;
   sdpa.op = "scaled_dot_product_attention";
   sdpa.summary = "scaled_dot_product_attention (fixed masks)";
@@ -135,8 +232,8 @@ std::vector<OpRule> attention_rules() {
     return std::get<0>(scaled_dot_product_attention(in[0], in[1], in[2], mask, 0.0, node_attr<bool>(n, "is_causal"),
                                                     node_attr<double>(n, "scale")));
   };
-  sdpa.lower = lower_attention;
-  return {sdpa};
+  sdpa.lower = lower_sdpa;
+  return {sdpa, mha};
 }
 
 }  // namespace microtorch::lower

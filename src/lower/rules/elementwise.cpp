@@ -39,7 +39,7 @@ Operand operand(Lowering& L, const Node& n, std::int64_t id, const Shape& out, b
       c = microtorch::expand(c, out).clone();
       block = numel_of(out);
     }
-    const int fc = choose_frac(Lowering::absmax(c), L.bits());
+    const int fc = L.format(Lowering::absmax(c), L.bits(), L.const_name(id));
     return {L.weight(c.reshape({-1}), L.act_elem(), fc, L.const_name(id), L.const_name(id)), 0, block, fc};
   }
   if (negate) L.fail(n, "subtracting an activation is not supported; add a negated (scaled by -1) tensor instead");

@@ -18,7 +18,7 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
   const auto [x, x_stride] = L.strided_rows(n, L.act(n, x_id));
   const std::int64_t in = w.size(1), out = w.size(0), rows = numel_of(x.shape) / in;
   const int fx = x.frac;
-  int fw = choose_frac(Lowering::absmax(w), L.weight_bits());
+  int fw = L.format(Lowering::absmax(w), L.weight_bits(), wname);
   // The bias is an int32 in the accumulator's format Q(fx + fw): when x is very finely
   // scaled (tiny activations) that format may not hold the bias; then the weights give up
   // fraction bits until it does, instead of the bias saturating.
