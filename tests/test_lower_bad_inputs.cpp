@@ -65,6 +65,12 @@ Run run(const std::string& cmd) {
   return {pclose(pipe), out};
 }
 
+// A calibration of every value to [-1, 1] (a hand-made one: quantize must not trust the graph).
+lower::Calibration ones_calibration(const lower::Graph& g) {
+  const std::vector<double> one(g.values.size(), 1.0), minus(g.values.size(), -1.0);
+  return lower::Calibration{one, minus, one, 1};
+}
+
 }  // namespace
 
 TEST_CASE("bad input: tracing a model (or one of its modules) in training mode") {
@@ -134,13 +140,13 @@ TEST_CASE("bad input: a graph file with an output out of range, a cycle, bad dim
   lower::Graph g = s.graph;
   g.output = -1;
   CHECK_THROWS_MSG(lower::calibrate(g, mt::zeros({2, 4})), mt::ValueError, "\"output\" is %-1");
-  CHECK_THROWS_MSG(lower::quantize(g, lower::Calibration{std::vector<double>(g.values.size(), 1.0), 1}),
+  CHECK_THROWS_MSG(lower::quantize(g, ones_calibration(g)),
                    mt::ValueError, "\"output\" is %-1");
   // A node whose declared shape disagrees with its op: named by quantize before any kernel
   // relies on it.
   g = s.graph;
   g.values[static_cast<std::size_t>(g.nodes[0].output)].shape = {2, 5};
-  CHECK_THROWS_MSG(lower::quantize(g, lower::Calibration{std::vector<double>(g.values.size(), 1.0), 1}),
+  CHECK_THROWS_MSG(lower::quantize(g, ones_calibration(g)),
                    mt::ValueError, "cannot lower %", "linear", "declares float32[2, 5]", "gives float32[2, 3]");
 }
 

@@ -1,4 +1,4 @@
-// calibrate — per-value ranges from float runs of the graph; the Q-format rule.
+// calibrate — per-value ranges from float runs of the graph.
 #include <algorithm>
 #include <cmath>
 
@@ -10,30 +10,6 @@
 #include "microtorch/ops.hpp"
 
 namespace microtorch::lower {
-
-std::int64_t quantize_value(double x, int frac, int bits) {
-  const double hi = std::ldexp(1.0, bits - 1) - 1.0, lo = -std::ldexp(1.0, bits - 1);
-  const double r = std::round(std::ldexp(x, frac));  // std::round: ties away from zero
-  return static_cast<std::int64_t>(std::clamp(r, lo, hi));
-}
-
-int choose_frac(double absmax, int bits, bool* clamped) {
-  constexpr int lo = -16, hi = 31;
-  if (clamped) *clamped = false;
-  if (!(absmax > 0)) return std::min(bits - 1, hi);
-  const double limit = std::ldexp(1.0, bits - 1) - 1.0;
-  const double ideal = std::floor(std::log2(limit / absmax));
-  if (!(ideal >= lo - 1 && ideal <= hi + 1)) {  // far outside (or inf): no need to settle it
-    if (clamped) *clamped = true;
-    return ideal < lo ? lo : hi;
-  }
-  int f = static_cast<int>(ideal);
-  // log2 can be off by one ulp at exact powers of two: settle it with the rounding rule.
-  while (std::round(std::ldexp(absmax, f + 1)) <= limit) ++f;
-  while (std::round(std::ldexp(absmax, f)) > limit) --f;
-  if (clamped) *clamped = f < lo || f > hi;
-  return std::clamp(f, lo, hi);
-}
 
 Calibration calibrate(const Graph& graph, const Tensor& data) {
   graph.validate();
@@ -54,6 +30,8 @@ Calibration calibrate(const Graph& graph, const Tensor& data) {
   }
   Calibration cal;
   cal.absmax.assign(graph.values.size(), 0.0);
+  cal.min.assign(graph.values.size(), 0.0);
+  cal.max.assign(graph.values.size(), 0.0);
   cal.samples = samples;
   for (std::int64_t s = 0; s < samples; ++s) {
     const Tensor x = samples == 1 && data.shape() == in ? data : slice(data, 0, s * batch, (s + 1) * batch);
@@ -64,17 +42,18 @@ Calibration calibrate(const Graph& graph, const Tensor& data) {
       const Tensor d = t.to(Dtype::Float64);
       const double* p = d.data<double>();
       const bool activation = graph.values[i].kind == ValueKind::Input || graph.values[i].kind == ValueKind::OpOutput;
-      double m = cal.absmax[i];
+      double m = cal.absmax[i], lo = cal.min[i], hi = cal.max[i];
       for (std::int64_t j = 0; j < d.numel(); ++j) {
         if (std::isfinite(p[j])) {
           m = std::max(m, std::abs(p[j]));
+          lo = std::min(lo, p[j]), hi = std::max(hi, p[j]);
         } else if (activation) {  // parameters and constants may hold -inf (additive masks)
           throw ValueError(fmt::format("calibrate: value %{} is NaN or infinite on sample {}; calibration data must "
                                        "give finite activations",
                                        i, s));
         }
       }
-      cal.absmax[i] = m;
+      cal.absmax[i] = m, cal.min[i] = lo, cal.max[i] = hi;
     }
   }
   return cal;

@@ -33,13 +33,9 @@ KernelParam param_of() {
   KernelParam p;
   if constexpr (std::is_pointer_v<A>) {
     using T = std::remove_pointer_t<A>;
-    if constexpr (std::is_same_v<std::remove_const_t<T>, mt_attn_params>) {
-      p.kind = KernelParam::Kind::Attention;
-    } else {
-      p.kind = KernelParam::Kind::Pointer;
-      p.elem = elem_of<T>();
-      p.writes = !std::is_const_v<T>;
-    }
+    p.kind = KernelParam::Kind::Pointer;
+    p.elem = elem_of<T>();
+    p.writes = !std::is_const_v<T>;
   } else {
     static_assert(std::is_integral_v<A>, "kernel parameters are pointers or integers");
     p.kind = KernelParam::Kind::Int;
@@ -124,9 +120,6 @@ void check_call(const Program& p, const Step& s) {
         if (a.value < want.lo || a.value > want.hi) {
           throw bad(fmt::format("argument {} = {} does not fit its C type [{}, {}]", i, a.value, want.lo, want.hi));
         }
-        break;
-      case KernelParam::Kind::Attention:
-        if (a.kind != Arg::Kind::Attention) throw bad(fmt::format("argument {} must be attention parameters", i));
         break;
     }
   }

@@ -16,10 +16,10 @@
 
 namespace microtorch::lower {
 
-/// One parameter of a kernel: a pointer to an array of `elem` (or to the attention
-/// parameters), or an integer of the C type's range [lo, hi].
+/// One parameter of a kernel: a pointer to an array of `elem`, or an integer of the C
+/// type's range [lo, hi].
 struct KernelParam {
-  enum class Kind { Pointer, Int, Attention };
+  enum class Kind { Pointer, Int };
   Kind kind = Kind::Int;
   Elem elem = Elem::S32;    ///< Pointer: the element type
   bool writes = false;      ///< Pointer: not const (the kernel writes through it)

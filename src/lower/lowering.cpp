@@ -1,4 +1,4 @@
-// The state of one quantize() run (lowering.hpp): buffers, weights, tables, views, steps.
+// The state of one quantize() run (lowering.hpp): formats, buffers, weights, tables, views, steps.
 #include "lowering.hpp"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 
 #include "kernels.hpp"
 #include "microtorch/error.hpp"
+#include "rules.hpp"
 #include "runtime/mt_kernels.h"
 
 namespace microtorch::lower {
@@ -20,57 +21,80 @@ std::string c_name(std::string s) {
   return s;
 }
 
+namespace {
+
+Elem elem_of_bits(int bits) { return bits == 8 ? Elem::S8 : Elem::S16; }
+
+}  // namespace
+
 Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& opt) : g_(g), cal_(cal), opt_(opt) {
   check_firmware_name(opt.name);
   if (opt.activation_bits != 16 && opt.activation_bits != 8) {
     throw ValueError(fmt::format("quantize: activation_bits must be 16 or 8, got {}", opt.activation_bits));
   }
-  bits_ = opt.activation_bits;
-  wbits_ = opt.weight_bits == 0 ? bits_ : opt.weight_bits;
-  if ((wbits_ != 16 && wbits_ != 8) || (bits_ == 8 && wbits_ != 8)) {
-    throw ValueError(fmt::format("quantize: weight_bits must be 16 or 8 (8 with 8-bit activations), got {}",
+  if (opt.weight_bits != 0 && opt.weight_bits != 16 && opt.weight_bits != 8) {
+    throw ValueError(fmt::format("quantize: weight_bits must be 16 or 8 (or 0: as the activations), got {}",
                                  opt.weight_bits));
   }
-  if (cal.absmax.size() != g.values.size()) {
+  const std::size_t n = g.values.size();
+  if (cal.absmax.size() != n || cal.min.size() != n || cal.max.size() != n) {
     throw ValueError(fmt::format("quantize: the calibration has {} values but the graph has {}; calibrate this graph",
-                                 cal.absmax.size(), g.values.size()));
+                                 cal.absmax.size(), n));
   }
-  act_ = bits_ == 16 ? Elem::S16 : Elem::S8;
-  sfx_ = elem_sfx(act_);
   p_.name = opt.name;
-  p_.activation_bits = bits_;
-  p_.weight_bits = wbits_;
+  p_.activation_bits = opt.activation_bits;
+  p_.weight_bits = opt.weight_bits == 0 ? opt.activation_bits : opt.weight_bits;
+  p_.scheme = std::string(scheme_name(opt.scheme)) +
+              (opt.scheme != Scheme::PowerOfTwo && opt.per_channel ? ", per-channel weights" : ", per-tensor weights");
+
+  // A value may carry a zero point when every node that reads it can (through view ops,
+  // which pass their input's format on): decided from the last node back.
+  affine_ok_.assign(n, true);
+  last_use_.assign(n, -1);
+  for (std::size_t i = g.nodes.size(); i-- > 0;) {
+    const Node& node = g.nodes[i];
+    const OpRule* rule = find_rule(node.op);
+    for (const auto v : node.inputs) {
+      if (v < 0) continue;
+      const auto k = static_cast<std::size_t>(v);
+      const bool ok = rule && rule->zero_point_in && (!rule->passes_view || affine_ok_[static_cast<std::size_t>(node.output)]);
+      affine_ok_[k] = affine_ok_[k] && ok;
+      last_use_[k] = std::max(last_use_[k], static_cast<std::int64_t>(i));
+    }
+  }
+  last_use_[static_cast<std::size_t>(g_.output)] = INT64_MAX;
 
   const Value& in = g_.value(g_.input);
-  views_.assign(g_.values.size(), std::nullopt);
+  views_.assign(n, std::nullopt);
   Buffer b;
   b.kind = BufferKind::Input;
   b.size = numel_of(in.shape);
   b.name = "in";
   b.origin = fmt::format("%{} (graph input)", in.id);
   b.graph_value = in.id;
+  Format f;
   if (is_floating(in.dtype)) {
-    b.elem = act_;
-    b.frac = frac_of(in.id);
-    b.absmax = cal_.absmax[static_cast<std::size_t>(in.id)];
+    b.elem = elem_of_bits(opt.activation_bits);
+    const auto k = static_cast<std::size_t>(in.id);
+    f = range_format(cal_.min[k] * (1 + margin()), cal_.max[k] * (1 + margin()), b.elem,
+                     opt.scheme == Scheme::Affine && affine_ok_[k], what(in.id));
+    b.scale = f.scale, b.zero_point = f.zero, b.lo = f.lo, b.hi = f.hi;
   } else {
     b.elem = Elem::S32, b.fixed_point = false;  // token ids
   }
   p_.input = p_.add_buffer(std::move(b));
-  views_[static_cast<std::size_t>(in.id)] = View{p_.input, 0, in.shape, packed_strides(in.shape), p_.buffer(p_.input).frac};
+  const Buffer& ib = p_.buffer(p_.input);
+  views_[static_cast<std::size_t>(in.id)] =
+      View{p_.input, 0, in.shape, packed_strides(in.shape), ib.elem, ib.scale, ib.zero_point};
   p_.input_shape = in.shape;
 }
 
 std::string Lowering::elem_sfx(Elem e) { return e == Elem::S16 ? "s16" : e == Elem::S8 ? "s8" : "s32"; }
 
-void Lowering::set_last_uses() {
-  last_use_.assign(g_.values.size(), -1);
-  for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
-    for (auto v : g_.nodes[i].inputs) {
-      if (v >= 0) last_use_[static_cast<std::size_t>(v)] = static_cast<std::int64_t>(i);
-    }
-  }
-  last_use_[static_cast<std::size_t>(g_.output)] = INT64_MAX;
+std::string Lowering::kernel(const std::string& op, std::initializer_list<Elem> types) {
+  std::string k = "mt_" + op;
+  for (const Elem e : types) k += "_" + elem_sfx(e);
+  return k;
 }
 
 // ---- errors and labels ----
@@ -123,6 +147,14 @@ std::string Lowering::module_of(const Node& n) const {
   return "";
 }
 
+// "%5 = linear in module fc" for warnings about a value's format
+std::string Lowering::what(std::int64_t value) const {
+  for (const Node& n : g_.nodes) {
+    if (n.output == value) return fmt::format("%{} = {}{}", value, n.op, module_of(n));
+  }
+  return fmt::format("%{} ({})", value, kind_name(g_.value(value).kind));
+}
+
 std::int64_t Lowering::last_dim(const Node& n, std::int64_t dim, const Shape& shape) const {
   const auto nd = static_cast<std::int64_t>(shape.size());
   if (dim < 0) dim += nd;
@@ -153,76 +185,169 @@ const View& Lowering::act(const Node& n, std::int64_t id) const {
 }
 
 void Lowering::set(const Node& n, View v) {
+  const std::string format = fmt::format("{} {}", elem_ctype(v.elem), format_name(v.elem, v.scale, v.zero));
+  for (auto it = p_.steps.rbegin(); it != p_.steps.rend() && it->node == node_; ++it) {
+    if (it->out_format.empty()) it->out_format = format;
+  }
   values_in_[v.buffer].push_back(n.output);
   views_[static_cast<std::size_t>(n.output)] = std::move(v);
 }
 
-int Lowering::frac_of(std::int64_t value) {
-  std::string what = fmt::format("%{} ({})", value, kind_name(g_.value(value).kind));
-  for (const Node& n : g_.nodes) {
-    if (n.output == value) what = fmt::format("%{} = {}{}", value, n.op, module_of(n));
+// ---- precision and formats ----
+
+Elem Lowering::out_elem(const Node& n) const {
+  const Elem e = elem_of_bits(opt_.activation_bits);
+  if (e == Elem::S8 && opt_.wide_residuals && (n.op == "add" || n.op == "sub") && n.inputs.size() == 2 &&
+      n.inputs[0] >= 0 && n.inputs[1] >= 0 && !is_const(n.inputs[0]) && !is_const(n.inputs[1])) {
+    return Elem::S16;
   }
-  return format(cal_.absmax[static_cast<std::size_t>(value)], bits_, what);
+  return e;
 }
 
-int Lowering::format(double absmax, int bits, const std::string& what) {
-  bool clamped = false;
-  const int f = choose_frac(absmax, bits, &clamped);
-  if (clamped) {
-    p_.warnings.push_back(fmt::format(
-        "{}: its range {:.3g} needs a Q format beyond the [-16, 31] fraction bits the kernels support at int{}; "
-        "clamped to {} fraction bits, so its values {}",
-        what, absmax, bits, f, f > 0 ? "round to 0" : "saturate at " + fmt::format("{:.3g}", std::ldexp(std::ldexp(1.0, bits - 1) - 1, -f))));
+Elem Lowering::weight_elem(const Node&) const { return elem_of_bits(p_.weight_bits); }
+
+Format Lowering::range_format(double lo, double hi, Elem elem, bool affine, const std::string& what) {
+  Format f;
+  f.lo = std::min(lo, 0.0), f.hi = std::max(hi, 0.0);
+  const double absmax = std::max(-f.lo, f.hi);
+  if (opt_.scheme == Scheme::PowerOfTwo) {
+    bool clamped = false;
+    const int frac = choose_frac(absmax, bits_of(elem), &clamped);
+    if (clamped) {
+      warn(fmt::format("{}: its range {:.3g} needs a Q format beyond the [-16, 31] fraction bits the kernels support "
+                       "at int{}; clamped to {} fraction bits, so its values {}",
+                       what, absmax, bits_of(elem), frac,
+                       frac > 0 ? "round to 0"
+                                : fmt::format("saturate at {:.3g}", std::ldexp(static_cast<double>(qmax(elem)), -frac))));
+    }
+    f.scale = std::ldexp(1.0, -frac);
+    return f;
+  }
+  if (affine && elem == Elem::S8 && f.hi > f.lo) {
+    f.scale = (f.hi - f.lo) / 255.0;
+    f.zero = static_cast<std::int32_t>(std::clamp<double>(std::round(-128.0 - f.lo / f.scale), -128, 127));
+  } else {
+    f.scale = absmax > 0 ? absmax / static_cast<double>(qmax(elem)) : 1.0;
+  }
+  // Scales so small or large that requantizing them leaves the kernels' shift range show up
+  // as warnings in rq(); a scale that does not even fit a double's normal range is clamped.
+  if (!(f.scale >= 1e-30 && f.scale <= 1e30)) {
+    warn(fmt::format("{}: its range {:.3g} is beyond what int{} scales represent; clamped", what, absmax, bits_of(elem)));
+    f.scale = std::clamp(f.scale, 1e-30, 1e30);
   }
   return f;
 }
 
+Format Lowering::out_format(const Node& n, Elem elem) {
+  const OpRule* rule = find_rule(n.op);
+  const auto k = static_cast<std::size_t>(n.output);
+  const bool affine = opt_.scheme == Scheme::Affine && rule && rule->zero_point_out && affine_ok_[k];
+  return range_format(cal_.min[k] * (1 + margin()), cal_.max[k] * (1 + margin()), elem, affine, what(n.output));
+}
+
+Format Lowering::const_format(const Tensor& t, Elem elem, const std::string& name) {
+  const double m = absmax(t);
+  return range_format(-m, m, elem, false, name);
+}
+
+Multiplier Lowering::rq(double ratio, const std::string& what) {
+  Multiplier r = multiplier(ratio);
+  if (ratio != 0 && (r.s < -31 || r.s > 62)) {
+    warn(fmt::format("{}: the rescaling by {:.3g} is beyond the shifts the kernels take; clamped", what, ratio));
+    r.s = std::clamp(r.s, -31, 62);
+  }
+  return r;
+}
+
 // ---- buffers ----
 
-View Lowering::new_act(const Shape& shape, int frac, std::int64_t value, Elem elem, bool fixed_point) {
+View Lowering::new_act(const Shape& shape, Elem elem, const Format& f, std::int64_t value, bool fixed_point) {
   Buffer b;
   b.kind = BufferKind::Activation;
   b.elem = elem;
   b.size = numel_of(shape);
   b.fixed_point = fixed_point;
-  b.frac = fixed_point ? frac : 0;
+  b.scale = fixed_point ? f.scale : 1.0;
+  b.zero_point = fixed_point ? f.zero : 0;
+  b.lo = f.lo, b.hi = f.hi;
   b.graph_value = value;
-  b.absmax = value >= 0 ? cal_.absmax[static_cast<std::size_t>(value)] : 0.0;
   b.name = value >= 0 ? fmt::format("t{}", value) : fmt::format("c{}", p_.buffers.size());
   b.origin = value >= 0 ? fmt::format("%{} = {}", value, g_.nodes[static_cast<std::size_t>(node_)].op)
-                        : fmt::format("packed copy for step {}", p_.steps.size());
+                        : fmt::format("a temporary for step {}", p_.steps.size());
   const auto id = p_.add_buffer(std::move(b));
-  return View{id, 0, shape, packed_strides(shape), fixed_point ? frac : 0};
+  return View{id, 0, shape, packed_strides(shape), elem, fixed_point ? f.scale : 1.0, fixed_point ? f.zero : 0};
 }
 
-View Lowering::like(const Node& n, const View& x, int frac) {
-  View y = out_act(n, frac);
+View Lowering::like(const Node& n, const View& x, Elem elem, const Format& f) {
+  View y = out_act(n, elem, f);
   y.strides = x.strides;
   return y;
 }
 
-std::int64_t Lowering::weight(const Tensor& t, Elem elem, int frac, const std::string& name, const std::string& origin) {
+namespace {
+
+std::int64_t quantize_to(double x, double scale, std::int32_t zero, Elem elem) {
+  const double q = std::round(x / scale) + zero;  // std::round: ties away from zero
+  return static_cast<std::int64_t>(std::clamp<double>(q, static_cast<double>(qmin(elem)), static_cast<double>(qmax(elem))));
+}
+
+}  // namespace
+
+std::int64_t Lowering::weight(const Tensor& t, Elem elem, const Format& f, const std::string& name) {
   Buffer b;
   b.kind = BufferKind::Weight;
   b.elem = elem;
   b.size = t.numel();
-  b.frac = frac;
+  b.scale = f.scale, b.zero_point = f.zero;
   const Tensor d = t.to(Dtype::Float64);
   const double* p = d.data<double>();
   b.data.resize(static_cast<std::size_t>(b.size));
-  for (std::int64_t i = 0; i < b.size; ++i) {
-    b.absmax = std::max(b.absmax, std::abs(p[i]));
-    b.data[static_cast<std::size_t>(i)] = quantize_value(p[i], frac, elem_bytes(elem) * 8);
-  }
+  for (std::int64_t i = 0; i < b.size; ++i) b.data[static_cast<std::size_t>(i)] = quantize_to(p[i], f.scale, f.zero, elem);
   b.name = unique_name("w_" + c_name(name));
-  b.origin = origin;
+  b.origin = name;
   return p_.add_buffer(std::move(b));
 }
 
-std::int64_t Lowering::weight(std::int64_t value, int bits) {
-  const Tensor& t = data(value);
-  const std::string name = const_name(value);
-  return weight(t, bits == 16 ? Elem::S16 : Elem::S8, format(absmax(t), bits, name), name, name);
+std::int64_t Lowering::weight_rows(const Tensor& w, Elem elem, const std::string& name,
+                                   const std::vector<double>& min_scale) {
+  const std::int64_t rows = w.dim() == 0 ? 1 : w.size(0), cols = rows ? w.numel() / rows : 0;
+  const Tensor d = w.to(Dtype::Float64).reshape({rows, cols});
+  const double* p = d.data<double>();
+  std::vector<double> scales(static_cast<std::size_t>(rows));
+  const double floor_all = min_scale.empty() ? 0.0 : *std::max_element(min_scale.begin(), min_scale.end());
+  if (opt_.scheme == Scheme::PowerOfTwo || !opt_.per_channel) {
+    Format f = const_format(w, elem, name);
+    if (f.scale < floor_all) {
+      f.scale = opt_.scheme == Scheme::PowerOfTwo ? std::ldexp(1.0, static_cast<int>(std::ceil(std::log2(floor_all))))
+                                                  : floor_all;
+    }
+    std::fill(scales.begin(), scales.end(), f.scale);
+  } else {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double m = 0;
+      for (std::int64_t c = 0; c < cols; ++c) {
+        if (std::isfinite(p[r * cols + c])) m = std::max(m, std::abs(p[r * cols + c]));
+      }
+      double s = m > 0 ? m / static_cast<double>(qmax(elem)) : 1.0;
+      if (!min_scale.empty()) s = std::max(s, min_scale[static_cast<std::size_t>(r)]);
+      scales[static_cast<std::size_t>(r)] = s;
+    }
+  }
+  Buffer b;
+  b.kind = BufferKind::Weight;
+  b.elem = elem;
+  b.size = rows * cols;
+  b.scale = *std::max_element(scales.begin(), scales.end());
+  if (opt_.scheme != Scheme::PowerOfTwo && opt_.per_channel) b.channel_scales = scales;
+  b.data.resize(static_cast<std::size_t>(b.size));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      b.data[static_cast<std::size_t>(r * cols + c)] = quantize_to(p[r * cols + c], scales[static_cast<std::size_t>(r)], 0, elem);
+    }
+  }
+  b.name = unique_name("w_" + c_name(name));
+  b.origin = name;
+  return p_.add_buffer(std::move(b));
 }
 
 double Lowering::absmax(const Tensor& t) {
@@ -234,7 +359,8 @@ double Lowering::absmax(const Tensor& t) {
   return m;
 }
 
-std::int64_t Lowering::table(Elem elem, std::vector<std::int64_t> values, const std::string& what) {
+std::int64_t Lowering::table(Elem elem, std::vector<std::int64_t> values, const std::string& what,
+                             std::vector<std::string> fields) {
   const auto key = std::make_pair(elem, values);
   if (auto it = tables_.find(key); it != tables_.end()) return it->second;
   Buffer b;
@@ -243,6 +369,7 @@ std::int64_t Lowering::table(Elem elem, std::vector<std::int64_t> values, const 
   b.size = static_cast<std::int64_t>(values.size());
   b.fixed_point = false;
   b.data = std::move(values);
+  b.fields = std::move(fields);
   b.name = unique_name(what);
   b.origin = what;
   const auto id = p_.add_buffer(std::move(b));
@@ -261,7 +388,7 @@ std::string Lowering::unique_name(const std::string& base) {
   }
 }
 
-// ---- layouts ----
+// ---- layouts and types ----
 
 void Lowering::copy_into(const Node* n, const View& v, std::int64_t dst, std::int64_t dst_offset,
                          const Strides& dst_strides) {
@@ -293,9 +420,10 @@ void Lowering::copy_into(const Node* n, const View& v, std::int64_t dst, std::in
 View Lowering::packed(const Node& n, const View& v) {
   if (is_packed(v)) return v;
   const Buffer src = buf(v);  // a copy: new_act may reallocate the buffer list
-  View out = new_act(v.shape, v.frac, -1, src.elem, src.fixed_point);
+  Format f;
+  f.scale = v.scale, f.zero = v.zero, f.lo = src.lo, f.hi = src.hi;
+  View out = new_act(v.shape, v.elem, f, -1, src.fixed_point);
   p_.buffer(out.buffer).origin = fmt::format("packed copy of {} for %{}", src.name, n.output);
-  p_.buffer(out.buffer).absmax = v.frac == src.frac ? src.absmax : 0.0;  // 0: another value shares src
   copy_into(&n, v, out.buffer, 0, out.strides);
   return out;
 }
@@ -306,6 +434,30 @@ std::pair<View, std::int64_t> Lowering::strided_rows(const Node& n, const View& 
 }
 
 View Lowering::dense(const Node& n, const View& v) { return is_dense(v) ? v : packed(n, v); }
+
+View Lowering::convert(const Node& n, const View& v, Elem elem, const Format& f) {
+  if (v.elem == elem && v.scale == f.scale && v.zero == f.zero) return v;
+  const View x = dense(n, v);
+  View y = new_act(x.shape, elem, f, -1);
+  y.strides = x.strides;
+  p_.buffer(y.buffer).origin = fmt::format("{} in {} {} for %{}", buf(x).name, elem_ctype(elem),
+                                           format_name(elem, f.scale, f.zero), n.output);
+  const Multiplier m = rq(v.scale / f.scale, fmt::format("the conversion of {} for %{}", buf(x).name, n.output));
+  step(kernel("requant", {x.elem, elem}), {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel_of(x.shape)),
+                                            Arg::num(x.zero), Arg::num(m.m), Arg::num(m.s), Arg::num(f.zero), Arg::num(0)},
+       numel_of(x.shape));
+  return y;
+}
+
+View Lowering::as_elem(const Node& n, const View& v, Elem elem) {
+  if (v.elem == elem) return v;
+  Format f;
+  const Buffer& b = buf(v);
+  f.lo = b.lo, f.hi = b.hi;
+  // int8 -> int16: exact (times 2^8, or 2^7 with a zero point); int16 -> int8: the same range
+  f.scale = elem == Elem::S16 ? std::ldexp(v.scale, v.zero == 0 ? -8 : -7) : std::ldexp(v.scale, 8);
+  return convert(n, v, elem, f);
+}
 
 bool Lowering::can_overwrite(const View& target, const std::vector<View>& also_read) {
   if (buf(target).kind != BufferKind::Activation) return false;
@@ -345,7 +497,7 @@ void Lowering::finish_output() {
   Buffer& b = buf(v);
   p_.output_shape = v.shape;
   if (b.kind == BufferKind::Activation && is_packed(v) && v.offset == 0 && numel_of(v.shape) == b.size &&
-      v.frac == b.frac) {
+      v.scale == b.scale && v.zero == b.zero_point) {
     b.kind = BufferKind::Output;
     b.name = "out";
     p_.output = v.buffer;
@@ -357,8 +509,9 @@ void Lowering::finish_output() {
   o.elem = b.elem;
   o.size = numel_of(v.shape);
   o.fixed_point = b.fixed_point;
-  o.frac = v.frac;
-  o.absmax = cal_.absmax[static_cast<std::size_t>(g_.output)];
+  o.scale = v.scale, o.zero_point = v.zero;
+  const auto k = static_cast<std::size_t>(g_.output);
+  o.lo = cal_.min[k], o.hi = cal_.max[k];
   o.name = "out";
   o.origin = fmt::format("%{} (graph output)", g_.output);
   p_.output = p_.add_buffer(std::move(o));

@@ -1,10 +1,12 @@
 // The state of one quantize() run, shared by the op rules (rules/*.cpp): the graph and its
 // calibration, the Program being built (buffers, weights, integer tables, kernel calls), the
-// view of every activation computed so far, and the errors and labels that name a node.
+// view of every activation computed so far (with its number format), and the errors and
+// labels that name a node.
 //
-// A rule reads its inputs with act() (and packed(), dense(), strided_rows() when its kernel
-// needs a layout), creates its output with out_act() or like(), adds kernel calls with
-// step() and publishes the result with set().
+// A rule reads its inputs with act() (and packed(), dense(), strided_rows(), convert() when
+// its kernel needs a layout or a type), chooses its output's type and format with
+// out_elem() and out_format(), creates the output with out_act() or like(), adds kernel
+// calls with step() and publishes the result with set().
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,13 @@
 
 namespace microtorch::lower {
 
+/// A number format: real value = scale * (q - zero).
+struct Format {
+  double scale = 1.0;
+  std::int32_t zero = 0;
+  double lo = 0, hi = 0;  ///< the calibrated range it was chosen for
+};
+
 class Lowering {
  public:
   Lowering(const Graph& g, const Calibration& cal, const QuantOptions& opt);
@@ -25,11 +34,7 @@ class Lowering {
   const Graph& graph() const { return g_; }
   const QuantOptions& options() const { return opt_; }
   Program& program() { return p_; }
-  int bits() const { return bits_; }          ///< activation bits
-  int weight_bits() const { return wbits_; }
-  Elem act_elem() const { return act_; }      ///< S16 or S8
-  const std::string& sfx() const { return sfx_; }  ///< "s16" or "s8": the kernels' suffix
-  static std::string elem_sfx(Elem e);
+  static std::string elem_sfx(Elem e);  ///< "s8", "s16", "s32": the kernels' suffixes
 
   /// Index of the node being lowered (-1 outside a node).
   std::int64_t node_index() const { return node_; }
@@ -43,6 +48,8 @@ class Lowering {
   std::string ref(std::int64_t id) const;
   /// Throws ValueError "lower: cannot lower <line> in module m: why".
   [[noreturn]] void fail(const Node& n, const std::string& why) const;
+  /// Adds a warning about `what` to the program.
+  void warn(const std::string& what) { p_.warnings.push_back(what); }
 
   // ---- values ----
 
@@ -56,38 +63,57 @@ class Lowering {
   /// The view of an activation input of `n`; fails naming the node when `id` is not one.
   const View& act(const Node& n, std::int64_t id) const;
   bool has_view(std::int64_t id) const { return id >= 0 && views_[static_cast<std::size_t>(id)].has_value(); }
-  /// Publishes the view of n's output.
+  /// Publishes the view of n's output (and labels n's steps with its format).
   void set(const Node& n, View v);
-  /// The Q format of a calibrated value at the activation bits.
-  int frac_of(std::int64_t value);
-  /// choose_frac(absmax, bits), with a warning naming `what` when the range needs a format
-  /// outside what the kernels support (clamped: the values round to 0 or saturate).
-  int format(double absmax, int bits, const std::string& what);
   /// The output shape of n.
   const Shape& out_shape(const Node& n) const { return g_.value(n.output).shape; }
-
   /// `dim` (possibly negative) must be the last dim of `shape`; returns its size.
   std::int64_t last_dim(const Node& n, std::int64_t dim, const Shape& shape) const;
+
+  // ---- precision and formats ----
+
+  /// The integer type of n's output: its precision (8 or 16 bits); the residual stream
+  /// (an add of two activations) of an int8 model at int16 when wide_residuals.
+  Elem out_elem(const Node& n) const;
+  /// The type of n's weights.
+  Elem weight_elem(const Node& n) const;
+  /// The format of n's output in `elem` from its calibrated range: a power of two, a real
+  /// scale, or a scale and zero point (affine: int8, when the op can write one and every
+  /// consumer can read one).
+  Format out_format(const Node& n, Elem elem);
+  /// The format for a fixed range [lo, hi] (tables, constants), symmetric unless `affine`.
+  Format range_format(double lo, double hi, Elem elem, bool affine, const std::string& what);
+  /// The format of a constant tensor quantized alone (symmetric).
+  Format const_format(const Tensor& t, Elem elem, const std::string& what);
+  /// The multiplier of a real ratio; a warning naming `what` when it is beyond what the
+  /// kernels' shifts reach (clamped).
+  Multiplier rq(double ratio, const std::string& what);
+  /// May the output of value `id` carry a zero point (every reader accepts one)?
+  bool affine_ok(std::int64_t id) const { return affine_ok_[static_cast<std::size_t>(id)]; }
 
   // ---- buffers ----
 
   Buffer& buf(const View& v) { return p_.buffer(v.buffer); }
   /// A new arena buffer for `value` (or a temporary when value < 0), viewed packed.
-  View new_act(const Shape& shape, int frac, std::int64_t value, Elem elem, bool fixed_point = true);
-  /// A packed buffer for n's output at the activation type.
-  View out_act(const Node& n, int frac) { return new_act(out_shape(n), frac, n.output, act_); }
+  View new_act(const Shape& shape, Elem elem, const Format& f, std::int64_t value, bool fixed_point = true);
+  /// A packed buffer for n's output.
+  View out_act(const Node& n, Elem elem, const Format& f) { return new_act(out_shape(n), elem, f, n.output); }
   /// The output of an elementwise kernel run over dense(x): x's layout, in a new buffer.
-  View like(const Node& n, const View& x, int frac);
-  /// Constant data quantized to `elem` at Q(frac), in flash.
-  std::int64_t weight(const Tensor& t, Elem elem, int frac, const std::string& name, const std::string& origin);
-  /// A parameter or constant at `bits` with its own format.
-  std::int64_t weight(std::int64_t value, int bits);
-  /// An integer table (shapes, strides, keep bits); identical tables are stored once.
-  std::int64_t table(Elem elem, std::vector<std::int64_t> values, const std::string& what);
+  View like(const Node& n, const View& x, Elem elem, const Format& f);
+  /// Constant data quantized to `elem` in format f (one scale), in flash.
+  std::int64_t weight(const Tensor& t, Elem elem, const Format& f, const std::string& name);
+  /// A weight matrix [out, in...] quantized symmetric with one scale per output row (or one
+  /// for the whole tensor, a power of two in that scheme: then channel_scales stays empty).
+  /// `min_scale[c]` (if given) is a lower bound for row c's scale.
+  std::int64_t weight_rows(const Tensor& w, Elem elem, const std::string& name, const std::vector<double>& min_scale = {});
+  /// An integer table (shapes, strides, keep bits, multipliers, parameters); identical
+  /// tables are stored once. `fields` names the entries of a parameter table.
+  std::int64_t table(Elem elem, std::vector<std::int64_t> values, const std::string& what,
+                     std::vector<std::string> fields = {});
   /// max |x| over the finite elements
   static double absmax(const Tensor& t);
 
-  // ---- layouts ----
+  // ---- layouts and types ----
 
   /// The view itself when packed, else a packed copy (one mt_copy_strided_* call).
   View packed(const Node& n, const View& v);
@@ -96,6 +122,11 @@ class Lowering {
   std::pair<View, std::int64_t> strided_rows(const Node& n, const View& v);
   /// For elementwise kernels: the view when it covers a range exactly once, else packed.
   View dense(const Node& n, const View& v);
+  /// The view in `elem` and format f (one mt_requant_* call into a new buffer, the view
+  /// itself when it already is).
+  View convert(const Node& n, const View& v, Elem elem, const Format& f);
+  /// The view in `elem`, covering the same range (int8 -> int16 is exact).
+  View as_elem(const Node& n, const View& v, Elem elem);
   /// Copies the view into `dst` (from dst_offset, with dst_strides) with one strided copy.
   void copy_into(const Node* n, const View& v, std::int64_t dst, std::int64_t dst_offset, const Strides& dst_strides);
   /// May the current node overwrite the elements of `target` (its own input)? Only if no
@@ -106,12 +137,12 @@ class Lowering {
   // ---- kernel calls ----
 
   void step(std::string kernel, std::vector<Arg> args, std::int64_t macs = 0);
+  /// The kernel name for element types: mt_<op>_<s8|s16>_..._<s8|s16>.
+  static std::string kernel(const std::string& op, std::initializer_list<Elem> types);
 
   /// The graph output becomes the Output buffer (a packed copy when its view is not the
   /// whole of a buffer of its own).
   void finish_output();
-  /// Marks reads: value -> the last node index that reads it.
-  void set_last_uses();
 
  private:
   const Graph& g_;
@@ -119,10 +150,8 @@ class Lowering {
   QuantOptions opt_;
   Program p_;
   std::vector<std::optional<View>> views_;
+  std::vector<bool> affine_ok_;
   std::int64_t node_ = -1;
-  int bits_ = 16, wbits_ = 16;
-  Elem act_ = Elem::S16;
-  std::string sfx_;
   std::map<std::pair<Elem, std::vector<std::int64_t>>, std::int64_t> tables_;
   std::map<std::int64_t, Tensor> folded_;                        // outputs of nodes computed only from constants
   std::vector<std::int64_t> last_use_;                           // per value: the last node that reads it
@@ -130,9 +159,19 @@ class Lowering {
 
   std::string module_of(const Node& n) const;
   std::string unique_name(const std::string& base);
+  std::string what(std::int64_t value) const;
+  int bits_of(Elem e) const { return elem_bytes(e) * 8; }
+  double margin() const { return opt_.scheme == Scheme::PowerOfTwo ? 0.0 : opt_.margin; }
 };
 
 /// A C identifier made from any text (non-alphanumerics become '_').
 std::string c_name(std::string s);
+/// The scale of row `r` of a weight buffer (per channel or one for all).
+inline double row_scale(const Buffer& b, std::int64_t r) {
+  return b.channel_scales.empty() ? b.scale : b.channel_scales[static_cast<std::size_t>(r)];
+}
+/// Largest and smallest integer of a type.
+inline std::int64_t qmax(Elem e) { return elem_max(e); }
+inline std::int64_t qmin(Elem e) { return elem_min(e); }
 
 }  // namespace microtorch::lower

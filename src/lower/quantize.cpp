@@ -37,7 +37,6 @@ void check_firmware_name(const std::string& name) {
 Program quantize(const Graph& graph, const Calibration& calibration, const QuantOptions& options) {
   graph.validate();
   Lowering L(graph, calibration, options);
-  L.set_last_uses();
   // Every node is also evaluated in float, on zeros for the input: that checks the shape and
   // dtype the graph declares for it against what its op computes (the rules rely on them),
   // and gives the values of nodes of constants only, which fold into constants (a

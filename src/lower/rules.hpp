@@ -33,6 +33,10 @@ struct OpRule {
   int min_inputs = 1, max_inputs = 1;
   std::vector<AttrSpec> attrs;    ///< required attributes
   std::vector<std::string> kernels;  ///< the runtime kernel families it emits ("mt_linear")
+  /// Zero points (affine int8 tensors): can its kernels read them on its activation inputs,
+  /// and write one on its output? A view op (reshape, slice, ...) passes its input's format
+  /// through: its input may carry one when its output may.
+  bool zero_point_in = true, zero_point_out = true, passes_view = false;
   /// The float reference: the library's op applied to the input values and the attributes.
   std::function<Tensor(const Node&, const std::vector<Tensor>&)> evaluate;
   /// The integer rule: reads the inputs' views from the Lowering, adds kernel calls and

@@ -4,6 +4,7 @@
 // compile error or a bit-exactness failure in the firmware test.
 #include "microtorch/lower/simulate.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -18,16 +19,6 @@
 namespace microtorch::lower {
 
 namespace {
-
-mt_attn_params attention_params(const AttentionParams& a, const std::uint8_t* keep) {
-  mt_attn_params m{};
-  m.L = a.L, m.S = a.S, m.D = a.D, m.Dv = a.Dv;
-  m.q_stride = a.q_stride, m.k_stride = a.k_stride, m.v_stride = a.v_stride, m.out_stride = a.out_stride;
-  m.q_frac = a.q_frac, m.k_frac = a.k_frac, m.v_frac = a.v_frac, m.out_frac = a.out_frac;
-  m.scale_q = a.scale_q, m.scale_frac = a.scale_frac, m.flags = a.flags;
-  m.keep = keep;
-  return m;
-}
 
 template <class F>
 auto visit_elem(Elem e, F&& f) {
@@ -87,22 +78,14 @@ std::vector<std::int64_t> Simulator::run(const std::vector<std::int64_t>& input)
   });
   status_ = 0;
   std::vector<KernelArg> args;
-  std::vector<mt_attn_params> attention;
   for (const Step& s : program_.steps) {
     args.assign(s.args.size(), KernelArg{});
-    attention.clear();
-    attention.reserve(s.args.size());
     for (std::size_t i = 0; i < s.args.size(); ++i) {
       const Arg& a = s.args[i];
-      switch (a.kind) {
-        case Arg::Kind::Buffer: args[i].ptr = ptr(a.buffer, a.offset); break;
-        case Arg::Kind::Int: args[i].value = a.value; break;
-        case Arg::Kind::Attention: {
-          const AttentionParams& ap = program_.attention.at(static_cast<std::size_t>(a.value));
-          attention.push_back(attention_params(ap, static_cast<const std::uint8_t*>(ptr(ap.keep))));
-          args[i].ptr = &attention.back();
-          break;
-        }
+      if (a.kind == Arg::Kind::Buffer) {
+        args[i].ptr = ptr(a.buffer, a.offset);
+      } else {
+        args[i].value = a.value;
       }
     }
     if (find_kernel(s.kernel)->call(args.data()) != 0) status_ = 1;
@@ -142,8 +125,9 @@ std::string Simulator::saturation_report() const {
   for (const Buffer& b : program_.buffers) {
     if (!b.fixed_point || !(b.kind == BufferKind::Activation || b.kind == BufferKind::Output)) continue;
     const std::int64_t n = limit_counts_[static_cast<std::size_t>(b.id)], seen = b.size * runs_;
-    out += fmt::format("  {:<12} Q{}.{:<3} {:>8} of {:>9} ({:.3f}%)  {}\n", b.name, elem_bytes(b.elem) * 8 - 1 - b.frac,
-                       b.frac, n, seen, seen ? 100.0 * static_cast<double>(n) / static_cast<double>(seen) : 0.0, b.origin);
+    out += fmt::format("  {:<12} {:<18} {:>8} of {:>9} ({:.3f}%)  {}\n", b.name,
+                       format_name(b.elem, b.scale, b.zero_point), n, seen,
+                       seen ? 100.0 * static_cast<double>(n) / static_cast<double>(seen) : 0.0, b.origin);
   }
   return out;
 }
@@ -172,7 +156,9 @@ std::vector<std::int64_t> quantize_input(const Program& program, const Tensor& x
     if (!std::isfinite(p[i])) {
       throw ValueError(fmt::format("quantize_input: element {} is {}; the fixed-point model takes finite inputs", i, p[i]));
     }
-    q[i] = quantize_value(p[i], in.frac, elem_bytes(in.elem) * 8);
+    const double v = std::round(p[i] / in.scale) + in.zero_point;  // ties away from zero, then saturate
+    q[i] = static_cast<std::int64_t>(std::clamp<double>(v, static_cast<double>(elem_min(in.elem)),
+                                                         static_cast<double>(elem_max(in.elem))));
   }
   return q;
 }
@@ -185,7 +171,7 @@ Tensor dequantize_output(const Program& program, const std::vector<std::int64_t>
   Tensor t = Tensor::empty(program.output_shape, out.fixed_point ? Dtype::Float32 : Dtype::Int64);
   for (std::size_t i = 0; i < q.size(); ++i) {
     if (out.fixed_point) {
-      t.data<float>()[i] = static_cast<float>(std::ldexp(static_cast<double>(q[i]), -out.frac));
+      t.data<float>()[i] = static_cast<float>(out.scale * static_cast<double>(q[i] - out.zero_point));
     } else {
       t.data<std::int64_t>()[i] = q[i];
     }

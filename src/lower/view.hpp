@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "microtorch/lower/program.hpp"
 #include "microtorch/shape.hpp"
 
 namespace microtorch::lower {
@@ -17,14 +18,17 @@ using Strides = std::vector<std::int64_t>;
 Strides packed_strides(const Shape& shape);
 
 /// An activation as the lowering sees it: element (i0, i1, ...) is
-/// buffer[offset + sum_k i_k * strides[k]]. The number format belongs to the view, not the
-/// buffer: attention may write its output, in another format, over the bytes of its query.
+/// buffer[offset + sum_k i_k * strides[k]], of the buffer's type `elem`, standing for
+/// scale * (q - zero). The number format belongs to the view, not the buffer: attention may
+/// write its output, in another format, over the bytes of its query.
 struct View {
   std::int64_t buffer = -1;
   std::int64_t offset = 0;
   Shape shape;
   Strides strides;
-  int frac = 0;
+  Elem elem = Elem::S16;
+  double scale = 1.0;
+  std::int32_t zero = 0;
 };
 
 /// Are the elements laid out row-major without gaps (size-1 dims may have any stride)?

@@ -60,7 +60,7 @@ class Simulator {
 /// float -> the input buffer's integers (round half away from zero, saturate); token ids
 /// pass through unchanged (checked to fit int32).
 std::vector<std::int64_t> quantize_input(const Program& program, const Tensor& x);
-/// The output buffer's integers -> float (q * 2^-frac), shaped like the graph output; int64
+/// The output buffer's integers -> float (scale * (q - zero_point)), shaped like the graph output; int64
 /// for integer outputs (argmax).
 Tensor dequantize_output(const Program& program, const std::vector<std::int64_t>& q);
 

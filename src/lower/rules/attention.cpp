@@ -24,11 +24,15 @@ namespace {
 // the additive mask input (-1: none).
 struct HeadsResult {
   bool in_place = false;  ///< the output was written over the rows of `q`
-  View q;                 ///< the query rows the kernels read (a packed copy of q's, if they had to be)
+  View q;                 ///< the query rows the kernels read (a copy of q's, if they had to be)
+  double out_scale = 1.0;
 };
 
 HeadsResult lower_heads(Lowering& L, const Node& n, View q, View k, View v, const std::function<View()>& make_out,
                         std::int64_t mask, double scale, bool causal, bool may_overwrite_q) {
+  // one type for q, k, v and the output: the node's precision
+  const Elem T = L.out_elem(n);
+  q = L.as_elem(n, q, T), k = L.as_elem(n, k, T), v = L.as_elem(n, v, T);
   const std::size_t r = q.shape.size();
   const std::int64_t Lq = q.shape[r - 2], D = q.shape[r - 1], S = k.shape[r - 2], Dv = v.shape[r - 1];
   if (S > 32767 || D > 65535) L.fail(n, "attention is limited to S <= 32767 keys and D <= 65535");
@@ -64,35 +68,41 @@ HeadsResult lower_heads(Lowering& L, const Node& n, View q, View k, View v, cons
   HeadsResult result;
   result.q = q;
   result.in_place = stream && may_overwrite_q && Dv <= D && L.can_overwrite(q, {k, v});
-  const int out_frac = L.frac_of(n.output);
+  const Format f = L.out_format(n, T);
   const View out = result.in_place ? View{} : make_out();
 
-  AttentionParams base;
-  base.L = static_cast<int>(Lq), base.S = static_cast<int>(S), base.D = static_cast<int>(D), base.Dv = static_cast<int>(Dv);
-  base.q_stride = static_cast<int>(q.strides[r - 2]);
-  base.k_stride = static_cast<int>(k.strides[r - 2]);
-  base.v_stride = static_cast<int>(v.strides[r - 2]);
-  base.out_stride = result.in_place ? base.q_stride : static_cast<int>(out.strides[r - 2]);
-  base.q_frac = q.frac, base.k_frac = k.frac, base.v_frac = v.frac;
-  base.out_frac = out_frac;
   if (!(scale > 0)) L.fail(n, fmt::format("the scale must be positive, got {}", scale));
-  base.scale_frac = std::clamp(static_cast<int>(std::floor(std::log2(65535.0 / scale))), 0, 62);
-  base.scale_q = static_cast<std::uint32_t>(std::min<std::int64_t>(quantize_value(scale, base.scale_frac, 32), 65535));
-  base.flags = causal ? MT_ATTN_CAUSAL : 0u;
+  const std::string what = fmt::format("%{} = {}", n.output, n.op);
+  // base-2 logits in Q16: q.k scale_q scale_k * scale * log2(e) * 2^16; out = v * scale_v / scale_out
+  const Multiplier logit = L.rq(std::ldexp(q.scale * k.scale * scale / std::log(2.0), 16), what);
+  const Multiplier out_m = L.rq(v.scale / f.scale, what);
+  std::vector<std::int64_t> params(MT_ATTN_PARAMS, 0);
+  params[MT_ATTN_L] = Lq, params[MT_ATTN_S] = S, params[MT_ATTN_D] = D, params[MT_ATTN_DV] = Dv;
+  params[MT_ATTN_Q_STRIDE] = q.strides[r - 2];
+  params[MT_ATTN_K_STRIDE] = k.strides[r - 2];
+  params[MT_ATTN_V_STRIDE] = v.strides[r - 2];
+  params[MT_ATTN_OUT_STRIDE] = result.in_place ? q.strides[r - 2] : out.strides[r - 2];
+  params[MT_ATTN_LOGIT_M] = logit.m, params[MT_ATTN_LOGIT_S] = logit.s;
+  params[MT_ATTN_OUT_M] = out_m.m, params[MT_ATTN_OUT_S] = out_m.s;
+  params[MT_ATTN_FLAGS] = causal ? MT_ATTN_CAUSAL : 0;
+  const std::int64_t pb = L.table(Elem::S32, params, fmt::format("attn{}", n.output),
+                                  {"MT_ATTN_L", "MT_ATTN_S", "MT_ATTN_D", "MT_ATTN_DV", "MT_ATTN_Q_STRIDE",
+                                   "MT_ATTN_K_STRIDE", "MT_ATTN_V_STRIDE", "MT_ATTN_OUT_STRIDE", "MT_ATTN_LOGIT_M",
+                                   "MT_ATTN_LOGIT_S", "MT_ATTN_OUT_M", "MT_ATTN_OUT_S", "MT_ATTN_FLAGS"});
+  result.out_scale = f.scale;
 
   Program& p = L.program();
   if (result.in_place) {
-    p.buffer(q.buffer).origin += fmt::format(", then %{} = attention (Q{}.{}) over its query rows", n.output,
-                                             L.bits() - 1 - base.out_frac, base.out_frac);
+    p.buffer(q.buffer).origin += fmt::format(", then %{} = attention ({}) over its query rows", n.output,
+                                             format_name(T, f.scale, 0));
   }
-  const Elem acc = stream && L.bits() == 16 ? Elem::S64 : Elem::S32;
-  const View scratch = L.new_act({stream ? Dv : Lq * S}, 0, -1, acc, false);
+  const Elem acc = stream && T == Elem::S16 ? Elem::S64 : Elem::S32;
+  const View scratch = L.new_act({stream ? Dv : Lq * S}, acc, Format{}, -1, false);
   p.buffer(scratch.buffer).origin =
       fmt::format("attention scratch for %{} ({})", n.output, stream ? "streaming" : "two-pass scores");
   p.buffer(scratch.buffer).name = fmt::format("scratch{}", n.output);
   p.buffer(scratch.buffer).kind = BufferKind::Scratch;
 
-  std::map<std::int64_t, std::int64_t> params_for_keep;  // keep table -> params index
   Shape idx(lead.size(), 0);
   for (std::int64_t h = 0; h < heads; ++h) {
     std::int64_t qo = q.offset, ko = k.offset, vo = v.offset, oo = out.offset;
@@ -111,15 +121,8 @@ HeadsResult lower_heads(Lowering& L, const Node& n, View q, View k, View v, cons
       }
       keep_id = L.table(Elem::U8, std::move(bits), fmt::format("keep{}", n.output));
     }
-    auto it = params_for_keep.find(keep_id);
-    if (it == params_for_keep.end()) {
-      AttentionParams ap = base;
-      ap.keep = keep_id;
-      p.attention.push_back(ap);
-      it = params_for_keep.emplace(keep_id, static_cast<std::int64_t>(p.attention.size()) - 1).first;
-    }
-    L.step(fmt::format("mt_attention_{}_{}", stream ? "stream" : "twopass", L.sfx()),
-           {Arg::attn(it->second), Arg::buf(q.buffer, qo), Arg::buf(k.buffer, ko), Arg::buf(v.buffer, vo),
+    L.step(Lowering::kernel(stream ? "attention_stream" : "attention_twopass", {T}),
+           {Arg::buf(pb), Arg::buf(keep_id), Arg::buf(q.buffer, qo), Arg::buf(k.buffer, ko), Arg::buf(v.buffer, vo),
             result.in_place ? Arg::buf(q.buffer, qo) : Arg::buf(out.buffer, oo), Arg::buf(scratch.buffer)},
            Lq * S * (D + Dv));
     for (std::size_t d = lead.size(); d-- > 0;) {  // next (batch, head) index
@@ -139,13 +142,13 @@ void lower_sdpa(Lowering& L, const Node& n) {
     L.fail(n, "q, k and v must share their leading (batch, head) dims; broadcasting them is not supported");
   }
   View out;
-  const HeadsResult h = lower_heads(
-      L, n, q, k, v, [&] { return out = L.out_act(n, L.frac_of(n.output)); }, n.inputs.size() > 3 ? n.inputs[3] : -1,
-      node_attr<double>(n, "scale"), node_attr<bool>(n, "is_causal"), true);
+  auto make_out = [&] { return out = L.out_act(n, L.out_elem(n), L.out_format(n, L.out_elem(n))); };
+  const HeadsResult h = lower_heads(L, n, q, k, v, make_out, n.inputs.size() > 3 ? n.inputs[3] : -1,
+                                    node_attr<double>(n, "scale"), node_attr<bool>(n, "is_causal"), true);
   if (h.in_place) {  // the output rows are the query rows: same offsets and row strides
     out = h.q;
     out.shape = L.out_shape(n);
-    out.frac = L.frac_of(n.output);
+    out.scale = h.out_scale, out.zero = 0;
   }
   L.set(n, out);
 }
@@ -190,13 +193,17 @@ void lower_mha(Lowering& L, const Node& n) {
   }
   View y;  // [N, L, Ev]
   auto make_out = [&] {
-    y = L.out_act(n, L.frac_of(n.output));
+    y = L.out_act(n, L.out_elem(n), L.out_format(n, L.out_elem(n)));
     return heads_view(y, H, 0, Ev / H);
   };
   // Over q only when the heads stay side by side (Dv = D): the output is then q's columns
   // of the projection, [N, L, E] with q's row stride.
   const HeadsResult h = lower_heads(L, n, q, k, v, make_out, mask, node_attr<double>(n, "scale"), false, Ev == E);
-  if (h.in_place) y = View{h.q.buffer, h.q.offset, out_shape, {h.q.strides[0], h.q.strides[2], 1}, L.frac_of(n.output)};
+  if (h.in_place) {
+    y = h.q;
+    y.shape = out_shape, y.strides = {h.q.strides[0], h.q.strides[2], 1};
+    y.scale = h.out_scale, y.zero = 0;
+  }
   L.set(n, y);
 }
 
@@ -220,6 +227,7 @@ std::vector<OpRule> attention_rules() {
     return std::get<0>(packed ? multi_head_attention_packed(in[0], H, o) : multi_head_attention(in[0], in[1], in[2], H, o));
   };
   mha.lower = lower_mha;
+  mha.zero_point_in = mha.zero_point_out = false;  // q, k, v and the output are symmetric
 
   OpRule sdpa;
   sdpa.op = "scaled_dot_product_attention";
@@ -233,6 +241,7 @@ std::vector<OpRule> attention_rules() {
                                                     node_attr<double>(n, "scale")));
   };
   sdpa.lower = lower_sdpa;
+  sdpa.zero_point_in = sdpa.zero_point_out = false;
   return {sdpa, mha};
 }
 

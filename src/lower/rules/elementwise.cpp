@@ -1,4 +1,4 @@
-// Rules: add, sub, mul, div, neg (mt_add_*, mt_add_bcast_*, mt_mul_*, mt_scale_*, mt_div_rows_*).
+// Rules: add, sub, mul, div, neg (mt_add_<a>_<b>_<y>, mt_mul_*, mt_requant_*, mt_div_rows_*).
 #include <cmath>
 
 #include <fmt/format.h>
@@ -24,33 +24,30 @@ std::int64_t suffix_block(const Shape& b, const Shape& out) {
   return numel_of(Shape(b.begin() + static_cast<std::ptrdiff_t>(lead), b.end()));
 }
 
-// The second operand of a broadcasting binary op: a packed buffer and the block it repeats.
-struct Operand {
-  std::int64_t buffer, offset, block;
-  int frac;
-};
-
-Operand operand(Lowering& L, const Node& n, std::int64_t id, const Shape& out, bool negate = false) {
+// The second operand of a broadcasting binary op: a packed view and the block it repeats.
+// A constant is quantized alone (symmetric) in `elem`; an activation keeps its type, or is
+// converted to `elem` when `same_type`.
+std::pair<View, std::int64_t> operand(Lowering& L, const Node& n, std::int64_t id, const Shape& out, Elem elem,
+                                      bool same_type) {
   if (L.is_const(id)) {
     Tensor c = L.data(id);
-    if (negate) c = neg(c);
     std::int64_t block = suffix_block(c.shape(), out);
     if (block < 0) {
       c = microtorch::expand(c, out).clone();
       block = numel_of(out);
     }
-    const int fc = L.format(Lowering::absmax(c), L.bits(), L.const_name(id));
-    return {L.weight(c.reshape({-1}), L.act_elem(), fc, L.const_name(id), L.const_name(id)), 0, block, fc};
+    c = c.reshape({-1});
+    const Format f = L.const_format(c, elem, L.const_name(id));
+    const std::int64_t wb = L.weight(c, elem, f, L.const_name(id));
+    return {View{wb, 0, c.shape(), packed_strides(c.shape()), elem, f.scale, f.zero}, block};
   }
-  if (negate) L.fail(n, "subtracting an activation is not supported; add a negated (scaled by -1) tensor instead");
   const View& v = L.act(n, id);
   const std::int64_t block = suffix_block(v.shape, out);
   if (block < 0) {
     L.fail(n, fmt::format("operand {} of shape {} does not broadcast as a trailing block of {}", L.ref(id),
                           shape_str(v.shape), shape_str(out)));
   }
-  const View p = L.packed(n, v);
-  return {p.buffer, p.offset, block, p.frac};
+  return {L.packed(n, same_type ? L.as_elem(n, v, elem) : v), block};
 }
 
 // The full-size operand of a binary op (the one with the output's shape).
@@ -62,34 +59,47 @@ std::size_t full_operand(const Lowering& L, const Node& n) {
   L.fail(n, "neither operand is an activation of the output's shape (broadcasting both sides is not supported)");
 }
 
+// y = a + b (or a - b, b - a): y_zero + round((a ma + b mb + c) 2^-shift) with ma, mb the
+// ratios scale_a / scale_y and +-scale_b / scale_y at the largest shift that keeps them
+// below the kernel's bound, c the folded zero points.
 void lower_add(Lowering& L, const Node& n, bool subtract) {
   const Shape& out = L.out_shape(n);
   const std::size_t i = full_operand(L, n);
-  if (subtract && i == 1) L.fail(n, "constant - activation is not supported; write -(x - c) or scale by -1");
+  const Elem ye = L.out_elem(n);
   const View a = L.packed(n, L.act(n, n.inputs[i]));
-  const Operand b = operand(L, n, n.inputs[1 - i], out, subtract);
-  const int fy = L.frac_of(n.output);
-  const View y = L.out_act(n, fy);
+  const auto [b, block] = operand(L, n, n.inputs[1 - i], out, ye, false);
+  const Format f = L.out_format(n, ye);
+  const View y = L.out_act(n, ye, f);
+  // a - b: b negated; b - a (a constant minus the full activation): a negated
+  const double ra = (subtract && i == 1 ? -1.0 : 1.0) * a.scale / f.scale;
+  const double rb = (subtract && i == 0 ? -1.0 : 1.0) * b.scale / f.scale;
+  const double bound = a.elem == Elem::S8 && b.elem == Elem::S8 ? std::ldexp(1.0, 21) : std::ldexp(1.0, 30);
+  const double big = std::max(std::abs(ra), std::abs(rb));
+  const int shift = std::clamp(static_cast<int>(std::floor(std::log2(bound / big))), -31, 62);
+  auto mult = [shift, bound](double r) {
+    const double m = std::round(std::ldexp(r, shift));
+    return static_cast<std::int64_t>(std::clamp(m, -bound, bound));
+  };
+  const std::int64_t ma = mult(ra), mb = mult(rb);
+  const std::int64_t c = -(a.zero * ma + b.zero * mb);
   const std::int64_t count = numel_of(out);
-  if (b.block == count) {
-    L.step("mt_add_" + L.sfx(), {Arg::buf(a.buffer, a.offset), Arg::num(a.frac), Arg::buf(b.buffer, b.offset),
-                                 Arg::num(b.frac), Arg::buf(y.buffer), Arg::num(fy), Arg::num(count)});
-  } else {
-    L.step("mt_add_bcast_" + L.sfx(),
-           {Arg::buf(a.buffer, a.offset), Arg::num(a.frac), Arg::buf(b.buffer, b.offset), Arg::num(b.frac),
-            Arg::num(b.block), Arg::buf(y.buffer), Arg::num(fy), Arg::num(count)});
-  }
+  L.step(Lowering::kernel("add", {a.elem, b.elem, ye}),
+         {Arg::buf(a.buffer, a.offset), Arg::buf(b.buffer, b.offset), Arg::num(block), Arg::buf(y.buffer),
+          Arg::num(count), Arg::num(ma), Arg::num(mb), Arg::num(c), Arg::num(shift), Arg::num(f.zero)},
+         count);
   L.set(n, y);
 }
 
-// y = x * c for a scalar constant c: mt_scale_* with c as a 16-bit Q constant.
+// y = x * c for a scalar constant c: one requantization (mt_requant_*).
 void lower_scale(Lowering& L, const Node& n, const View& xv, double c) {
   const View x = L.dense(n, xv);
-  const int fm = choose_frac(std::abs(c), 16);
-  const int fy = L.frac_of(n.output);
-  const View y = L.like(n, x, fy);
-  L.step("mt_scale_" + L.sfx(), {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel_of(x.shape)),
-                                 Arg::num(quantize_value(c, fm, 16)), Arg::num(x.frac + fm - fy)},
+  const Elem ye = L.out_elem(n);
+  const Format f = L.out_format(n, ye);
+  const View y = L.like(n, x, ye, f);
+  const Multiplier m = L.rq(c * x.scale / f.scale, fmt::format("%{} = {}", n.output, n.op));
+  L.step(Lowering::kernel("requant", {x.elem, ye}),
+         {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel_of(x.shape)), Arg::num(x.zero),
+          Arg::num(m.m), Arg::num(m.s), Arg::num(f.zero), Arg::num(0)},
          numel_of(x.shape));
   L.set(n, y);
 }
@@ -102,12 +112,15 @@ void lower_mul(Lowering& L, const Node& n) {
   }
   const Shape& out = L.out_shape(n);
   const std::size_t i = full_operand(L, n);
-  const View a = L.packed(n, L.act(n, n.inputs[i]));
-  const Operand b = operand(L, n, n.inputs[1 - i], out);
-  const int fy = L.frac_of(n.output);
-  const View y = L.out_act(n, fy);
-  L.step("mt_mul_" + L.sfx(), {Arg::buf(a.buffer, a.offset), Arg::buf(b.buffer, b.offset), Arg::num(b.block),
-                               Arg::buf(y.buffer), Arg::num(numel_of(out)), Arg::num(a.frac + b.frac - fy)},
+  const Elem T = L.out_elem(n);
+  const View a = L.packed(n, L.as_elem(n, L.act(n, n.inputs[i]), T));
+  const auto [b, block] = operand(L, n, n.inputs[1 - i], out, T, true);
+  const Format f = L.out_format(n, T);
+  const View y = L.out_act(n, T, f);
+  const Multiplier m = L.rq(a.scale * b.scale / f.scale, fmt::format("%{} = mul", n.output));
+  L.step(Lowering::kernel("mul", {T}),
+         {Arg::buf(a.buffer, a.offset), Arg::buf(b.buffer, b.offset), Arg::num(block), Arg::buf(y.buffer),
+          Arg::num(numel_of(out)), Arg::num(a.zero), Arg::num(b.zero), Arg::num(m.m), Arg::num(m.s), Arg::num(f.zero)},
          numel_of(out));
   L.set(n, y);
 }
@@ -119,21 +132,22 @@ void lower_div(Lowering& L, const Node& n) {
     if (d == 0) L.fail(n, "division by the constant 0");
     return lower_scale(L, n, L.act(n, a_id), 1.0 / d);
   }
-  const View& a = L.act(n, a_id);
   const Shape& out = L.out_shape(n);
-  const View& d = L.act(n, d_id);
   Shape rows_shape = out;
   if (!rows_shape.empty()) rows_shape.back() = 1;
-  if (a.shape != out || d.shape != rows_shape) {
+  if (L.is_const(d_id) || L.act(n, a_id).shape != out || L.act(n, d_id).shape != rows_shape) {
     L.fail(n, "division lowers for x [.., n] / d [.., 1] (one divisor per row) or by a scalar constant");
   }
-  const View pa = L.packed(n, a), pd = L.packed(n, d);
-  const int fy = L.frac_of(n.output);
-  const View y = L.out_act(n, fy);
+  const Elem T = L.out_elem(n);
+  const View x = L.packed(n, L.as_elem(n, L.act(n, a_id), T)), d = L.packed(n, L.as_elem(n, L.act(n, d_id), T));
+  const Format f = L.out_format(n, T);
+  const View y = L.out_act(n, T, f);
   const std::int64_t cols = out.empty() ? 1 : out.back();
-  L.step("mt_div_rows_" + L.sfx(),
-         {Arg::buf(pa.buffer, pa.offset), Arg::num(pa.frac), Arg::buf(pd.buffer, pd.offset), Arg::num(pd.frac),
-          Arg::buf(y.buffer), Arg::num(fy), Arg::num(numel_of(out) / cols), Arg::num(cols)});
+  const Multiplier m = L.rq(x.scale / (d.scale * f.scale), fmt::format("%{} = div", n.output));
+  L.step(Lowering::kernel("div_rows", {T}),
+         {Arg::buf(x.buffer, x.offset), Arg::buf(d.buffer, d.offset), Arg::buf(y.buffer), Arg::num(numel_of(out) / cols),
+          Arg::num(cols), Arg::num(m.m), Arg::num(m.s)},
+         numel_of(out));
   L.set(n, y);
 }
 
@@ -155,20 +169,21 @@ std::vector<OpRule> elementwise_rules() {
   OpRule neg;
   neg.op = "neg";
   neg.summary = "neg";
-  neg.kernels = {"mt_scale"};
+  neg.kernels = {"mt_requant"};
   neg.evaluate = [](const Node&, const std::vector<Tensor>& in) { return microtorch::neg(in[0]); };
   neg.lower = [](Lowering& L, const Node& n) { lower_scale(L, n, L.act(n, n.inputs[0]), -1.0); };
+  OpRule div = binary("div", "div (by a constant or a per-row activation)", {"mt_div_rows", "mt_requant"},
+                      [](const Tensor& a, const Tensor& b) { return a / b; }, lower_div);
+  div.zero_point_in = div.zero_point_out = false;  // the row division's operands are symmetric
   return {
-      binary("add", "add (activations, or a constant broadcast over trailing dims)", {"mt_add", "mt_add_bcast"},
+      binary("add", "add (activations, or a constant broadcast over trailing dims)", {"mt_add"},
              [](const Tensor& a, const Tensor& b) { return a + b; },
              [](Lowering& L, const Node& n) { lower_add(L, n, false); }),
-      binary("sub", "sub (activation - activation or constant)", {"mt_add", "mt_add_bcast"},
-             [](const Tensor& a, const Tensor& b) { return a - b; },
+      binary("sub", "sub", {"mt_add"}, [](const Tensor& a, const Tensor& b) { return a - b; },
              [](Lowering& L, const Node& n) { lower_add(L, n, true); }),
-      binary("mul", "mul (by an activation or a constant)", {"mt_mul", "mt_scale"},
+      binary("mul", "mul (by an activation or a constant)", {"mt_mul", "mt_requant"},
              [](const Tensor& a, const Tensor& b) { return a * b; }, lower_mul),
-      binary("div", "div (by a constant or a per-row activation)", {"mt_div_rows", "mt_scale"},
-             [](const Tensor& a, const Tensor& b) { return a / b; }, lower_div),
+      div,
       neg,
   };
 }

@@ -1,5 +1,5 @@
 // Rules: reshape, permute, slice, expand and clone as strided views (no kernel; a consumer
-// that needs packed data gets one mt_copy_strided_* call), cat (mt_scale_* where a format
+// that needs packed data gets one mt_copy_strided_* call), cat (mt_requant_* where a format
 // differs, then mt_copy_strided_*) and index_select of a constant table (mt_embedding_*).
 #include <fmt/format.h>
 
@@ -14,14 +14,21 @@ namespace {
 void lower_reshape(Lowering& L, const Node& n) {
   const View& v = L.act(n, n.inputs[0]);
   const Shape& shape = L.out_shape(n);
-  if (auto st = reshaped_strides(v, shape)) return L.set(n, View{v.buffer, v.offset, shape, *st, v.frac});
-  const View p = L.packed(n, v);
-  L.set(n, View{p.buffer, p.offset, shape, packed_strides(shape), p.frac});
+  View out = v;
+  if (auto st = reshaped_strides(v, shape)) {
+    out.strides = *st;
+  } else {
+    out = L.packed(n, v);
+    out.strides = packed_strides(shape);
+  }
+  out.shape = shape;
+  L.set(n, out);
 }
 
 void lower_permute(Lowering& L, const Node& n) {
   const View& v = L.act(n, n.inputs[0]);
-  View out{v.buffer, v.offset, {}, {}, v.frac};
+  View out = v;
+  out.shape.clear(), out.strides.clear();
   for (auto d : node_attr<Shape>(n, "dims")) {
     const auto k = static_cast<std::size_t>(d < 0 ? d + static_cast<std::int64_t>(v.shape.size()) : d);
     out.shape.push_back(v.shape[k]);
@@ -45,35 +52,31 @@ void lower_slice(Lowering& L, const Node& n) {
 void lower_expand(Lowering& L, const Node& n) {
   const View& v = L.act(n, n.inputs[0]);
   const Shape& shape = L.out_shape(n);
-  View out{v.buffer, v.offset, shape, Strides(shape.size(), 0), v.frac};
+  View out = v;
+  out.shape = shape, out.strides = Strides(shape.size(), 0);
   const std::size_t lead = shape.size() - v.shape.size();
   for (std::size_t i = 0; i < v.shape.size(); ++i) out.strides[lead + i] = v.shape[i] == shape[lead + i] ? v.strides[i] : 0;
   L.set(n, out);
 }
 
-// cat: each input copied (rescaled first when its format differs) into its block of y.
+// cat: each input copied (converted first when its type or format differs) into its block
+// of y.
 void lower_cat(Lowering& L, const Node& n) {
   const Shape& out = L.out_shape(n);
   auto dim = node_attr<std::int64_t>(n, "dim");
   if (dim < 0) dim += static_cast<std::int64_t>(out.size());
-  const int fy = L.frac_of(n.output);
-  const View y = L.out_act(n, fy);
+  const Elem ye = L.out_elem(n);
+  const Format f = L.out_format(n, ye);
+  const View y = L.out_act(n, ye, f);
   std::int64_t at = 0;
   for (const auto id : n.inputs) {
     View v;
     if (L.is_const(id)) {
       const Tensor& c = L.data(id);
-      const std::int64_t wb = L.weight(c, L.act_elem(), fy, L.const_name(id), L.const_name(id));
-      v = View{wb, 0, c.shape(), packed_strides(c.shape()), fy};
+      const std::int64_t wb = L.weight(c, ye, f, L.const_name(id));
+      v = View{wb, 0, c.shape(), packed_strides(c.shape()), ye, f.scale, f.zero};
     } else {
-      v = L.act(n, id);
-    }
-    if (v.frac != fy) {  // y = x * 1 * 2^-(fx - fy)
-      const View p = L.packed(n, v);
-      v = L.new_act(v.shape, fy, -1, L.act_elem());
-      L.program().buffer(v.buffer).origin = fmt::format("{} rescaled for %{}", L.ref(id), n.output);
-      L.step("mt_scale_" + L.sfx(), {Arg::buf(p.buffer, p.offset), Arg::buf(v.buffer), Arg::num(numel_of(v.shape)),
-                                     Arg::num(1), Arg::num(p.frac - fy)});
+      v = L.convert(n, L.act(n, id), ye, f);
     }
     L.copy_into(&n, v, y.buffer, at * y.strides[static_cast<std::size_t>(dim)], y.strides);
     at += v.shape[static_cast<std::size_t>(dim)];
@@ -88,10 +91,15 @@ void lower_embedding(Lowering& L, const Node& n) {
   }
   const Tensor& tab = L.data(n.inputs[0]);
   const View ids = L.packed(n, L.act(n, n.inputs[1]));
-  const std::int64_t tb = L.weight(n.inputs[0], L.bits());
-  const int f = L.program().buffer(tb).frac;
-  const View y = L.out_act(n, f);  // a lookup copies rows: the table's format
-  L.step("mt_embedding_" + L.sfx(), {Arg::buf(ids.buffer, ids.offset), Arg::num(numel_of(ids.shape)), Arg::buf(tb),
+  const Elem ye = L.out_elem(n);
+  // a lookup copies rows: the output has the table's format (its own range; a zero point
+  // when the readers take one)
+  const double lo = microtorch::min(tab).item<double>(), hi = microtorch::max(tab).item<double>();
+  const Format f = L.range_format(lo, hi, ye, L.options().scheme == Scheme::Affine && L.affine_ok(n.output),
+                                  L.const_name(n.inputs[0]));
+  const std::int64_t tb = L.weight(tab, ye, f, L.const_name(n.inputs[0]));
+  const View y = L.out_act(n, ye, f);
+  L.step(Lowering::kernel("embedding", {ye}), {Arg::buf(ids.buffer, ids.offset), Arg::num(numel_of(ids.shape)), Arg::buf(tb),
                                      Arg::num(tab.size(0)), Arg::num(numel_of(tab.shape()) / tab.size(0)),
                                      Arg::buf(y.buffer)});
   L.set(n, y);
@@ -103,6 +111,7 @@ OpRule view_rule(const char* op, std::vector<AttrSpec> attrs, std::function<Tens
   r.op = op;
   r.summary = op;
   r.attrs = std::move(attrs);
+  r.passes_view = true;
   r.evaluate = std::move(f);
   r.lower = lower;
   return r;
@@ -138,7 +147,7 @@ std::vector<OpRule> layout_rules() {
   cat.summary = "cat";
   cat.min_inputs = 1, cat.max_inputs = 1 << 20;
   cat.attrs = {{"dim", T::Int}};
-  cat.kernels = {"mt_copy_strided", "mt_scale"};
+  cat.kernels = {"mt_copy_strided", "mt_requant"};
   cat.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
     return microtorch::cat(in, node_attr<std::int64_t>(n, "dim"));
   };

@@ -1,4 +1,4 @@
-// Rules: mean, sum (over a run of consecutive dims) and argmax (mt_meanpool_*, mt_sum_*, mt_argmax_*).
+// Rules: mean, sum (over a run of consecutive dims) and argmax (mt_sum_*, mt_argmax_*).
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -30,11 +30,15 @@ void lower_reduce(Lowering& L, const Node& n, bool mean) {
   const std::int64_t outer = numel_of(Shape(x.shape.begin(), x.shape.begin() + lo));
   const std::int64_t count = numel_of(Shape(x.shape.begin() + lo, x.shape.begin() + hi));
   const std::int64_t inner = numel_of(Shape(x.shape.begin() + hi, x.shape.end()));
-  const int fy = L.frac_of(n.output);
-  const View y = L.out_act(n, fy);
-  L.step(fmt::format("mt_{}_{}", mean ? "meanpool" : "sum", L.sfx()),
+  const Elem ye = L.out_elem(n);
+  const Format f = L.out_format(n, ye);
+  const View y = L.out_act(n, ye, f);
+  // a mean is the sum requantized by scale_x / (count scale_y)
+  const double ratio = x.scale / f.scale / (mean ? static_cast<double>(std::max<std::int64_t>(count, 1)) : 1.0);
+  const Multiplier m = L.rq(ratio, fmt::format("%{} = {}", n.output, n.op));
+  L.step(Lowering::kernel("sum", {x.elem, ye}),
          {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(outer), Arg::num(count), Arg::num(inner),
-          Arg::num(x.frac - fy)},
+          Arg::num(x.zero), Arg::num(m.m), Arg::num(m.s), Arg::num(f.zero)},
          outer * count * inner);
   L.set(n, y);
 }
@@ -42,8 +46,8 @@ void lower_reduce(Lowering& L, const Node& n, bool mean) {
 void lower_argmax(Lowering& L, const Node& n) {
   const View x = L.packed(n, L.act(n, n.inputs[0]));
   const std::int64_t cols = L.last_dim(n, node_attr<std::int64_t>(n, "dim"), x.shape);
-  const View y = L.new_act(L.out_shape(n), 0, n.output, Elem::S32, false);
-  L.step("mt_argmax_" + L.sfx(),
+  const View y = L.new_act(L.out_shape(n), Elem::S32, Format{}, n.output, false);
+  L.step(Lowering::kernel("argmax", {x.elem}),
          {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel_of(x.shape) / cols), Arg::num(cols)});
   L.set(n, y);
 }
@@ -74,7 +78,7 @@ std::vector<OpRule> reduce_rules() {
     return microtorch::argmax(in[0], node_attr<std::int64_t>(n, "dim"), node_attr<bool>(n, "keepdim"));
   };
   argmax.lower = lower_argmax;
-  return {reduction("mean", "mt_meanpool", true), reduction("sum", "mt_sum", false), argmax};
+  return {reduction("mean", "mt_sum", true), reduction("sum", "mt_sum", false), argmax};
 }
 
 }  // namespace microtorch::lower
