@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.hpp"
+#include "microtorch/lower/accuracy.hpp"
 #include "microtorch/lower/emit.hpp"
 #include "microtorch/lower/graph.hpp"
 #include "microtorch/lower/quantize.hpp"
@@ -68,7 +69,9 @@ Run run(const std::string& cmd) {
 // A calibration of every value to [-1, 1] (a hand-made one: quantize must not trust the graph).
 lower::Calibration ones_calibration(const lower::Graph& g) {
   const std::vector<double> one(g.values.size(), 1.0), minus(g.values.size(), -1.0);
-  return lower::Calibration{one, minus, one, 1};
+  lower::Calibration c;
+  c.absmax = one, c.min = minus, c.max = one, c.samples = 1;
+  return c;
 }
 
 }  // namespace
@@ -204,16 +207,24 @@ TEST_CASE("bad input: firmware names that are not C identifiers or collide with 
 }
 
 TEST_CASE("bad input: a calibrated range outside the formats the kernels support is a warning naming the tensor") {
-  // Activations of 1e-14 need about 59 fraction bits at int16 (the kernels shift by at most
-  // 31); 1e12 would need -25. Both are clamped, and the program says so, naming the tensor.
+  // Power-of-two scheme: activations of 1e-14 need about 59 fraction bits at int16 (the
+  // kernels shift by at most 31); 1e12 would need -25. Both are clamped, and the program
+  // says so, naming the tensor. Real-valued scales represent both (no warning, accurate).
   const Tensor w = mt::tensor({{1.0, -1.0}, {0.5, 2.0}});
   for (const double scale : {1e-14, 1e12}) {
-    const lower::Graph g = lower::trace([&](const Tensor& x) { return mt::linear(x * scale, w); }, mt::zeros({1, 2}));
-    const lower::Program p = lower::quantize(g, lower::calibrate(g, mt::randn({8, 2})));
+    const lower::Graph g =
+        lower::trace([&](const Tensor& x) { return mt::linear(mt::relu(x * scale), w); }, mt::zeros({1, 2}));
+    const Tensor calib = mt::randn({8, 2});
+    lower::QuantOptions o;
+    o.scheme = lower::Scheme::PowerOfTwo;
+    const lower::Program p = lower::quantize(g, lower::calibrate(g, calib), o);
     INFO(lower::report(p));
     REQUIRE(p.warnings.size() >= 1);
     CHECK(p.warnings[0].find("= mul") != std::string::npos);
     CHECK(p.warnings[0].find(scale < 1 ? "round to 0" : "saturate at") != std::string::npos);
     CHECK(lower::report(p).find("warning: %") != std::string::npos);
+    const lower::Program real = lower::quantize(g, lower::calibrate(g, calib));
+    CHECK(real.warnings.empty());
+    CHECK(lower::measure(g, real, calib).relative_error() < 0.01);
   }
 }

@@ -648,7 +648,7 @@ TEST_CASE("lower kernels: integer layer norm against double, with folded gamma a
   CHECK(e168 <= 0.6);
   // a constant row with eps = 0 gives b (no division by zero)
   std::vector<std::int16_t> c(8, 1234), y(8);
-  const std::vector<std::int32_t> gq(8, 1 << 20), bq(8, -77 << 10);
+  const std::vector<std::int32_t> gq(8, 1 << 20), bq(8, -77 * 1024);
   mt_layernorm_s16_s16(c.data(), y.data(), 1, 8, 0, 0, gq.data(), 10, bq.data(), 10, 0);
   for (auto v : y) CHECK(v == -77);
 }

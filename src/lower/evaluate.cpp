@@ -1,7 +1,10 @@
 // lower::evaluate — the float reference for a traced graph: every node re-executed by its
 // op's float rule (the op table, rules.hpp) with its recorded attributes. Calibration and
 // the accuracy checks of the fixed-point program both measure against it.
+#include <algorithm>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "microtorch/error.hpp"
 #include "microtorch/lower/graph.hpp"
@@ -19,6 +22,22 @@ Tensor evaluate_node(const Node& n, const std::vector<Tensor>& in) {
   }
   return rule->evaluate(n, in);
 }
+std::vector<Tensor> split_inputs(const Graph& graph, const Tensor& data, const char* who) {
+  const Shape& in = graph.value(graph.input).shape;
+  if (data.shape() == in) return {data};
+  const std::int64_t batch = in.empty() ? 1 : in[0];
+  if (in.empty() || batch <= 0 || data.dim() != static_cast<std::int64_t>(in.size()) ||
+      !std::equal(in.begin() + 1, in.end(), data.shape().begin() + 1) || data.size(0) % batch != 0 || data.size(0) == 0) {
+    throw ShapeError(fmt::format("{}: data of shape {} does not stack inputs of the graph's shape {}; pass "
+                                 "[N * {}{}] (N samples along dim 0)",
+                                 who, shape_str(data.shape()), shape_str(in), batch,
+                                 in.size() > 1 ? fmt::format(", {}", fmt::join(in.begin() + 1, in.end(), ", ")) : ""));
+  }
+  std::vector<Tensor> out;
+  for (std::int64_t s = 0; s < data.size(0) / batch; ++s) out.push_back(slice(data, 0, s * batch, (s + 1) * batch));
+  return out;
+}
+
 std::vector<Tensor> evaluate(const Graph& graph, const Tensor& input) {
   graph.validate();
   const Value& in = graph.value(graph.input);

@@ -276,9 +276,9 @@ Graph trace(nn::Module& model, const Tensor& example) {
           path.empty() ? "the model" : "module " + path, m->type_name()));
     }
   }
-  nn::NamedTensors names = model.named_parameters();
-  for (auto& b : model.named_buffers()) names.push_back(std::move(b));
-  return trace([&model](const Tensor& in) { return model.forward(in); }, example, names);
+  // What the state dict holds is named in the graph (a parameter); anything else the forward
+  // uses, non-persistent buffers included, is a constant and folds where it can.
+  return trace([&model](const Tensor& in) { return model.forward(in); }, example, model.state_dict());
 }
 
 Graph trace(nn::Module& model, const Shape& input_shape, Dtype dtype) {

@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "affine_input.hpp"
 #include "kernels.hpp"
+#include "module_path.hpp"
 #include "microtorch/error.hpp"
 #include "rules.hpp"
 #include "runtime/mt_kernels.h"
@@ -36,6 +38,17 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
     throw ValueError(fmt::format("quantize: weight_bits must be 16 or 8 (or 0: as the activations), got {}",
                                  opt.weight_bits));
   }
+  if (opt.sensitive_bits != 16 && opt.sensitive_bits != 8) {
+    throw ValueError(fmt::format("quantize: sensitive_bits must be 16 or 8, got {}", opt.sensitive_bits));
+  }
+  for (const LayerPrecision& lp : opt.precision) {
+    if ((lp.activation_bits != 8 && lp.activation_bits != 16) ||
+        (lp.weight_bits != 0 && lp.weight_bits != 8 && lp.weight_bits != 16)) {
+      throw ValueError(fmt::format("quantize: the precision of \"{}\" must be 8 or 16 bits (weights 8, 16, or 0: as the "
+                                   "activations), got {}/{}",
+                                   lp.match, lp.activation_bits, lp.weight_bits));
+    }
+  }
   const std::size_t n = g.values.size();
   if (cal.absmax.size() != n || cal.min.size() != n || cal.max.size() != n) {
     throw ValueError(fmt::format("quantize: the calibration has {} values but the graph has {}; calibrate this graph",
@@ -50,6 +63,8 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
   // A value may carry a zero point when every node that reads it can (through view ops,
   // which pass their input's format on): decided from the last node back.
   affine_ok_.assign(n, true);
+  stream_.assign(n, -1);
+  constant_values_ = constant_values(g);
   last_use_.assign(n, -1);
   for (std::size_t i = g.nodes.size(); i-- > 0;) {
     const Node& node = g.nodes[i];
@@ -63,6 +78,20 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
     }
   }
   last_use_[static_cast<std::size_t>(g_.output)] = INT64_MAX;
+  // Affine chains in front of linear layers fold into them (affine_input.hpp): their nodes
+  // are not lowered, and the linear layer reads the chain's root.
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& node = g.nodes[i];
+    if (node.op != "linear" || node.inputs.size() < 2 || !constant_values_[static_cast<std::size_t>(node.inputs[1])]) {
+      continue;
+    }
+    if (auto chain = lower::affine_input(g, node)) {
+      for (const auto k : chain->nodes) absorbed_.insert(k);
+      auto& last = last_use_[static_cast<std::size_t>(chain->root)];
+      last = std::max(last, static_cast<std::int64_t>(i));
+      affine_ok_[static_cast<std::size_t>(chain->root)] = true;  // the linear layer reads it
+    }
+  }
 
   const Value& in = g_.value(g_.input);
   views_.assign(n, std::nullopt);
@@ -75,9 +104,7 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
   Format f;
   if (is_floating(in.dtype)) {
     b.elem = elem_of_bits(opt.activation_bits);
-    const auto k = static_cast<std::size_t>(in.id);
-    f = range_format(cal_.min[k] * (1 + margin()), cal_.max[k] * (1 + margin()), b.elem,
-                     opt.scheme == Scheme::Affine && affine_ok_[k], what(in.id));
+    f = value_format(in.id, nullptr, b.elem, opt.scheme == Scheme::Affine && affine_ok_[static_cast<std::size_t>(in.id)]);
     b.scale = f.scale, b.zero_point = f.zero, b.lo = f.lo, b.hi = f.hi;
   } else {
     b.elem = Elem::S32, b.fixed_point = false;  // token ids
@@ -85,7 +112,8 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
   p_.input = p_.add_buffer(std::move(b));
   const Buffer& ib = p_.buffer(p_.input);
   views_[static_cast<std::size_t>(in.id)] =
-      View{p_.input, 0, in.shape, packed_strides(in.shape), ib.elem, ib.scale, ib.zero_point};
+      View{p_.input, 0, in.shape, packed_strides(in.shape), ib.elem, ib.scale, ib.zero_point, {}, {}};
+  p_.probes.push_back(Probe{in.id, -1, p_.input, 0, in.shape, packed_strides(in.shape), ib.scale, ib.zero_point, {}, {}});
   p_.input_shape = in.shape;
 }
 
@@ -120,31 +148,10 @@ void Lowering::fail(const Node& n, const std::string& why) const {
   throw ValueError(fmt::format("lower: cannot lower {}{}: {}", line(n), module_of(n), why));
 }
 
-// The module a node belongs to, as far as the graph knows: the dotted prefix of the
-// parameters it uses, or of the nearest op before it that uses parameters.
 std::string Lowering::module_of(const Node& n) const {
-  std::vector<const Node*> frontier{&n};
-  for (std::size_t hops = 0; hops < 64 && !frontier.empty(); ++hops) {
-    std::vector<const Node*> next;
-    for (const Node* m : frontier) {
-      for (auto i : m->inputs) {
-        if (i < 0) continue;
-        const Value& v = g_.value(i);
-        if (v.kind == ValueKind::Parameter) {
-          const auto dot = v.name.rfind('.');
-          const std::string module = dot == std::string::npos ? "<root>" : v.name.substr(0, dot);
-          return m == &n ? fmt::format(" in module {}", module) : fmt::format(" after module {}", module);
-        }
-        if (v.kind == ValueKind::OpOutput) {
-          for (const Node& p : g_.nodes) {
-            if (p.output == i) next.push_back(&p);
-          }
-        }
-      }
-    }
-    frontier = std::move(next);
-  }
-  return "";
+  const ModulePath m = module_path(g_, n);
+  if (m.path.empty()) return "";
+  return fmt::format(" {} module {}", m.own ? "in" : "after", m.path);
 }
 
 // "%5 = linear in module fc" for warnings about a value's format
@@ -181,7 +188,12 @@ std::string Lowering::const_name(std::int64_t value) const {
 
 const View& Lowering::act(const Node& n, std::int64_t id) const {
   if (!has_view(id)) fail(n, fmt::format("input {} is not an activation computed from the input here", ref(id)));
-  return *views_[static_cast<std::size_t>(id)];
+  const View& v = *views_[static_cast<std::size_t>(id)];
+  const OpRule* rule = find_rule(n.op);
+  if (!v.segments.empty() && !(rule && rule->reads_parts)) {
+    fail(n, fmt::format("input {} has a format per part, which {} cannot read", ref(id), n.op));
+  }
+  return v;
 }
 
 void Lowering::set(const Node& n, View v) {
@@ -190,21 +202,59 @@ void Lowering::set(const Node& n, View v) {
     if (it->out_format.empty()) it->out_format = format;
   }
   values_in_[v.buffer].push_back(n.output);
+  p_.probes.push_back(Probe{n.output, static_cast<std::int64_t>(p_.steps.size()) - 1, v.buffer, v.offset, v.shape,
+                            v.strides, v.scale, v.zero, v.segments, v.segment_zeros});
   views_[static_cast<std::size_t>(n.output)] = std::move(v);
 }
 
 // ---- precision and formats ----
 
-Elem Lowering::out_elem(const Node& n) const {
-  const Elem e = elem_of_bits(opt_.activation_bits);
-  if (e == Elem::S8 && opt_.wide_residuals && (n.op == "add" || n.op == "sub") && n.inputs.size() == 2 &&
-      n.inputs[0] >= 0 && n.inputs[1] >= 0 && !is_const(n.inputs[0]) && !is_const(n.inputs[1])) {
-    return Elem::S16;
+Lowering::Precision Lowering::precision(const Node& n) const {
+  Precision p{opt_.activation_bits, opt_.weight_bits == 0 ? opt_.activation_bits : opt_.weight_bits, false};
+  const std::string id = fmt::format("%{}", n.output);
+  for (const LayerPrecision& lp : opt_.precision) {
+    const bool hit = lp.match == id || (!lp.match.empty() && lp.match[0] != '%' && in_module(n, lp.match));
+    if (hit) p = {lp.activation_bits, lp.weight_bits == 0 ? lp.activation_bits : lp.weight_bits, true};
   }
-  return e;
+  return p;
 }
 
-Elem Lowering::weight_elem(const Node&) const { return elem_of_bits(p_.weight_bits); }
+// The residual stream: the outputs of adds of two activations, the values they add, and
+// (back through view ops and adds of a constant, like a position embedding) where those
+// come from.
+bool Lowering::residual_stream(std::int64_t value) const {
+  auto& memo = stream_[static_cast<std::size_t>(value)];
+  if (memo >= 0) return memo != 0;
+  memo = 0;
+  const auto two_acts = [this](const Node& a) {
+    return (a.op == "add" || a.op == "sub") && a.inputs.size() == 2 && a.inputs[0] >= 0 && a.inputs[1] >= 0 &&
+           !is_const(a.inputs[0]) && !is_const(a.inputs[1]);
+  };
+  bool yes = false;
+  for (const Node& n : g_.nodes) {
+    if (n.output == value && two_acts(n)) yes = true;
+  }
+  for (const Node* r : readers(value)) {
+    const OpRule* rule = find_rule(r->op);
+    if (two_acts(*r) || ((r->op == "add" || r->op == "sub" || (rule && rule->passes_view)) && residual_stream(r->output))) {
+      yes = true;
+    }
+  }
+  memo = yes ? 1 : 0;
+  return yes;
+}
+
+bool Lowering::sensitive(const Node& n) const {
+  return n.output == g_.output || n.op == "multi_head_attention" || residual_stream(n.output);
+}
+
+Elem Lowering::out_elem(const Node& n) const {
+  const Precision p = precision(n);
+  if (p.activation_bits == 8 && !p.chosen && sensitive(n)) return elem_of_bits(opt_.sensitive_bits);
+  return elem_of_bits(p.activation_bits);
+}
+
+Elem Lowering::weight_elem(const Node& n) const { return elem_of_bits(precision(n).weight_bits); }
 
 Format Lowering::range_format(double lo, double hi, Elem elem, bool affine, const std::string& what) {
   Format f;
@@ -240,9 +290,49 @@ Format Lowering::range_format(double lo, double hi, Elem elem, bool affine, cons
 
 Format Lowering::out_format(const Node& n, Elem elem) {
   const OpRule* rule = find_rule(n.op);
+  const bool affine = opt_.scheme == Scheme::Affine && rule && rule->zero_point_out &&
+                      affine_ok_[static_cast<std::size_t>(n.output)];
+  return value_format(n.output, &n, elem, affine);
+}
+
+Format Lowering::value_format(std::int64_t value, const Node* n, Elem elem, bool affine) {
+  RangeMethod method = value == g_.output ? RangeMethod::MinMax : opt_.range;
+  const std::string id = fmt::format("%{}", value);
+  for (const auto& [match, m] : opt_.ranges) {
+    if (match == id || (n && !match.empty() && match[0] != '%' && in_module(*n, match))) method = m;
+  }
+  auto [lo, hi] = choose_range(cal_, value, method, bits_of(elem), affine && elem == Elem::S8, opt_.percentile);
+  return widened_format(lo, hi, elem, affine, what(value));
+}
+
+bool Lowering::channel_formats(const Node& n) const {
   const auto k = static_cast<std::size_t>(n.output);
-  const bool affine = opt_.scheme == Scheme::Affine && rule && rule->zero_point_out && affine_ok_[k];
-  return range_format(cal_.min[k] * (1 + margin()), cal_.max[k] * (1 + margin()), elem, affine, what(n.output));
+  if (opt_.scheme == Scheme::PowerOfTwo || n.output == g_.output || out_elem(n) != Elem::S8 ||
+      k >= cal_.channel_min.size() || cal_.channel_min[k].empty()) {
+    return false;
+  }
+  const std::vector<const Node*> rs = readers(n.output);
+  return !rs.empty() && std::all_of(rs.begin(), rs.end(), [&](const Node* r) {
+    return r->op == "linear" && r->inputs.size() >= 2 && r->inputs[0] == n.output && r->inputs[1] != n.output &&
+           is_const(r->inputs[1]) && (r->inputs.size() < 3 || r->inputs[2] != n.output);
+  });
+}
+
+std::optional<AffineInput> Lowering::affine_input(const Node& linear) const {
+  return lower::affine_input(g_, linear, [this](std::int64_t id) { return is_const(id) ? data(id) : Tensor(); });
+}
+
+std::vector<const Node*> Lowering::readers(std::int64_t id) const {
+  std::vector<const Node*> out;
+  for (const Node& n : g_.nodes) {
+    if (std::find(n.inputs.begin(), n.inputs.end(), id) != n.inputs.end()) out.push_back(&n);
+  }
+  return out;
+}
+
+bool Lowering::in_module(const Node& n, const std::string& module) const {
+  const std::string path = module_path(g_, n).path;
+  return path == module || path.rfind(module + ".", 0) == 0;
 }
 
 Format Lowering::const_format(const Tensor& t, Elem elem, const std::string& name) {
@@ -275,7 +365,7 @@ View Lowering::new_act(const Shape& shape, Elem elem, const Format& f, std::int6
   b.origin = value >= 0 ? fmt::format("%{} = {}", value, g_.nodes[static_cast<std::size_t>(node_)].op)
                         : fmt::format("a temporary for step {}", p_.steps.size());
   const auto id = p_.add_buffer(std::move(b));
-  return View{id, 0, shape, packed_strides(shape), elem, fixed_point ? f.scale : 1.0, fixed_point ? f.zero : 0};
+  return View{id, 0, shape, packed_strides(shape), elem, fixed_point ? f.scale : 1.0, fixed_point ? f.zero : 0, {}, {}};
 }
 
 View Lowering::like(const Node& n, const View& x, Elem elem, const Format& f) {
@@ -308,8 +398,68 @@ std::int64_t Lowering::weight(const Tensor& t, Elem elem, const Format& f, const
   return p_.add_buffer(std::move(b));
 }
 
+namespace {
+
+// In-place Cholesky factor of a symmetric positive definite n x n matrix: a = L L^T, L in
+// the lower triangle. False when a is not positive definite.
+bool cholesky(std::vector<double>& a, std::size_t n) {
+  for (std::size_t j = 0; j < n; ++j) {
+    double d = a[j * n + j];
+    for (std::size_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
+    if (!(d > 0)) return false;
+    a[j * n + j] = std::sqrt(d);
+    for (std::size_t i = j + 1; i < n; ++i) {
+      double v = a[i * n + j];
+      for (std::size_t k = 0; k < j; ++k) v -= a[i * n + k] * a[j * n + k];
+      a[i * n + j] = v / a[j * n + j];
+    }
+    for (std::size_t k = j + 1; k < n; ++k) a[j * n + k] = 0;
+  }
+  return true;
+}
+
+// The upper Cholesky factor U of H^-1 (H^-1 = U^T U) for H = gram + damping, which the
+// error-feedback rounding walks column by column; empty when H is not usable.
+std::vector<double> inverse_factor(std::vector<double> h, std::size_t n) {
+  double mean = 0;
+  for (std::size_t j = 0; j < n; ++j) mean += h[j * n + j];
+  mean /= static_cast<double>(n);
+  if (!(mean > 0)) return {};
+  for (std::size_t j = 0; j < n; ++j) {
+    if (h[j * n + j] == 0) h[j * n + j] = mean;  // an input never seen
+    h[j * n + j] += 0.01 * mean;
+  }
+  if (!cholesky(h, n)) return {};
+  // H^-1 = L^-T L^-1: invert L (lower), then form the product
+  std::vector<double> li(n * n, 0.0);
+  for (std::size_t j = 0; j < n; ++j) {
+    li[j * n + j] = 1.0 / h[j * n + j];
+    for (std::size_t i = j + 1; i < n; ++i) {
+      double v = 0;
+      for (std::size_t k = j; k < i; ++k) v -= h[i * n + k] * li[k * n + j];
+      li[i * n + j] = v / h[i * n + i];
+    }
+  }
+  std::vector<double> inv(n * n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j <= i; ++j) {
+      double v = 0;
+      for (std::size_t k = i; k < n; ++k) v += li[k * n + i] * li[k * n + j];
+      inv[i * n + j] = inv[j * n + i] = v;
+    }
+  }
+  if (!cholesky(inv, n)) return {};
+  std::vector<double> u(n * n, 0.0);  // U = L_inv^T
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = i; j < n; ++j) u[i * n + j] = inv[j * n + i];
+  }
+  return u;
+}
+
+}  // namespace
+
 std::int64_t Lowering::weight_rows(const Tensor& w, Elem elem, const std::string& name,
-                                   const std::vector<double>& min_scale) {
+                                   const std::vector<double>& min_scale, const std::vector<double>* gram) {
   const std::int64_t rows = w.dim() == 0 ? 1 : w.size(0), cols = rows ? w.numel() / rows : 0;
   const Tensor d = w.to(Dtype::Float64).reshape({rows, cols});
   const double* p = d.data<double>();
@@ -340,9 +490,23 @@ std::int64_t Lowering::weight_rows(const Tensor& w, Elem elem, const std::string
   b.scale = *std::max_element(scales.begin(), scales.end());
   if (opt_.scheme != Scheme::PowerOfTwo && opt_.per_channel) b.channel_scales = scales;
   b.data.resize(static_cast<std::size_t>(b.size));
+  // Rounding with error feedback (GPTQ): each column's rounding error is carried into the
+  // columns after it, weighted by the inputs' correlations, so that x W^T moves least on
+  // the calibration inputs. Round to nearest without them.
+  const auto n = static_cast<std::size_t>(cols);
+  const std::vector<double> u =
+      gram && gram->size() == n * n && opt_.rounding == WeightRounding::ErrorFeedback ? inverse_factor(*gram, n)
+                                                                                       : std::vector<double>{};
+  std::vector<double> row(n);
   for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < cols; ++c) {
-      b.data[static_cast<std::size_t>(r * cols + c)] = quantize_to(p[r * cols + c], scales[static_cast<std::size_t>(r)], 0, elem);
+    const double sc = scales[static_cast<std::size_t>(r)];
+    std::copy(p + r * cols, p + (r + 1) * cols, row.begin());
+    for (std::size_t c = 0; c < n; ++c) {
+      const std::int64_t q = quantize_to(row[c], sc, 0, elem);
+      b.data[static_cast<std::size_t>(r * cols) + c] = q;
+      if (u.empty() || !std::isfinite(row[c])) continue;
+      const double e = (row[c] - static_cast<double>(q) * sc) / u[c * n + c];
+      for (std::size_t k = c + 1; k < n; ++k) row[k] -= e * u[c * n + k];
     }
   }
   b.name = unique_name("w_" + c_name(name));
@@ -423,6 +587,7 @@ View Lowering::packed(const Node& n, const View& v) {
   Format f;
   f.scale = v.scale, f.zero = v.zero, f.lo = src.lo, f.hi = src.hi;
   View out = new_act(v.shape, v.elem, f, -1, src.fixed_point);
+  out.segments = v.segments, out.segment_zeros = v.segment_zeros;  // the same columns: the same parts
   p_.buffer(out.buffer).origin = fmt::format("packed copy of {} for %{}", src.name, n.output);
   copy_into(&n, v, out.buffer, 0, out.strides);
   return out;
@@ -436,7 +601,8 @@ std::pair<View, std::int64_t> Lowering::strided_rows(const Node& n, const View& 
 View Lowering::dense(const Node& n, const View& v) { return is_dense(v) ? v : packed(n, v); }
 
 View Lowering::convert(const Node& n, const View& v, Elem elem, const Format& f) {
-  if (v.elem == elem && v.scale == f.scale && v.zero == f.zero) return v;
+  if (v.elem == elem && v.scale == f.scale && v.zero == f.zero && v.segments.empty()) return v;
+  if (!v.segments.empty()) fail(n, "a tensor with a format per part (an attention projection) cannot be converted");
   const View x = dense(n, v);
   View y = new_act(x.shape, elem, f, -1);
   y.strides = x.strides;

@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "affine_input.hpp"
 #include "microtorch/lower/quantize.hpp"
 #include "view.hpp"
 
@@ -72,11 +74,20 @@ class Lowering {
 
   // ---- precision and formats ----
 
-  /// The integer type of n's output: its precision (8 or 16 bits); the residual stream
-  /// (an add of two activations) of an int8 model at int16 when wide_residuals.
+  /// The integer type of n's output: its precision (8 or 16 bits), sensitive_bits for the
+  /// sensitive values of an int8 layer (sensitive()) unless a precision entry names it.
   Elem out_elem(const Node& n) const;
+  /// Is n's output one of the values QuantOptions::sensitive_bits keeps wider?
+  bool sensitive(const Node& n) const;
+  bool residual_stream(std::int64_t value) const;
   /// The type of n's weights.
   Elem weight_elem(const Node& n) const;
+  /// n's precision: QuantOptions' defaults or the last per-layer entry that matches it.
+  struct Precision {
+    int activation_bits, weight_bits;
+    bool chosen;  ///< set by a `precision` entry
+  };
+  Precision precision(const Node& n) const;
   /// The format of n's output in `elem` from its calibrated range: a power of two, a real
   /// scale, or a scale and zero point (affine: int8, when the op can write one and every
   /// consumer can read one).
@@ -88,6 +99,39 @@ class Lowering {
   /// The multiplier of a real ratio; a warning naming `what` when it is beyond what the
   /// kernels' shifts reach (clamped).
   Multiplier rq(double ratio, const std::string& what);
+  /// Is node `index` part of an affine chain a linear layer folds in (not lowered itself)?
+  bool absorbed(std::size_t index) const { return absorbed_.count(static_cast<std::int64_t>(index)) != 0; }
+  /// The affine chain in front of a linear node, with its per-feature scale and shift.
+  std::optional<AffineInput> affine_input(const Node& linear) const;
+  /// The nodes that read value `id`.
+  std::vector<const Node*> readers(std::int64_t id) const;
+  /// The calibrated largest |value| of each index of value `id`'s last dim (empty if unknown).
+  const std::vector<double>& channel_absmax(std::int64_t id) const {
+    return cal_.channel_absmax[static_cast<std::size_t>(id)];
+  }
+  /// The calibrated range of each index of value `id`'s last dim (empty if unknown).
+  std::pair<const std::vector<double>&, const std::vector<double>&> channel_range(std::int64_t id) const {
+    return {cal_.channel_min[static_cast<std::size_t>(id)], cal_.channel_max[static_cast<std::size_t>(id)]};
+  }
+  /// May n's output have a format per channel (View::segments, one per index of the last
+  /// dim)? When it is int8 outside the power-of-two scheme, not the graph output, and only
+  /// linear layers read it, as their input (they fold the scales into their weights).
+  bool channel_formats(const Node& n) const;
+  /// The format for a calibrated range [lo, hi] widened by the margin: each end by
+  /// margin * (hi - lo) / 2 (for a symmetric range, margin * hi).
+  Format widened_format(double lo, double hi, Elem elem, bool affine, const std::string& what) {
+    const double w = margin() * (hi - lo) / 2;
+    return range_format(std::min(lo - w, 0.0), std::max(hi + w, 0.0), elem, affine, what);
+  }
+  /// The format of a part of a value whose calibrated largest magnitude is `absmax`.
+  Format part_format(double absmax, Elem elem, const std::string& what) {
+    return range_format(-absmax * (1 + margin()), absmax * (1 + margin()), elem, false, what);
+  }
+  /// The format of a part whose calibrated range is [lo, hi] (symmetric unless `affine`).
+  Format part_range_format(double lo, double hi, Elem elem, bool affine, const std::string& what) {
+    if (!affine) return part_format(std::max(-lo, hi), elem, what);
+    return widened_format(lo, hi, elem, true, what);
+  }
   /// May the output of value `id` carry a zero point (every reader accepts one)?
   bool affine_ok(std::int64_t id) const { return affine_ok_[static_cast<std::size_t>(id)]; }
 
@@ -105,7 +149,14 @@ class Lowering {
   /// A weight matrix [out, in...] quantized symmetric with one scale per output row (or one
   /// for the whole tensor, a power of two in that scheme: then channel_scales stays empty).
   /// `min_scale[c]` (if given) is a lower bound for row c's scale.
-  std::int64_t weight_rows(const Tensor& w, Elem elem, const std::string& name, const std::vector<double>& min_scale = {});
+  /// `gram` (the inputs' x x^T from calibration) turns on rounding with error feedback.
+  std::int64_t weight_rows(const Tensor& w, Elem elem, const std::string& name, const std::vector<double>& min_scale = {},
+                           const std::vector<double>* gram = nullptr);
+  /// The calibrated x x^T of a linear layer's input value (null if none).
+  const std::vector<double>* gram(std::int64_t id) const {
+    const auto k = static_cast<std::size_t>(id);
+    return k < cal_.gram.size() && !cal_.gram[k].empty() ? &cal_.gram[k] : nullptr;
+  }
   /// An integer table (shapes, strides, keep bits, multipliers, parameters); identical
   /// tables are stored once. `fields` names the entries of a parameter table.
   std::int64_t table(Elem elem, std::vector<std::int64_t> values, const std::string& what,
@@ -151,6 +202,9 @@ class Lowering {
   Program p_;
   std::vector<std::optional<View>> views_;
   std::vector<bool> affine_ok_;
+  mutable std::vector<signed char> stream_;
+  std::vector<bool> constant_values_;
+  std::set<std::int64_t> absorbed_;  // residual_stream() per value: -1 unknown
   std::int64_t node_ = -1;
   std::map<std::pair<Elem, std::vector<std::int64_t>>, std::int64_t> tables_;
   std::map<std::int64_t, Tensor> folded_;                        // outputs of nodes computed only from constants
@@ -160,6 +214,10 @@ class Lowering {
   std::string module_of(const Node& n) const;
   std::string unique_name(const std::string& base);
   std::string what(std::int64_t value) const;
+  /// The format of graph value `value` (computed by `n`, or the input) from its calibration.
+  Format value_format(std::int64_t value, const Node* n, Elem elem, bool affine);
+  /// Does n belong to `module` (or a module inside it)?
+  bool in_module(const Node& n, const std::string& module) const;
   int bits_of(Elem e) const { return elem_bytes(e) * 8; }
   double margin() const { return opt_.scheme == Scheme::PowerOfTwo ? 0.0 : opt_.margin; }
 };

@@ -71,6 +71,7 @@ Program quantize(const Graph& graph, const Calibration& calibration, const Quant
       L.fold(n.output, y);
       continue;
     }
+    if (L.absorbed(i)) continue;  // folded into the linear layer that reads it
     if (!rule->lower) {
       L.fail(n, fmt::format("the fixed-point runtime has no kernel for {}. Lowerable ops: {}", n.op, lowerable_ops()));
     }

@@ -37,6 +37,7 @@ struct OpRule {
   /// and write one on its output? A view op (reshape, slice, ...) passes its input's format
   /// through: its input may carry one when its output may.
   bool zero_point_in = true, zero_point_out = true, passes_view = false;
+  bool reads_parts = false;  ///< reads activations with a format per part (View::segments)
   /// The float reference: the library's op applied to the input values and the attributes.
   std::function<Tensor(const Node&, const std::vector<Tensor>&)> evaluate;
   /// The integer rule: reads the inputs' views from the Lowering, adds kernel calls and

@@ -77,8 +77,11 @@ std::vector<std::int64_t> Simulator::run(const std::vector<std::int64_t>& input)
     return 0;
   });
   status_ = 0;
+  if (record_) recorded_.assign(program_.probes.size(), {});
+  record_probes(-1);
   std::vector<KernelArg> args;
-  for (const Step& s : program_.steps) {
+  for (std::size_t k = 0; k < program_.steps.size(); ++k) {
+    const Step& s = program_.steps[k];
     args.assign(s.args.size(), KernelArg{});
     for (std::size_t i = 0; i < s.args.size(); ++i) {
       const Arg& a = s.args[i];
@@ -89,12 +92,63 @@ std::vector<std::int64_t> Simulator::run(const std::vector<std::int64_t>& input)
       }
     }
     if (find_kernel(s.kernel)->call(args.data()) != 0) status_ = 1;
+    record_probes(static_cast<std::int64_t>(k));
   }
   ++runs_;
   for (const Buffer& b : program_.buffers) {
     if (b.kind == BufferKind::Activation || b.kind == BufferKind::Output) limit_counts_[static_cast<std::size_t>(b.id)] += at_limit(b.id);
   }
   return values(program_.output);
+}
+
+void Simulator::record_probes(std::int64_t step) {
+  if (!record_) return;
+  for (std::size_t i = 0; i < program_.probes.size(); ++i) {
+    const Probe& pr = program_.probes[i];
+    if (pr.step != step) continue;
+    const Buffer& b = program_.buffer(pr.buffer);
+    std::vector<std::int64_t>& out = recorded_[i];
+    out.resize(static_cast<std::size_t>(numel_of(pr.shape)));
+    visit_elem(b.elem, [&](auto tag) {
+      using T = decltype(tag);
+      const T* p = reinterpret_cast<const T*>(storage_[static_cast<std::size_t>(pr.buffer)].data());
+      Shape idx(pr.shape.size(), 0);
+      for (std::size_t k = 0; k < out.size(); ++k) {
+        std::int64_t at = pr.offset;
+        for (std::size_t d = 0; d < idx.size(); ++d) at += idx[d] * pr.strides[d];
+        out[k] = p[at];
+        for (std::size_t d = idx.size(); d-- > 0;) {
+          if (++idx[d] < pr.shape[d]) break;
+          idx[d] = 0;
+        }
+      }
+      return 0;
+    });
+  }
+}
+
+Tensor Simulator::value(std::int64_t graph_value) const {
+  for (std::size_t i = 0; i < program_.probes.size() && i < recorded_.size(); ++i) {
+    const Probe& pr = program_.probes[i];
+    if (pr.value != graph_value || recorded_[i].empty()) continue;
+    const Buffer& b = program_.buffer(pr.buffer);
+    Tensor t = Tensor::empty(pr.shape, b.fixed_point ? Dtype::Float32 : Dtype::Int64);
+    const std::int64_t width = pr.shape.empty() ? 1 : pr.shape.back();
+    const std::int64_t group = pr.segments.empty() ? width : width / static_cast<std::int64_t>(pr.segments.size());
+    for (std::size_t k = 0; k < recorded_[i].size(); ++k) {
+      const auto q = recorded_[i][k];
+      if (b.fixed_point) {
+        const auto g = static_cast<std::size_t>(static_cast<std::int64_t>(k) % width / group);
+        const double scale = pr.segments.empty() ? pr.scale : pr.segments[g];
+        const std::int64_t zero = pr.segment_zeros.empty() ? pr.zero_point : pr.segment_zeros[g];
+        t.data<float>()[k] = static_cast<float>(scale * static_cast<double>(q - zero));
+      } else {
+        t.data<std::int64_t>()[k] = q;
+      }
+    }
+    return t;
+  }
+  return Tensor();
 }
 
 Tensor Simulator::forward(const Tensor& x) { return dequantize_output(program_, run(quantize_input(program_, x))); }

@@ -29,6 +29,12 @@ struct View {
   Elem elem = Elem::S16;
   double scale = 1.0;
   std::int32_t zero = 0;
+  /// A packed tensor of parts with their own scales (q | k | v of an attention projection,
+  /// head by head; a LayerNorm's channels): the last dim in segments.size() equal groups,
+  /// group g at segments[g] with zero point segment_zeros[g] (none: 0; `scale` is the
+  /// largest, `zero` 0). Empty: one format. Only rules with OpRule::reads_parts read them.
+  std::vector<double> segments;
+  std::vector<std::int32_t> segment_zeros;
 };
 
 /// Are the elements laid out row-major without gaps (size-1 dims may have any stride)?

@@ -107,7 +107,13 @@ std::vector<Tensor> evaluate(const Graph& graph, const Tensor& input);
 /// One node of evaluate(): its op applied to its input values.
 Tensor evaluate_node(const Node& node, const std::vector<Tensor>& inputs);
 
-/// Traces `model.forward` on zeros of `input_shape`. The model and every module in it must be
+/// The samples of stacked data: `data` [N * B, rest...] for a graph input [B, rest...] is N
+/// inputs (a single input of exactly the graph's shape is one). ShapeError naming `who`
+/// otherwise.
+std::vector<Tensor> split_inputs(const Graph& graph, const Tensor& data, const char* who);
+
+/// Traces `model.forward` on zeros of `input_shape`. Its parameters and persistent buffers
+/// (its state dict) are named in the graph; non-persistent buffers become constants. The model and every module in it must be
 /// in eval mode (ValueError naming the module otherwise: call model.eval() first), so that
 /// training-only behaviour such as dropout is not baked into the graph.
 Graph trace(nn::Module& model, const Shape& input_shape, Dtype dtype = Dtype::Float32);

@@ -92,6 +92,21 @@ struct Step {
   std::string out_format;   ///< the format of what it computes ("Q3.12", "s=0.0123, z=-7", "int8 s=...")
 };
 
+/// Where a graph value can be read in the program: the elements of a strided view of a
+/// buffer, valid right after step `step` (later steps may reuse the bytes). The per-layer
+/// error report compares them with the float model.
+struct Probe {
+  std::int64_t value = -1;  ///< graph value id
+  std::int64_t step = -1;   ///< -1: before the first step (the input)
+  std::int64_t buffer = -1, offset = 0;
+  Shape shape;
+  std::vector<std::int64_t> strides;
+  double scale = 1.0;
+  std::int32_t zero_point = 0;
+  std::vector<double> segments;  ///< per equal group of the last dim, when the parts differ
+  std::vector<std::int32_t> segment_zeros;  ///< their zero points (empty: 0)
+};
+
 struct Program {
   std::string name = "model";
   int activation_bits = 16;  ///< the default precision (layers may differ: QuantOptions::precision)
@@ -102,6 +117,7 @@ struct Program {
   std::int64_t input = -1, output = -1;  ///< buffer ids
   Shape input_shape, output_shape;
   std::int64_t arena_bytes = 0;  ///< set by plan_memory()
+  std::vector<Probe> probes;     ///< one per graph value the program computes
   /// What the lowering had to approximate beyond rounding, one line each, naming the tensor
   /// (a calibrated range outside the formats the kernels support: clamped, so its values
   /// round to 0 or saturate). report() lists them first; microtorch-lower prints them.

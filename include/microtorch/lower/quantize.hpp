@@ -11,12 +11,14 @@
 //
 // Number formats (QuantOptions::scheme). A tensor of int8 or int16 integers q stands for
 // scale * (q - zero_point).
-//   - Symmetric (the default): real-valued scales, zero point 0; weights with one scale
-//     per output channel (per_channel), biases int32 (int8 inputs) or int64 in the
-//     accumulator's scale. Requantization by an int32 multiplier and a shift (mt_kernels.h).
-//   - Affine: as Symmetric, but int8 activations whose range is lopsided (after a relu, a
-//     GELU, a softmax) get a zero point and so all 256 levels; tensors that feed kernels
-//     without zero points (attention, matmul of activations, row division) stay symmetric.
+//   - Affine (the default): real-valued scales; int8 activations with a zero point, so
+//     that a lopsided range (after a relu, a GELU, a softmax, the model's input) gets all
+//     256 levels; tensors that feed kernels without zero points (attention, matmul of
+//     activations, row division) and int16 tensors are symmetric. Weights symmetric with one
+//     scale per output channel (per_channel), rounded with error feedback (rounding); biases
+//     int32 (int8 inputs) or int64 in the accumulator's scale. Requantization by an int32
+//     multiplier and a shift, rounded once (mt_kernels.h).
+//   - Symmetric: as Affine without zero points.
 //   - PowerOfTwo: every scale a power of two (a Q format), per-tensor weights: requantization
 //     is a rounding shift, no multiply (cheaper on cores without a fast multiplier).
 // The scale of an activation covers its calibrated range (range: the min/max seen, or a
@@ -36,12 +38,39 @@
 
 namespace microtorch::lower {
 
-/// Per graph value (index = value id): the range seen over the calibration samples.
+/// Per graph value (index = value id): the range seen over the calibration samples, and for
+/// activations the histogram of their values.
 struct Calibration {
+  static constexpr std::int64_t kBins = 2048;
   std::vector<double> absmax;    ///< largest |value| (finite values)
-  std::vector<double> min, max;  ///< smallest and largest value
+  std::vector<double> min, max;  ///< smallest and largest value (the range always holds 0)
+  /// largest |value| per index of the last dim (activations): the ranges of the parts of a
+  /// packed tensor (q | k | v of an attention projection, head by head)
+  std::vector<std::vector<double>> channel_absmax;
+  std::vector<std::vector<double>> channel_min, channel_max;  ///< likewise, per index of the last dim
+  /// kBins counts over [min, max] for the input and op outputs (empty for constants, or
+  /// when min == max).
+  std::vector<std::vector<double>> histogram;
+  /// For the inputs of linear layers: sum over calibration rows of x x^T ([in, in], row
+  /// major; empty for other values), which weight rounding uses to place rounding errors
+  /// where the inputs do not see them.
+  std::vector<std::vector<double>> gram;
   std::int64_t samples = 0;
 };
+
+/// How an activation's range is chosen from its calibration (QuantOptions::range).
+enum class RangeMethod {
+  MinMax,      ///< everything seen
+  Percentile,  ///< the central QuantOptions::percentile % of the values (the tails saturate)
+  Mse,         ///< the clipping that minimises the expected squared error: rounding noise
+               ///< of the step it implies plus the clipping of what lies beyond
+};
+std::string_view range_method_name(RangeMethod m);
+
+/// The range [lo, hi] an activation gets from its calibration at `bits` (symmetric:
+/// lo = -hi unless `affine`). MinMax for values without a histogram.
+std::pair<double, double> choose_range(const Calibration& cal, std::int64_t value, RangeMethod method, int bits,
+                                       bool affine, double percentile = 99.99);
 
 /// Runs the graph in float on every sample of `data` and records each value's range.
 /// `data` is a stack of inputs: its shape is [N * B, rest...] for a graph input [B, rest...]
@@ -56,19 +85,51 @@ enum class AttentionKernel {
 };
 
 /// How scales are chosen (see the top of this header).
-enum class Scheme { Symmetric, Affine, PowerOfTwo };
+enum class Scheme { Affine, Symmetric, PowerOfTwo };
 std::string_view scheme_name(Scheme s);
+
+/// The precision of one layer (or node), overriding QuantOptions' defaults: `match` is a
+/// module path ("encoder.layers.0" matches that module and everything in it, "head" the
+/// module head) or a node ("%12", the node computing value %12). The last entry that matches
+/// a node wins. A node belongs to the module whose parameters it uses, else to the module of
+/// the nearest node before it that uses some (a GELU after encoder.layers.0.linear1, the
+/// attention after its in_proj).
+struct LayerPrecision {
+  std::string match;
+  int activation_bits = 8;  ///< 8 or 16: the node's output
+  int weight_bits = 0;      ///< 8 or 16; 0 = as activation_bits ("16x8": 16, 8)
+};
+
+/// How weights are rounded to their integers.
+enum class WeightRounding {
+  Nearest,        ///< each weight to the nearest step
+  ErrorFeedback,  ///< GPTQ: column by column, each rounding error compensated in the columns
+                  ///< not yet rounded using the calibration inputs' correlations (linear layers)
+};
 
 struct QuantOptions {
   int activation_bits = 16;  ///< 16 or 8: the default precision of every layer's output
   int weight_bits = 0;       ///< 16 or 8; 0 = same as activation_bits (int16 x int8 is "16x8")
-  Scheme scheme = Scheme::Symmetric;
+  std::vector<LayerPrecision> precision;  ///< per-layer exceptions to the two above
+  Scheme scheme = Scheme::Affine;
   bool per_channel = true;   ///< one weight scale per output channel (not in PowerOfTwo)
-  /// int8 models keep the outputs of adds of two activations (the residual stream) at int16.
-  bool wide_residuals = true;
-  /// Activation scales cover the calibrated range widened by this fraction, so that inputs a
-  /// little beyond the calibration data do not saturate (real-valued scales; power-of-two
-  /// scales round up to the next power of two anyway).
+  WeightRounding rounding = WeightRounding::ErrorFeedback;
+  /// Where int8 activations cost the most accuracy, models whose default is int8 keep
+  /// `sensitive_bits` (16; 8 = everything int8): the residual stream (adds of two activations
+  /// and the values they add), attention (its projections' outputs and its own) and the graph
+  /// output. Their weights keep weight_bits. LayerNorm statistics, softmax sums and attention
+  /// scores are wider inside the kernels regardless. `precision` entries override this.
+  int sensitive_bits = 16;
+  /// How activation ranges are chosen from the calibration (the graph output's is always
+  /// MinMax: clipping logits costs more than it saves). `ranges` overrides it per value
+  /// ("%12") or module path.
+  RangeMethod range = RangeMethod::MinMax;
+  double percentile = 99.99;
+  std::vector<std::pair<std::string, RangeMethod>> ranges;
+  /// Activation scales cover the chosen range [lo, hi] widened at each end by margin *
+  /// (hi - lo) / 2 (margin * hi for a symmetric range), so that inputs a little beyond the
+  /// calibration data do not saturate (real-valued scales; power-of-two scales round up to
+  /// the next power of two anyway).
   double margin = 0.25;
   AttentionKernel attention = AttentionKernel::Streaming;
   std::string name = "model";  ///< C identifier prefix of the emitted firmware

@@ -47,6 +47,7 @@ class Module {
 
   NamedTensors named_parameters(bool recurse = true) const;
   std::vector<Tensor> parameters(bool recurse = true) const;
+  /// Every buffer, persistent or not (as in PyTorch).
   NamedTensors named_buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
   std::vector<std::shared_ptr<Module>> children() const;
@@ -69,7 +70,8 @@ class Module {
   /// A readable tree: one line per module with its arguments and parameter count.
   std::string summary() const;
 
-  /// Parameters and buffers with dotted names; the tensors share memory with the module.
+  /// Parameters and persistent buffers with dotted names; the tensors share memory with the
+  /// module.
   NamedTensors state_dict() const;
   /// Copies the values of `state` into the module's tensors. Every key, shape and dtype is
   /// checked before anything is written; strict mode also refuses missing and unexpected
@@ -79,8 +81,10 @@ class Module {
  protected:
   /// Registers a parameter (a leaf requiring grad) and returns the handle to keep.
   Tensor register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
-  /// Registers non-trained state that belongs in the state dict (running stats, masks).
-  Tensor register_buffer(const std::string& name, Tensor value);
+  /// Registers non-trained state (running stats, masks). A persistent buffer belongs in the
+  /// state dict; a non-persistent one (PyTorch's persistent=False: a causal mask, a table
+  /// computed from the configuration) does not, and the lowering bakes it in as a constant.
+  Tensor register_buffer(const std::string& name, Tensor value, bool persistent = true);
   /// Registers a child whose parameters appear as "<name>.<param>".
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
@@ -95,6 +99,7 @@ class Module {
 
   NamedTensors params_;
   NamedTensors buffers_;
+  std::vector<std::string> non_persistent_;  // names of own buffers left out of the state dict
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

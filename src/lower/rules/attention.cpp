@@ -20,17 +20,21 @@ namespace {
 
 // The attention of `n` over q [lead.., L, D], k [lead.., S, D], v [lead.., S, Dv] (strided
 // views whose rows are contiguous), written to make_out() [lead.., L, Dv] (a strided view of
-// a new buffer, made only when needed), or over q's rows when the streaming kernel may and `may_overwrite_q`. `mask` is
-// the additive mask input (-1: none).
+// a new buffer, made only when needed), or over q's rows when the streaming kernel may and
+// `may_overwrite_q`. `mask` is the additive mask input (-1: none). `head_scale(view, h)` is
+// the scale of matrix h of q, k or v (the parts of a projection have their own).
 struct HeadsResult {
   bool in_place = false;  ///< the output was written over the rows of `q`
   View q;                 ///< the query rows the kernels read (a copy of q's, if they had to be)
   double out_scale = 1.0;
 };
 
+using HeadScale = std::function<double(const View&, char which, std::int64_t h)>;
+
 HeadsResult lower_heads(Lowering& L, const Node& n, View q, View k, View v, const std::function<View()>& make_out,
-                        std::int64_t mask, double scale, bool causal, bool may_overwrite_q) {
-  // one type for q, k, v and the output: the node's precision
+                        std::int64_t mask, double scale, bool causal, bool may_overwrite_q, const HeadScale& head_scale) {
+  // one type for q, k, v and the output: the node's precision (an attention projection
+  // with per-head scales was made in it)
   const Elem T = L.out_elem(n);
   q = L.as_elem(n, q, T), k = L.as_elem(n, k, T), v = L.as_elem(n, v, T);
   const std::size_t r = q.shape.size();
@@ -73,22 +77,27 @@ HeadsResult lower_heads(Lowering& L, const Node& n, View q, View k, View v, cons
 
   if (!(scale > 0)) L.fail(n, fmt::format("the scale must be positive, got {}", scale));
   const std::string what = fmt::format("%{} = {}", n.output, n.op);
-  // base-2 logits in Q16: q.k scale_q scale_k * scale * log2(e) * 2^16; out = v * scale_v / scale_out
-  const Multiplier logit = L.rq(std::ldexp(q.scale * k.scale * scale / std::log(2.0), 16), what);
-  const Multiplier out_m = L.rq(v.scale / f.scale, what);
-  std::vector<std::int64_t> params(MT_ATTN_PARAMS, 0);
-  params[MT_ATTN_L] = Lq, params[MT_ATTN_S] = S, params[MT_ATTN_D] = D, params[MT_ATTN_DV] = Dv;
-  params[MT_ATTN_Q_STRIDE] = q.strides[r - 2];
-  params[MT_ATTN_K_STRIDE] = k.strides[r - 2];
-  params[MT_ATTN_V_STRIDE] = v.strides[r - 2];
-  params[MT_ATTN_OUT_STRIDE] = result.in_place ? q.strides[r - 2] : out.strides[r - 2];
-  params[MT_ATTN_LOGIT_M] = logit.m, params[MT_ATTN_LOGIT_S] = logit.s;
-  params[MT_ATTN_OUT_M] = out_m.m, params[MT_ATTN_OUT_S] = out_m.s;
-  params[MT_ATTN_FLAGS] = causal ? MT_ATTN_CAUSAL : 0;
-  const std::int64_t pb = L.table(Elem::S32, params, fmt::format("attn{}", n.output),
-                                  {"MT_ATTN_L", "MT_ATTN_S", "MT_ATTN_D", "MT_ATTN_DV", "MT_ATTN_Q_STRIDE",
-                                   "MT_ATTN_K_STRIDE", "MT_ATTN_V_STRIDE", "MT_ATTN_OUT_STRIDE", "MT_ATTN_LOGIT_M",
-                                   "MT_ATTN_LOGIT_S", "MT_ATTN_OUT_M", "MT_ATTN_OUT_S", "MT_ATTN_FLAGS"});
+  // The parameters of matrix h: base-2 logits in Q16 = q.k scale_q scale_k * scale * log2(e)
+  // * 2^16; out = v * scale_v / scale_out. Matrices with equal parameters share one table.
+  auto params_of = [&](std::int64_t h, std::int64_t keep_id) {
+    const Multiplier logit =
+        L.rq(std::ldexp(head_scale(q, 'q', h) * head_scale(k, 'k', h) * scale / std::log(2.0), 16), what);
+    const Multiplier out_m = L.rq(head_scale(v, 'v', h) / f.scale, what);
+    std::vector<std::int64_t> params(MT_ATTN_PARAMS, 0);
+    params[MT_ATTN_L] = Lq, params[MT_ATTN_S] = S, params[MT_ATTN_D] = D, params[MT_ATTN_DV] = Dv;
+    params[MT_ATTN_Q_STRIDE] = q.strides[r - 2];
+    params[MT_ATTN_K_STRIDE] = k.strides[r - 2];
+    params[MT_ATTN_V_STRIDE] = v.strides[r - 2];
+    params[MT_ATTN_OUT_STRIDE] = result.in_place ? q.strides[r - 2] : out.strides[r - 2];
+    params[MT_ATTN_LOGIT_M] = logit.m, params[MT_ATTN_LOGIT_S] = logit.s;
+    params[MT_ATTN_OUT_M] = out_m.m, params[MT_ATTN_OUT_S] = out_m.s;
+    params[MT_ATTN_FLAGS] = causal ? MT_ATTN_CAUSAL : 0;
+    (void)keep_id;
+    return L.table(Elem::S32, params, fmt::format("attn{}", n.output),
+                   {"MT_ATTN_L", "MT_ATTN_S", "MT_ATTN_D", "MT_ATTN_DV", "MT_ATTN_Q_STRIDE", "MT_ATTN_K_STRIDE",
+                    "MT_ATTN_V_STRIDE", "MT_ATTN_OUT_STRIDE", "MT_ATTN_LOGIT_M", "MT_ATTN_LOGIT_S", "MT_ATTN_OUT_M",
+                    "MT_ATTN_OUT_S", "MT_ATTN_FLAGS"});
+  };
   result.out_scale = f.scale;
 
   Program& p = L.program();
@@ -122,7 +131,7 @@ HeadsResult lower_heads(Lowering& L, const Node& n, View q, View k, View v, cons
       keep_id = L.table(Elem::U8, std::move(bits), fmt::format("keep{}", n.output));
     }
     L.step(Lowering::kernel(stream ? "attention_stream" : "attention_twopass", {T}),
-           {Arg::buf(pb), Arg::buf(keep_id), Arg::buf(q.buffer, qo), Arg::buf(k.buffer, ko), Arg::buf(v.buffer, vo),
+           {Arg::buf(params_of(h, keep_id)), Arg::buf(keep_id), Arg::buf(q.buffer, qo), Arg::buf(k.buffer, ko), Arg::buf(v.buffer, vo),
             result.in_place ? Arg::buf(q.buffer, qo) : Arg::buf(out.buffer, oo), Arg::buf(scratch.buffer)},
            Lq * S * (D + Dv));
     for (std::size_t d = lead.size(); d-- > 0;) {  // next (batch, head) index
@@ -144,11 +153,12 @@ void lower_sdpa(Lowering& L, const Node& n) {
   View out;
   auto make_out = [&] { return out = L.out_act(n, L.out_elem(n), L.out_format(n, L.out_elem(n))); };
   const HeadsResult h = lower_heads(L, n, q, k, v, make_out, n.inputs.size() > 3 ? n.inputs[3] : -1,
-                                    node_attr<double>(n, "scale"), node_attr<bool>(n, "is_causal"), true);
+                                    node_attr<double>(n, "scale"), node_attr<bool>(n, "is_causal"), true,
+                                    [](const View& t, char, std::int64_t) { return t.scale; });
   if (h.in_place) {  // the output rows are the query rows: same offsets and row strides
     out = h.q;
     out.shape = L.out_shape(n);
-    out.scale = h.out_scale, out.zero = 0;
+    out.scale = h.out_scale, out.zero = 0, out.segments.clear();
   }
   L.set(n, out);
 }
@@ -198,11 +208,22 @@ void lower_mha(Lowering& L, const Node& n) {
   };
   // Over q only when the heads stay side by side (Dv = D): the output is then q's columns
   // of the projection, [N, L, E] with q's row stride.
-  const HeadsResult h = lower_heads(L, n, q, k, v, make_out, mask, node_attr<double>(n, "scale"), false, Ev == E);
+  // a projection made for these heads has a scale per head (View::segments): head h of q, k
+  // and v starts at column col + h * width of the [N, len, row] tensor
+  const std::int64_t qcol = 0, kcol = packed ? E : 0, vcol = packed ? 2 * E : 0;
+  auto head_scale = [&](const View& t, char which, std::int64_t h) {
+    if (t.segments.empty()) return t.scale;
+    const std::int64_t width = which == 'v' ? Ev / H : E / H;  // the columns of one head
+    const std::int64_t col = (which == 'q' ? qcol : which == 'k' ? kcol : vcol) + (h % H) * width;
+    const std::int64_t row = packed ? 3 * E : which == 'v' ? Ev : E;  // the projection's width
+    return t.segments[static_cast<std::size_t>(col / (row / static_cast<std::int64_t>(t.segments.size())))];
+  };
+  const HeadsResult h = lower_heads(L, n, q, k, v, make_out, mask, node_attr<double>(n, "scale"), false, Ev == E,
+                                    head_scale);
   if (h.in_place) {
     y = h.q;
     y.shape = out_shape, y.strides = {h.q.strides[0], h.q.strides[2], 1};
-    y.scale = h.out_scale, y.zero = 0;
+    y.scale = h.out_scale, y.zero = 0, y.segments.clear();
   }
   L.set(n, y);
 }
@@ -216,6 +237,7 @@ std::vector<OpRule> attention_rules() {
   mha.min_inputs = 1, mha.max_inputs = 4;  // qkv [, mask] (packed) or q, k, v [, mask]
   mha.attrs = {{"num_heads", AttrSpec::Type::Int}, {"scale", AttrSpec::Type::Float}, {"dropout_p", AttrSpec::Type::Float}};
   mha.kernels = {"mt_attention_stream", "mt_attention_twopass"};
+  mha.reads_parts = true;
   mha.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
     const bool packed = in.size() <= 2;
     const std::size_t count = packed ? 1 : 3;

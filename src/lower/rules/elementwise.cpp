@@ -39,7 +39,7 @@ std::pair<View, std::int64_t> operand(Lowering& L, const Node& n, std::int64_t i
     c = c.reshape({-1});
     const Format f = L.const_format(c, elem, L.const_name(id));
     const std::int64_t wb = L.weight(c, elem, f, L.const_name(id));
-    return {View{wb, 0, c.shape(), packed_strides(c.shape()), elem, f.scale, f.zero}, block};
+    return {View{wb, 0, c.shape(), packed_strides(c.shape()), elem, f.scale, f.zero, {}, {}}, block};
   }
   const View& v = L.act(n, id);
   const std::int64_t block = suffix_block(v.shape, out);
@@ -73,7 +73,10 @@ void lower_add(Lowering& L, const Node& n, bool subtract) {
   // a - b: b negated; b - a (a constant minus the full activation): a negated
   const double ra = (subtract && i == 1 ? -1.0 : 1.0) * a.scale / f.scale;
   const double rb = (subtract && i == 0 ? -1.0 : 1.0) * b.scale / f.scale;
-  const double bound = a.elem == Elem::S8 && b.elem == Elem::S8 ? std::ldexp(1.0, 21) : std::ldexp(1.0, 30);
+  // the kernel's bound (int32 arithmetic for two int8 operands), and c = -(z_a ma + z_b mb)
+  // must fit int32
+  double bound = a.elem == Elem::S8 && b.elem == Elem::S8 ? std::ldexp(1.0, 21) : std::ldexp(1.0, 30);
+  if (a.zero != 0 || b.zero != 0) bound = std::min(bound, std::floor(2147483647.0 / (std::abs(a.zero) + std::abs(b.zero))));
   const double big = std::max(std::abs(ra), std::abs(rb));
   const int shift = std::clamp(static_cast<int>(std::floor(std::log2(bound / big))), -31, 62);
   auto mult = [shift, bound](double r) {

@@ -74,7 +74,7 @@ void lower_cat(Lowering& L, const Node& n) {
     if (L.is_const(id)) {
       const Tensor& c = L.data(id);
       const std::int64_t wb = L.weight(c, ye, f, L.const_name(id));
-      v = View{wb, 0, c.shape(), packed_strides(c.shape()), ye, f.scale, f.zero};
+      v = View{wb, 0, c.shape(), packed_strides(c.shape()), ye, f.scale, f.zero, {}, {}};
     } else {
       v = L.convert(n, L.act(n, id), ye, f);
     }

@@ -35,14 +35,31 @@ void lower_softmax(Lowering& L, const Node& n) {
 }
 
 // xhat from the integer statistics (scale-free: eps in units of x's integers squared), then
-// y = xhat g + b with g = gamma / scale_y, b = beta / scale_y folded per channel, each at
-// the finest fixed-point scale that fits int32.
+// y = xhat g + b with g = gamma / scale_y, b = beta / scale_y + zero_y folded per channel,
+// each at the finest fixed-point scale that fits int32. An int8 output read only by linear
+// layers gets a format per channel (gamma and beta differ by channel; the layers fold the
+// scales into their weights), as in per-embedding-group quantization.
 void lower_layer_norm(Lowering& L, const Node& n) {
   const View x = L.packed(n, L.act(n, n.inputs[0]));
   const std::int64_t cols = numel_of(node_attr<Shape>(n, "normalized_shape"));
   const Elem ye = L.out_elem(n);
-  const Format f = L.out_format(n, ye);
   const std::string what = fmt::format("%{} = layer_norm", n.output);
+  const bool per_channel = L.channel_formats(n) && cols == L.out_shape(n).back();
+  Format f;
+  std::vector<Format> ch(static_cast<std::size_t>(cols));
+  if (per_channel) {
+    const auto [lo, hi] = L.channel_range(n.output);
+    const bool affine = L.options().scheme == Scheme::Affine;
+    f.scale = 0;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const auto k = static_cast<std::size_t>(j);
+      ch[k] = L.part_range_format(lo[k], hi[k], ye, affine, fmt::format("{}, channel {}", what, j));
+      f.scale = std::max(f.scale, ch[k].scale);
+    }
+  } else {
+    f = L.out_format(n, ye);
+    std::fill(ch.begin(), ch.end(), f);
+  }
   auto param = [&](std::size_t k, double dflt) {
     std::vector<double> v(static_cast<std::size_t>(cols), dflt);
     if (n.inputs.size() > k && n.inputs[k] >= 0) {
@@ -52,10 +69,12 @@ void lower_layer_norm(Lowering& L, const Node& n) {
     return v;
   };
   const std::vector<double> gamma = param(1, 1.0), beta = param(2, 0.0);
+  std::vector<double> gs(static_cast<std::size_t>(cols)), bs(static_cast<std::size_t>(cols));
   double gmax = 0, bmax = 0;
-  for (std::int64_t j = 0; j < cols; ++j) {
-    gmax = std::max(gmax, std::abs(gamma[static_cast<std::size_t>(j)]) / f.scale);
-    bmax = std::max(bmax, std::abs(beta[static_cast<std::size_t>(j)]) / f.scale);
+  for (std::size_t j = 0; j < gs.size(); ++j) {
+    gs[j] = gamma[j] / ch[j].scale, bs[j] = beta[j] / ch[j].scale + (per_channel ? ch[j].zero : 0);
+    gmax = std::max(gmax, std::abs(gs[j]));
+    bmax = std::max(bmax, std::abs(bs[j]));
   }
   // g in Q(g_shift - 20) and b in Q(b_shift), each the largest shift that keeps it below 2^30
   // (and g_shift - 32 <= b_shift <= g_shift, as the kernel takes them)
@@ -64,9 +83,9 @@ void lower_layer_norm(Lowering& L, const Node& n) {
   const int g_shift = std::clamp(std::min(20 + largest_shift(gmax), b_room + 32), 0, 62);
   const int b_shift = std::clamp(std::min(b_room, g_shift), g_shift - 32, g_shift);
   std::vector<std::int64_t> g, b;
-  for (std::int64_t j = 0; j < cols; ++j) {
-    g.push_back(std::llround(std::ldexp(gamma[static_cast<std::size_t>(j)] / f.scale, g_shift - 20)));
-    b.push_back(std::llround(std::ldexp(beta[static_cast<std::size_t>(j)] / f.scale, b_shift)));
+  for (std::size_t j = 0; j < gs.size(); ++j) {
+    g.push_back(std::llround(std::ldexp(gs[j], g_shift - 20)));
+    b.push_back(std::llround(std::ldexp(bs[j], b_shift)));
   }
   const std::string name = n.inputs.size() > 1 && n.inputs[1] >= 0 ? L.const_name(n.inputs[1]) : fmt::format("ln{}", n.output);
   const std::int64_t gb = L.table(Elem::S32, std::move(g), "g_" + c_name(name));
@@ -75,11 +94,14 @@ void lower_layer_norm(Lowering& L, const Node& n) {
   const double eps = node_attr<double>(n, "eps") / (x.scale * x.scale);
   const int eps_frac = eps > 0 ? std::clamp(24 - static_cast<int>(std::ceil(std::log2(eps))), -30, 62) : 0;
   const auto eps_q = std::clamp<std::int64_t>(std::llround(std::ldexp(eps, eps_frac)), 0, UINT32_MAX);
-  const View y = L.out_act(n, ye, f);
+  View y = L.out_act(n, ye, f);
+  if (per_channel) {
+    for (const Format& c : ch) y.segments.push_back(c.scale), y.segment_zeros.push_back(c.zero);
+  }
   L.step(Lowering::kernel("layernorm", {x.elem, ye}),
          {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel_of(x.shape) / cols), Arg::num(cols),
           Arg::num(eps_q), Arg::num(eps_frac), Arg::buf(gb), Arg::num(g_shift), Arg::buf(bb), Arg::num(b_shift),
-          Arg::num(f.zero)},
+          Arg::num(per_channel ? 0 : f.zero)},
          numel_of(x.shape) * 2);
   L.set(n, y);
 }
