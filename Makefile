@@ -3,9 +3,13 @@
 #   make demo      install missing packages, configure, build, then train the Iris transformer,
 #                  lower it to int16/int8 firmware and verify it on QEMU (examples/demo.cpp)
 #   make test      the same, then the doctest suite, the notebooks, the suite again under
-#                  ASan + UBSan (build-asan) and a short run of each libFuzzer target
+#                  ASan + UBSan (build-asan) and under TSan (build-tsan), every C++
+#                  example of README.md compiled and run (tools/check_readme.py), the
+#                  library installed into a prefix and used by a pkg-config and a CMake
+#                  project (tools/check-install.sh), and a short run of each libFuzzer target
 #                  (build-fuzz, clang); last line: "tests: N passed, M failed (release ...,
-#                  notebooks ..., asan+ubsan ..., fuzz ...)" (tools/run-tests.sh)
+#                  notebooks ..., readme ..., install ..., asan+ubsan ..., tsan ..., fuzz ...)"
+#                  (tools/run-tests.sh)
 #   make notebooks only the notebooks (examples/notebooks, run by tools/run_notebooks.py)
 #   make fuzz      longer fuzzing: FUZZ_SECONDS per target (default 600)
 #   make bench     benchmarks/ next to PyTorch in one process (tools/bench_table.py): one table
@@ -16,7 +20,8 @@
 #            MESON_ARGS='-Dnative=true ...' (used when BUILD is first configured),
 #            TEST_ARGS='-tc=*matmul*' (doctest options),
 #            NOTEBOOK_ARGS='02_attention' (tools/run_notebooks.py options; NOTEBOOKS=0 skips them),
-#            SANITIZE=0 (skip the ASan/UBSan pass), FUZZ_SECONDS=n (per target; 0 skips),
+#            SANITIZE=0 (skip the ASan/UBSan and TSan passes), FUZZ_SECONDS=n (per target; 0 skips),
+#            INSTALL_CHECK=0 (skip the install check),
 #            DEMO_OUT=dir (demo output, default demo-output), DESTDIR=... (make install).
 SHELL := bash
 BUILD = build
@@ -26,17 +31,21 @@ TEST_ARGS =
 DEMO_OUT = demo-output
 NOTEBOOKS = 1
 NOTEBOOK_ARGS =
+INSTALL_CHECK = 1
 # The sanitizer pass: its own build directory (-O1, no debug info, no examples: it is built
 # on every clean CI run). It leaves out the cases that cross-compile and run firmware under
 # QEMU or compile emitted C: their scripts run that C under ASan + UBSan themselves.
 SANITIZE = 1
 ASAN_BUILD = build-asan
 ASAN_EXCLUDE = *QEMU*,*firmware*,*microtorch-lower*,*random small graphs*
+# The ThreadSanitizer pass: the same suite (same exclusions) in a third build directory;
+# OpenBLAS is not instrumented, so it sees the races of microtorch's own code.
+TSAN_BUILD = build-tsan
 # libFuzzer targets (tests/fuzz), built with clang in their own directory.
 FUZZ_BUILD = build-fuzz
 FUZZ_SECONDS = 10
 
-.PHONY: deps build build-asan build-fuzz test notebooks fuzz demo bench bench-mcu install clean
+.PHONY: deps build build-asan build-tsan build-fuzz test notebooks fuzz demo bench bench-mcu install clean
 
 deps:
 	@tools/install-deps.sh
@@ -50,6 +59,11 @@ build-asan: deps
 	  -Dcpp_args=-O1 -Dc_args=-O1 -Db_sanitize=address,undefined -Dexamples=false
 	ninja -C $(ASAN_BUILD) $(if $(JOBS),-j $(JOBS))
 
+build-tsan: deps
+	@test -f $(TSAN_BUILD)/build.ninja || meson setup $(TSAN_BUILD) --buildtype=plain \
+	  -Dcpp_args=-O1 -Dc_args=-O1 -Db_sanitize=thread -Dexamples=false -Dbenchmarks=disabled
+	ninja -C $(TSAN_BUILD) $(if $(JOBS),-j $(JOBS))
+
 build-fuzz: deps
 	@test -f $(FUZZ_BUILD)/build.ninja || CXX=clang++ CC=clang meson setup $(FUZZ_BUILD) \
 	  --buildtype=debugoptimized -Db_sanitize=address,undefined -Ddefault_library=static -Db_lundef=false \
@@ -58,15 +72,16 @@ build-fuzz: deps
 
 # The suites and the fuzz runs; tools/run-tests.sh prints the one-line summary and fails
 # when anything failed (a crash or a sanitizer report counts as a failure).
-test: build $(if $(filter 1,$(SANITIZE)),build-asan) $(if $(filter-out 0,$(FUZZ_SECONDS)),build-fuzz)
+test: build $(if $(filter 1,$(SANITIZE)),build-asan build-tsan) $(if $(filter-out 0,$(FUZZ_SECONDS)),build-fuzz)
 	@BUILD=$(BUILD) TEST_ARGS='$(TEST_ARGS)' ASAN_EXCLUDE='$(ASAN_EXCLUDE)' FUZZ_SECONDS=$(FUZZ_SECONDS) \
-	  NOTEBOOKS=$(NOTEBOOKS) NOTEBOOK_ARGS='$(NOTEBOOK_ARGS)' \
-	  ASAN_BUILD=$(if $(filter 1,$(SANITIZE)),$(ASAN_BUILD)) FUZZ_BUILD=$(FUZZ_BUILD) tools/run-tests.sh
+	  NOTEBOOKS=$(NOTEBOOKS) NOTEBOOK_ARGS='$(NOTEBOOK_ARGS)' INSTALL_CHECK=$(INSTALL_CHECK) \
+	  ASAN_BUILD=$(if $(filter 1,$(SANITIZE)),$(ASAN_BUILD)) TSAN_BUILD=$(if $(filter 1,$(SANITIZE)),$(TSAN_BUILD)) \
+	  FUZZ_BUILD=$(FUZZ_BUILD) tools/run-tests.sh
 
 # Longer fuzzing, e.g. make fuzz FUZZ_SECONDS=3600; findings land in build-fuzz/crash-*.
 fuzz: FUZZ_SECONDS = 600
 fuzz: build-fuzz
-	@BUILD=$(BUILD) ASAN_BUILD= FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tools/run-tests.sh --fuzz-only
+	@BUILD=$(BUILD) ASAN_BUILD= TSAN_BUILD= FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tools/run-tests.sh --fuzz-only
 
 notebooks: build
 	@python3 tools/run_notebooks.py --build $(BUILD) $(NOTEBOOK_ARGS)
@@ -90,4 +105,4 @@ install: build
 	meson install -C $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

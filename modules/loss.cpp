@@ -96,6 +96,11 @@ ClassLayout check_class_problem(const char* op, const char* input_name, const Te
       throw ShapeError(fmt::format("{}: weight must hold one value per class, shape [{}], got {}", op, L.c,
                                    shape_str(weight.shape())));
     }
+    if (weight.requires_grad() && is_grad_enabled()) {  // as PyTorch: class weights are constants
+      throw AutogradError(fmt::format("{}: the class weight requires grad, but the loss is not differentiable with "
+                                      "respect to it; pass weight.detach()",
+                                      op));
+    }
   }
   const std::int64_t* t = target.data<std::int64_t>();
   for (std::int64_t i = 0; i < target.numel(); ++i) {

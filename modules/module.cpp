@@ -1,7 +1,13 @@
 #include "microtorch/nn/module.hpp"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <memory>
+#include <typeinfo>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -10,6 +16,16 @@
 #include "microtorch/ops.hpp"
 
 namespace microtorch::nn {
+
+std::string Module::type_name() const {
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+  std::string name = status == 0 && demangled ? demangled.get() : mangled;
+  if (const auto lt = name.find('<'); lt != std::string::npos) name.resize(lt);  // Wrapper<T> -> Wrapper
+  if (const auto colons = name.rfind("::"); colons != std::string::npos) name.erase(0, colons + 2);
+  return name;
+}
 
 Tensor Module::forward(const Tensor&) {
   throw ValueError(fmt::format("{}: this module does not take a single tensor; call its own forward(...) with the "
@@ -160,7 +176,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     } else if (it->second.shape() != t.shape()) {
       mismatched.push_back(fmt::format("{}: checkpoint {} vs module {}", name, shape_str(it->second.shape()),
                                        shape_str(t.shape())));
-    } else if (it->second.is_floating_point() != t.is_floating_point()) {
+    } else if (it->second.dtype() != t.dtype() && !(it->second.is_floating_point() && t.is_floating_point())) {
       mismatched.push_back(fmt::format("{}: checkpoint dtype {} vs module dtype {}", name,
                                        dtype_name(it->second.dtype()), dtype_name(t.dtype())));
     }
@@ -177,10 +193,28 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     if (mismatched.empty()) msg += "\n  (pass strict=false to load only the keys present in both)";
     throw ValueError(msg);
   }
-  NoGradGuard no_grad;
-  for (auto& [name, t] : mine) {
-    auto it = given.find(name);
-    if (it != given.end()) Tensor(t).copy_(it->second);
+  // All or nothing: every source is converted (and copied where it shares memory with a
+  // destination) before the first write, so only non-throwing copies remain.
+  std::set<const Storage*> destinations;
+  for (auto& [_, t] : mine) destinations.insert(t.impl().storage.get());
+  std::vector<std::pair<Tensor, Tensor>> writes;  // (destination, source of the same shape and dtype)
+  {
+    NoGradGuard no_grad;
+    for (auto& [name, t] : mine) {
+      auto it = given.find(name);
+      if (it == given.end()) continue;
+      Tensor src = it->second.detach().to(t.dtype());
+      if (destinations.count(src.impl().storage.get()) != 0) src = src.clone();
+      writes.emplace_back(t, std::move(src));
+    }
+  }
+  for (const auto& write : writes) {
+    const Tensor &dst = write.first, &src = write.second;  // (a lambda may not capture structured bindings in C++17)
+    visit_dtype(dst.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      std::copy_n(src.template data<T>(), dst.numel(), dst.template data<T>());
+    });
+    dst.bump_version();
   }
 }
 

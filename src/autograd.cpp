@@ -73,7 +73,8 @@ bool needs_recording(const TensorList& inputs) {
   return false;
 }
 
-Tensor record_node(Tensor out, std::string_view op, const TensorList& inputs, BackwardFn backward, Attrs attrs) {
+Tensor record_node(Tensor out, std::string_view op, const TensorList& inputs, const Saved& saved, BackwardFn backward,
+                   Attrs attrs) {
   const bool grad = needs_recording(inputs);
   const std::int64_t anomaly_seq = detail::anomaly_enabled ? detail::check_forward(out, op, inputs, attrs) : 0;
   // Without a trace only floating outputs can carry gradients; a trace also records integer
@@ -103,7 +104,7 @@ Tensor record_node(Tensor out, std::string_view op, const TensorList& inputs, Ba
     node->inputs.push_back(std::move(e));
   }
   node->anomaly_seq = anomaly_seq;
-  if (grad) detail::note_versions(*node, inputs, out);
+  if (grad) detail::save(*node, saved, inputs, out);
   out.impl().grad_fn = std::move(node);
   out.impl().requires_grad = grad;  // a trace alone records, but does not ask for gradients
   return out;
@@ -221,8 +222,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
       }
       NeedsGrad needs(n->inputs.size());
       for (std::size_t i = 0; i < needs.size(); ++i) needs[i] = n->inputs[i].requires_grad;
-      detail::check_versions(*n);
-      TensorList input_grads = n->backward(gn, needs);
+      TensorList input_grads = n->backward(gn, needs, detail::unpack_saved(*n));
       if (detail::anomaly_enabled) detail::check_backward(*n, gn, input_grads);
       if (input_grads.size() != n->inputs.size()) {
         throw AutogradError(fmt::format("{}: backward returned {} gradients for {} inputs", n->name(),
@@ -243,8 +243,9 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     for (const Edge& e : n->inputs) {
       if (e.node && --pending[e.node.get()] == 0) ready.push_back(e.node.get());
     }
-    if (!retain_graph) {
-      n->backward = nullptr;  // frees the tensors the closure saved
+    if (!retain_graph) {  // frees the saved tensors and whatever the closure held
+      n->backward = nullptr;
+      n->saved.clear();
     }
   }
   if (!retain_graph) {

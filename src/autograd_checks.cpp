@@ -192,58 +192,44 @@ void check_backward(const Node& n, const Tensor& grad_output, const TensorList& 
   }
 }
 
-// ---- saved-tensor versions ------------------------------------------------------------------
+// ---- saved tensors and their versions ----------------------------------------------------
 
-namespace {
-
-// What an op's backward reads: a bit per input (bit 63 = the output). Ops not listed read
-// every input and the output (the safe default).
-constexpr std::uint64_t kOutput = std::uint64_t{1} << 63;
-constexpr std::uint64_t kAll = ~std::uint64_t{0};
-
-std::uint64_t saved_mask(std::string_view op) {
-  // Backward reads only the incoming gradient (and shapes or indices captured by value).
-  static constexpr std::string_view kNone[] = {"add",  "sub",    "neg",   "clone", "to",          "reshape", "permute",
-                                               "expand", "slice", "cat",  "sum",   "mean",        "masked_fill",
-                                               "where", "argmax"};
-  for (std::string_view o : kNone) {
-    if (o == op) return 0;
-  }
-  if (op == "index_select") return 0b10;  // the indices
-  return kAll;
-}
-
-}  // namespace
-
-void note_versions(Node& n, const TensorList& inputs, const Tensor& out) {
-  const std::uint64_t mask = saved_mask(n.op);
-  if (mask == 0) return;
-  for (std::size_t i = 0; i < inputs.size() && i < n.inputs.size(); ++i) {
-    if (!inputs[i].defined() || (i < 63 && (mask & (std::uint64_t{1} << i)) == 0)) continue;
-    n.inputs[i].storage = inputs[i].impl().storage;
-    n.inputs[i].version = inputs[i].impl().storage->version;
-  }
-  if (mask & kOutput) {
-    n.output_storage = out.impl().storage;
-    n.output_version = out.impl().storage->version;
+void save(Node& n, const Saved& saved, const TensorList& inputs, const Tensor& out) {
+  n.saved.reserve(saved.tensors.size());
+  for (const Tensor& t : saved.tensors) {
+    SavedTensor s;
+    if (t.defined()) {
+      s.tensor = t.detach();
+      s.version = t.version();
+      if (t.shares_storage(out)) s.role = SavedTensor::kOutput;
+      for (std::size_t i = 0; i < inputs.size() && s.role == SavedTensor::kOther; ++i) {
+        if (t.shares_storage(inputs[i])) s.role = static_cast<int>(i);
+      }
+    }
+    n.saved.push_back(std::move(s));
   }
 }
 
-void check_versions(const Node& n) {
-  auto fail = [&n](const std::string& which, const Shape& shape, std::uint64_t now, std::uint64_t then) {
-    throw AutogradError(fmt::format(
-        "backward: {} needs {} (shape {}), which has been modified by an in-place operation since the forward "
-        "(version {}, expected {}). Was an optimizer step, add_(), copy_() or fill_() run between forward and "
-        "backward? Run backward before updating, recompute the forward after it, or update a clone()",
-        n.name(), which, shape_str(shape), now, then));
-  };
-  for (std::size_t i = 0; i < n.inputs.size(); ++i) {
-    const Edge& e = n.inputs[i];
-    if (auto s = e.storage.lock(); s && s->version != e.version) fail(fmt::format("its input {}", i), e.shape, s->version, e.version);
+TensorList unpack_saved(const Node& n) {
+  TensorList out;
+  out.reserve(n.saved.size());
+  for (const SavedTensor& s : n.saved) {
+    if (s.tensor.defined() && s.tensor.version() != s.version) {
+      const std::string which =
+          s.role == SavedTensor::kOutput ? std::string("its output")
+          : s.role >= 0                  ? fmt::format("its input {}", s.role)
+                                         : std::string("a tensor it made and saved (such as the indices max(x, dim) "
+                                                       "returns or the attention weights)");
+      throw AutogradError(fmt::format(
+          "backward: {} needs {} (shape {}, {}), which has been modified by an in-place operation since the forward "
+          "(version {}, expected {}). Was an optimizer step, add_(), copy_() or fill_() run between forward and "
+          "backward, or a returned tensor edited? Run backward before updating, recompute the forward after it, or "
+          "edit a clone()",
+          n.name(), which, shape_str(s.tensor.shape()), dtype_name(s.tensor.dtype()), s.tensor.version(), s.version));
+    }
+    out.push_back(s.tensor);
   }
-  if (auto s = n.output_storage.lock(); s && s->version != n.output_version) {
-    fail("its output", n.shape, s->version, n.output_version);
-  }
+  return out;
 }
 
 }  // namespace autograd::detail

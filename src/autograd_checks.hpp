@@ -23,11 +23,12 @@ void check_backward(const Node& n, const Tensor& grad_output, const TensorList& 
 /// Anomaly mode: throws when the gradient handed to backward() is not finite.
 void check_seed(const Tensor& gradient);
 
-/// Notes the versions of the tensors n's backward reads (its inputs and output; none for
-/// ops such as add or reshape whose backward reads no values).
-void note_versions(Node& n, const TensorList& inputs, const Tensor& out);
+/// Keeps `saved` on n (detached), each with its memory's version now and whether it is one
+/// of the inputs or the output.
+void save(Node& n, const Saved& saved, const TensorList& inputs, const Tensor& out);
 
-/// Throws AutogradError when a tensor n's backward reads was modified in place since.
-void check_versions(const Node& n);
+/// The saved tensors, for n's backward; throws AutogradError naming n and the tensor when one
+/// was modified in place since it was saved.
+TensorList unpack_saved(const Node& n);
 
 }  // namespace microtorch::autograd::detail

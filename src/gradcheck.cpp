@@ -1,5 +1,6 @@
 // gradcheck: the analytic Jacobian (one backward per output element) against central
 // finite differences, dy/dx_k ~ (f(x + eps e_k) - f(x - eps e_k)) / 2 eps, in float64.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -26,6 +27,10 @@ bool gradcheck(const std::function<Tensor(const TensorList&)>& fn, const TensorL
                                    "pass it as .to(kFloat64)",
                                    i, dtype_name(inputs[i].dtype())));
     }
+  }
+  if (std::none_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.requires_grad(); })) {
+    throw AutogradError("gradcheck: no input requires grad, so nothing would be checked; call requires_grad_() on the "
+                        "inputs to differentiate");
   }
   std::vector<Tensor> saved_grads;
   for (const auto& x : inputs) saved_grads.push_back(x.defined() ? x.grad() : Tensor());

@@ -36,7 +36,7 @@ Mask Mask::additive(const Tensor& bias) {
                                  dtype_name(bias.dtype())));
   }
   Mask m;
-  m.additive_ = bias.detach();
+  m.additive_ = bias;  // not detached: a learned bias (relative positions, ALiBi slopes) gets dS as its gradient
   return m;
 }
 
@@ -78,7 +78,6 @@ Mask Mask::operator&(const Mask& o) const {
   } else if (!o.additive_.defined()) {
     m.additive_ = additive_;
   } else {
-    NoGradGuard no_grad;
     m.additive_ = add(additive_, o.additive_);
   }
   return m;
@@ -110,7 +109,6 @@ Mask Mask::unsqueeze(std::int64_t dim) const {
 Mask Mask::reshape(const Shape& s) const {
   Mask m;
   const Shape full = shape();
-  NoGradGuard no_grad;
   if (keep_.defined()) m.keep_ = keep_.expand(full).reshape(s);
   if (additive_.defined()) m.additive_ = additive_.expand(full).reshape(s);
   return m;
@@ -126,7 +124,6 @@ Tensor Mask::allowed() const {
 
 Tensor Mask::as_additive(Dtype dtype) const {
   if (empty()) return Tensor();
-  NoGradGuard no_grad;
   Tensor bias = additive_.defined() ? additive_.to(dtype) : zeros(keep_.shape(), dtype);
   if (keep_.defined()) {
     bias = masked_fill(expand(bias, shape()), logical_not(keep_), -std::numeric_limits<double>::infinity());

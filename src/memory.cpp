@@ -2,10 +2,15 @@
 #include "microtorch/memory.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
+
+#include "microtorch/error.hpp"
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -34,6 +39,10 @@ namespace {
 constexpr std::size_t kPage = 4096;
 constexpr std::size_t kDefaultLimit = std::size_t{256} << 20;
 
+// Requests above this can never be met (tensors hold at most 2^60 elements of 8 bytes); the
+// bound also keeps the page rounding below from wrapping.
+constexpr std::size_t kMaxBytes = std::size_t{1} << 63;
+
 std::size_t page_rounded(std::size_t bytes) { return (bytes + kPage - 1) & ~(kPage - 1); }
 
 // Each first touch of a 4 KB page is a fault (a few microseconds in a VM). Transparent huge
@@ -51,7 +60,15 @@ void advise_huge_pages(void* data, std::size_t bytes) {
 #endif
 }
 
-void* system_allocate(std::size_t bytes) { return ::operator new(bytes, std::align_val_t{kAlignment}); }
+void* system_allocate(std::size_t bytes) {
+  try {
+    return ::operator new(bytes, std::align_val_t{kAlignment});
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError(fmt::format("memory: the system refused {} bytes; use smaller tensors or free some "
+                                       "(memory::empty_cache() returns cached blocks)",
+                                       bytes));
+  }
+}
 void system_free(void* p) noexcept { ::operator delete(p, std::align_val_t{kAlignment}); }
 
 std::size_t limit_from_environment() {
@@ -158,12 +175,23 @@ Cache& cache() {
 }  // namespace
 
 void* allocate(std::size_t bytes) {
+  if (bytes > kMaxBytes) {
+    throw OutOfMemoryError(fmt::format("memory: {} bytes requested, more than any tensor may hold (2^63)", bytes));
+  }
   if (bytes < kCachedMinBytes) return system_allocate(std::max<std::size_t>(bytes, 1));
   const std::size_t rounded = page_rounded(bytes);
   if (void* p = cache().take(rounded)) return p;
   void* p = system_allocate(rounded);
   advise_huge_pages(p, rounded);
   return p;
+}
+
+void* allocate_array(std::size_t n, std::size_t size) {
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(n, size, &bytes)) {
+    throw OutOfMemoryError(fmt::format("memory: {} elements of {} bytes do not fit in a size_t", n, size));
+  }
+  return allocate(bytes);
 }
 
 void deallocate(void* p, std::size_t bytes) noexcept {

@@ -1,5 +1,6 @@
 #include "microtorch/parallel.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -30,7 +31,9 @@ const int initial_threads = [] {
   return n;
 }();
 
-int current_threads = initial_threads;
+// Read by every parallel_for on any thread; written by set_num_threads.
+std::atomic<int> current_threads{initial_threads};
+std::mutex blas_threads_mutex;  // openblas_set_num_threads is not meant to run concurrently
 
 // Below this many FLOPs a parallel region costs more (waking a thread: ~10 us) than it saves.
 constexpr double kMinParallelFlops = 2e6;
@@ -124,24 +127,25 @@ thread_local bool in_region = false;
 
 void set_num_threads(int n) {
   if (n < 1) throw ValueError(fmt::format("set_num_threads: needs at least 1 thread, got {}", n));
+  std::lock_guard<std::mutex> lock(blas_threads_mutex);
   openblas_set_num_threads(n);
-  current_threads = n;
+  current_threads.store(n);
 }
 
-int get_num_threads() { return current_threads; }
+int get_num_threads() { return current_threads.load(); }
 
 namespace detail {
 
 void parallel_for(std::int64_t n, double cost_per_item, const std::function<void(std::int64_t, std::int64_t)>& body) {
-  const int threads = static_cast<int>(std::min<std::int64_t>(current_threads, n));
+  const int threads = static_cast<int>(std::min<std::int64_t>(current_threads.load(), n));
   if (threads <= 1 || in_region || cost_per_item * static_cast<double>(n) < kMinParallelFlops) {
     if (n > 0) body(0, n);
     return;
   }
   static Pool pool;
-  struct Region {  // one BLAS thread per worker while the region runs
-    Region() { in_region = true, openblas_set_num_threads(1); }
-    ~Region() { in_region = false, openblas_set_num_threads(current_threads); }
+  struct Region {  // the caller's nested parallel_for calls run serially
+    Region() { in_region = true; }
+    ~Region() { in_region = false; }
   } region;
   auto guarded = [&body](std::int64_t b, std::int64_t e) {
     in_region = true;  // nested regions inside a worker run serially

@@ -1,6 +1,8 @@
 #include "microtorch/random.hpp"
 
 #include <cmath>
+#include <cstring>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -10,30 +12,82 @@
 namespace microtorch {
 
 // 53 random bits scaled to [0, 1).
-double Generator::uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
+double Draws::uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
 
 // Box-Muller: sqrt(-2 ln u1) cos(2 pi u2), u1 in (0, 1].
-double Generator::normal() {
+double Draws::normal() {
   const double u1 = 1.0 - uniform();
   const double u2 = uniform();
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
 // Rejection sampling: no modulo bias.
-std::int64_t Generator::integer(std::int64_t low, std::int64_t high) {
-  const auto range = static_cast<std::uint64_t>(high - low);
+std::int64_t Draws::integer(std::int64_t low, std::int64_t high) {
+  // high - low in unsigned arithmetic: [INT64_MIN, INT64_MAX) does not fit a signed difference
+  const std::uint64_t range = static_cast<std::uint64_t>(high) - static_cast<std::uint64_t>(low);
   const std::uint64_t limit = UINT64_MAX - UINT64_MAX % range;
   std::uint64_t r;
   do {
     r = engine_();
   } while (r >= limit);
-  return low + static_cast<std::int64_t>(r % range);
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(low) + r % range);
 }
+
+void Generator::manual_seed(std::uint64_t seed) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  engine_.seed(seed);
+}
+
+// mt19937_64's state is 312 words and an index; its stream operators write them in decimal.
+Tensor Generator::get_state() {
+  std::ostringstream text;
+  locked([&](Draws&) { text << engine_; });
+  std::istringstream in(text.str());
+  std::vector<std::uint64_t> words;
+  for (std::uint64_t w; in >> w;) words.push_back(w);
+  Tensor t = Tensor::empty({static_cast<std::int64_t>(words.size())}, Dtype::Int64);
+  std::memcpy(t.data<std::int64_t>(), words.data(), words.size() * sizeof(std::uint64_t));  // bits kept
+  return t;
+}
+
+void Generator::set_state(const Tensor& state) {
+  constexpr std::int64_t kWords = std::mt19937_64::state_size + 1;
+  if (!state.defined() || state.dtype() != Dtype::Int64 || state.shape() != Shape{kWords}) {
+    throw ValueError(fmt::format("Generator::set_state: expects the int64 [{}] tensor get_state() gives, got {}", kWords,
+                                 state.defined() ? fmt::format("{} {}", dtype_name(state.dtype()), shape_str(state.shape()))
+                                                 : std::string("an undefined tensor")));
+  }
+  std::ostringstream text;
+  for (std::int64_t i = 0; i < kWords; ++i) text << static_cast<std::uint64_t>(state.data<std::int64_t>()[i]) << ' ';
+  std::istringstream in(text.str());
+  std::mt19937_64 engine;
+  in >> engine;
+  if (in.fail() || static_cast<std::uint64_t>(state.data<std::int64_t>()[kWords - 1]) > std::mt19937_64::state_size) {
+    throw ValueError("Generator::set_state: the tensor is not a generator state (its index is out of range)");
+  }
+  locked([&](Draws&) { engine_ = engine; });
+}
+
+double Generator::uniform() { return locked([](Draws& d) { return d.uniform(); }); }
+double Generator::normal() { return locked([](Draws& d) { return d.normal(); }); }
+std::int64_t Generator::integer(std::int64_t low, std::int64_t high) {
+  return locked([&](Draws& d) { return d.integer(low, high); });
+}
+std::uint64_t Generator::next() { return locked([](Draws& d) { return d.next(); }); }
+
+namespace {
+thread_local Generator* thread_generator = nullptr;  // the innermost GeneratorGuard's
+}  // namespace
 
 Generator& default_generator() {
   static Generator g(0);
   return g;
 }
+
+Generator& current_generator() { return thread_generator != nullptr ? *thread_generator : default_generator(); }
+
+GeneratorGuard::GeneratorGuard(Generator& g) : previous_(thread_generator) { thread_generator = &g; }
+GeneratorGuard::~GeneratorGuard() { thread_generator = previous_; }
 
 void manual_seed(std::uint64_t seed) { default_generator().manual_seed(seed); }
 
@@ -47,11 +101,12 @@ Tensor& fill_random(Tensor& t, const char* op, Draw draw) {
   }
   NoGradGuard no_grad;  // initialising a parameter is not part of the graph
   if (t.grad_fn()) throw AutogradError(fmt::format("{}: cannot fill a tensor computed by a recorded op", op));
-  Generator& g = default_generator();
-  visit_dtype(t.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* p = t.data<T>();
-    for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<T>(draw(g));
+  current_generator().locked([&](Draws& g) {
+    visit_dtype(t.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* p = t.data<T>();
+      for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<T>(draw(g));
+    });
   });
   t.bump_version();
   return t;
@@ -63,12 +118,12 @@ Tensor with_grad(Tensor t, const Options& o) { return o.requires_grad() ? t.requ
 
 Tensor& Tensor::uniform_(double low, double high) {
   if (!(low <= high)) throw ValueError(fmt::format("uniform_: low {} must not exceed high {}", low, high));
-  return fill_random(*this, "uniform_", [&](Generator& g) { return low + (high - low) * g.uniform(); });
+  return fill_random(*this, "uniform_", [&](Draws& g) { return low + (high - low) * g.uniform(); });
 }
 
 Tensor& Tensor::normal_(double mean, double std) {
   if (!(std >= 0)) throw ValueError(fmt::format("normal_: std must be >= 0, got {}", std));
-  return fill_random(*this, "normal_", [&](Generator& g) { return mean + std * g.normal(); });
+  return fill_random(*this, "normal_", [&](Draws& g) { return mean + std * g.normal(); });
 }
 
 Tensor rand(const Shape& shape, Options options) {
@@ -87,7 +142,9 @@ Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Options 
   if (low >= high) throw ValueError(fmt::format("randint: low {} must be below high {}", low, high));
   Tensor t = empty(shape, kInt64);
   std::int64_t* p = t.data<std::int64_t>();
-  for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = default_generator().integer(low, high);
+  current_generator().locked([&](Draws& g) {
+    for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = g.integer(low, high);
+  });
   return options.dtype() == kInt64 ? t : with_grad(t.to(options.dtype()), options);
 }
 
@@ -96,7 +153,9 @@ Tensor randperm(std::int64_t n) {
   if (n < 0) throw ValueError(fmt::format("randperm: n must be >= 0, got {}", n));
   Tensor t = arange(0.0, static_cast<double>(n), 1.0, kInt64);
   std::int64_t* p = t.data<std::int64_t>();
-  for (std::int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[default_generator().integer(0, i + 1)]);
+  current_generator().locked([&](Draws& g) {
+    for (std::int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[g.integer(0, i + 1)]);
+  });
   return t;
 }
 

@@ -9,10 +9,40 @@ namespace microtorch {
 
 std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
-std::int64_t numel_of(const Shape& s) {
-  std::int64_t n = 1;
-  for (auto d : s) n *= d;
+namespace {
+
+[[noreturn]] void too_large(const char* op, const std::string& what) {
+  throw ShapeError(fmt::format("{}: {} exceeds the 2^60 elements a tensor may hold; use smaller sizes", op, what));
+}
+
+}  // namespace
+
+std::int64_t numel_of(const Shape& s, const char* op) {
+  // n is the product of the sizes; nonzero that of the non-zero sizes, which must fit too.
+  std::int64_t n = 1, nonzero = 1;
+  for (auto d : s) {
+    if (d < 0) {
+      throw ShapeError(fmt::format("{}: shape {} has a negative size {}; sizes must be >= 0", op, shape_str(s), d));
+    }
+    if (d == 0) {
+      n = 0;
+      continue;
+    }
+    if (nonzero > kMaxNumel / d) too_large(op, fmt::format("shape {}", shape_str(s)));
+    nonzero *= d;
+    n *= d;
+  }
   return n;
+}
+
+std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* op) {
+  if (a > kMaxNumel - b) too_large(op, fmt::format("the size {} + {}", a, b));
+  return a + b;
+}
+
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* op) {
+  if (b != 0 && a > kMaxNumel / b) too_large(op, fmt::format("the size {} * {}", a, b));
+  return a * b;
 }
 
 std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op) {
@@ -38,6 +68,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     }
     out[i] = da == 1 ? db : da;
   }
+  numel_of(out, op);  // two valid shapes can broadcast to one too large ([2^40, 1] with [1, 2^40])
   return out;
 }
 

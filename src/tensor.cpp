@@ -16,12 +16,29 @@ namespace microtorch {
 namespace detail {
 
 std::shared_ptr<TensorImpl> make_impl(std::shared_ptr<Storage> storage, Shape shape, Dtype dtype) {
+  const std::int64_t numel = numel_of(shape, "tensor");  // every tensor's shape is checked here
   auto impl = std::make_shared<TensorImpl>();
+  impl->numel = numel;
   impl->storage = std::move(storage);
   impl->xshape.assign(shape.begin(), shape.end());
   impl->shape = std::move(shape);
   impl->dtype = dtype;
   return impl;
+}
+
+Tensor wrap_external(void* data, const Shape& shape, Dtype dtype, std::function<void(void*)> deleter) {
+  const std::int64_t n = numel_of(shape, "from_blob");
+  if (data == nullptr && n > 0) {
+    throw ValueError(fmt::format("from_blob: a null pointer for {} elements of shape {}", n, shape_str(shape)));
+  }
+  auto storage = visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return std::make_shared<Storage>(Storage{Buffer<T>()});
+  });
+  storage->external = std::shared_ptr<void>(data, [deleter = std::move(deleter)](void* p) {
+    if (deleter) deleter(p);
+  });
+  return Tensor(make_impl(std::move(storage), shape, dtype));
 }
 
 void throw_dtype_access(Dtype have, Dtype want, const char* what) {
@@ -57,8 +74,14 @@ namespace {
 
 // In-place writes are refused on tensors the tape depends on: a leaf that requires grad
 // (update it inside a NoGradGuard, as optimizers do) or a tensor produced by a recorded op.
-void check_inplace(const Tensor& t, const char* op) {
+void check_inplace(const Tensor& t, const char* op, const Tensor& src = Tensor()) {
   if (!is_grad_enabled()) return;
+  if (src.requires_grad()) {  // the write is not recorded, so the gradient would be lost silently
+    throw AutogradError(fmt::format("{}: the source (shape {}) requires grad, but in-place writes are not recorded; "
+                                    "use the out-of-place op (y = x + s, y = s.clone()), or do it inside a NoGradGuard "
+                                    "if no gradient should flow",
+                                    op, shape_str(src.shape())));
+  }
   if (t.grad_fn()) {
     throw AutogradError(fmt::format("{}: in-place update of a tensor computed by a recorded op ({}); use the "
                                     "out-of-place op or detach() first",
@@ -74,18 +97,15 @@ void check_inplace(const Tensor& t, const char* op) {
 }  // namespace
 
 Tensor Tensor::empty(const Shape& shape, Dtype dtype) {
-  for (auto d : shape) {
-    if (d < 0) throw ValueError(fmt::format("empty: negative size in shape {}", shape_str(shape)));
-  }
-  const auto n = static_cast<std::size_t>(numel_of(shape));
+  const auto n = static_cast<std::size_t>(numel_of(shape, "empty"));
   auto storage = visit_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     try {
       return std::make_shared<Storage>(Storage{Buffer<T>(n)});
-    } catch (const std::bad_alloc&) {
-      throw Error(fmt::format("empty: cannot allocate {} bytes for a {} tensor of shape {}; use a smaller shape or "
-                              "free tensors (memory::empty_cache() returns cached blocks)",
-                              n * sizeof(T), dtype_name(dtype), shape_str(shape)));
+    } catch (const OutOfMemoryError&) {
+      throw OutOfMemoryError(fmt::format("empty: cannot allocate {} bytes for a {} tensor of shape {}; use a smaller "
+                                         "shape or free tensors (memory::empty_cache() returns cached blocks)",
+                                         n * sizeof(T), dtype_name(dtype), shape_str(shape)));
     }
   });
   return Tensor(detail::make_impl(std::move(storage), shape, dtype));
@@ -185,7 +205,7 @@ Tensor& Tensor::fill_(double value) {
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  check_inplace(*this, "copy_");
+  check_inplace(*this, "copy_", src);
   Shape b = broadcast_shapes(shape(), src.shape(), "copy_");
   if (b != shape()) {
     throw ShapeError(fmt::format("copy_: source {} does not broadcast to destination {}", shape_str(src.shape()),
@@ -204,7 +224,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
-  check_inplace(*this, "add_");
+  check_inplace(*this, "add_", other);
   if (!is_floating(dtype()) && dtype() != Dtype::Int64) {
     throw DtypeError("add_: bool tensors do not support arithmetic; convert with .to(kFloat32)");
   }

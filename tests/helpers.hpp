@@ -2,7 +2,16 @@
 // and error checks that look inside the message.
 #pragma once
 
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +24,13 @@
 #include "microtorch/nn/module.hpp"
 
 namespace mt = microtorch;
+
+/// Defined under AddressSanitizer and ThreadSanitizer, whose allocators abort on an
+/// impossible size (or an address-space limit) instead of failing the allocation: tests of
+/// such failures run in the release suite only.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MT_SANITIZER_ALLOCATOR 1
+#endif
 
 namespace testing {
 
@@ -38,6 +54,47 @@ inline std::string close_report(const mt::Tensor& actual, const mt::Tensor& expe
   if (bad == 0) return "";
   return fmt::format("{} of {} elements differ (rtol {}, atol {}):{}", bad, a.numel(), rtol, atol, report);
 }
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+inline void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+/// A fresh directory under /tmp, removed (with its files and empty subdirectories) at the
+/// end of the test.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char name[] = "/tmp/microtorch-test-XXXXXX";
+    REQUIRE(::mkdtemp(name) != nullptr);
+    path = name;
+  }
+  ~TempDir() {
+    ::chmod(path.c_str(), 0700);
+    for (const auto& f : files()) {
+      const std::string p = path + "/" + f;
+      if (::rmdir(p.c_str()) != 0) std::remove(p.c_str());
+    }
+    ::rmdir(path.c_str());
+  }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+  std::vector<std::string> files() const {
+    std::vector<std::string> out;
+    if (DIR* d = ::opendir(path.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) out.emplace_back(e->d_name);
+      }
+      ::closedir(d);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
 
 }  // namespace testing
 

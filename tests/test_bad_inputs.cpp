@@ -49,7 +49,6 @@ struct TwoLayer : mt::nn::Module {
     fc2 = register_module("fc2", std::make_shared<mt::nn::Linear>(4, 2));
   }
   Tensor forward(const Tensor& x) override { return fc2->forward(mt::relu(fc1->forward(x))); }
-  std::string type_name() const override { return "TwoLayer"; }
 };
 
 }  // namespace
@@ -101,7 +100,7 @@ TEST_CASE("bad input: using an undefined tensor (an unset grad)") {
 }
 
 TEST_CASE("bad input: a negative size") {
-  CHECK_THROWS_MSG(mt::zeros({2, -1}), mt::ValueError, "negative", "[2, -1]");
+  CHECK_THROWS_MSG(mt::zeros({2, -1}), mt::ShapeError, "negative", "[2, -1]");
 }
 
 TEST_CASE("bad input: index_select with an out-of-range or a float index") {
@@ -356,7 +355,8 @@ TEST_CASE("bad input: a .npy whose header claims more data than the file holds, 
   std::string npy = std::string("\x93NUMPY\x01\x00", 8) + std::string(1, char(header.size() & 0xff)) +
                     std::string(1, char(header.size() >> 8)) + header;
   write_bytes(file.path, npy);
-  CHECK_THROWS_MSG(mt::load_npy(file.path), mt::IoError, file.path.c_str(), "too large");
+  CHECK_THROWS_MSG(mt::load_npy(file.path), mt::IoError, file.path.c_str(), "impossible",
+                   "[4611686018427387904, 4611686018427387904]");
 }
 
 TEST_CASE("bad input: a .npy of a dtype microtorch does not hold") {

@@ -24,7 +24,7 @@ TEST_CASE("zeros, ones, full, empty and the *_like variants") {
   CHECK(mt::full_like(x, 3).at<std::int64_t>({1, 1}) == 3);
   CHECK(mt::ones_like(x).shape() == x.shape());
   CHECK(mt::empty_like(x).shape() == x.shape());
-  CHECK_THROWS_MSG(mt::zeros({2, -1}), mt::ValueError, "negative", "[2, -1]");
+  CHECK_THROWS_MSG(mt::zeros({2, -1}), mt::ShapeError, "negative", "[2, -1]");
 }
 
 TEST_CASE("arange and linspace follow PyTorch's endpoints and dtypes") {

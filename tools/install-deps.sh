@@ -15,6 +15,7 @@ PACKAGES=(
   pkg-config
   meson
   ninja-build
+  cmake               # tools/check-install.sh: a CMake project using find_package(microtorch)
   libxtensor-dev
   xtl-dev
   libxsimd-dev
@@ -31,6 +32,8 @@ PACKAGES=(
   libbenchmark-dev    # Google Benchmark: benchmarks/ (make bench)
   clang               # the libFuzzer targets in tests/fuzz (make test, make fuzz)
   libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes
+  librsvg2-bin        # rsvg-convert: tools/check_svg.py renders the demo's figures
+  clang-tools-22      # clang-repl: tools/run_notebooks.py runs the notebooks cell by cell (bookworm-security)
 )
 PACKAGES+=("$@")
 

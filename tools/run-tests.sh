@@ -1,30 +1,35 @@
 #!/usr/bin/env bash
 # tools/run-tests.sh — what `make test` runs once the builds are done: the doctest suite
-# (release build), the same suite under AddressSanitizer + UndefinedBehaviorSanitizer +
-# LeakSanitizer, and a short bounded run of every libFuzzer target. Ends with one line:
+# (release build), the notebooks, the same suite under AddressSanitizer +
+# UndefinedBehaviorSanitizer + LeakSanitizer and under ThreadSanitizer, and a short bounded
+# run of every libFuzzer target. Ends with one line:
 #
-#   tests: N passed, M failed (release P/T, asan+ubsan P/T, fuzz P/T targets)
+#   tests: N passed, M failed (release P/T, notebooks P/T, readme P/T, pictures P/T, install P/T,
+#                              asan+ubsan P/T, tsan P/T, fuzz P/T targets)
 #
 # N and M add up every doctest case of both suites and every fuzz target; a crash, a
 # sanitizer report or a fuzzer finding counts as a failure, and the exit status is
 # non-zero when M > 0. Settings come from the environment (the Makefile passes them):
 #
-#   BUILD=build  ASAN_BUILD=build-asan (empty: skip)  FUZZ_BUILD=build-fuzz (empty: skip)
-#   TEST_ARGS='...'     doctest options for both suites
-#   ASAN_EXCLUDE='...'  doctest -tce patterns the sanitizer pass leaves out
+#   BUILD=build  ASAN_BUILD=build-asan  TSAN_BUILD=build-tsan  FUZZ_BUILD=build-fuzz (each: empty skips)
+#   TEST_ARGS='...'     doctest options for every suite
+#   ASAN_EXCLUDE='...'  doctest -tce patterns the sanitizer passes leave out
 #   FUZZ_SECONDS=10     per fuzz target
 #   NOTEBOOKS=1         0 skips the notebooks (tools/run_notebooks.py); NOTEBOOK_ARGS its options
+#   INSTALL_CHECK=1     0 skips tools/check-install.sh (install to a prefix, two consumers)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD=${BUILD:-build}
 ASAN_BUILD=${ASAN_BUILD-build-asan}
+TSAN_BUILD=${TSAN_BUILD-build-tsan}
 FUZZ_BUILD=${FUZZ_BUILD-build-fuzz}
 TEST_ARGS=${TEST_ARGS:-}
 ASAN_EXCLUDE=${ASAN_EXCLUDE:-}
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 NOTEBOOKS=${NOTEBOOKS:-1}
 NOTEBOOK_ARGS=${NOTEBOOK_ARGS:-}
+INSTALL_CHECK=${INSTALL_CHECK:-1}
 
 total_passed=0
 total_failed=0
@@ -75,6 +80,42 @@ if [[ $NOTEBOOKS != 0 ]] && ! $fuzz_only; then
     "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$nbsummary")" "$nblog"
 fi
 
+# Every C++ example of README.md compiled and run (tools/check_readme.py).
+if ! $fuzz_only; then
+  echo
+  echo "== README.md: every C++ example compiled (C++20) and run"
+  rlog=$BUILD/readme-check.log
+  python3 tools/check_readme.py --build "$BUILD" 2>&1 | tee "$rlog"
+  rrc=${PIPESTATUS[0]}
+  rsummary=$(grep -a '^readme: [0-9]* passed' "$rlog" | tail -n 1)
+  tally readme "$rrc" "$(sed -nE 's/^readme: ([0-9]+) passed.*/\1/p' <<<"$rsummary")" \
+    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$rsummary")" "$rlog"
+fi
+
+# The demo's figures rendered by rsvg-convert: they render, and no text leaves the canvas.
+if ! $fuzz_only; then
+  echo
+  echo "== pictures: the demo's figures rendered with rsvg-convert (tools/check_svg.py)"
+  plog=$BUILD/pictures-check.log
+  python3 tools/check_svg.py --build "$BUILD" 2>&1 | tee "$plog"
+  prc=${PIPESTATUS[0]}
+  psummary=$(grep -a '^pictures: [0-9]* passed' "$plog" | tail -n 1)
+  tally pictures "$prc" "$(sed -nE 's/^pictures: ([0-9]+) passed.*/\1/p' <<<"$psummary")" \
+    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$psummary")" "$plog"
+fi
+
+# The library installed into a prefix and used by a pkg-config and a CMake project.
+if [[ $INSTALL_CHECK != 0 ]] && ! $fuzz_only; then
+  echo
+  echo "== install: a library-only build into a temporary prefix, used by two out-of-tree projects"
+  ilog=$BUILD/install-check.log
+  tools/check-install.sh 2>&1 | tee "$ilog"
+  irc=${PIPESTATUS[0]}
+  isummary=$(grep -a '^check-install: [0-9]* passed' "$ilog" | tail -n 1)
+  tally install "$irc" "$(sed -nE 's/^check-install: ([0-9]+) passed.*/\1/p' <<<"$isummary")" \
+    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$isummary")" "$ilog"
+fi
+
 if [[ -n $ASAN_BUILD ]] && ! $fuzz_only; then
   echo
   echo "== the suite again under AddressSanitizer + UndefinedBehaviorSanitizer ($ASAN_BUILD)"
@@ -87,6 +128,18 @@ if [[ -n $ASAN_BUILD ]] && ! $fuzz_only; then
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     run_suite asan+ubsan "$ASAN_BUILD/tests/microtorch-tests" "$ASAN_BUILD/tests/last-run.log" \
     "${exclude[@]}" $TEST_ARGS
+fi
+
+if [[ -n $TSAN_BUILD ]] && ! $fuzz_only; then
+  echo
+  echo "== the suite again under ThreadSanitizer ($TSAN_BUILD)"
+  exclude=()
+  [[ -n $ASAN_EXCLUDE ]] && exclude=("-tce=$ASAN_EXCLUDE")
+  # halt_on_error: the first data race fails the run. OpenBLAS is not instrumented, so its
+  # own threads are invisible here; microtorch's (the attention pool, user threads) are not.
+  # shellcheck disable=SC2086
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=tools/tsan.supp \
+    run_suite tsan "$TSAN_BUILD/tests/microtorch-tests" "$TSAN_BUILD/tests/last-run.log" "${exclude[@]}" $TEST_ARGS
 fi
 
 if [[ -n $FUZZ_BUILD && $FUZZ_SECONDS -gt 0 ]]; then

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -69,9 +70,34 @@ using Attr = std::variant<std::int64_t, double, bool, std::string, Shape>;
 using Attrs = std::vector<std::pair<std::string, Attr>>;
 /// needs[i] is true when input i wants a gradient; backward may skip the others.
 using NeedsGrad = std::vector<bool>;
-/// Maps the gradient of the output to one gradient per input (undefined = none). A
-/// returned gradient may have the broadcast shape: the engine reduces it with sum_to().
-using BackwardFn = std::function<TensorList(const Tensor& grad_output, const NeedsGrad& needs)>;
+/// Maps the gradient of the output to one gradient per input (undefined = none), given the
+/// tensors the op saved (see Saved). A returned gradient may have the broadcast shape: the
+/// engine reduces it with sum_to().
+using BackwardFn =
+    std::function<TensorList(const Tensor& grad_output, const NeedsGrad& needs, const TensorList& saved)>;
+
+/// The tensors an op's backward reads (PyTorch's ctx.save_for_backward): inputs, the
+/// output, or anything else the op made, such as the indices max(x, dim) returns or the
+/// attention weights. The node keeps them (detached) with the version their memory had when
+/// the op ran, and backward refuses to run if one was written in place since (the user
+/// edited returned indices, an optimizer stepped a weight). Backward closures read tensor
+/// values only through this list, so no saved value escapes the check.
+struct Saved {
+  TensorList tensors;
+  Saved() = default;
+  Saved(std::initializer_list<Tensor> t) : tensors(t) {}
+  explicit Saved(TensorList t) : tensors(std::move(t)) {}
+};
+
+/// One saved tensor on a node: the tensor (detached), its memory's version when saved, and
+/// what it was to the op (for error messages).
+struct SavedTensor {
+  static constexpr int kOutput = -1;  // the op's output
+  static constexpr int kOther = -2;   // made by the op (indices, weights, statistics)
+  Tensor tensor;
+  std::uint64_t version = 0;
+  int role = kOther;  // or the index of the input it is
+};
 
 /// Where the gradient of one input goes: the node that produced it, or the leaf itself.
 struct Edge {
@@ -84,11 +110,6 @@ struct Edge {
   /// can read constants (a scalar in `x * 0.5`, an attention mask) and fold subgraphs that
   /// do not depend on the traced input. Empty in normal autograd.
   std::shared_ptr<TensorImpl> value;
-  /// The input's memory and its version when the op ran (see Storage::version); set only
-  /// for ops whose backward reads its inputs' values. Backward refuses to run when the
-  /// memory is still alive and has been written in place since.
-  std::weak_ptr<Storage> storage;
-  std::uint64_t version = 0;
 };
 
 /// One recorded op.
@@ -98,11 +119,10 @@ class Node {
   Attrs attrs;              // {"dim", -1}, ...
   std::vector<Edge> inputs;
   BackwardFn backward;      // empty once the graph has been freed
+  std::vector<SavedTensor> saved;  // what backward reads; freed with it
   Shape shape;              // of the output
   Dtype dtype = Dtype::Float32;
   std::weak_ptr<TensorImpl> output;  // for retain_grad(); weak, so no cycle
-  std::weak_ptr<Storage> output_storage;  // with output_version: as Edge::storage, for the output
-  std::uint64_t output_version = 0;
   std::int64_t anomaly_seq = 0;  // 1, 2, ... for ops recorded in anomaly mode, else 0
 
   Node() = default;
@@ -138,20 +158,36 @@ class TraceGuard {
 };
 
 /// Records `op` on `out` when grad mode is on and an input requires grad (or a trace is
-/// active); returns `out`.
-/// `backward` is called as backward(grad_output, needs) or backward(grad_output).
-Tensor record_node(Tensor out, std::string_view op, const TensorList& inputs, BackwardFn backward,
+/// active); returns `out`. `saved` lists every tensor the backward reads (see Saved).
+Tensor record_node(Tensor out, std::string_view op, const TensorList& inputs, const Saved& saved, BackwardFn backward,
                    Attrs attrs);
 
+/// record_node with the backward given as any of
+///   backward(grad_output)                      reads no saved values (add, reshape, ...)
+///   backward(grad_output, needs)
+///   backward(grad_output, needs, saved)        saved[i] is the i-th tensor of `saved`
 template <class F>
-Tensor record(Tensor out, std::string_view op, const TensorList& inputs, F&& backward, Attrs attrs = {}) {
-  if constexpr (std::is_invocable_v<F, const Tensor&, const NeedsGrad&>) {
-    return record_node(std::move(out), op, inputs, BackwardFn(std::forward<F>(backward)), std::move(attrs));
+Tensor record(Tensor out, std::string_view op, const TensorList& inputs, const Saved& saved, F&& backward,
+              Attrs attrs = {}) {
+  if constexpr (std::is_invocable_v<F, const Tensor&, const NeedsGrad&, const TensorList&>) {
+    return record_node(std::move(out), op, inputs, saved, BackwardFn(std::forward<F>(backward)), std::move(attrs));
+  } else if constexpr (std::is_invocable_v<F, const Tensor&, const NeedsGrad&>) {
+    return record_node(std::move(out), op, inputs, saved,
+                       BackwardFn([f = std::forward<F>(backward)](const Tensor& g, const NeedsGrad& n,
+                                                                  const TensorList&) { return f(g, n); }),
+                       std::move(attrs));
   } else {
-    return record_node(std::move(out), op, inputs,
-                       BackwardFn([f = std::forward<F>(backward)](const Tensor& g, const NeedsGrad&) { return f(g); }),
+    return record_node(std::move(out), op, inputs, saved,
+                       BackwardFn([f = std::forward<F>(backward)](const Tensor& g, const NeedsGrad&,
+                                                                  const TensorList&) { return f(g); }),
                        std::move(attrs));
   }
+}
+
+/// record() for ops whose backward reads no tensor values.
+template <class F>
+Tensor record(Tensor out, std::string_view op, const TensorList& inputs, F&& backward, Attrs attrs = {}) {
+  return record(std::move(out), op, inputs, Saved{}, std::forward<F>(backward), std::move(attrs));
 }
 
 /// True when an op on these inputs would be recorded.

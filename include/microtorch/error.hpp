@@ -53,6 +53,13 @@ class AnomalyError : public AutogradError {
   using AutogradError::AutogradError;
 };
 
+/// The system refused memory for a tensor (the message names the bytes and, where known,
+/// the shape). Sizes that cannot exist at all are ShapeErrors before any allocation.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// A file that cannot be read or written, or whose contents are not valid.
 class IoError : public Error {
  public:

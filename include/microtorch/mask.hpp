@@ -7,7 +7,8 @@
 //
 //   Mask::keep(allowed)        bool, true = may attend
 //   Mask::block(blocked)       bool, true = blocked (PyTorch MHA's key_padding_mask / attn_mask)
-//   Mask::additive(bias)       float added to the scores; -inf blocks
+//   Mask::additive(bias)       float added to the scores; -inf blocks; differentiable: a bias that
+//                              requires grad (a learned relative-position bias) gets dL/dscores
 //   Mask::causal(L, S)         query i may attend keys j <= i (top-left aligned, as torch's is_causal)
 //   Mask::key_padding(len, S)  key j of sequence n may be attended iff j < len[n]; shape [N, 1, S]
 //   a & b                      allowed by both (additive parts add up)
@@ -54,7 +55,8 @@ class Mask {
   /// Bool tensor, true = may attend (an additive -inf counts as blocked).
   Tensor allowed() const;
   /// The mask as one additive float tensor of `dtype`: 0 or the additive bias where allowed,
-  /// -inf where blocked. This is what attention adds to its scores.
+  /// -inf where blocked. This is what attention adds to its scores; it carries the additive
+  /// part's graph, so its gradient reaches a bias that requires grad (zero where blocked).
   Tensor as_additive(Dtype dtype) const;
   /// Checks that the mask broadcasts to `scores` (N.. x L x S); the error names `op`, both
   /// shapes and the shapes that would work.

@@ -39,9 +39,12 @@ void set_cache_limit(std::size_t bytes);
 std::size_t cache_limit();
 Stats stats();
 
-/// Raw blocks of `bytes`, kAlignment-aligned; deallocate takes the same size back.
+/// Raw blocks of `bytes`, kAlignment-aligned; deallocate takes the same size back. Throws
+/// OutOfMemoryError (a microtorch::Error) when the system refuses or the size is impossible.
 void* allocate(std::size_t bytes);
 void deallocate(void* p, std::size_t bytes) noexcept;
+/// allocate(n * size), refusing a product that would wrap the same way.
+void* allocate_array(std::size_t n, std::size_t size);
 
 /// The allocator of tensor storage (a std allocator over allocate/deallocate).
 template <class T>
@@ -51,8 +54,7 @@ struct CachingAllocator {
   template <class U>
   CachingAllocator(const CachingAllocator<U>&) noexcept {}  // NOLINT: rebinding converts implicitly
   T* allocate(std::size_t n) {
-    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
-    return static_cast<T*>(memory::allocate(n * sizeof(T)));
+    return static_cast<T*>(memory::allocate_array(n, sizeof(T)));
   }
   void deallocate(T* p, std::size_t n) noexcept { memory::deallocate(p, n * sizeof(T)); }
   template <class U>

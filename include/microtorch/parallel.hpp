@@ -3,8 +3,15 @@
 // microtorch targets small models, where threads cost more than they give: by default
 // everything runs on one thread. MICROTORCH_NUM_THREADS=<n> in the environment, or
 // set_num_threads(n) in code, raises it (as torch.set_num_threads does) for BLAS and for
-// attention, whose batch x heads loop is then split over n threads while OpenBLAS runs on
-// one thread inside it (the cores are never oversubscribed).
+// attention, whose batch x heads loop is then split over n threads (its kernels call no
+// BLAS, so the cores are never oversubscribed).
+//
+// Threads of your own: tensors, modules and optimizers hold no hidden shared state, so
+// independent models may be built, trained, saved and loaded in independent threads (a
+// tensor or module used by two threads at once needs your own lock, as in PyTorch). Random
+// draws are safe from any thread (random.hpp: GeneratorGuard gives a thread its own
+// stream). The setting below is process-wide, like torch.set_num_threads: set it at
+// start-up, or between steps, not while other threads run matmuls.
 #pragma once
 
 namespace microtorch {

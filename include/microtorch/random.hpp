@@ -1,12 +1,23 @@
 // microtorch/random.hpp — seeded random tensors and the nn.init initializers.
 //
-// One global generator (a 64-bit Mersenne Twister). manual_seed(s) makes every later
-// draw reproducible across runs and platforms: uniform and normal samples are derived
-// from the raw 64-bit output by fixed formulas, not by the standard library's
-// implementation-defined distributions.
+// Draws come from a Generator (a 64-bit Mersenne Twister): uniform and normal samples are
+// derived from its raw 64-bit output by fixed formulas, not by the standard library's
+// implementation-defined distributions, so a seed gives the same numbers on every platform.
+//
+// Threads. As in PyTorch, there is one default generator for the process: manual_seed(s)
+// seeds it, and rand/randn/randint/randperm, uniform_/normal_, the initializers (hence
+// module construction) and dropout draw from it. A generator locks itself for each draw or
+// tensor fill, so threads may share it safely; their draws then interleave in whatever
+// order the threads run. A thread that needs its own reproducible stream (two models built
+// and trained in two threads, each from its own seed) installs a generator of its own:
+//
+//   mt::Generator gen(seed);
+//   mt::GeneratorGuard use(gen);   // this thread's draws come from gen while `use` lives
+//   auto model = std::make_shared<Net>();   // initialised from gen, whatever other threads do
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <random>
 #include <string_view>
 
@@ -14,25 +25,72 @@
 
 namespace microtorch {
 
-class Generator {
+/// The draws of a generator: formulas over a raw 64-bit engine (unsynchronised; a Generator
+/// hands one out with its lock held).
+class Draws {
  public:
-  explicit Generator(std::uint64_t seed = 0) : engine_(seed) {}
-  void manual_seed(std::uint64_t seed) { engine_.seed(seed); }
+  explicit Draws(std::mt19937_64& engine) : engine_(engine) {}
   /// Uniform in [0, 1) with 53 random bits.
   double uniform();
   /// Standard normal (Box-Muller).
   double normal();
-  /// Uniform integer in [low, high).
+  /// Uniform integer in [low, high) (low < high).
   std::int64_t integer(std::int64_t low, std::int64_t high);
   std::uint64_t next() { return engine_(); }
 
  private:
-  std::mt19937_64 engine_;
+  std::mt19937_64& engine_;
 };
 
-/// The generator used by rand/randn/randint/uniform_/normal_ and the initializers.
+/// A seeded random stream, safe to share between threads (every call locks it).
+class Generator {
+ public:
+  explicit Generator(std::uint64_t seed = 0) : engine_(seed) {}
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
+  void manual_seed(std::uint64_t seed);
+  /// f(draws) with the generator locked once (a whole tensor's worth of draws).
+  template <class F>
+  decltype(auto) locked(F&& f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Draws d(engine_);
+    return f(d);
+  }
+  /// The engine's whole state as an int64 tensor (PyTorch's get_rng_state): save it with a
+  /// checkpoint, and set_state() continues the stream exactly where it was.
+  Tensor get_state();
+  /// Restores a get_state(); anything else throws ValueError.
+  void set_state(const Tensor& state);
+  /// Single draws, each under the lock.
+  double uniform();
+  double normal();
+  std::int64_t integer(std::int64_t low, std::int64_t high);
+  std::uint64_t next();
+
+ private:
+  std::mt19937_64 engine_;
+  std::mutex mutex_;
+};
+
+/// The process-wide default generator (seeded with 0 at start).
 Generator& default_generator();
+/// The generator this thread draws from: the innermost GeneratorGuard's, else the default.
+Generator& current_generator();
+/// Seeds the default generator (PyTorch's torch.manual_seed). Draws on a thread inside a
+/// GeneratorGuard are not affected.
 void manual_seed(std::uint64_t seed);
+
+/// RAII: this thread draws from `g` while the guard lives (guards nest). `g` must outlive it.
+class GeneratorGuard {
+ public:
+  explicit GeneratorGuard(Generator& g);
+  ~GeneratorGuard();
+  GeneratorGuard(const GeneratorGuard&) = delete;
+  GeneratorGuard& operator=(const GeneratorGuard&) = delete;
+
+ private:
+  Generator* previous_;
+};
 
 /// Uniform on [0, 1).
 Tensor rand(const Shape& shape, Options options = {});

@@ -13,8 +13,20 @@ using Shape = std::vector<std::int64_t>;
 /// "[2, 3, 4]".
 std::string shape_str(const Shape& s);
 
-/// Number of elements (1 for a 0-d tensor).
-std::int64_t numel_of(const Shape& s);
+/// The most elements a tensor may hold: 2^60, so that the byte count of every dtype, every
+/// stride and every offset fits in int64 with room to spare.
+constexpr std::int64_t kMaxNumel = std::int64_t{1} << 60;
+
+/// Number of elements (1 for a 0-d tensor). Every size is checked: a negative size, or sizes
+/// whose product exceeds kMaxNumel, throw ShapeError naming `op` and the shape. Sizes of 0
+/// do not hide the others: [0, 2^40, 2^40] is refused too, because reducing away its 0
+/// would leave a shape that overflows.
+std::int64_t numel_of(const Shape& s, const char* op = "shape");
+
+/// a + b and a * b for sizes, throwing ShapeError naming `op` when the result would exceed
+/// kMaxNumel (inputs must be >= 0).
+std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* op);
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* op);
 
 /// Wraps a possibly negative dim into [0, ndim); throws IndexError naming `op` otherwise.
 /// For ops that insert a dim (unsqueeze, stack) pass ndim + 1.

@@ -97,14 +97,16 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
   weights_shape.push_back(d.L);
   weights_shape.push_back(d.S);
   mask.check_broadcast(weights_shape, op);
-  const Tensor bias = mask.as_additive(dtype);
+  const Tensor bias = mask.as_additive(dtype);  // requires grad when a learned additive bias does
+  TensorList recorded = inputs;
+  if (bias.defined()) recorded.push_back(bias);  // the bias's gradient is dS; a trace also sees the mask
   Tensor dropped;  // M / (1 - p) when dropout is on
   if (dropout_p > 0.0) {
     NoGradGuard no_grad;
     dropped = (rand(weights_shape, dtype) >= dropout_p).to(dtype) * (1.0 / (1.0 - dropout_p));
   }
   // The L x S buffers are kept only for backward or when returned per matrix.
-  const bool keep = autograd::needs_recording(inputs) || (wanted.need && !wanted.average);
+  const bool keep = autograd::needs_recording(recorded) || (wanted.need && !wanted.average);
   const Tensor weights = keep ? Tensor::empty(weights_shape, dtype) : Tensor();
   const Tensor probs = keep && dropped.defined() ? Tensor::empty(weights_shape, dtype) : weights;
   Tensor average;
@@ -132,21 +134,27 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
                                  matrices(out.data<T>(), lay->out_offsets, lay->out_ld));
     return 0;
   });
-  TensorList saved;
-  for (const auto& t : inputs) saved.push_back(t.detach());
-  TensorList recorded = inputs;
-  if (bias.defined()) recorded.push_back(bias);  // a constant input: the tracer sees the mask
+  // Saved: the inputs, then A, P and M (P is A and M undefined without dropout). The
+  // weights handed back to the caller are A or P themselves, so an in-place edit of them is
+  // caught by the saved version, not silently differentiated through.
+  const std::size_t n_in = inputs.size();
+  autograd::Saved saved(inputs);
+  saved.tensors.insert(saved.tensors.end(), {weights, probs, dropped});
   out = autograd::record(
-      out, op, recorded,
-      [saved, lay, weights, probs, dropped, scale, op](const Tensor& g, const autograd::NeedsGrad& needs) {
+      out, op, recorded, saved,
+      [lay, n_in, scale, op](const Tensor& g, const autograd::NeedsGrad& needs, const TensorList& s) {
+        const Tensor &weights = s[n_in], &probs = s[n_in + 1], &dropped = s[n_in + 2];
         TensorList grads(needs.size());
         for (const Operand* o : {&lay->q, &lay->k, &lay->v}) {
           if (needs[o->input] && !grads[o->input].defined()) grads[o->input] = Tensor::empty(o->grad_shape, g.dtype());
         }
+        // d bias = dS, of the weights' shape; the engine sums it back to the bias's shape
+        const bool bias_grad = needs.size() > n_in && needs[n_in];
+        if (bias_grad) grads[n_in] = Tensor::empty(weights.shape(), g.dtype());
         detail::visit_floating(g.dtype(), op, [&](auto tag) {
           using T = typename decltype(tag)::type;
           auto in = [&](const Operand& o) {
-            return matrices(static_cast<const T*>(saved[o.input].data<T>()), o.offsets, o.ld);
+            return matrices(static_cast<const T*>(s[o.input].data<T>()), o.offsets, o.ld);
           };
           auto grad = [&](const Operand& o) {
             return needs[o.input] ? matrices(grads[o.input].data<T>(), o.grad_offsets, o.grad_ld) : Matrices<T>();
@@ -155,7 +163,8 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
                                         weights.data<T>(), dropped.defined() ? dropped.data<T>() : nullptr,
                                         probs.data<T>(), matrices(static_cast<const T*>(g.data<T>()),
                                                                      lay->out_offsets, lay->out_ld),
-                                        grad(lay->q), grad(lay->k), grad(lay->v));
+                                        grad(lay->q), grad(lay->k), grad(lay->v),
+                                        bias_grad ? grads[n_in].data<T>() : nullptr);
           return 0;
         });
         return grads;

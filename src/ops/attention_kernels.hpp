@@ -13,7 +13,7 @@
 //   O = P v
 // Backward, per matrix i (attention_rows_backward), from the saved A (and M, P):
 //   dv = P^T dO,  dP = dO v^T,  dA = dP * M,
-//   dS = A * (dA - rowsum(dA * A)),  dq = scale dS k,  dk = scale dS^T q
+//   dS = A * (dA - rowsum(dA * A)),  dq = scale dS k,  dk = scale dS^T q,  dbias = dS
 // Both run fused over blocks of 16 query rows (attention_rows.cpp), in a small scratch per
 // thread. Matrices are independent, so they are spread over microtorch's threads.
 #pragma once
@@ -89,6 +89,7 @@ struct AttentionGradMatrix : AttentionOperands<T> {
   std::int64_t lddo = 0;
   T *dq = nullptr, *dk = nullptr, *dv = nullptr;
   std::int64_t lddq = 0, lddk = 0, lddv = 0;
+  T* dbias = nullptr;  // dS, contiguous [L, S], when the additive bias wants a gradient
 };
 
 /// Elements of the scratch attention_rows and attention_rows_backward need: transposed
@@ -132,13 +133,13 @@ void attention_forward(const AttentionDims& d, T scale, const Matrices<const T>&
   });
 }
 
-/// Writes dq, dk, dv (each only when present) from dout; weights/drop/probs as saved by
-/// attention_forward.
+/// Writes dq, dk, dv (each only when present) and dbias ([count, L, S], when not null) from
+/// dout; weights/drop/probs as saved by attention_forward.
 template <class T>
 void attention_backward(const AttentionDims& d, T scale, const Matrices<const T>& q, const Matrices<const T>& k,
                         const Matrices<const T>& v, const T* weights, const T* drop, const T* probs,
                         const Matrices<const T>& dout, const Matrices<T>& dq, const Matrices<T>& dk,
-                        const Matrices<T>& dv) {
+                        const Matrices<T>& dv, T* dbias) {
   const std::int64_t LS = d.L * d.S;
   const double flops = 4.0 * static_cast<double>(LS) * static_cast<double>(d.D + d.Dv);
   parallel_for(d.count, flops, [&](std::int64_t begin, std::int64_t end) {
@@ -152,6 +153,7 @@ void attention_backward(const AttentionDims& d, T scale, const Matrices<const T>
       if (dq) a.dq = dq[i], a.lddq = dq.ld;
       if (dk) a.dk = dk[i], a.lddk = dk.ld;
       if (dv) a.dv = dv[i], a.lddv = dv.ld;
+      if (dbias) a.dbias = dbias + ii * LS;
       attention_rows_backward(a, scratch.get());
     }
   });

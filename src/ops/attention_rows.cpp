@@ -252,8 +252,9 @@ template <class T>
 // Per block, with A^T and P^T read back from the saved weights:
 //   dv[j] += sum_r P^T[j][r] dO[i0 + r]
 //   dP^T[j] = sum_e v[j, e] dO^T[e],  dA^T = dP^T * M^T
-//   dS^T[j] = scale A^T[j] (dA^T[j] - sum_j' dA^T[j'] A^T[j'])   (the row sums elementwise over lanes)
-//   dq[i0 + r] = sum_j dS^T[j][r] k[j],  dk[j] += sum_r dS^T[j][r] q[i0 + r]
+//   dS^T[j] = A^T[j] (dA^T[j] - sum_j' dA^T[j'] A^T[j'])   (the row sums elementwise over lanes)
+//   dbias[i0 + r] = dS[r]  (when wanted, before the scale is applied)
+//   dq[i0 + r] = scale sum_j dS^T[j][r] k[j],  dk[j] += scale sum_r dS^T[j][r] q[i0 + r]
 template <class T>
 [[gnu::always_inline]] inline void attention_rows_backward_body(const AttentionGradMatrix<T>& a, T* scratch) {
   using V = VecOf<T>;
@@ -276,7 +277,7 @@ template <class T>
       }
       add_outer(pt, S, dout, a.lddo, Dv, rows, a.dv, a.lddv);
     }
-    if (!a.dq && !a.dk) continue;
+    if (!a.dq && !a.dk && !a.dbias) continue;
     transpose_rows(dout, a.lddo, rows, Dv, T(1), z.bt);  // dO^T
     keys_times(a.v, a.ldv, S, Dv, z.bt, z.st);         // dP^T
     if (a.drop) {
@@ -293,9 +294,17 @@ template <class T>
     }
     for (std::int64_t j = j4; j < S; ++j) d0 += simd::load(z.st + j * W) * simd::load(z.at + j * W);
     const V dot = (d0 + d1) + (d2 + d3);
-    for (std::int64_t j = 0; j < S; ++j) {
-      const V aj = simd::load(z.at + j * W);
-      simd::store(z.st + j * W, a.scale * aj * (simd::load(z.st + j * W) - dot));  // dS^T
+    if (a.dbias) {  // dS^T, stored unscaled as rows of dbias, then scaled for dq and dk
+      for (std::int64_t j = 0; j < S; ++j) {
+        simd::store(z.st + j * W, simd::load(z.at + j * W) * (simd::load(z.st + j * W) - dot));
+      }
+      untranspose_rows(z.st, S, rows, false, T(1), a.dbias + i0 * S, S);
+      for (std::int64_t j = 0; j < S; ++j) simd::store(z.st + j * W, a.scale * simd::load(z.st + j * W));
+    } else {
+      for (std::int64_t j = 0; j < S; ++j) {
+        const V aj = simd::load(z.at + j * W);
+        simd::store(z.st + j * W, a.scale * aj * (simd::load(z.st + j * W) - dot));  // scale dS^T
+      }
     }
     if (a.dq) rows_times(z.st, S, a.k, a.ldk, D, rows, a.dq + i0 * a.lddq, a.lddq, z.pad);
     if (a.dk) add_outer(z.st, S, a.q + i0 * a.ldq, a.ldq, D, rows, a.dk, a.lddk);

@@ -114,7 +114,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     using T = typename decltype(tag)::type;
     return Tensor::from_array(xt::vectorize([](bool c, T x, T y) { return c ? x : y; })(cond.array<bool>(), ca.array<T>(), cb.array<T>()));
   });
-  return autograd::record(y, "where", {a, b}, [cond = cond.detach()](const Tensor& g, const autograd::NeedsGrad& n) {
+  return autograd::record(y, "where", {a, b}, autograd::Saved{cond},
+                          [](const Tensor& g, const autograd::NeedsGrad& n, const TensorList& s) {
+    const Tensor& cond = s[0];
     const Tensor zero = zeros({}, g.dtype());
     return TensorList{n[0] ? where(cond, g, zero) : Tensor(), n[1] ? where(cond, zero, g) : Tensor()};
   });
@@ -134,8 +136,10 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     return Tensor::from_array(xt::vectorize([v](bool m, T e) { return m ? v : e; })(mask.array<bool>(), x.array<T>()));
   });
   return autograd::record(
-      y, "masked_fill", {x},
-      [mask = mask.detach()](const Tensor& g) { return TensorList{where(mask, zeros({}, g.dtype()), g)}; },
+      y, "masked_fill", {x}, autograd::Saved{mask},
+      [](const Tensor& g, const autograd::NeedsGrad&, const TensorList& s) {
+        return TensorList{where(s[0], zeros({}, g.dtype()), g)};
+      },
       {{"value", value}});
 }
 

@@ -48,6 +48,10 @@ Tensor tensor(const NestedList& values, Options options) {
   return finish(t, options);
 }
 
+Tensor tensor(std::initializer_list<double> values, const Shape& shape, Options options) {
+  return finish(tensor(std::vector<double>(values), shape), options);
+}
+
 Tensor scalar_tensor(double value, Options options) { return full({}, value, options); }
 
 Tensor empty(const Shape& shape, Options options) {
@@ -83,12 +87,23 @@ Tensor arange(double start, double end, double step, Options options) {
   if ((end - start) * step < 0) {
     throw ValueError(fmt::format("arange: start={} end={} step={}: the step points away from end", start, end, step));
   }
-  const auto n = static_cast<std::int64_t>(std::ceil((end - start) / step));
-  return finish(Tensor::from_array(start + step * xt::arange<double>(0.0, static_cast<double>(n))), options);
+  // n = ceil((end - start) / step), checked as a double before it becomes a size
+  const double count = std::ceil((end - start) / step);
+  if (!(count <= static_cast<double>(kMaxNumel))) {
+    throw ShapeError(fmt::format("arange: start={} end={} step={} gives {} elements, more than the 2^60 a tensor may "
+                                 "hold; use a larger step",
+                                 start, end, step, count));
+  }
+  const auto n = static_cast<std::int64_t>(count);
+  Tensor t = Tensor::empty({n}, Dtype::Float64);
+  double* p = t.data<double>();
+  for (std::int64_t i = 0; i < n; ++i) p[i] = start + step * static_cast<double>(i);
+  return finish(t, options);
 }
 
 Tensor linspace(double start, double end, std::int64_t steps, Options options) {
   if (steps < 0) throw ValueError(fmt::format("linspace: steps must be >= 0, got {}", steps));
+  numel_of({steps}, "linspace");  // a count no tensor can hold is refused before xtensor allocates
   return finish(Tensor::from_array(xt::linspace<double>(start, end, static_cast<std::size_t>(steps))), options);
 }
 

@@ -9,6 +9,7 @@ namespace microtorch {
 
 using autograd::NeedsGrad;
 using autograd::record;
+using autograd::Saved;
 
 namespace detail {
 
@@ -43,8 +44,8 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 // y = a * b ;  da = dy * b, db = dy * a
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor y = binary_map(a, b, arithmetic_dtype(a, b, "mul"), "mul", [](auto&& A, auto&& B) { return A * B; });
-  return record(y, "mul", {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g, const NeedsGrad& needs) {
-    return TensorList{needs[0] ? mul(g, b) : Tensor(), needs[1] ? mul(g, a) : Tensor()};
+  return record(y, "mul", {a, b}, Saved{a, b}, [](const Tensor& g, const NeedsGrad& needs, const TensorList& s) {
+    return TensorList{needs[0] ? mul(g, s[1]) : Tensor(), needs[1] ? mul(g, s[0]) : Tensor()};
   });
 }
 
@@ -53,10 +54,10 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Dtype d = arithmetic_dtype(a, b, "div");
   if (!is_floating(d)) d = Dtype::Float32;
   Tensor y = binary_map(a, b, d, "div", [](auto&& A, auto&& B) { return A / B; });
-  return record(y, "div", {a, b},
-                [b = b.detach(), y = y.detach()](const Tensor& g, const NeedsGrad& needs) {
-                  return TensorList{needs[0] ? div(g, b) : Tensor(), needs[1] ? neg(div(mul(g, y), b)) : Tensor()};
-                });
+  return record(y, "div", {a, b}, Saved{b, y}, [](const Tensor& g, const NeedsGrad& needs, const TensorList& s) {
+    const Tensor &b = s[0], &y = s[1];
+    return TensorList{needs[0] ? div(g, b) : Tensor(), needs[1] ? neg(div(mul(g, y), b)) : Tensor()};
+  });
 }
 
 // y = a ^ b ;  da = dy * b * a^(b-1), db = dy * y * log(a)
@@ -64,11 +65,11 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   Dtype d = arithmetic_dtype(a, b, "pow");
   if (!is_floating(d)) d = Dtype::Float32;
   Tensor y = binary_map(a, b, d, "pow", [](auto&& A, auto&& B) { return xt::pow(A, B); });
-  return record(y, "pow", {a, b},
-                [a = a.detach(), b = b.detach(), y = y.detach()](const Tensor& g, const NeedsGrad& needs) -> TensorList {
-                  return TensorList{needs[0] ? mul(g, mul(b, pow(a, sub(b, detail::scalar_like(b, 1.0))))) : Tensor(),
-                                    needs[1] ? mul(g, mul(y, log(a))) : Tensor()};
-                });
+  return record(y, "pow", {a, b}, Saved{a, b, y}, [](const Tensor& g, const NeedsGrad& needs, const TensorList& s) {
+    const Tensor &a = s[0], &b = s[1], &y = s[2];
+    return TensorList{needs[0] ? mul(g, mul(b, pow(a, sub(b, detail::scalar_like(b, 1.0))))) : Tensor(),
+                      needs[1] ? mul(g, mul(y, log(a))) : Tensor()};
+  });
 }
 
 namespace {
@@ -83,7 +84,8 @@ Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
     using T = typename std::decay_t<decltype(A)>::value_type;
     return is_max ? xt::xarray<T>(xt::maximum(A, B)) : xt::xarray<T>(xt::minimum(A, B));
   });
-  return record(y, op, {a, b}, [a = a.detach(), b = b.detach(), is_max](const Tensor& g) {
+  return record(y, op, {a, b}, Saved{a, b}, [is_max](const Tensor& g, const NeedsGrad&, const TensorList& s) {
+    const Tensor &a = s[0], &b = s[1];
     Tensor a_wins = (is_max ? gt(a, b) : lt(a, b)).to(g.dtype());
     Tensor tie = eq(a, b).to(g.dtype());
     Tensor half_tie = mul(tie, detail::scalar_like(g, 0.5));

@@ -60,9 +60,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   TensorList inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
   return autograd::record(
-      y, "linear", inputs,
-      [x2, w = weight.detach(), x_shape = x.shape(), out_f, has_bias = bias.defined()](
-          const Tensor& g, const autograd::NeedsGrad& needs) {
+      y, "linear", inputs, autograd::Saved{x2, weight},
+      [x_shape = x.shape(), out_f, has_bias = bias.defined()](const Tensor& g, const autograd::NeedsGrad& needs,
+                                                              const TensorList& s) {
+        const Tensor &x2 = s[0], &w = s[1];
         const Tensor g2 = g.reshape({-1, out_f});
         TensorList grads{needs[0] ? detail::batched_gemm(g2, w, false, false).reshape(x_shape) : Tensor(),
                          needs[1] ? detail::batched_gemm(g2, x2, true, false) : Tensor()};

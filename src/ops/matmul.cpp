@@ -6,24 +6,46 @@
 // never materialised); the engine sums broadcast batch dims back to each input.
 #include <cblas.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "gemm.hpp"
 
 namespace microtorch {
 
 namespace detail {
 
+namespace {
+
+// cblas takes int sizes. The rows of a non-transposed A and of C are independent, so a
+// product taller than INT_MAX rows runs in slices; any other size beyond INT_MAX is refused.
+template <class T, class Blas>
+void gemm_checked(Blas blas, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+                  std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  constexpr std::int64_t kMax = std::numeric_limits<int>::max();
+  if (n > kMax || k > kMax || lda > kMax || ldb > kMax || ldc > kMax || (ta && m > kMax)) {
+    throw ShapeError(fmt::format("matmul: a {} x {} by {} x {} product has a size beyond the 2^31 - 1 that BLAS "
+                                 "takes; split the operands",
+                                 m, k, k, n));
+  }
+  for (std::int64_t r = 0; r < m; r += kMax) {
+    const std::int64_t rows = std::min(kMax, m - r);
+    blas(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
+         static_cast<int>(n), static_cast<int>(k), alpha, a + r * lda, static_cast<int>(lda), b, static_cast<int>(ldb),
+         beta, c + r * ldc, static_cast<int>(ldc));
+  }
+}
+
+}  // namespace
+
 void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
-              beta, c, static_cast<int>(ldc));
+  gemm_checked(cblas_sgemm, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
           std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
-              beta, c, static_cast<int>(ldc));
+  gemm_checked(cblas_dgemm, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 std::vector<std::int64_t> batch_offsets(const Shape& dims, const Shape& batch, std::int64_t matrix_size) {
@@ -108,10 +130,10 @@ Tensor matmul_grad_b(const Tensor& a, const Tensor& g, const Tensor& b) {
 // C = A B ;  dA = dC B^T, dB = A^T dC   (for >= 2-D operands)
 Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   Tensor c = batched_gemm(a, b, false, false);
-  return autograd::record(c, "matmul", {a, b},
-                          [a = a.detach(), b = b.detach()](const Tensor& g, const autograd::NeedsGrad& needs) {
-                            return TensorList{needs[0] ? batched_gemm(g, b, false, true) : Tensor(),
-                                              needs[1] ? matmul_grad_b(a, g, b) : Tensor()};
+  return autograd::record(c, "matmul", {a, b}, autograd::Saved{a, b},
+                          [](const Tensor& g, const autograd::NeedsGrad& needs, const TensorList& s) {
+                            return TensorList{needs[0] ? batched_gemm(g, s[1], false, true) : Tensor(),
+                                              needs[1] ? matmul_grad_b(s[0], g, s[1]) : Tensor()};
                           });
 }
 

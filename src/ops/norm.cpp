@@ -95,9 +95,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   if (weight.defined()) inputs.push_back(weight);
   if (bias.defined()) inputs.push_back(bias);
   return autograd::record(
-      y, "layer_norm", inputs,
-      [x = x.detach(), w = weight.defined() ? weight.detach() : Tensor(), has_bias = bias.defined(), mean, rstd, rows,
-       n, normalized_shape](const Tensor& g, const autograd::NeedsGrad& needs) {
+      y, "layer_norm", inputs, autograd::Saved{x, weight, mean, rstd},
+      [has_bias = bias.defined(), rows, n, normalized_shape](const Tensor& g, const autograd::NeedsGrad& needs,
+                                                             const TensorList& s) {
+        const Tensor &x = s[0], &w = s[1], &mean = s[2], &rstd = s[3];
         const bool has_w = w.defined();
         Tensor dx = needs[0] ? Tensor::empty(x.shape(), x.dtype()) : Tensor();
         Tensor dw = has_w && needs[1] ? zeros(w.shape(), x.dtype()) : Tensor();

@@ -210,8 +210,9 @@ std::tuple<Tensor, Tensor> extremum_along(const Tensor& x, std::int64_t dim_in, 
     }
   });
   values = autograd::record(
-      values, is_max ? "max_dim" : "min_dim", {x},
-      [indices, shape = x.shape(), s](const Tensor& g) {
+      values, is_max ? "max_dim" : "min_dim", {x}, autograd::Saved{indices},
+      [shape = x.shape(), s](const Tensor& g, const autograd::NeedsGrad&, const TensorList& saved) {
+        const Tensor& indices = saved[0];
         Tensor dx = zeros(shape, g.dtype());
         detail::visit_floating(g.dtype(), "backward", [&](auto tag) {
           using T = typename decltype(tag)::type;
@@ -237,7 +238,9 @@ Tensor extremum_all(const Tensor& x, bool is_max) {
   require_nonempty(x, op);
   Tensor flat = reshape(x.detach(), {x.numel()});
   Tensor y = reshape(std::get<0>(extremum_along(flat, 0, false, is_max)), {});
-  return autograd::record(y, is_max ? "max" : "min", {x}, [x = x.detach(), y = y.detach()](const Tensor& g) {
+  return autograd::record(y, is_max ? "max" : "min", {x}, autograd::Saved{x, y},
+                          [](const Tensor& g, const autograd::NeedsGrad&, const TensorList& s) {
+    const Tensor &x = s[0], &y = s[1];
     Tensor hit = eq(x, y).to(g.dtype());
     return TensorList{hit * (g / sum(hit))};
   });

@@ -19,18 +19,17 @@ namespace {
 
 Shape infer_shape(const Shape& requested, const Tensor& x, const char* op) {
   Shape shape = requested;
-  std::int64_t known = 1;
   std::ptrdiff_t infer = -1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       if (infer >= 0) throw ShapeError(fmt::format("{}: only one size may be -1, got {}", op, shape_str(requested)));
       infer = static_cast<std::ptrdiff_t>(i);
+      shape[i] = 1;  // counted as 1 below
     } else if (shape[i] < 0) {
       throw ShapeError(fmt::format("{}: invalid size {} in {}", op, shape[i], shape_str(requested)));
-    } else {
-      known *= shape[i];
     }
   }
+  const std::int64_t known = numel_of(shape, op);  // refuses sizes whose product overflows
   if (infer >= 0) {
     if (known == 0 || x.numel() % known != 0) {
       throw ShapeError(fmt::format("{}: shape {} is invalid for input of shape {} ({} elements)", op,
@@ -244,6 +243,7 @@ Tensor expand(const Tensor& x, const Shape& shape_in) {
     }
   }
   if (shape == x.shape()) return x;
+  numel_of(shape, "expand");
   Tensor y = Tensor::empty(shape, x.dtype());
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -263,7 +263,7 @@ Tensor slice(const Tensor& x, std::int64_t dim_in, std::int64_t start, std::int6
   auto clampi = [n](std::int64_t i) { return std::clamp(i < 0 ? i + n : i, std::int64_t{0}, n); };
   start = clampi(start);
   end = std::max(clampi(end), start);
-  const SliceSpec sp{dim, start, (end - start + step - 1) / step, step};
+  const SliceSpec sp{dim, start, end == start ? 0 : 1 + (end - start - 1) / step, step};  // ceil, no overflow
   Shape shape = x.shape();
   shape[static_cast<std::size_t>(dim)] = sp.length;
   Tensor y = Tensor::empty(shape, x.dtype());
@@ -282,7 +282,7 @@ Tensor narrow(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_
   const std::int64_t d = wrap_dim(dim, x.dim(), "narrow");
   const std::int64_t n = x.size(d);
   if (start < 0) start += n;
-  if (start < 0 || length < 0 || start + length > n) {
+  if (start < 0 || length < 0 || start > n || length > n - start) {
     throw IndexError(fmt::format("narrow: start {} and length {} do not fit dim {} of size {} (shape {})", start,
                                  length, d, n, shape_str(x.shape())));
   }
@@ -332,8 +332,9 @@ Tensor index_select(const Tensor& x, std::int64_t dim_in, const Tensor& index) {
     }
   }
   return autograd::record(
-      y, "index_select", {x, index},
-      [index = index.detach(), from = x.shape(), s](const Tensor& g) {
+      y, "index_select", {x, index}, autograd::Saved{index},
+      [from = x.shape(), s](const Tensor& g, const autograd::NeedsGrad&, const TensorList& saved) {
+        const Tensor& index = saved[0];
         Tensor dx = zeros(from, g.dtype());
         detail::visit_floating(g.dtype(), "backward", [&](auto tag) {
           using T = typename decltype(tag)::type;
@@ -362,7 +363,7 @@ Tensor cat(const TensorList& tensors, std::int64_t dim_in) {
   if (first.dim() == 0) throw ShapeError("cat: 0-d tensors cannot be concatenated; use stack()");
   const std::int64_t dim = wrap_dim(dim_in, first.dim(), "cat");
   Dtype d = first.dtype();
-  std::int64_t total = 0;
+  std::int64_t total = 0;  // checked: many large pieces could add up past int64
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     bool ok = t.dim() == first.dim();
@@ -372,7 +373,7 @@ Tensor cat(const TensorList& tensors, std::int64_t dim_in) {
                                    "must match",
                                    i, shape_str(t.shape()), shape_str(first.shape()), dim));
     }
-    total += t.size(dim);
+    total = checked_add(total, t.size(dim), "cat");
     d = promote_types(d, t.dtype());
   }
   Shape shape = first.shape();
@@ -415,8 +416,10 @@ Tensor stack(const TensorList& tensors, std::int64_t dim) {
 
 TensorList split(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t dim) {
   const std::int64_t d = wrap_dim(dim, x.dim(), "split");
-  const std::int64_t total = std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0});
-  if (total != x.size(d) || std::any_of(sizes.begin(), sizes.end(), [](auto s) { return s < 0; })) {
+  const bool negative = std::any_of(sizes.begin(), sizes.end(), [](auto s) { return s < 0; });
+  std::int64_t total = 0;
+  for (auto s : sizes) total = negative ? 0 : checked_add(total, s, "split");
+  if (negative || total != x.size(d)) {
     throw ShapeError(fmt::format("split: sizes {} must be >= 0 and add up to {} (dim {} of shape {})",
                                  shape_str(Shape(sizes)), x.size(d), d, shape_str(x.shape())));
   }
@@ -441,7 +444,7 @@ TensorList split(const Tensor& x, std::int64_t split_size, std::int64_t dim) {
 TensorList chunk(const Tensor& x, std::int64_t chunks, std::int64_t dim) {
   if (chunks <= 0) throw ValueError(fmt::format("chunk: chunks must be positive, got {}", chunks));
   const std::int64_t n = x.size(dim);
-  return split(x, std::max<std::int64_t>(1, (n + chunks - 1) / chunks), dim);
+  return split(x, std::max<std::int64_t>(1, n / chunks + (n % chunks != 0)), dim);  // ceil(n / chunks)
 }
 
 }  // namespace microtorch

@@ -18,8 +18,9 @@ Tensor softmax_impl(const Tensor& x_in, std::int64_t dim_in, bool log) {
     return 0;
   });
   return autograd::record(
-      y, op, {x},
-      [y = y.detach(), s, log, op](const Tensor& g) {
+      y, op, {x}, autograd::Saved{y},
+      [s, log, op](const Tensor& g, const autograd::NeedsGrad&, const TensorList& saved) {
+        const Tensor& y = saved[0];
         Tensor dx = Tensor::empty(g.shape(), g.dtype());
         detail::visit_floating(g.dtype(), op, [&](auto tag) {
           using T = typename decltype(tag)::type;

@@ -22,13 +22,12 @@ Tensor unary_op(const char* op, const Tensor& x_in, Saved saved, Fwd fwd, Bwd bw
     using T = typename decltype(tag)::type;
     return Tensor::from_array(fwd(x.template array<T>()));
   });
-  const Tensor s = saved == Saved::Input ? x.detach() : y.detach();
   return autograd::record(
-      y, op, {x},
-      [s, bwd](const Tensor& g) {
+      y, op, {x}, autograd::Saved{saved == Saved::Input ? x : y},
+      [bwd](const Tensor& g, const autograd::NeedsGrad&, const TensorList& s) {
         return TensorList{detail::visit_floating(g.dtype(), "backward", [&](auto tag) {
           using T = typename decltype(tag)::type;
-          return Tensor::from_array(bwd(g.template array<T>(), s.template array<T>()));
+          return Tensor::from_array(bwd(g.template array<T>(), s[0].template array<T>()));
         })};
       },
       std::move(attrs));

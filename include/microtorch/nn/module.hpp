@@ -13,8 +13,7 @@
 
 namespace microtorch::nn {
 
-/// Named tensors in registration order, e.g. {"0.weight", W}, {"0.bias", b}.
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using microtorch::NamedTensors;
 
 /// A layer or a model. Subclasses register their parameters, buffers and child modules in
 /// the constructor and implement forward():
@@ -41,8 +40,10 @@ class Module {
   virtual Tensor forward(const Tensor& input);
   Tensor operator()(const Tensor& input) { return forward(input); }
 
-  /// "Linear", "MultiheadAttention", ... and the arguments shown after it in summary().
-  virtual std::string type_name() const = 0;
+  /// "Linear", "MultiheadAttention", ...: by default the class's own name, without
+  /// namespaces or template arguments, so a user's module needs no override.
+  virtual std::string type_name() const;
+  /// The arguments summary() shows after the type name.
   virtual std::string extra_repr() const { return ""; }
 
   NamedTensors named_parameters(bool recurse = true) const;
@@ -74,8 +75,10 @@ class Module {
   /// module.
   NamedTensors state_dict() const;
   /// Copies the values of `state` into the module's tensors. Every key, shape and dtype is
-  /// checked before anything is written; strict mode also refuses missing and unexpected
-  /// keys. The error lists all problems at once.
+  /// checked before anything is written (floating values convert to the module's floating
+  /// dtype; other dtypes must match); strict mode also refuses missing and unexpected keys.
+  /// The error lists all problems at once. All or nothing: when anything fails, an
+  /// allocation included, the module is unchanged.
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
  protected:
