@@ -9,6 +9,7 @@
 #include "../examples/models/copy_decoder.hpp"
 #include "../examples/models/iris_transformer.hpp"
 #include "helpers.hpp"
+#include "lower_firmware.hpp"
 #include "random_graph.hpp"
 #include "microtorch/lower/emit.hpp"
 #include "microtorch/lower/quantize.hpp"
@@ -18,15 +19,9 @@
 namespace lower = mt::lower;
 namespace nn = mt::nn;
 using mt::Tensor;
+using namespace lower_testing;
 
 namespace {
-
-std::string temp_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "microtorch-test-lower-pipeline" / name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
 
 // Fixed-point against float over a set of inputs (one per row of `xs`, each [1, ...]).
 struct Agreement {
@@ -57,45 +52,6 @@ std::vector<std::vector<std::int64_t>> quantized_rows(const lower::Program& p, c
   std::vector<std::vector<std::int64_t>> out;
   for (std::int64_t i = 0; i < std::min(n, xs.size(0)); ++i) out.push_back(lower::quantize_input(p, xs.slice(0, i, i + 1)));
   return out;
-}
-
-bool have_tool(const char* tool) { return std::system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) == 0; }
-
-struct Run {
-  int status;
-  std::string out;
-};
-Run run(const std::string& cmd) {
-  std::string out;
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, pipe)) out += buf;
-  return {pclose(pipe), out};
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
-// tools/mcu/run_firmware_qemu.sh on an emitted folder with a check program and expected.txt.
-void check_firmware_folder(const std::string& dir, const std::string& name) {
-  const Run r = run(fmt::format("bash '{}/tools/mcu/run_firmware_qemu.sh' '{}' {}", MICROTORCH_SOURCE_DIR, dir, name));
-  INFO(r.out);
-  CHECK(r.status == 0);
-  REQUIRE(r.out.find("run_firmware_qemu: PASS") != std::string::npos);
-  MESSAGE(r.out.substr(r.out.rfind("run_firmware_qemu:")));
-}
-
-// Emits the firmware and a check program for `inputs`, then runs tools/mcu/run_firmware_qemu.sh.
-void check_firmware(const lower::Program& p, const std::vector<std::vector<std::int64_t>>& inputs) {
-  const std::string dir = temp_dir(p.name);
-  lower::emit_c(p, dir);
-  lower::emit_check(p, inputs, dir);
-  lower::Simulator sim(p);
-  std::ofstream(dir + "/expected.txt") << lower::expected_check_output(sim, inputs);
-  check_firmware_folder(dir, p.name);
 }
 
 struct TrainedIris {

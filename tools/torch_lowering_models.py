@@ -20,7 +20,7 @@ parameter names, so nn::load reads the state dicts unchanged). For each model th
   OUT_DIR/lower_<model>.npz        the state dict (tools/state_dict_npz.py's format)
   OUT_DIR/lower_<model>_data.npz   calibration inputs (256 sequences), held-out evaluation
                                    inputs (1000) with their labels, and PyTorch's logits on
-                                   the evaluation inputs in eval mode
+                                   the first 100 evaluation inputs in eval mode
 
 Training, calibration and evaluation sequences come from three differently seeded
 generators. The run is seeded throughout; the committed files come from it (a few minutes
@@ -121,7 +121,7 @@ def export(out_dir, name, model, sample_calib, sample_eval):
     state = [(k, state_dict_npz.to_numpy(k, t, notes)) for k, t in model.state_dict().items()]
     state_dict_npz.write_npz(os.path.join(out_dir, f"lower_{name}.npz"), state)
     np.savez_compressed(os.path.join(out_dir, f"lower_{name}_data.npz"), calib_x=calib_x.numpy(),
-                        eval_x=eval_x.numpy(), eval_y=eval_y.numpy(), eval_logits=logits.numpy())
+                        eval_x=eval_x.numpy(), eval_y=eval_y.numpy(), eval_logits=logits[:100].numpy())
     print(f"wrote {out_dir}/lower_{name}.npz and lower_{name}_data.npz")
 
 

@@ -31,7 +31,7 @@ struct SequenceClassifier : nn::Module {
 
   SequenceClassifier() {
     embed = register_module("embed", std::make_shared<nn::Embedding>(kVocab, kModel));
-    pos = register_module("pos", std::make_shared<nn::LearnedPositionalEncoding>(kLength, kModel));
+    pos = register_module("pos", std::make_shared<nn::LearnedPositionalEncoding>(kModel, kLength));
     attn = register_module("attn", std::make_shared<nn::MultiheadAttention>(
                                        kModel, kHeads, nn::MultiheadAttentionOptions{.batch_first = true}));
     norm1 = register_module("norm1", std::make_shared<nn::LayerNorm>(mt::Shape{kModel}));

@@ -29,7 +29,7 @@ struct TokenTagger : nn::Module {
 
   TokenTagger() {
     embed = register_module("embed", std::make_shared<nn::Embedding>(kVocab, kModel));
-    pos = register_module("pos", std::make_shared<nn::LearnedPositionalEncoding>(kLength, kModel));
+    pos = register_module("pos", std::make_shared<nn::LearnedPositionalEncoding>(kModel, kLength));
     nn::TransformerEncoderLayerOptions o;
     o.dim_feedforward = 2 * kModel;
     o.activation = "gelu";

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "microtorch/error.hpp"
 #include "microtorch/lower/simulate.hpp"
 #include "microtorch/ops.hpp"
 #include "module_path.hpp"
@@ -29,28 +30,13 @@ std::string node_label(const Graph& g, const Node& n) {
   return fmt::format("%{} = {}({})", n.output, n.op, args);
 }
 
-}  // namespace
-
-Accuracy measure(const Graph& graph, const Program& program, const Tensor& data) {
-  const std::vector<Tensor> inputs = split_inputs(graph, data, "lower::measure");
-  Simulator sim(program);
-  sim.record_values(true);
-  Accuracy a;
-  a.samples = static_cast<std::int64_t>(inputs.size());
-  // per probed value: sums for the SNR, the largest error and magnitude
-  struct Sums {
-    double signal = 0, noise = 0, max_err = 0, range = 0;
-  };
-  std::vector<Sums> sums(graph.values.size());
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+// The outputs' side of Accuracy, sample by sample.
+struct OutputTally {
+  double lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
   std::int64_t agree = 0, rows = 0;
-  NoGradGuard no_grad;
-  for (const Tensor& x : inputs) {
-    const std::vector<Tensor> env = evaluate(graph, x);
-    const Tensor yq = sim.forward(x);
-    const Tensor yf = env[static_cast<std::size_t>(graph.output)];
+  void add(Accuracy& a, const Tensor& yf, const Tensor& yq) {
     if (yf.is_floating_point()) {
-      const Tensor d = yf.to(Dtype::Float64), q = yq.to(Dtype::Float64);
+      const Tensor d = yf.to(Dtype::Float64).contiguous(), q = yq.to(Dtype::Float64).contiguous();
       for (std::int64_t i = 0; i < d.numel(); ++i) {
         a.max_abs_error = std::max(a.max_abs_error, std::abs(d.data<double>()[i] - q.data<double>()[i]));
         lo = std::min(lo, d.data<double>()[i]), hi = std::max(hi, d.data<double>()[i]);
@@ -65,6 +51,47 @@ Accuracy measure(const Graph& graph, const Program& program, const Tensor& data)
       agree += static_cast<std::int64_t>(sum(same).item<double>());
       rows += same.numel();
     }
+  }
+  void finish(Accuracy& a) const {
+    a.output_range = hi > lo ? hi - lo : 0.0;
+    a.agreement = rows ? static_cast<double>(agree) / static_cast<double>(rows) : 1.0;
+  }
+};
+
+}  // namespace
+
+Accuracy measure_outputs(const Program& program, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& float_outputs) {
+  if (inputs.size() != float_outputs.size()) {
+    throw ValueError(fmt::format("lower::measure_outputs: {} inputs but {} float outputs", inputs.size(),
+                                 float_outputs.size()));
+  }
+  Simulator sim(program);
+  Accuracy a;
+  a.samples = static_cast<std::int64_t>(inputs.size());
+  OutputTally t;
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < inputs.size(); ++i) t.add(a, float_outputs[i], sim.forward(inputs[i]));
+  t.finish(a);
+  return a;
+}
+
+Accuracy measure(const Graph& graph, const Program& program, const Tensor& data) {
+  const std::vector<Tensor> inputs = split_inputs(graph, data, "lower::measure");
+  Simulator sim(program);
+  sim.record_values(true);
+  Accuracy a;
+  a.samples = static_cast<std::int64_t>(inputs.size());
+  // per probed value: sums for the SNR, the largest error and magnitude
+  struct Sums {
+    double signal = 0, noise = 0, max_err = 0, range = 0;
+  };
+  std::vector<Sums> sums(graph.values.size());
+  OutputTally tally;
+  NoGradGuard no_grad;
+  for (const Tensor& x : inputs) {
+    const std::vector<Tensor> env = evaluate(graph, x);
+    tally.add(a, env[static_cast<std::size_t>(graph.output)], sim.forward(x));
     for (const Probe& pr : program.probes) {
       const Tensor q = sim.value(pr.value);
       const Tensor& f = env[static_cast<std::size_t>(pr.value)];
@@ -78,8 +105,7 @@ Accuracy measure(const Graph& graph, const Program& program, const Tensor& data)
       }
     }
   }
-  a.output_range = hi > lo ? hi - lo : 0.0;
-  a.agreement = rows ? static_cast<double>(agree) / static_cast<double>(rows) : 1.0;
+  tally.finish(a);
   auto layer = [&](std::int64_t value, std::string label, std::string module) {
     for (const Probe& pr : program.probes) {
       if (pr.value != value) continue;
@@ -88,7 +114,9 @@ Accuracy measure(const Graph& graph, const Program& program, const Tensor& data)
       if (!b.fixed_point) return;
       LayerError e;
       e.value = value, e.label = std::move(label), e.module = std::move(module);
-      e.format = fmt::format("{} {}", elem_ctype(b.elem), format_name(b.elem, pr.scale, pr.zero_point));
+      e.format = pr.segments.empty()
+                     ? fmt::format("{} {}", elem_ctype(b.elem), format_name(b.elem, pr.scale, pr.zero_point))
+                     : fmt::format("{} {} parts, s<={:.4g}", elem_ctype(b.elem), pr.segments.size(), pr.scale);
       e.max_abs_error = s.max_err, e.range = s.range;
       e.snr_db = s.noise > 0 ? 10.0 * std::log10(s.signal / s.noise) : std::numeric_limits<double>::infinity();
       a.layers.push_back(std::move(e));

@@ -265,6 +265,17 @@ std::string report(const Program& p) {
   r += fmt::format("\ntotal: {} steps, {} MACs, {} bytes of weights and tables ({} of them index tables), arena {} "
                    "bytes\n",
                    p.steps.size(), p.total_macs(), p.weight_bytes(), tables, p.arena_bytes);
+  // the precision actually used: values and weight bytes by type
+  std::int64_t v8 = 0, v16 = 0, w8 = 0, w16 = 0;
+  for (const Probe& pr : p.probes) {
+    const Buffer& b = p.buffer(pr.buffer);
+    if (b.fixed_point) (b.elem == Elem::S8 ? v8 : v16) += 1;
+  }
+  for (const Buffer& b : p.buffers) {
+    if (b.kind == BufferKind::Weight && b.fixed_point) (b.elem == Elem::S8 ? w8 : w16) += b.bytes();
+  }
+  r += fmt::format("precision: {} values int8, {} int16; weight arrays {} bytes int8, {} bytes int16\n", v8, v16, w8, w16);
+  if (!p.evaluation.empty()) r += "\n" + p.evaluation;
   return r;
 }
 

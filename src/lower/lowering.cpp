@@ -48,7 +48,9 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
                                    "activations), got {}/{}",
                                    lp.match, lp.activation_bits, lp.weight_bits));
     }
+    check_match(lp.match, "precision");
   }
+  for (const auto& r : opt.ranges) check_match(r.first, "ranges");
   const std::size_t n = g.values.size();
   if (cal.absmax.size() != n || cal.min.size() != n || cal.max.size() != n) {
     throw ValueError(fmt::format("quantize: the calibration has {} values but the graph has {}; calibrate this graph",
@@ -115,6 +117,18 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
       View{p_.input, 0, in.shape, packed_strides(in.shape), ib.elem, ib.scale, ib.zero_point, {}, {}};
   p_.probes.push_back(Probe{in.id, -1, p_.input, 0, in.shape, packed_strides(in.shape), ib.scale, ib.zero_point, {}, {}});
   p_.input_shape = in.shape;
+}
+
+void Lowering::check_match(const std::string& match, const char* option) const {
+  std::vector<std::string> modules;
+  for (const Node& node : g_.nodes) {
+    if (match == fmt::format("%{}", node.output) || (!match.empty() && match[0] != '%' && in_module(node, match))) return;
+    const ModulePath m = module_path(g_, node);
+    if (m.own && std::find(modules.begin(), modules.end(), m.path) == modules.end()) modules.push_back(m.path);
+  }
+  throw ValueError(fmt::format("quantize: the {} entry \"{}\" names no node of the graph; name a node (\"%12\") or a "
+                               "module: {}",
+                               option, match, fmt::join(modules, ", ")));
 }
 
 std::string Lowering::elem_sfx(Elem e) { return e == Elem::S16 ? "s16" : e == Elem::S8 ? "s8" : "s32"; }
@@ -210,11 +224,11 @@ void Lowering::set(const Node& n, View v) {
 // ---- precision and formats ----
 
 Lowering::Precision Lowering::precision(const Node& n) const {
-  Precision p{opt_.activation_bits, opt_.weight_bits == 0 ? opt_.activation_bits : opt_.weight_bits, false};
+  Precision p{opt_.activation_bits, opt_.weight_bits == 0 ? opt_.activation_bits : opt_.weight_bits};
   const std::string id = fmt::format("%{}", n.output);
   for (const LayerPrecision& lp : opt_.precision) {
     const bool hit = lp.match == id || (!lp.match.empty() && lp.match[0] != '%' && in_module(n, lp.match));
-    if (hit) p = {lp.activation_bits, lp.weight_bits == 0 ? lp.activation_bits : lp.weight_bits, true};
+    if (hit) p = {lp.activation_bits, lp.weight_bits == 0 ? lp.activation_bits : lp.weight_bits};
   }
   return p;
 }
@@ -250,7 +264,7 @@ bool Lowering::sensitive(const Node& n) const {
 
 Elem Lowering::out_elem(const Node& n) const {
   const Precision p = precision(n);
-  if (p.activation_bits == 8 && !p.chosen && sensitive(n)) return elem_of_bits(opt_.sensitive_bits);
+  if (p.activation_bits == 8 && sensitive(n)) return elem_of_bits(opt_.sensitive_bits);
   return elem_of_bits(p.activation_bits);
 }
 

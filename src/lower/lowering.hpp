@@ -75,7 +75,7 @@ class Lowering {
   // ---- precision and formats ----
 
   /// The integer type of n's output: its precision (8 or 16 bits), sensitive_bits for the
-  /// sensitive values of an int8 layer (sensitive()) unless a precision entry names it.
+  /// sensitive values of an int8 layer (sensitive()).
   Elem out_elem(const Node& n) const;
   /// Is n's output one of the values QuantOptions::sensitive_bits keeps wider?
   bool sensitive(const Node& n) const;
@@ -85,7 +85,6 @@ class Lowering {
   /// n's precision: QuantOptions' defaults or the last per-layer entry that matches it.
   struct Precision {
     int activation_bits, weight_bits;
-    bool chosen;  ///< set by a `precision` entry
   };
   Precision precision(const Node& n) const;
   /// The format of n's output in `elem` from its calibrated range: a power of two, a real
@@ -212,6 +211,8 @@ class Lowering {
   std::map<std::int64_t, std::vector<std::int64_t>> values_in_;  // buffer -> values viewing it
 
   std::string module_of(const Node& n) const;
+  /// ValueError unless `match` (a QuantOptions entry) names a node or a module of the graph.
+  void check_match(const std::string& match, const char* option) const;
   std::string unique_name(const std::string& base);
   std::string what(std::int64_t value) const;
   /// The format of graph value `value` (computed by `n`, or the input) from its calibration.

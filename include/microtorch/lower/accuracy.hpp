@@ -44,6 +44,11 @@ struct Accuracy {
 /// inputs of the graph's shape.
 Accuracy measure(const Graph& graph, const Program& program, const Tensor& data);
 
+/// The outputs only, against float outputs computed before (one per input), for searches
+/// that lower many programs (no per-layer table).
+Accuracy measure_outputs(const Program& program, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& float_outputs);
+
 /// The per-layer table: one line per value with its format, max error, range and SNR.
 std::string layer_report(const Accuracy& a);
 

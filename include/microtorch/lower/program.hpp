@@ -122,6 +122,9 @@ struct Program {
   /// (a calibrated range outside the formats the kernels support: clamped, so its values
   /// round to 0 or saturate). report() lists them first; microtorch-lower prints them.
   std::vector<std::string> warnings;
+  /// Text appended to report() (and so to the firmware's <name>_report.txt): the accuracy on
+  /// evaluation data and the per-layer table (layer_report), the precision search's choices.
+  std::string evaluation;
 
   const Buffer& buffer(std::int64_t id) const;
   Buffer& buffer(std::int64_t id);

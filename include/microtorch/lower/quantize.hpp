@@ -93,7 +93,8 @@ std::string_view scheme_name(Scheme s);
 /// module head) or a node ("%12", the node computing value %12). The last entry that matches
 /// a node wins. A node belongs to the module whose parameters it uses, else to the module of
 /// the nearest node before it that uses some (a GELU after encoder.layers.0.linear1, the
-/// attention after its in_proj).
+/// attention after its in_proj). An int8 layer's sensitive values still get sensitive_bits.
+/// A match that names no node is an error (ValueError listing the modules).
 struct LayerPrecision {
   std::string match;
   int activation_bits = 8;  ///< 8 or 16: the node's output
@@ -114,11 +115,12 @@ struct QuantOptions {
   Scheme scheme = Scheme::Affine;
   bool per_channel = true;   ///< one weight scale per output channel (not in PowerOfTwo)
   WeightRounding rounding = WeightRounding::ErrorFeedback;
-  /// Where int8 activations cost the most accuracy, models whose default is int8 keep
-  /// `sensitive_bits` (16; 8 = everything int8): the residual stream (adds of two activations
-  /// and the values they add), attention (its projections' outputs and its own) and the graph
-  /// output. Their weights keep weight_bits. LayerNorm statistics, softmax sums and attention
-  /// scores are wider inside the kernels regardless. `precision` entries override this.
+  /// Where int8 activations cost the most accuracy, int8 layers keep `sensitive_bits` (16;
+  /// 8 = everything int8) for: the residual stream (adds of two activations, the values they
+  /// add and where those come from through view ops and adds of constants, such as a token
+  /// embedding plus a position embedding), attention (its projections' outputs and its own)
+  /// and the graph output. Their weights keep their bits. LayerNorm statistics, softmax sums
+  /// and attention scores are wider inside the kernels regardless.
   int sensitive_bits = 16;
   /// How activation ranges are chosen from the calibration (the graph output's is always
   /// MinMax: clipping logits costs more than it saves). `ranges` overrides it per value
