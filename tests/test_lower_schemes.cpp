@@ -182,3 +182,67 @@ TEST_CASE("lower: every scheme of a PyTorch-trained transformer is bit-exact on 
     check_firmware(p, inputs);
   }
 }
+
+TEST_CASE("microtorch-lower: evaluation data, per-layer precision and the automatic mode from the command line") {
+  PytorchModel& m = classifier();
+  const std::string dir = temp_dir("cli_schemes");
+  lower::save(m.graph, dir + "/clf.json");  // the extension is optional: clf.json + clf.npz
+  CHECK(std::filesystem::exists(dir + "/clf.json"));
+  CHECK(!std::filesystem::exists(dir + "/clf.json.json"));
+  const std::string base = std::string(MICROTORCH_FIXTURES_DIR) + "/lower_sequence_classifier_data.npz";
+  mt::save_npy(member(base, "calib_x"), dir + "/calib.npy");
+  mt::save_npy(m.eval_x, dir + "/eval.npy");
+  const std::string cli = fmt::format("'{}' {}/clf.json -c {}/calib.npy -e {}/eval.npy", MICROTORCH_LOWER_CLI, dir, dir, dir);
+
+  // --eval: the accuracy against float and the per-layer table, printed and in the report file;
+  // the same numbers as lower::measure.
+  Run r = run(fmt::format("{} --bits 8 --name clf8 --out {}/fw8", cli, dir));
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const lower::Accuracy a8 =
+      lower::measure(m.graph, lower::quantize(m.graph, m.calibration, scheme("int8", "clf8")), m.eval_x);
+  CHECK(r.out.find(fmt::format("max error {:.3f}% of the float output range, argmax agreement {:.2f}%",
+                               100 * a8.relative_error(), 100 * a8.agreement)) != std::string::npos);
+  CHECK(r.out.find("per-layer error against the float model over 300 samples") != std::string::npos);
+  CHECK(r.out.find("SNR dB") != std::string::npos);
+  CHECK(read_file(dir + "/fw8/clf8_report.txt").find("per-layer error against the float model") != std::string::npos);
+
+  // --precision: the named layers at 16x8, visible in the kernels; a module that does not exist
+  // is an error listing the modules.
+  r = run(fmt::format("{} --bits 8 -p ff1=16x8 -p norm1=16x8 --name clfmix --out {}/fwmix", cli, dir));
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("mt_linear_s16_s8_s16") != std::string::npos);
+  r = run(fmt::format("{} --bits 8 -p ffn1=16 --out {}/fwbad", cli, dir));
+  CHECK(r.status != 0);
+  CHECK(r.out.find("\"ffn1\" names no node of the graph") != std::string::npos);
+  CHECK(r.out.find("ff1") != std::string::npos);
+
+  // --auto-precision: the search's report, a result within the target, the same choice as the API
+  r = run(fmt::format("{} --auto-precision 1% --name clfauto --out {}/fwauto", cli, dir));
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const lower::PrecisionSearch s =
+      lower::choose_precision(m.graph, m.calibration, m.eval_x, scheme("int8", "clfauto"), {.max_error = 0.01});
+  CHECK(r.out.find("automatic precision for max error <= 1.000%") != std::string::npos);
+  CHECK(r.out.find(fmt::format("max error {:.3f}% of the float output range", 100 * s.accuracy.relative_error())) !=
+        std::string::npos);
+  CHECK(s.accuracy.relative_error() <= 0.01);
+  CHECK(read_file(dir + "/fwauto/clfauto_report.txt").find("sensitivity") != std::string::npos);
+  r = run(fmt::format("{} --auto-precision 2 --out {}/fwx", cli, dir));
+  CHECK(r.status != 0);
+  CHECK(r.out.find("--auto-precision 2: expected a fraction") != std::string::npos);
+  r = run(fmt::format("'{}' {}/clf -c {}/calib.npy --auto-precision 1%", MICROTORCH_LOWER_CLI, dir, dir));
+  CHECK(r.status != 0);
+  CHECK(r.out.find("--auto-precision needs evaluation data (--eval)") != std::string::npos);
+
+  // a mistyped option gets the nearest name; --help shows the defaults
+  r = run(fmt::format("{} --bit 8 --sensitve-bits 8 --out {}/fwy", cli, dir));
+  CHECK(r.status != 0);
+  CHECK(r.out.find("unknown option --bit; did you mean --bits?") != std::string::npos);
+  CHECK(r.out.find("unknown option --sensitve-bits; did you mean --sensitive-bits?") != std::string::npos);
+  r = run(fmt::format("'{}' --help", MICROTORCH_LOWER_CLI));
+  CHECK(r.status == 0);
+  CHECK(r.out.find("=16") != std::string::npos);      // --bits
+  CHECK(r.out.find("=firmware") != std::string::npos);  // --out
+}

@@ -531,7 +531,22 @@ Graph Graph::from_json(const json& j, const std::vector<std::pair<std::string, T
   return g;
 }
 
-void save(const Graph& graph, const std::string& prefix) {
+namespace {
+
+// "out/mlp", "out/mlp.json" and "out/mlp.npz" all name out/mlp.json + out/mlp.npz.
+std::string graph_prefix(const std::string& path) {
+  for (const std::string ext : {".json", ".npz"}) {
+    if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0) {
+      return path.substr(0, path.size() - ext.size());
+    }
+  }
+  return path;
+}
+
+}  // namespace
+
+void save(const Graph& graph, const std::string& path) {
+  const std::string prefix = graph_prefix(path);
   const std::string json_path = prefix + ".json", npz_path = prefix + ".npz";
   const std::filesystem::path dir = std::filesystem::path(prefix).parent_path();
   std::error_code ec;
@@ -541,7 +556,8 @@ void save(const Graph& graph, const std::string& prefix) {
   write_file(json_path, graph.to_json().dump(1) + "\n", "save");
 }
 
-Graph load(const std::string& prefix) {
+Graph load(const std::string& path) {
+  const std::string prefix = graph_prefix(path);
   const std::string json_path = prefix + ".json", npz_path = prefix + ".npz";
   const std::string text = read_file(json_path, "load");  // regular files only; IoError names the file
   json j;

@@ -125,11 +125,12 @@ Graph trace(nn::Module& model, const Tensor& example);
 Graph trace(const std::function<Tensor(const Tensor&)>& fn, const Tensor& example,
             const std::vector<std::pair<std::string, Tensor>>& names = {});
 
-/// Writes `<prefix>.json` (structure) and `<prefix>.npz` (weights). `prefix` may name a
-/// path without extension ("out/model"); the directory must exist. IoError on failure.
+/// Writes `<prefix>.json` (structure) and `<prefix>.npz` (weights), creating the directory.
+/// `prefix` is a path without extension ("out/model"); "out/model.json" or "out/model.npz"
+/// name the same two files (never out/model.json.json). IoError on failure.
 void save(const Graph& graph, const std::string& prefix);
-/// Reads what save() wrote. Bad JSON, a missing file, or a missing or mismatched weight
-/// throws IoError naming the file and the key.
+/// Reads what save() wrote (the prefix as in save()). Bad JSON, a missing file, or a missing
+/// or mismatched weight throws IoError naming the file and the key.
 Graph load(const std::string& prefix);
 
 }  // namespace microtorch::lower
