@@ -147,17 +147,16 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, cons
   const Mask mask = combined_mask(opts, N, L, S);
 
   const double dropout_p = is_training() ? options.dropout : 0.0;
-  // Outside a trace the heads stay where the projection wrote them (multi_head_attention);
-  // a trace records the composition instead (reshape, permute, SDPA), the primitives the
-  // lowering understands.
-  const bool fused = !autograd::is_tracing();
+  // One computation whether it runs or is traced: the heads stay where the projections wrote
+  // them (multi_head_attention reads them in place), and a trace records that one op, which
+  // the lowering lowers as it is.
   AttentionHeadsOptions heads_options;
   heads_options.mask = mask;
   heads_options.dropout_p = dropout_p;
   heads_options.need_weights = o.need_weights;
   heads_options.average_weights = o.average_attn_weights;
   Tensor attn, weights;  // attn [N, L, E], weights [N, H, L, S] or averaged [N, L, S]
-  if (fused && in_proj_weight.defined() && query.is_same(key) && key.is_same(value)) {
+  if (in_proj_weight.defined() && query.is_same(key) && key.is_same(value)) {
     // self-attention: one GEMM projects q, k and v, and the heads read them packed
     std::tie(attn, weights) =
         multi_head_attention_packed(linear(q_in, in_proj_weight, in_proj_bias), num_heads, heads_options);
@@ -166,10 +165,7 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, cons
     const Tensor bk = in_proj_bias.defined() ? in_proj_bias.narrow(0, embed_dim, embed_dim) : Tensor();
     const Tensor bv = in_proj_bias.defined() ? in_proj_bias.narrow(0, 2 * embed_dim, embed_dim) : Tensor();
     Tensor q, k, v;
-    if (in_proj_weight.defined() && query.is_same(key) && key.is_same(value)) {
-      const TensorList qkv = chunk(linear(q_in, in_proj_weight, in_proj_bias), 3, -1);  // one GEMM for self-attention
-      q = qkv[0], k = qkv[1], v = qkv[2];
-    } else if (in_proj_weight.defined()) {
+    if (in_proj_weight.defined()) {
       q = linear(q_in, in_proj_weight.narrow(0, 0, embed_dim), bq);
       k = linear(k_in, in_proj_weight.narrow(0, embed_dim, embed_dim), bk);
       v = linear(v_in, in_proj_weight.narrow(0, 2 * embed_dim, embed_dim), bv);
@@ -178,16 +174,7 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, cons
       k = linear(k_in, k_proj_weight, bk);
       v = linear(v_in, v_proj_weight, bv);
     }
-    if (fused) {
-      std::tie(attn, weights) = multi_head_attention(q, k, v, num_heads, heads_options);
-    } else {
-      auto heads = [&](const Tensor& t, std::int64_t len) {
-        return t.reshape({N, len, num_heads, head_dim}).transpose(1, 2);
-      };
-      std::tie(attn, weights) = scaled_dot_product_attention(heads(q, L), heads(k, S), heads(v, S), mask, dropout_p);
-      attn = attn.transpose(1, 2).reshape({N, L, embed_dim});
-      if (o.average_attn_weights) weights = mean(weights, {1});
-    }
+    std::tie(attn, weights) = multi_head_attention(q, k, v, num_heads, heads_options);
   }
   Tensor out = out_proj->forward(attn);
   out = !batched ? out.squeeze(0) : options.batch_first ? out : out.transpose(0, 1);

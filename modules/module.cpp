@@ -55,9 +55,10 @@ Tensor Module::register_parameter(const std::string& name, Tensor value, bool re
   return value;
 }
 
-Tensor Module::register_buffer(const std::string& name, Tensor value) {
+Tensor Module::register_buffer(const std::string& name, Tensor value, bool persistent) {
   check_new_name(name);
   buffers_.emplace_back(name, value);
+  if (!persistent) non_persistent_.push_back(name);
   return value;
 }
 
@@ -155,7 +156,9 @@ std::string Module::summary() const {
 
 NamedTensors Module::state_dict() const {
   NamedTensors own = params_;
-  own.insert(own.end(), buffers_.begin(), buffers_.end());
+  for (const auto& [name, t] : buffers_) {
+    if (std::find(non_persistent_.begin(), non_persistent_.end(), name) == non_persistent_.end()) own.emplace_back(name, t);
+  }
   return with_children(std::move(own), *this, [](const Module& c) { return c.state_dict(); });
 }
 

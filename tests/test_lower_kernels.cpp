@@ -1,30 +1,25 @@
 // The C99 fixed-point runtime kernels (src/lower/runtime/mt_kernels.c): each kernel against
-// a double-precision reference, with the worst error in LSB of the output format asserted,
-// saturation on overflowing inputs, streaming vs two-pass attention, and (through
-// tools/mcu/run_kernels_qemu.sh) bit-exactness between the host and an emulated Cortex-M.
+// an exact integer reference (the requantization of mt_kernels.h computed in 128-bit
+// arithmetic) or against double precision, with the worst error in LSB of the output asserted,
+// saturation on overflowing inputs, zero points, every type combination, streaming vs
+// two-pass attention, and (through tools/mcu/run_kernels_qemu.sh) bit-exactness between the
+// host and an emulated Cortex-M.
 //
-// Measured worst errors (LSB of the output format) for the fixed seeds below; each test
-// asserts a bound a little above them. MICROTORCH_KERNEL_REPORT=1 prints them.
-//   rshift, requantise, linear, matmul, add (also broadcast), mul, scale, relu, sum,
-//   meanpool (shift >= 0): exact, i.e. the exact integer / rational result rounded once
-//   (ties away from zero), saturated; strided copy and embedding copy bits
-//   div_rows s16: 0.500023 (<= 0.5 + 1.9e-4 in theory; correctly rounded for
-//       fx - fd - fy >= 0, near-ties may round up otherwise)      s8: correctly rounded
+// Measured worst errors (LSB of the output) for the fixed seeds below; each test asserts a
+// bound a little above them. MICROTORCH_KERNEL_REPORT=1 prints them.
+//   mt_rq, linear, matmul, add, mul, requant, sum, lut: exact (the exact integer result
+//   requantized once); strided copy and embedding copy bits
+//   div_rows: within 0.5 LSB plus the reciprocal's and the multiplier's relative error
 //   mt_recip_u32: y - 2^e/d in [0, 6] units of 2^-30;  mt_rsqrt_u64: [0, 3] units of 2^-30
 //   mt_exp2neg_q16: 0.51 LSB of Q16 (every z in [0, 18))
-//   tanh     s16 Q3.12/Q7.8/Q0.15 -> Q0.15: 0.80        s8 Q2.5 -> Q0.7: 0.50
-//   sigmoid  s16 -> Q0.15: 0.65                          s8 -> Q0.7: 0.50
-//   gelu     s16 Q3.12 -> Q3.12: 0.67, Q0.15: 0.87       s8 Q2.5 -> Q2.5: 0.50
-//   softmax  s16 -> Q0.15: 1.10                          s8 -> Q0.7: 0.50
-//   layernorm s16 Q3.12 -> Q3.12: 0.56                   s8 Q3.4 -> Q2.5: 0.55
-//   attention s16 (v, out Q1.14 spanning +-1.9): streaming 1.30 (4e-5 of the output range),
-//       two-pass 4.13, streaming vs two-pass <= 4;  s8 (Q1.6): streaming 0.50, two-pass 0.51,
-//       streaming vs two-pass <= 1
+//   tanh / sigmoid / gelu (int16 inputs, every input, real scales): see the report
+//   softmax: 1.10 LSB of Q0.15, 0.5 of 8-bit outputs;  layernorm: 0.56 (s16), 0.55 (s8)
+//   attention: streaming 1.30 LSB (s16), 0.50 (s8); two-pass 4.13 / 0.51
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
@@ -33,6 +28,7 @@
 #include <doctest/doctest.h>
 
 #include "../src/lower/runtime/mt_kernels.h"
+#include "microtorch/lower/quantize.hpp"
 
 #ifndef MICROTORCH_SOURCE_DIR
 #define MICROTORCH_SOURCE_DIR "."
@@ -63,31 +59,65 @@ void report(const char* what, const MaxErr& e) {
     CHECK((err).value <= (bound)); \
   } while (0)
 
-// round half away from zero of x * 2^-s, exact (long double holds 64-bit integers)
-long double round_away(long double x) { return x < 0 ? -std::floor(-x + 0.5L) : std::floor(x + 0.5L); }
+using i128 = __int128;
 
-std::int64_t ref_rshift(std::int64_t x, int s, std::int64_t lo, std::int64_t hi) {
-  long double v = round_away(std::ldexp(static_cast<long double>(x), -s));
-  if (v < lo) return lo;
-  if (v > hi) return hi;
-  return static_cast<std::int64_t>(v);
+// round(v / 2^s), ties away from zero, exact (s may be negative: a left shift)
+i128 round_shift(i128 v, int s) {
+  if (s <= 0) return s < -60 ? (v == 0 ? 0 : (v > 0 ? i128(1) << 100 : -(i128(1) << 100))) : v * (i128(1) << -s);
+  if (s >= 126) return 0;
+  const i128 m = v < 0 ? -v : v;
+  const i128 r = (m + (i128(1) << (s - 1))) >> s;
+  return v < 0 ? -r : r;
+}
+
+std::int64_t clamp128(i128 v, std::int64_t lo, std::int64_t hi) {
+  return v < lo ? lo : v > hi ? hi : static_cast<std::int64_t>(v);
+}
+
+// the requantization of mt_kernels.h: round(x m 2^-(31 + s)) (m = 0: round(x 2^-s)), int32
+std::int64_t ref_rq(std::int64_t x, std::int32_t m, int s) {
+  const i128 v = m == 0 ? round_shift(x, s) : round_shift(i128(x) * m, 31 + s);
+  return clamp128(v, INT32_MIN, INT32_MAX);
 }
 
 template <class T>
-std::vector<T> random_ints(std::mt19937& g, std::size_t n, int lo = std::numeric_limits<T>::min(),
-                           int hi = std::numeric_limits<T>::max()) {
-  std::uniform_int_distribution<int> d(lo, hi);
+std::int64_t lo_of() { return std::numeric_limits<T>::min(); }
+template <class T>
+std::int64_t hi_of() { return std::numeric_limits<T>::max(); }
+
+// zero + an int32, saturated to T (what mt_out_s8 / mt_out_s16 compute)
+template <class T>
+std::int64_t out_of(std::int64_t v, std::int64_t zero) {
+  return std::min(hi_of<T>(), std::max(lo_of<T>(), v + zero));
+}
+
+template <class T>
+std::vector<T> random_ints(std::mt19937& g, std::size_t n, std::int64_t lo = std::numeric_limits<T>::min(),
+                           std::int64_t hi = std::numeric_limits<T>::max()) {
+  std::uniform_int_distribution<std::int64_t> d(lo, hi);
   std::vector<T> v(n);
   for (auto& x : v) x = static_cast<T>(d(g));
   return v;
 }
 
-// quantise a real value to Q(frac) of type T (round half away, saturate)
+// a random multiplier: |m| in [2^30, 2^31), or 0 (a shift) one time in four
+std::int32_t random_m(std::mt19937& g, bool may_be_negative = false) {
+  if (g() % 4 == 0) return 0;
+  const auto m = static_cast<std::int32_t>((1u << 30) + (g() & 0x3FFFFFFFu));
+  return may_be_negative && g() % 2 ? -m : m;
+}
+
+// quantise a real value: round(x / scale) + zero, saturated to T
 template <class T>
-T quant(double x, int frac) {
-  double v = std::round(std::ldexp(x, frac));
-  v = std::min<double>(std::max<double>(v, std::numeric_limits<T>::min()), std::numeric_limits<T>::max());
-  return static_cast<T>(v);
+T quant(double x, double scale, std::int32_t zero = 0) {
+  const double v = std::round(x / scale) + zero;
+  return static_cast<T>(std::min<double>(std::max<double>(v, lo_of<T>()), hi_of<T>()));
+}
+
+// the (m, s) of a real ratio, as the lowering computes it
+std::pair<std::int32_t, int> mult(double r) {
+  const auto m = microtorch::lower::multiplier(r);
+  return {m.m, m.s};
 }
 
 double phi(double x) { return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))); }
@@ -95,7 +125,7 @@ double phi(double x) { return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))); }
 }  // namespace
 
 // ------------------------------------------------------------------------------------
-// Rounding helpers
+// Rounding and requantization
 // ------------------------------------------------------------------------------------
 
 TEST_CASE("lower kernels: the rounding shift rounds half away from zero and saturates") {
@@ -112,29 +142,53 @@ TEST_CASE("lower kernels: the rounding shift rounds half away from zero and satu
   CHECK(mt_rshift_s32(INT32_MIN, 40) == 0);
   CHECK(mt_rshift_s32(3, -30) == INT32_MAX);  // saturating left shift
   CHECK(mt_rshift_s32(-3, -30) == INT32_MIN);
-  CHECK(mt_rshift_s32(-1, -31) == INT32_MIN);
-  CHECK(mt_rshift_s32(1, -31) == INT32_MAX);
-  CHECK(mt_rshift_s32(-2, -3) == -16);
   CHECK(mt_rshift_s64(INT64_MIN, 63) == -1);
   CHECK(mt_rshift_s64(INT64_MIN, 1) == INT32_MIN);
-  CHECK(mt_rshift_s64(INT64_MAX, 63) == 1);
-  CHECK(mt_rshift_s64(INT64_MIN, 64) == -1);  // -0.5 -> -1
   CHECK(mt_rshift_s64(INT64_MAX, 64) == 0);
-  CHECK(mt_rshift_s64(INT64_MIN, 100) == 0);
-  CHECK(mt_requant_s16(1 << 20, 4) == 32767);
-  CHECK(mt_requant_s16(-(1 << 20), 4) == -32768);
-  CHECK(mt_requant_s8(255, 1) == 127);
-  CHECK(mt_requant_s8(-257, 1) == -128);
-
+  CHECK(mt_out_s8(1 << 30, -128) == 127);
+  CHECK(mt_out_s8(-5, -128) == -128);
+  CHECK(mt_out_s8(200, -128) == 72);
+  CHECK(mt_out_s16(INT32_MIN, 0) == -32768);
   std::mt19937 g(1);
   std::uniform_int_distribution<std::int64_t> d64(INT64_MIN, INT64_MAX);
   std::uniform_int_distribution<int> ds(-40, 70);
   for (int i = 0; i < 200000; ++i) {
     const std::int64_t x = d64(g) >> (i % 64);
     const int s = ds(g);
-    REQUIRE(mt_rshift_s64(x, s) == ref_rshift(x, s, INT32_MIN, INT32_MAX));
+    REQUIRE(mt_rshift_s64(x, s) == ref_rq(x, 0, s));
     const auto x32 = static_cast<std::int32_t>(x);
-    REQUIRE(mt_rshift_s32(x32, s) == ref_rshift(x32, s, INT32_MIN, INT32_MAX));
+    REQUIRE(mt_rshift_s32(x32, s) == ref_rq(x32, 0, s));
+  }
+}
+
+TEST_CASE("lower kernels: requantization by multiplier and shift is the exact product rounded once") {
+  // ties: 3 * 2^30 * 2^-31 = 1.5 -> 2; -1.5 -> -2; m < 0 negates
+  CHECK(mt_rq32(3, 1 << 30, 0) == 2);
+  CHECK(mt_rq32(-3, 1 << 30, 0) == -2);
+  CHECK(mt_rq32(3, -(1 << 30), 0) == -2);
+  CHECK(mt_rq(3, 1 << 30, 0) == 2);
+  CHECK(mt_rq32(0, 1 << 30, -40) == 0);
+  CHECK(mt_rq32(1, 1 << 30, -40) == INT32_MAX);  // saturates
+  CHECK(mt_rq(INT64_MIN, INT32_MIN, -31) == INT32_MAX);
+  CHECK(mt_rq(INT64_MAX, 1 << 30, 80) == 0);
+  std::mt19937 g(2);
+  std::uniform_int_distribution<std::int64_t> d64(INT64_MIN, INT64_MAX);
+  std::uniform_int_distribution<int> ds(-40, 100);
+  for (int i = 0; i < 300000; ++i) {
+    const std::int64_t x = d64(g) >> (i % 64);
+    const std::int32_t m = random_m(g, true);
+    const int s = ds(g) % (m == 0 ? 70 : 100);
+    INFO("x=" << x << " m=" << m << " s=" << s);
+    REQUIRE(mt_rq(x, m, s) == ref_rq(x, m, s));
+    const auto x32 = static_cast<std::int32_t>(x);
+    REQUIRE(mt_rq32(x32, m, s) == ref_rq(x32, m, s));
+  }
+  // the lowering's multipliers represent their ratios to 2^-31 relatively, powers of two exactly
+  for (const double r : {1.0, 0.5, 0.75, 3.0, 1e-7, 12345.678, -0.3, 2.0 / 3.0}) {
+    const auto m = microtorch::lower::multiplier(r);
+    CHECK(std::abs(m.value() / r - 1) <= std::ldexp(1.0, -30));
+    if (r == 1.0 || r == 0.5) CHECK(m.m == 0);  // a plain shift
+    if (m.m != 0) CHECK(std::abs(static_cast<std::int64_t>(m.m)) >= (std::int64_t{1} << 30));
   }
 }
 
@@ -183,84 +237,72 @@ TEST_CASE("lower kernels: reciprocal, inverse square root and 2^-z without divis
 }
 
 // ------------------------------------------------------------------------------------
-// Requantisation, linear, matmul, elementwise: exact integer results, rounded once
+// Linear, matmul, elementwise: exact integer results, requantized once
 // ------------------------------------------------------------------------------------
 
-TEST_CASE("lower kernels: array requantisation saturates instead of wrapping") {
-  std::mt19937 g(2);
-  const auto x = random_ints<std::int32_t>(g, 4096, INT32_MIN, INT32_MAX);
-  std::vector<std::int16_t> y16(x.size());
-  std::vector<std::int8_t> y8(x.size());
-  for (int shift : {-3, 0, 5, 16, 24, 40}) {
-    CAPTURE(shift);
-    mt_requant_s32_s16(x.data(), y16.data(), static_cast<int>(x.size()), shift);
-    mt_requant_s32_s8(x.data(), y8.data(), static_cast<int>(x.size()), shift);
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      REQUIRE(y16[i] == ref_rshift(x[i], shift, -32768, 32767));
-      REQUIRE(y8[i] == ref_rshift(x[i], shift, -128, 127));
-    }
-  }
-  const auto h = random_ints<std::int16_t>(g, 4096);
-  std::vector<std::int16_t> h2(h.size());
-  for (int shift : {-2, 0, 3, 9}) {
-    mt_requant_s16_s8(h.data(), y8.data(), static_cast<int>(h.size()), shift);
-    mt_requant_s16_s16(h.data(), h2.data(), static_cast<int>(h.size()), shift);
-    for (std::size_t i = 0; i < h.size(); ++i) {
-      REQUIRE(y8[i] == ref_rshift(h[i], shift, -128, 127));
-      REQUIRE(h2[i] == ref_rshift(h[i], shift, -32768, 32767));
-    }
-    mt_requant_s8_s16(y8.data(), h2.data(), static_cast<int>(h.size()), -shift);
-    for (std::size_t i = 0; i < h.size(); ++i) REQUIRE(h2[i] == ref_rshift(y8[i], -shift, -32768, 32767));
-  }
-}
-
 namespace {
-template <class TX, class TW, class TY>
-void check_linear(void (*fn)(const TX*, const TW*, const std::int32_t*, TY*, int, int, int, int, int), int rows,
-                  int in, int out, int shift, bool bias, std::uint32_t seed, int x_stride = 0) {
+
+template <class TX, class TW, class TB, class TY>
+using LinearFn = void (*)(const TX*, const TW*, const TB*, TY*, int, int, int, int, const std::int32_t*, int,
+                          std::int32_t, std::int32_t);
+
+template <class TX, class TW, class TB, class TY>
+void check_linear(LinearFn<TX, TW, TB, TY> fn, int rows, int in, int out, bool bias, bool per_channel,
+                  std::int32_t y_zero, bool relu, std::uint32_t seed, int x_stride = 0) {
   std::mt19937 g(seed);
   const int xs = x_stride > 0 ? x_stride : in;  // rows of x at a stride: the padding must be ignored
   const auto x = random_ints<TX>(g, static_cast<std::size_t>(rows * xs));
   const auto w = random_ints<TW>(g, static_cast<std::size_t>(out * in));
-  const auto b = random_ints<std::int32_t>(g, static_cast<std::size_t>(out), -(1 << 30), 1 << 30);
+  const auto b = random_ints<TB>(g, static_cast<std::size_t>(out), -(std::int64_t{1} << 30), std::int64_t{1} << 30);
+  // multipliers that keep the outputs in range for typical sums, some saturating
+  std::vector<std::int32_t> rq;
+  std::uniform_int_distribution<int> ds(sizeof(TX) + sizeof(TW) == 2 ? -8 : 0, sizeof(TX) + sizeof(TW) == 2 ? 8 : 24);
+  for (int c = 0; c < (per_channel ? out : 1); ++c) rq.push_back(random_m(g)), rq.push_back(ds(g));
   std::vector<TY> y(static_cast<std::size_t>(rows * out));
-  fn(x.data(), w.data(), bias ? b.data() : nullptr, y.data(), rows, in, out, shift, x_stride);
+  const std::int32_t y_min = relu ? y_zero : static_cast<std::int32_t>(lo_of<TY>());
+  fn(x.data(), w.data(), bias ? b.data() : nullptr, y.data(), rows, in, out, x_stride, rq.data(), per_channel ? 1 : 0,
+     y_zero, y_min);
   for (int r = 0; r < rows; ++r)
     for (int o = 0; o < out; ++o) {
       std::int64_t acc = bias ? b[o] : 0;
       for (int i = 0; i < in; ++i) acc += static_cast<std::int64_t>(x[r * xs + i]) * w[o * in + i];
-      REQUIRE(y[r * out + o] ==
-              ref_rshift(acc, shift, std::numeric_limits<TY>::min(), std::numeric_limits<TY>::max()));
+      const int c = per_channel ? 2 * o : 0;
+      const std::int64_t want = std::max<std::int64_t>(y_min, out_of<TY>(ref_rq(acc, rq[c], rq[c + 1]), y_zero));
+      REQUIRE(y[r * out + o] == want);
     }
 }
+
 }  // namespace
 
-TEST_CASE("lower kernels: linear equals the exact integer x W^T + b rounded once") {
-  // int32 accumulation (in <= 511 for s16 x w8), the int64 path beyond it, and s16 x w16
-  // (always int64): full-range random operands, so the worst case of every bound is hit.
-  check_linear(mt_linear_s16_w8, 3, 37, 5, 12, true, 10);
-  check_linear(mt_linear_s16_w8, 2, 511, 4, 16, false, 11);
-  check_linear(mt_linear_s16_w8, 2, 1500, 3, 18, true, 12);
-  check_linear(mt_linear_s16_w16, 3, 64, 7, 20, true, 13);
-  check_linear(mt_linear_s16_w16, 2, 700, 3, 28, false, 14);
-  check_linear(mt_linear_s16_w16, 2, 9, 3, -2, true, 15);  // saturates
-  check_linear(mt_linear_s8_w8, 4, 33, 6, 8, true, 16);
-  check_linear(mt_linear_s16_w8, 5, 16, 4, 12, true, 18, 48);   // rows read in place at a stride
-  check_linear(mt_linear_s16_w16, 3, 8, 5, 20, false, 19, 24);
-  check_linear(mt_linear_s8_w8, 4, 16, 3, 7, true, 20, 17);
-  check_linear(mt_linear_s8_w8, 2, 2000, 3, 6, false, 17);  // saturates
+TEST_CASE("lower kernels: linear equals the exact x W^T + b requantized per channel, for every type combination") {
+  // int32 accumulation for int8 x int8, int32 chunks of 511 terms for int16 x int8 (and the
+  // int64 path beyond), int64 for int16 x int16: full-range random operands hit every bound
+  check_linear(mt_linear_s8_s8_s8, 4, 33, 6, true, true, -7, false, 16);
+  check_linear(mt_linear_s8_s8_s8, 2, 2000, 3, false, false, 0, false, 17);
+  check_linear(mt_linear_s8_s8_s8, 4, 16, 3, true, true, -128, true, 20, 17);  // rows in place, fused relu
+  check_linear(mt_linear_s8_s8_s16, 3, 40, 5, true, true, 0, false, 21);
+  check_linear(mt_linear_s8_s16_s8, 3, 40, 5, true, true, 5, false, 22);
+  check_linear(mt_linear_s8_s16_s16, 2, 700, 4, true, false, 0, true, 23);
+  check_linear(mt_linear_s16_s8_s8, 3, 37, 5, true, true, 3, false, 24);
+  check_linear(mt_linear_s16_s8_s16, 2, 511, 4, false, true, 0, false, 25);
+  check_linear(mt_linear_s16_s8_s16, 2, 1500, 3, true, true, 0, false, 26);
+  check_linear(mt_linear_s16_s8_s16, 5, 16, 4, true, true, 0, false, 27, 48);
+  check_linear(mt_linear_s16_s16_s8, 3, 64, 7, true, false, -100, false, 28);
+  check_linear(mt_linear_s16_s16_s16, 3, 64, 7, true, true, 0, false, 29);
+  check_linear(mt_linear_s16_s16_s16, 2, 700, 3, false, true, 0, true, 30, 0);
 
   // all-extreme inputs: the int32 fast path at its bound, no overflow
   std::vector<std::int16_t> x(511, -32768);
   std::vector<std::int8_t> w(511, -128);
   std::int16_t y = 0;
-  mt_linear_s16_w8(x.data(), w.data(), nullptr, &y, 1, 511, 1, 0, 0);
+  const std::int32_t saturate[2] = {0, 0}, down[2] = {0, 22};
+  mt_linear_s16_s8_s16(x.data(), w.data(), nullptr, &y, 1, 511, 1, 0, saturate, 0, 0, -32768);
   CHECK(y == 32767);
-  mt_linear_s16_w8(x.data(), w.data(), nullptr, &y, 1, 511, 1, 22, 0);
+  mt_linear_s16_s8_s16(x.data(), w.data(), nullptr, &y, 1, 511, 1, 0, down, 0, 0, -32768);
   CHECK(y == 511);
 }
 
-TEST_CASE("lower kernels: batched matmul equals the exact integer product, both layouts of b") {
+TEST_CASE("lower kernels: batched matmul equals the exact integer product requantized, both layouts of b") {
   std::mt19937 g(20);
   const int B = 2, M = 5, K = 19, N = 7;
   const auto a16 = random_ints<std::int16_t>(g, B * M * K), b16 = random_ints<std::int16_t>(g, B * K * N);
@@ -269,8 +311,9 @@ TEST_CASE("lower kernels: batched matmul equals the exact integer product, both 
   std::vector<std::int8_t> y8(B * M * N);
   for (int bt : {0, 1}) {
     CAPTURE(bt);
-    mt_matmul_s16(a16.data(), b16.data(), y16.data(), B, M, K, N, bt, 20);
-    mt_matmul_s8(a8.data(), b8.data(), y8.data(), B, M, K, N, bt, 9);
+    const std::int32_t m16 = random_m(g), m8 = random_m(g);
+    mt_matmul_s16(a16.data(), b16.data(), y16.data(), B, M, K, N, bt, m16, 20);
+    mt_matmul_s8(a8.data(), b8.data(), y8.data(), B, M, K, N, bt, m8, 9);
     for (int t = 0; t < B; ++t)
       for (int m = 0; m < M; ++m)
         for (int n = 0; n < N; ++n) {
@@ -280,234 +323,378 @@ TEST_CASE("lower kernels: batched matmul equals the exact integer product, both 
             s16 += static_cast<std::int64_t>(a16[t * M * K + m * K + k]) * b16[bi];
             s8 += static_cast<std::int64_t>(a8[t * M * K + m * K + k]) * b8[bi];
           }
-          REQUIRE(y16[t * M * N + m * N + n] == ref_rshift(s16, 20, -32768, 32767));
-          REQUIRE(y8[t * M * N + m * N + n] == ref_rshift(s8, 9, -128, 127));
+          REQUIRE(y16[t * M * N + m * N + n] == out_of<std::int16_t>(ref_rq(s16, m16, 20), 0));
+          REQUIRE(y8[t * M * N + m * N + n] == out_of<std::int8_t>(ref_rq(s8, m8, 9), 0));
         }
   }
 }
 
-TEST_CASE("lower kernels: add with rescale rounds the exact sum once; scale and relu") {
-  std::mt19937 g(30);
-  const int n = 3000;
+namespace {
+
+template <class TA, class TB, class TY>
+using AddFn = void (*)(const TA*, const TB*, int, TY*, int, std::int32_t, std::int32_t, std::int32_t, int, std::int32_t);
+
+template <class TA, class TB, class TY>
+void check_add(AddFn<TA, TB, TY> fn, std::uint32_t seed) {
+  std::mt19937 g(seed);
+  const int n = 1200;
+  const auto a = random_ints<TA>(g, n);
+  const auto b = random_ints<TB>(g, n);
+  std::vector<TY> y(n);
+  const bool narrow = sizeof(TA) == 1 && sizeof(TB) == 1;  // int32 arithmetic: |ma|, |mb| < 2^21
+  const std::int64_t bound = narrow ? (1 << 21) - 1 : (std::int64_t{1} << 30) - 1;
+  for (int nb : {1, 3, 40, n}) {
+    for (int trial = 0; trial < 6; ++trial) {
+      const auto ma = static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(-bound, bound)(g));
+      const auto mb = static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(-bound, bound)(g));
+      const auto c = static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(-(1 << 28), 1 << 28)(g));
+      const int shift = std::uniform_int_distribution<int>(narrow ? 10 : 20, narrow ? 24 : 40)(g);
+      const auto zy = static_cast<std::int32_t>(sizeof(TY) == 1 ? std::uniform_int_distribution<int>(-128, 127)(g) : 0);
+      INFO("nb=" << nb << " ma=" << ma << " mb=" << mb << " c=" << c << " shift=" << shift);
+      fn(a.data(), b.data(), nb, y.data(), n, ma, mb, c, shift, zy);
+      for (int i = 0; i < n; ++i) {
+        const std::int64_t acc = std::int64_t{a[i]} * ma + std::int64_t{b[i % nb]} * mb + c;
+        REQUIRE(y[i] == out_of<TY>(ref_rq(acc, 0, shift), zy));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("lower kernels: add of two scaled tensors (zero points folded, broadcast) is exact, every type combination") {
+  check_add(mt_add_s8_s8_s8, 31);
+  check_add(mt_add_s8_s8_s16, 32);
+  check_add(mt_add_s8_s16_s8, 33);
+  check_add(mt_add_s8_s16_s16, 34);
+  check_add(mt_add_s16_s8_s8, 35);
+  check_add(mt_add_s16_s8_s16, 36);
+  check_add(mt_add_s16_s16_s8, 37);
+  check_add(mt_add_s16_s16_s16, 38);
+  // the power-of-two scheme: power-of-two multipliers align the operands exactly, one rounding:
+  // a Q12 + b Q10 -> Q11 is (a 2^0 + b 2^2) 2^-1
+  const std::int16_t a[] = {5, -5, 32767}, b[] = {1, 1, 32767};
+  std::int16_t y[3];
+  mt_add_s16_s16_s16(a, b, 3, y, 3, 1, 4, 0, 1, 0);
+  CHECK(y[0] == 5);   // 9 / 2 = 4.5 -> 5
+  CHECK(y[1] == -1);  // -1 / 2 = -0.5 -> -1
+  CHECK(y[2] == 32767);
+  // in place (y = a), bias of a [4, 3] tensor broadcast along rows
+  std::int16_t m[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const std::int16_t bias[] = {100, 200, 300};
+  mt_add_s16_s16_s16(m, bias, 3, m, 12, 1, 1, 0, 0, 0);
+  for (int i = 0; i < 12; ++i) CHECK(m[i] == i + 1 + 100 * (i % 3 + 1));
+  // nb <= 0: nothing written
+  std::int16_t untouched[2] = {7, 7};
+  mt_add_s16_s16_s16(a, b, 0, untouched, 2, 1, 1, 0, 0, 0);
+  CHECK(untouched[0] == 7);
+}
+
+TEST_CASE("lower kernels: multiply and requantize with zero points; relu and type changes") {
+  std::mt19937 g(40);
+  const int n = 2400;
   const auto a = random_ints<std::int16_t>(g, n), b = random_ints<std::int16_t>(g, n);
   const auto a8 = random_ints<std::int8_t>(g, n), b8 = random_ints<std::int8_t>(g, n);
   std::vector<std::int16_t> y(n);
   std::vector<std::int8_t> y8(n);
-  const int formats[][3] = {{12, 12, 12}, {12, 10, 11}, {8, 14, 13}, {3, 15, 9}, {0, 15, 4}, {15, 15, 16}};
-  for (const auto& f : formats) {
-    CAPTURE(f[0]);
-    CAPTURE(f[1]);
-    CAPTURE(f[2]);
-    mt_add_s16(a.data(), f[0], b.data(), f[1], y.data(), f[2], n);
-    mt_add_s8(a8.data(), f[0] / 2, b8.data(), f[1] / 2, y8.data(), f[2] / 2, n);
-    for (int i = 0; i < n; ++i) {
-      // exact when the formats are within 15 bits (all cases above)
-      const long double s = std::ldexp(static_cast<long double>(a[i]), -f[0]) + std::ldexp(static_cast<long double>(b[i]), -f[1]);
-      const long double want = std::min(32767.0L, std::max(-32768.0L, round_away(std::ldexp(s, f[2]))));
-      REQUIRE(y[i] == want);
-      const long double s8 = std::ldexp(static_cast<long double>(a8[i]), -f[0] / 2) + std::ldexp(static_cast<long double>(b8[i]), -f[1] / 2);
-      REQUIRE(y8[i] == std::min(127.0L, std::max(-128.0L, round_away(std::ldexp(s8, f[2] / 2)))));
+  for (int nb : {1, 3, 240, n}) {
+    for (int shift : {-3, 0, 7, 15, 20, 31}) {
+      const std::int32_t m = random_m(g, true), za = static_cast<std::int32_t>(g() % 256) - 128,
+                         zb = static_cast<std::int32_t>(g() % 256) - 128, zy = static_cast<std::int32_t>(g() % 256) - 128;
+      INFO("nb=" << nb << " shift=" << shift << " m=" << m);
+      mt_mul_s16(a.data(), b.data(), nb, y.data(), n, 0, 0, m, shift, 0);
+      mt_mul_s8(a8.data(), b8.data(), nb, y8.data(), n, za, zb, m, shift - 8, zy);
+      for (int i = 0; i < n; ++i) {
+        const int j = i % nb;
+        REQUIRE(y[i] == out_of<std::int16_t>(ref_rq(std::int64_t{a[i]} * b[j], m, shift), 0));
+        REQUIRE(y8[i] == out_of<std::int8_t>(ref_rq((std::int64_t{a8[i]} - za) * (b8[j] - zb), m, shift - 8), zy));
+      }
     }
   }
-  // formats 20 bits apart: the finer operand is rounded to 15 bits below the coarser one
-  std::int16_t big = 100, tiny = 3, out = 0;
-  mt_add_s16(&big, 0, &tiny, 20, &out, 0, 1);
-  CHECK(out == 100);
-
-  mt_scale_s16(a.data(), y.data(), n, 23170, 15);  // * 0.7071 (Q0.15)
-  for (int i = 0; i < n; ++i) REQUIRE(y[i] == ref_rshift(static_cast<std::int64_t>(a[i]) * 23170, 15, -32768, 32767));
-  mt_scale_s8(a8.data(), y8.data(), n, 3, 0);  // * 3, saturating
-  for (int i = 0; i < n; ++i) REQUIRE(y8[i] == ref_rshift(a8[i] * 3, 0, -128, 127));
-
-  mt_relu_s16(a.data(), y.data(), n);
-  mt_relu_s8(a8.data(), y8.data(), n);
+  // requant: every combination of types, zero points and the relu clamp
+  for (int relu : {0, 1}) {
+    for (int trial = 0; trial < 8; ++trial) {
+      const std::int32_t m = random_m(g, true), zx = static_cast<std::int32_t>(g() % 256) - 128,
+                         zy = static_cast<std::int32_t>(g() % 256) - 128;
+      const int s = static_cast<int>(g() % 24) - 8;
+      std::vector<std::int16_t> y16(n);
+      std::vector<std::int8_t> y88(n);
+      mt_requant_s8_s8(a8.data(), y88.data(), n, zx, m, s, zy, relu);
+      for (int i = 0; i < n; ++i) {
+        const std::int64_t v = relu ? std::max<std::int64_t>(0, a8[i] - zx) : a8[i] - zx;
+        REQUIRE(y88[i] == out_of<std::int8_t>(ref_rq(v, m, s), zy));
+      }
+      mt_requant_s8_s16(a8.data(), y16.data(), n, zx, m, s - 8, 0, relu);
+      for (int i = 0; i < n; ++i) {
+        const std::int64_t v = relu ? std::max<std::int64_t>(0, a8[i] - zx) : a8[i] - zx;
+        REQUIRE(y16[i] == out_of<std::int16_t>(ref_rq(v, m, s - 8), 0));
+      }
+      mt_requant_s16_s8(a.data(), y88.data(), n, 0, m, s + 8, zy, relu);
+      mt_requant_s16_s16(a.data(), y16.data(), n, 0, m, s, 0, relu);
+      for (int i = 0; i < n; ++i) {
+        const std::int64_t v = relu ? std::max<std::int64_t>(0, a[i]) : a[i];
+        REQUIRE(y88[i] == out_of<std::int8_t>(ref_rq(v, m, s + 8), zy));
+        REQUIRE(y16[i] == out_of<std::int16_t>(ref_rq(v, m, s), 0));
+      }
+    }
+  }
+  // a table lookup per int8 input
+  std::vector<std::int8_t> t8(256);
+  std::vector<std::int16_t> t16(256);
+  for (int i = 0; i < 256; ++i) t8[i] = static_cast<std::int8_t>(127 - i), t16[i] = static_cast<std::int16_t>(i * 100);
+  mt_lut_s8_s8(a8.data(), y8.data(), n, t8.data());
+  mt_lut_s8_s16(a8.data(), y.data(), n, t16.data());
   for (int i = 0; i < n; ++i) {
-    REQUIRE(y[i] == std::max<std::int16_t>(a[i], 0));
-    REQUIRE(y8[i] == std::max<std::int8_t>(a8[i], 0));
+    REQUIRE(y8[i] == 127 - (a8[i] + 128));
+    REQUIRE(y[i] == (a8[i] + 128) * 100);
   }
 }
 
 // ------------------------------------------------------------------------------------
-// Activations: every int16 / int8 input against double
+// Activations of int16 inputs: every input against double, at real-valued scales
 // ------------------------------------------------------------------------------------
 
-TEST_CASE("lower kernels: tanh, sigmoid and gelu tables over every input") {
+namespace {
+
+using TableFn16 = void (*)(const std::int16_t*, std::int16_t*, int, std::int32_t, int, std::int32_t, int, std::int32_t);
+using TableFn8 = void (*)(const std::int16_t*, std::int8_t*, int, std::int32_t, int, std::int32_t, int, std::int32_t);
+
+}  // namespace
+
+TEST_CASE("lower kernels: tanh, sigmoid and gelu of int16 inputs, every input, against double") {
   std::vector<std::int16_t> x(65536), y(65536);
+  std::vector<std::int8_t> y8(65536);
   for (int i = 0; i < 65536; ++i) x[i] = static_cast<std::int16_t>(i - 32768);
-  std::vector<std::int8_t> x8(256), y8(256);
-  for (int i = 0; i < 256; ++i) x8[i] = static_cast<std::int8_t>(i - 128);
   struct Case {
     const char* name;
-    void (*f16)(const std::int16_t*, std::int16_t*, int, int, int);
-    void (*f8)(const std::int8_t*, std::int8_t*, int, int, int);
+    TableFn16 f16;
+    TableFn8 f8;
     double (*ref)(double);
-    int fx, fy, fx8, fy8;
+    double out_unit_log2;  // the kernel's result unit: 2^-20 (tanh), 2^-21 (sigmoid), x 2^-16 (gelu)
+    bool times_x;
     double bound16, bound8;
   };
   const Case cases[] = {
-      {"tanh", mt_tanh_s16, mt_tanh_s8, [](double v) { return std::tanh(v); }, 12, 15, 5, 7, 0.85, 0.51},
-      {"sigmoid", mt_sigmoid_s16, mt_sigmoid_s8, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, 12, 15, 5, 7, 0.7, 0.51},
-      {"gelu", mt_gelu_s16, mt_gelu_s8, [](double v) { return v * phi(v); }, 12, 12, 5, 5, 0.9, 0.51},
+      {"tanh", mt_tanh_s16_s16, mt_tanh_s16_s8, [](double v) { return std::tanh(v); }, -20, false, 0.9, 0.51},
+      {"sigmoid", mt_sigmoid_s16_s16, mt_sigmoid_s16_s8, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, -21, false, 0.75, 0.51},
+      {"gelu", mt_gelu_s16_s16, mt_gelu_s16_s8, [](double v) { return v * phi(v); }, -16, true, 1.05, 0.51},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
-    for (int fx : {c.fx, 8, 15}) {  // the natural format, a wide range, and |x| < 1
-      const int fy = c.fy == c.fx ? fx : c.fy;
-      c.f16(x.data(), y.data(), 65536, fx, fy);
-      MaxErr e;
+    // scales: Q3.12, a wide range, |x| < 1, and two real-valued ones
+    for (const double sx : {std::ldexp(1.0, -12), std::ldexp(1.0, -8), std::ldexp(1.0, -15), 1.7e-4, 6.1e-4}) {
+      double ymax = 0;
+      for (int i = 0; i < 65536; i += 7) ymax = std::max(ymax, std::abs(c.ref(sx * x[i])));
+      const double sy = ymax / 32767.0, sy8 = ymax / 127.0;
+      const auto in = mult(std::ldexp(sx, 20));
+      const double unit = c.times_x ? sx * std::exp2(c.out_unit_log2) : std::exp2(c.out_unit_log2);
+      const auto out = mult(unit / sy), out8 = mult(unit / sy8);
+      c.f16(x.data(), y.data(), 65536, in.first, in.second, out.first, out.second, 0);
+      c.f8(x.data(), y8.data(), 65536, in.first, in.second, out8.first, out8.second, 0);
+      MaxErr e, e8;
       for (int i = 0; i < 65536; ++i) {
-        const double want = std::min(32767.0, std::max(-32768.0, std::ldexp(c.ref(std::ldexp(x[i], -fx)), fy)));
-        e.add(y[i], want, "x=" + std::to_string(x[i]));
+        const double v = c.ref(sx * x[i]);
+        e.add(y[i], std::min(32767.0, std::max(-32768.0, v / sy)), "x=" + std::to_string(x[i]));
+        e8.add(y8[i], std::min(127.0, std::max(-128.0, v / sy8)), "x=" + std::to_string(x[i]));
       }
-      report((std::string(c.name) + " s16 Q" + std::to_string(fx) + " -> Q" + std::to_string(fy)).c_str(), e);
+      report((std::string(c.name) + " s16 -> s16, scale_x " + std::to_string(sx)).c_str(), e);
+      report((std::string(c.name) + " s16 -> s8").c_str(), e8);
       CHECK_ERR(e, c.bound16);
+      CHECK_ERR(e8, c.bound8);
     }
-    c.f8(x8.data(), y8.data(), 256, c.fx8, c.fy8);
-    MaxErr e8;
-    for (int i = 0; i < 256; ++i) {
-      const double want = std::min(127.0, std::max(-128.0, std::ldexp(c.ref(std::ldexp(x8[i], -c.fx8)), c.fy8)));
-      e8.add(y8[i], want, "x=" + std::to_string(x8[i]));
-    }
-    report((std::string(c.name) + " s8").c_str(), e8);
-    CHECK_ERR(e8, c.bound8);
   }
 }
 
 // ------------------------------------------------------------------------------------
-// Softmax, layer norm, pooling, argmax
+// Softmax, layer norm, sums, argmax
 // ------------------------------------------------------------------------------------
 
-TEST_CASE("lower kernels: integer softmax is within 1.25 LSB of Q0.15 (0.6 LSB of Q0.7)") {
-  std::mt19937 g(40);
-  MaxErr e16, e8;
-  for (int trial = 0; trial < 300; ++trial) {
+namespace {
+
+template <class TX, class TY>
+using SoftmaxFn = void (*)(const TX*, TY*, int, int, std::int32_t, int, int, std::int32_t);
+
+template <class TX, class TY>
+double softmax_error(SoftmaxFn<TX, TY> fn, double sx, int out_bits, std::int32_t zy, std::uint32_t seed) {
+  std::mt19937 g(seed);
+  MaxErr e;
+  const auto in = mult(std::ldexp(sx / std::log(2.0), 16));
+  for (int trial = 0; trial < 200; ++trial) {
     const int n = 1 + trial % 97;
-    const double spread = 0.25 * (1 + trial % 13);  // logits' std in natural units
-    const int fx = 8 + trial % 5;                   // Q7.8 .. Q3.12
-    std::normal_distribution<double> d(0.0, spread);
-    std::vector<std::int16_t> x(n), y(n);
-    std::vector<std::int8_t> x8(n), y8(n);
+    std::normal_distribution<double> d(0.0, 0.25 * (1 + trial % 13));
+    std::vector<TX> x(n);
+    std::vector<TY> y(n);
+    for (auto& v : x) v = quant<TX>(d(g), sx);
+    fn(x.data(), y.data(), 1, n, in.first, in.second, out_bits, zy);
+    double mx = -1e300, s = 0;
+    for (int j = 0; j < n; ++j) mx = std::max(mx, sx * x[j]);
+    for (int j = 0; j < n; ++j) s += std::exp(sx * x[j] - mx);
     for (int j = 0; j < n; ++j) {
-      x[j] = quant<std::int16_t>(d(g), fx);
-      x8[j] = quant<std::int8_t>(d(g), 4);
-    }
-    mt_softmax_s16(x.data(), y.data(), 1, n, fx);
-    mt_softmax_s8(x8.data(), y8.data(), 1, n, 4);
-    double mx = -1e300, mx8 = -1e300, s = 0, s8 = 0;
-    for (int j = 0; j < n; ++j) mx = std::max(mx, std::ldexp(x[j], -fx)), mx8 = std::max(mx8, std::ldexp(x8[j], -4));
-    for (int j = 0; j < n; ++j) s += std::exp(std::ldexp(x[j], -fx) - mx), s8 += std::exp(std::ldexp(x8[j], -4) - mx8);
-    for (int j = 0; j < n; ++j) {
-      e16.add(y[j], std::min(32767.0, 32768.0 * std::exp(std::ldexp(x[j], -fx) - mx) / s), "n=" + std::to_string(n));
-      e8.add(y8[j], std::min(127.0, 128.0 * std::exp(std::ldexp(x8[j], -4) - mx8) / s8), "n=" + std::to_string(n));
+      const double want = std::ldexp(std::exp(sx * x[j] - mx) / s, out_bits) + zy;
+      e.add(y[j], std::min<double>(hi_of<TY>(), want), "n=" + std::to_string(n));
     }
   }
-  report("softmax s16 -> Q0.15", e16);
-  report("softmax s8 -> Q0.7", e8);
-  CHECK_ERR(e16, 1.25);
-  CHECK_ERR(e8, 0.6);
+  return e.value;
+}
 
-  // extremes: the whole int16 range in one row, a constant row, a single element
+}  // namespace
+
+TEST_CASE("lower kernels: integer softmax within 1.25 LSB of Q0.15 and 0.6 LSB of 8-bit outputs, every type") {
+  const double e16 = softmax_error(mt_softmax_s16_s16, std::ldexp(1.0, -10), 15, 0, 40);
+  const double e16r = softmax_error(mt_softmax_s16_s16, 3.3e-4, 15, 0, 41);
+  const double e8 = softmax_error(mt_softmax_s8_s8, 1.0 / 16, 7, 0, 42);
+  const double e8a = softmax_error(mt_softmax_s8_s8, 0.047, 8, -128, 43);  // affine: scale 1/256, zero -128
+  const double e816 = softmax_error(mt_softmax_s8_s16, 0.05, 15, 0, 44);
+  const double e168 = softmax_error(mt_softmax_s16_s8, 2.1e-3, 8, -128, 45);
+  if (std::getenv("MICROTORCH_KERNEL_REPORT")) {
+    std::printf("  softmax s16 -> Q0.15 %.3f (real scale %.3f), s8 -> Q0.7 %.3f, s8 -> affine %.3f, s8 -> Q0.15 %.3f, "
+                "s16 -> affine s8 %.3f LSB\n",
+                e16, e16r, e8, e8a, e816, e168);
+  }
+  CHECK(e16 <= 1.25);
+  CHECK(e16r <= 1.25);
+  CHECK(e816 <= 1.25);
+  CHECK(e8 <= 0.6);
+  CHECK(e8a <= 0.6);
+  CHECK(e168 <= 0.6);
+
+  // extremes: the whole int16 range in one row, a constant row, a single element, in place
   std::vector<std::int16_t> x = {-32768, 32767, 0, 32767}, y(4);
-  mt_softmax_s16(x.data(), y.data(), 1, 4, 0);
+  const auto unit = mult(std::ldexp(1.0 / std::log(2.0), 16));  // scale 1
+  mt_softmax_s16_s16(x.data(), y.data(), 1, 4, unit.first, unit.second, 15, 0);
   CHECK(y[0] == 0);
   CHECK(y[1] == 16384);
   CHECK(y[2] == 0);
   CHECK(y[3] == 16384);
   std::vector<std::int16_t> c(10, -5), yc(10);
-  mt_softmax_s16(c.data(), yc.data(), 1, 10, 3);
+  mt_softmax_s16_s16(c.data(), yc.data(), 1, 10, unit.first, unit.second, 15, 0);
   for (auto v : yc) CHECK(v == 3277);  // 32768 / 10 = 3276.8
-  mt_softmax_s16(c.data(), yc.data(), 1, 1, 3);
+  mt_softmax_s16_s16(c.data(), yc.data(), 1, 1, unit.first, unit.second, 15, 0);
   CHECK(yc[0] == 32767);
-  // in place, several rows
-  std::vector<std::int16_t> r = {0, 256, 512, 768, 0, 0, 0, 0};
-  mt_softmax_s16(r.data(), r.data(), 2, 4, 8);
-  CHECK(r[4] == 8192);
-  CHECK(std::abs(r[3] - static_cast<int>(std::lround(32768 * std::exp(3.0) / (1 + std::exp(1.0) + std::exp(2.0) + std::exp(3.0))))) <= 1);
+  std::vector<std::int8_t> one(1, 3), p8(1);
+  mt_softmax_s8_s8(one.data(), p8.data(), 1, 1, unit.first, unit.second, 8, -128);  // 1.0 -> 128 - 128 saturates to 127
+  CHECK(p8[0] == 127);
 }
 
-TEST_CASE("lower kernels: integer layer norm against double, with gamma, beta and eps") {
-  std::mt19937 g(50);
-  MaxErr e16, e8;
+namespace {
+
+template <class TX, class TY>
+using LayerNormFn = void (*)(const TX*, TY*, int, int, std::uint32_t, int, const std::int32_t*, int,
+                             const std::int32_t*, int, std::int32_t);
+
+// The lowering's folding: g = gamma / scale_y in Q(g_shift - 20), b = beta / scale_y in
+// Q(b_shift), each below 2^30; eps / scale_x^2 with 24 significant bits.
+template <class TX, class TY>
+double layernorm_error(LayerNormFn<TX, TY> fn, double sx, double sy, std::int32_t zy, std::uint32_t seed) {
+  std::mt19937 g(seed);
+  MaxErr e;
   for (int trial = 0; trial < 120; ++trial) {
     const int n = 2 + trial % 70;
-    const double mean = (trial % 7 - 3) * 0.4, sd = 0.05 + 0.3 * (trial % 5);
-    std::normal_distribution<double> d(mean, sd);
+    std::normal_distribution<double> d((trial % 7 - 3) * 0.4, 0.05 + 0.3 * (trial % 5));
     std::uniform_real_distribution<double> ug(0.5, 1.5), ub(-0.5, 0.5);
-    const int fx = 12, fg = 14, fb = 14, fy = 12;
-    std::vector<std::int16_t> x(n), gm(n), bt(n), y(n);
-    std::vector<std::int8_t> x8(n), gm8(n), bt8(n), y8(n);
-    for (int j = 0; j < n; ++j) {
-      x[j] = quant<std::int16_t>(d(g), fx), x8[j] = quant<std::int8_t>(d(g), 4);
-      gm[j] = quant<std::int16_t>(ug(g), fg), gm8[j] = quant<std::int8_t>(ug(g), 6);
-      bt[j] = quant<std::int16_t>(ub(g), fb), bt8[j] = quant<std::int8_t>(ub(g), 6);
-    }
-    const double eps = 1e-5;
+    std::vector<TX> x(n);
+    std::vector<TY> y(n);
+    std::vector<double> gm(n, 1.0), bt(n, 0.0);
     const bool affine = trial % 3 != 0;
-    // eps = 1e-5 as 21475 * 2^-31
-    mt_layernorm_s16(x.data(), y.data(), 1, n, fx, affine ? gm.data() : nullptr, fg, affine ? bt.data() : nullptr,
-                     fb, 21475, 31, fy);
-    mt_layernorm_s8(x8.data(), y8.data(), 1, n, 4, affine ? gm8.data() : nullptr, 6, affine ? bt8.data() : nullptr,
-                    6, 21475, 31, 5);
-    auto check = [&](auto& xs, auto& ys, auto& gs, auto& bs, int fxx, int fgg, int fbb, int fyy, MaxErr& e,
-                     double lo, double hi) {
-      double m = 0, v = 0;
-      for (int j = 0; j < n; ++j) m += std::ldexp(xs[j], -fxx);
-      m /= n;
-      for (int j = 0; j < n; ++j) v += std::pow(std::ldexp(xs[j], -fxx) - m, 2);
-      v /= n;
-      for (int j = 0; j < n; ++j) {
-        double want = (std::ldexp(xs[j], -fxx) - m) / std::sqrt(v + eps);
-        if (affine) want = want * std::ldexp(gs[j], -fgg) + std::ldexp(bs[j], -fbb);
-        e.add(ys[j], std::min(hi, std::max(lo, std::ldexp(want, fyy))), "n=" + std::to_string(n));
-      }
-    };
-    check(x, y, gm, bt, fx, fg, fb, fy, e16, -32768, 32767);
-    check(x8, y8, gm8, bt8, 4, 6, 6, 5, e8, -128, 127);
+    for (int j = 0; j < n; ++j) {
+      x[j] = quant<TX>(d(g), sx);
+      if (affine) gm[j] = ug(g), bt[j] = ub(g);
+    }
+    double gmax = 0, bmax = 0;
+    for (int j = 0; j < n; ++j) gmax = std::max(gmax, std::abs(gm[j]) / sy), bmax = std::max(bmax, std::abs(bt[j]) / sy);
+    auto room = [](double m) { return m > 0 ? static_cast<int>(std::floor(std::log2(std::ldexp(1.0, 30) / m))) : 62; };
+    const int g_shift = std::clamp(std::min(20 + room(gmax), room(bmax) + 32), 0, 62);
+    const int b_shift = std::clamp(std::min(room(bmax), g_shift), g_shift - 32, g_shift);
+    std::vector<std::int32_t> gq(n), bq(n);
+    for (int j = 0; j < n; ++j) {
+      gq[j] = static_cast<std::int32_t>(std::llround(std::ldexp(gm[j] / sy, g_shift - 20)));
+      bq[j] = static_cast<std::int32_t>(std::llround(std::ldexp(bt[j] / sy, b_shift)));
+    }
+    const double eps = 1e-5, eps_x = eps / (sx * sx);
+    const int eps_frac = std::clamp(24 - static_cast<int>(std::ceil(std::log2(eps_x))), -30, 62);
+    const auto eps_q = static_cast<std::uint32_t>(std::llround(std::ldexp(eps_x, eps_frac)));
+    fn(x.data(), y.data(), 1, n, eps_q, eps_frac, gq.data(), g_shift, bq.data(), b_shift, zy);
+    double m = 0, v = 0;
+    for (int j = 0; j < n; ++j) m += sx * x[j];
+    m /= n;
+    for (int j = 0; j < n; ++j) v += std::pow(sx * x[j] - m, 2);
+    v /= n;
+    for (int j = 0; j < n; ++j) {
+      const double want = ((sx * x[j] - m) / std::sqrt(v + eps) * gm[j] + bt[j]) / sy + zy;
+      e.add(y[j], std::min<double>(hi_of<TY>(), std::max<double>(lo_of<TY>(), want)), "n=" + std::to_string(n));
+    }
   }
-  report("layernorm s16 Q12 -> Q12", e16);
-  report("layernorm s8 Q4 -> Q5", e8);
-  CHECK_ERR(e16, 0.75);
-  CHECK_ERR(e8, 0.6);
+  return e.value;
+}
 
-  // a constant row with eps = 0 gives beta (no division by zero)
-  std::vector<std::int16_t> c(8, 1234), b(8, -77), y(8);
-  mt_layernorm_s16(c.data(), y.data(), 1, 8, 10, nullptr, 0, b.data(), 10, 0, 0, 10);
+}  // namespace
+
+TEST_CASE("lower kernels: integer layer norm against double, with folded gamma and beta, every type") {
+  const double e16 = layernorm_error(mt_layernorm_s16_s16, std::ldexp(1.0, -12), std::ldexp(1.0, -12), 0, 50);
+  const double e16r = layernorm_error(mt_layernorm_s16_s16, 2.7e-4, 1.3e-4, 0, 51);
+  const double e8 = layernorm_error(mt_layernorm_s8_s8, 1.0 / 16, 1.0 / 32, 0, 52);
+  const double e8a = layernorm_error(mt_layernorm_s8_s8, 0.03, 0.031, 9, 53);
+  const double e168 = layernorm_error(mt_layernorm_s16_s8, 2.7e-4, 0.03, -3, 54);
+  const double e816 = layernorm_error(mt_layernorm_s8_s16, 0.03, 1.3e-4, 0, 55);
+  if (std::getenv("MICROTORCH_KERNEL_REPORT")) {
+    std::printf("  layernorm s16 %.3f (real scales %.3f), s8 %.3f (zero point %.3f), s16 -> s8 %.3f, s8 -> s16 %.3f LSB\n",
+                e16, e16r, e8, e8a, e168, e816);
+  }
+  CHECK(e16 <= 0.75);
+  CHECK(e16r <= 0.75);
+  CHECK(e816 <= 0.75);
+  CHECK(e8 <= 0.6);
+  CHECK(e8a <= 0.6);
+  CHECK(e168 <= 0.6);
+  // a constant row with eps = 0 gives b (no division by zero)
+  std::vector<std::int16_t> c(8, 1234), y(8);
+  const std::vector<std::int32_t> gq(8, 1 << 20), bq(8, -77 * 1024);
+  mt_layernorm_s16_s16(c.data(), y.data(), 1, 8, 0, 0, gq.data(), 10, bq.data(), 10, 0);
   for (auto v : y) CHECK(v == -77);
 }
 
-TEST_CASE("lower kernels: mean pooling is the correctly rounded mean; argmax takes the first max") {
-  std::mt19937 g(60);
-  for (int n : {1, 3, 7, 10, 16, 33, 100, 1000}) {
-    const int outer = 3, inner = 5;
+TEST_CASE("lower kernels: sum over the middle dim (and mean through its multiplier) is exact; argmax takes the first max") {
+  std::mt19937 g(92);
+  for (int n : {1, 2, 5, 64, 333, 70000}) {  // 70000 > 65536: int32 chunks into int64
+    const int outer = n > 1000 ? 1 : 3, inner = n > 1000 ? 2 : 4;
     const auto x = random_ints<std::int16_t>(g, static_cast<std::size_t>(outer * n * inner));
     const auto x8 = random_ints<std::int8_t>(g, static_cast<std::size_t>(outer * n * inner));
     std::vector<std::int16_t> y(outer * inner);
     std::vector<std::int8_t> y8(outer * inner);
-    for (int shift : {0, 2, -3}) {
+    for (int shift : {-4, 0, 1, 3, 9, 17, 40}) {
+      const std::int32_t m = random_m(g), zx = static_cast<std::int32_t>(g() % 256) - 128,
+                         zy = static_cast<std::int32_t>(g() % 256) - 128;
       CAPTURE(n);
       CAPTURE(shift);
-      mt_meanpool_s16(x.data(), y.data(), outer, n, inner, shift);
-      mt_meanpool_s8(x8.data(), y8.data(), outer, n, inner, shift);
+      mt_sum_s16_s16(x.data(), y.data(), outer, n, inner, 0, m, shift, 0);
+      mt_sum_s8_s8(x8.data(), y8.data(), outer, n, inner, zx, m, shift, zy);
+      std::vector<std::int16_t> y816(outer * inner);
+      std::vector<std::int8_t> y168(outer * inner);
+      mt_sum_s8_s16(x8.data(), y816.data(), outer, n, inner, zx, m, shift, 0);
+      mt_sum_s16_s8(x.data(), y168.data(), outer, n, inner, 0, m, shift, zy);
       for (int o = 0; o < outer; ++o)
         for (int c = 0; c < inner; ++c) {
-          long double s = 0, s8 = 0;
+          std::int64_t s = 0, s8 = 0;
           for (int j = 0; j < n; ++j) s += x[(o * n + j) * inner + c], s8 += x8[(o * n + j) * inner + c];
-          const long double w = std::min(32767.0L, std::max(-32768.0L, round_away(std::ldexp(s / n, -shift))));
-          const long double w8 = std::min(127.0L, std::max(-128.0L, round_away(std::ldexp(s8 / n, -shift))));
-          if (shift >= 0) {  // exact (the quotient is corrected by multiplication)
-            REQUIRE(y[o * inner + c] == w);
-            REQUIRE(y8[o * inner + c] == w8);
-          } else {  // via the reciprocal: within one LSB of exact
-            REQUIRE(std::fabs(y[o * inner + c] - static_cast<double>(w)) <= 1.0);
-          }
+          s8 -= std::int64_t{n} * zx;
+          REQUIRE(y[o * inner + c] == out_of<std::int16_t>(ref_rq(s, m, shift), 0));
+          REQUIRE(y8[o * inner + c] == out_of<std::int8_t>(ref_rq(s8, m, shift), zy));
+          REQUIRE(y816[o * inner + c] == out_of<std::int16_t>(ref_rq(s8, m, shift), 0));
+          REQUIRE(y168[o * inner + c] == out_of<std::int8_t>(ref_rq(s, m, shift), zy));
         }
     }
   }
-  // ties: (1 + 2) / 2 = 1.5 -> 2, (-1 - 2) / 2 = -1.5 -> -2
-  std::int16_t t[] = {1, 2, -1, -2}, m[2];
-  mt_meanpool_s16(t, m, 2, 2, 1, 0);
-  CHECK(m[0] == 2);
-  CHECK(m[1] == -2);
+  // a mean: 1/3 as a multiplier, ties away from zero
+  const std::int8_t t[] = {1, 2, 3, -1, -2, -3};
+  std::int8_t mean[2];
+  const auto third = mult(1.0 / 3.0);
+  mt_sum_s8_s8(t, mean, 2, 3, 1, 0, third.first, third.second, 0);
+  CHECK(mean[0] == 2);
+  CHECK(mean[1] == -2);
+  // n = 0: the empty sum, y_zero
+  std::int16_t z[3] = {5, 5, 5};
+  mt_sum_s16_s16(nullptr, z, 1, 0, 3, 0, 0, 0, 0);
+  for (auto v : z) CHECK(v == 0);
 
   std::int16_t a[] = {3, 9, 9, -1, -5, -5, -5, -9};
   std::int8_t a8[] = {-128, -128, 127, 127};
@@ -518,6 +705,53 @@ TEST_CASE("lower kernels: mean pooling is the correctly rounded mean; argmax tak
   mt_argmax_s8(a8, idx, 2, 2);
   CHECK(idx[0] == 0);
   CHECK(idx[1] == 0);
+}
+
+TEST_CASE("lower kernels: row division by one reciprocal per row, requantized; a zero divisor saturates") {
+  std::mt19937 g(93);
+  MaxErr e16, e8;
+  // real ratios scale_x / (scale_d scale_y), including powers of two
+  for (const double ratio : {1.0, std::ldexp(1.0, -6), 1.7e-3, 0.37, 5.5, std::ldexp(1.0, 12)}) {
+    const auto m = mult(ratio);
+    const int rows = 200, n = 30;
+    auto x = random_ints<std::int16_t>(g, rows * n);
+    auto d = random_ints<std::int16_t>(g, rows);
+    auto x8 = random_ints<std::int8_t>(g, rows * n);
+    auto d8 = random_ints<std::int8_t>(g, rows);
+    for (int r = 3; r < rows; r += 11) d[r] = static_cast<std::int16_t>(d[r] % 64), d8[r] = static_cast<std::int8_t>(d8[r] % 8);
+    std::vector<std::int16_t> y(rows * n);
+    std::vector<std::int8_t> y8(rows * n);
+    mt_div_rows_s16(x.data(), d.data(), y.data(), rows, n, m.first, m.second);
+    mt_div_rows_s8(x8.data(), d8.data(), y8.data(), rows, n, m.first, m.second);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < n; ++j) {
+        const int i = r * n + j;
+        if (d[r] == 0) {
+          REQUIRE(y[i] == (x[i] > 0 ? 32767 : (x[i] < 0 ? -32768 : 0)));
+        } else {
+          e16.add(y[i], std::min(32767.0, std::max(-32768.0, static_cast<double>(x[i]) / d[r] * ratio)),
+                  "x=" + std::to_string(x[i]) + " d=" + std::to_string(d[r]));
+        }
+        if (d8[r] == 0) {
+          REQUIRE(y8[i] == (x8[i] > 0 ? 127 : (x8[i] < 0 ? -128 : 0)));
+        } else {
+          e8.add(y8[i], std::min(127.0, std::max(-128.0, static_cast<double>(x8[i]) / d8[r] * ratio)));
+        }
+      }
+  }
+  report("div_rows s16", e16);
+  report("div_rows s8", e8);
+  // the reciprocal over-estimates 1/|d| by < 6 * 2^-30 and the multiplier is rounded to 2^-31:
+  // beyond the rounding's 0.5, at most |q| * 4e-9 (<= 1.3e-4 LSB)
+  CHECK_ERR(e16, 0.5002);
+  CHECK_ERR(e8, 0.5001);
+  // exact cases, signs, saturation, zero divisor, in place (y = x)
+  std::int16_t x[] = {6, -6, 7, 0, 32767, -32768, 100, -100, 0, 5};
+  const std::int16_t d[] = {4, -4, 0, 0, 1};
+  mt_div_rows_s16(x, d, x, 5, 2, 0, 0);
+  // 1.5 -> 2, -1.5 -> -2, 7 / -4 = -1.75 -> -2, 0 / -4 = 0, x / 0 = +-max, 0 / 0 = 0
+  const std::int16_t want[] = {2, -2, -2, 0, 32767, -32768, 32767, -32768, 0, 5};
+  for (int i = 0; i < 10; ++i) CHECK(x[i] == want[i]);
 }
 
 // ------------------------------------------------------------------------------------
@@ -688,230 +922,6 @@ TEST_CASE("lower kernels: embedding copies table rows; out-of-range ids give zer
   for (auto v : o8) CHECK(v == 0);
 }
 
-TEST_CASE("lower kernels: sum over the middle dim is the exact sum rounded once, saturated") {
-  std::mt19937 g(92);
-  for (int n : {1, 2, 5, 64, 333, 70000}) {  // 70000 > 65536: int32 chunks into int64
-    const int outer = n > 1000 ? 1 : 3, inner = n > 1000 ? 2 : 4;
-    const auto x = random_ints<std::int16_t>(g, static_cast<std::size_t>(outer * n * inner));
-    const auto x8 = random_ints<std::int8_t>(g, static_cast<std::size_t>(outer * n * inner));
-    std::vector<std::int16_t> y(outer * inner);
-    std::vector<std::int8_t> y8(outer * inner);
-    for (int shift : {-4, 0, 1, 3, 9, 17, 40}) {
-      CAPTURE(n);
-      CAPTURE(shift);
-      mt_sum_s16(x.data(), y.data(), outer, n, inner, shift);
-      mt_sum_s8(x8.data(), y8.data(), outer, n, inner, shift);
-      for (int o = 0; o < outer; ++o)
-        for (int c = 0; c < inner; ++c) {
-          std::int64_t s = 0, s8 = 0;
-          for (int j = 0; j < n; ++j) s += x[(o * n + j) * inner + c], s8 += x8[(o * n + j) * inner + c];
-          REQUIRE(y[o * inner + c] == ref_rshift(s, shift, -32768, 32767));
-          REQUIRE(y8[o * inner + c] == ref_rshift(s8, shift, -128, 127));
-        }
-    }
-  }
-  // extremes: 65536 * -32768 = -2^31 is the int32 chunk's bound; 65537 terms cross it
-  for (int n : {65536, 65537}) {
-    std::vector<std::int16_t> lo(n, -32768), hi(n, 32767);
-    std::int16_t y = 0;
-    mt_sum_s16(lo.data(), &y, 1, n, 1, 17);
-    CHECK(y == -n / 4);  // -16384 (n = 65536), -16384.25 -> -16384 (n = 65537)
-    mt_sum_s16(lo.data(), &y, 1, n, 1, 16);
-    CHECK(y == -32768);  // -32768, or -32768.5 -> -32769 saturated
-    mt_sum_s16(hi.data(), &y, 1, n, 1, 17);
-    CHECK(y == ref_rshift(static_cast<std::int64_t>(n) * 32767, 17, -32768, 32767));
-    mt_sum_s16(hi.data(), &y, 1, n, 1, 0);
-    CHECK(y == 32767);  // saturates
-  }
-  // ties round away from zero: 3 * 2^-1 = 1.5 -> 2, -3 * 2^-1 -> -2
-  const std::int8_t t[] = {1, 2, -1, -2};
-  std::int8_t m[2];
-  mt_sum_s8(t, m, 2, 2, 1, 1);
-  CHECK(m[0] == 2);
-  CHECK(m[1] == -2);
-  // n = 0: the empty sum
-  std::int16_t z[3] = {5, 5, 5};
-  mt_sum_s16(nullptr, z, 1, 0, 3, 0);
-  for (auto v : z) CHECK(v == 0);
-}
-
-namespace {
-// round(x 2^-s / d), ties away from zero, exact in integers (|s| <= 40)
-std::int64_t ref_div(std::int64_t x, std::int64_t d, int s, std::int64_t lo, std::int64_t hi) {
-  const std::int64_t num = x * (std::int64_t{1} << (s < 0 ? -s : 0)), den = d * (std::int64_t{1} << (s > 0 ? s : 0));
-  const bool neg = (num < 0) != (den < 0);
-  const std::uint64_t a = static_cast<std::uint64_t>(num < 0 ? -num : num), b = static_cast<std::uint64_t>(den < 0 ? -den : den);
-  std::uint64_t q = a / b;
-  if (2 * (a - q * b) >= b) ++q;
-  const std::int64_t v = neg ? -static_cast<std::int64_t>(q) : static_cast<std::int64_t>(q);
-  return std::min(hi, std::max(lo, v));
-}
-}  // namespace
-
-TEST_CASE("lower kernels: row division by one reciprocal per row: within 0.5002 LSB, zero divisor saturates") {
-  std::mt19937 g(93);
-  MaxErr e16, e8;
-  long misrounded = 0, total = 0;
-  // formats (fx, fd, fy), s = fx - fd - fy from -15 to +12; LinearAttention: num Q(fx), den Q(fd)
-  const int formats[][3] = {{12, 12, 12}, {12, 8, 12}, {10, 14, 8}, {0, 0, 15}, {15, 0, 3}, {8, 12, 14}, {6, 6, 0}};
-  for (const auto& f : formats) {
-    const int s = f[0] - f[1] - f[2];
-    CAPTURE(s);
-    const int rows = 300, n = 40;
-    auto x = random_ints<std::int16_t>(g, rows * n);
-    auto d = random_ints<std::int16_t>(g, rows);
-    auto x8 = random_ints<std::int8_t>(g, rows * n);
-    auto d8 = random_ints<std::int8_t>(g, rows);
-    for (int r = 0; r < rows; r += 7) d[r] = static_cast<std::int16_t>(r % 2 ? 1 << (r % 15) : -(1 << (r % 16)));  // powers of two
-    for (int r = 3; r < rows; r += 11) d[r] = static_cast<std::int16_t>(d[r] % 64), d8[r] = static_cast<std::int8_t>(d8[r] % 8);
-    std::vector<std::int16_t> y(rows * n);
-    std::vector<std::int8_t> y8(rows * n);
-    mt_div_rows_s16(x.data(), f[0], d.data(), f[1], y.data(), f[2], rows, n);
-    mt_div_rows_s8(x8.data(), f[0] / 2, d8.data(), f[1] / 2, y8.data(), f[2] / 2, rows, n);
-    const int s8 = f[0] / 2 - f[1] / 2 - f[2] / 2;
-    for (int r = 0; r < rows; ++r)
-      for (int j = 0; j < n; ++j) {
-        const int i = r * n + j;
-        if (d[r] == 0) {
-          REQUIRE(y[i] == (x[i] > 0 ? 32767 : (x[i] < 0 ? -32768 : 0)));
-        } else {
-          const auto exact = ref_div(x[i], d[r], s, -32768, 32767);
-          if (s >= 0) REQUIRE(y[i] == exact);  // correctly rounded
-          REQUIRE(std::abs(y[i] - exact) <= 1);
-          misrounded += y[i] != exact, ++total;
-          e16.add(y[i], std::min(32767.0, std::max(-32768.0, std::ldexp(static_cast<double>(x[i]) / d[r], -s))),
-                  "x=" + std::to_string(x[i]) + " d=" + std::to_string(d[r]) + " s=" + std::to_string(s));
-        }
-        if (d8[r] == 0) {
-          REQUIRE(y8[i] == (x8[i] > 0 ? 127 : (x8[i] < 0 ? -128 : 0)));
-        } else {
-          REQUIRE(y8[i] == ref_div(x8[i], d8[r], s8, -128, 127));  // s8: always correctly rounded
-          e8.add(y8[i], std::min(127.0, std::max(-128.0, std::ldexp(static_cast<double>(x8[i]) / d8[r], -s8))));
-        }
-      }
-  }
-  // near-ties, the only place where the over-estimated reciprocal can round up: x 2^t / d
-  // just below k + 1/2, every divisor magnitude, the largest quotients
-  for (int t : {8, 13, 15}) {
-    std::vector<std::int16_t> x, y, dd;
-    for (int dv = 1; dv <= 32768; dv += 1) {
-      const std::int64_t k = 32767 - dv % 7000;
-      const std::int64_t xc = ((2 * k + 1) * dv) >> (t + 1);
-      if (xc > 32767) continue;
-      dd.push_back(static_cast<std::int16_t>(dv == 32768 ? -32768 : dv));
-      x.push_back(static_cast<std::int16_t>(xc));
-    }
-    y.resize(x.size());
-    const int rows = static_cast<int>(x.size());
-    mt_div_rows_s16(x.data(), 0, dd.data(), 0, y.data(), t, rows, 1);  // s = -t
-    for (int r = 0; r < rows; ++r) {
-      const auto exact = ref_div(x[r], dd[r], -t, -32768, 32767);
-      REQUIRE(std::abs(y[r] - exact) <= 1);
-      misrounded += y[r] != exact, ++total;
-      e16.add(y[r], std::min(32767.0, std::max(-32768.0, std::ldexp(static_cast<double>(x[r]) / dd[r], t))),
-              "x=" + std::to_string(x[r]) + " d=" + std::to_string(dd[r]) + " t=" + std::to_string(t));
-    }
-  }
-  report("div_rows s16 (LSB of Q fy)", e16);
-  if (std::getenv("MICROTORCH_KERNEL_REPORT")) std::printf("  div_rows s16 max error %.6f LSB\n", e16.value);
-  report("div_rows s8", e8);
-  if (std::getenv("MICROTORCH_KERNEL_REPORT"))
-    std::printf("  div_rows s16: %ld of %ld quotients differ from the correctly rounded one (near-ties)\n", misrounded,
-                total);
-  // reciprocal >= 1/|d| with relative error < 6 * 2^-30: at most |q| * 5.6e-9 <= 1.9e-4 LSB
-  // beyond the rounding's 0.5
-  CHECK_ERR(e16, 0.5002);
-  CHECK_ERR(e8, 0.5);
-
-  // exact cases, signs, saturation, zero divisor, in place (y = x)
-  std::int16_t x[] = {6, -6, 7, 0, 32767, -32768, 100, -100, 0, 5};
-  const std::int16_t d[] = {4, -4, 0, 0, 1};
-  mt_div_rows_s16(x, 0, d, 0, x, 0, 5, 2);
-  // 1.5 -> 2, -1.5 -> -2, 7 / -4 = -1.75 -> -2, 0 / -4 = 0, x / 0 = +-max, 0 / 0 = 0
-  const std::int16_t want[] = {2, -2, -2, 0, 32767, -32768, 32767, -32768, 0, 5};
-  for (int i = 0; i < 10; ++i) CHECK(x[i] == want[i]);
-  std::int8_t x8[] = {1, -1, 127, -128, 0};
-  const std::int8_t d8[] = {3};
-  mt_div_rows_s8(x8, 0, d8, 0, x8, 7, 1, 5);  // Q0.7 quotient: 1/3 -> 43 (42.67)
-  CHECK(x8[0] == 43);
-  CHECK(x8[1] == -43);
-  CHECK(x8[2] == 127);
-  CHECK(x8[3] == -128);
-  CHECK(x8[4] == 0);
-}
-
-TEST_CASE("lower kernels: broadcast add and multiply round the exact result once; b wraps every nb") {
-  std::mt19937 g(94);
-  const int n = 2400;
-  const auto a = random_ints<std::int16_t>(g, n), b = random_ints<std::int16_t>(g, n);
-  const auto a8 = random_ints<std::int8_t>(g, n), b8 = random_ints<std::int8_t>(g, n);
-  std::vector<std::int16_t> y(n), y2(n);
-  std::vector<std::int8_t> y8(n), y82(n);
-  const int formats[][3] = {{12, 12, 12}, {12, 10, 11}, {8, 14, 13}, {0, 15, 4}, {15, 15, 16}};
-  for (int nb : {1, 3, 16, 240, n}) {
-    CAPTURE(nb);
-    for (const auto& f : formats) {
-      CAPTURE(f[0]);
-      CAPTURE(f[1]);
-      CAPTURE(f[2]);
-      mt_add_bcast_s16(a.data(), f[0], b.data(), f[1], nb, y.data(), f[2], n);
-      mt_add_bcast_s8(a8.data(), f[0] / 2, b8.data(), f[1] / 2, nb, y8.data(), f[2] / 2, n);
-      for (int i = 0; i < n; ++i) {
-        const int j = i % nb;
-        const long double s = std::ldexp(static_cast<long double>(a[i]), -f[0]) + std::ldexp(static_cast<long double>(b[j]), -f[1]);
-        REQUIRE(y[i] == std::min(32767.0L, std::max(-32768.0L, round_away(std::ldexp(s, f[2])))));
-        const long double s8 = std::ldexp(static_cast<long double>(a8[i]), -f[0] / 2) + std::ldexp(static_cast<long double>(b8[j]), -f[1] / 2);
-        REQUIRE(y8[i] == std::min(127.0L, std::max(-128.0L, round_away(std::ldexp(s8, f[2] / 2)))));
-      }
-      if (nb == n) {  // mt_add_* is the nb == n case
-        mt_add_s16(a.data(), f[0], b.data(), f[1], y2.data(), f[2], n);
-        mt_add_s8(a8.data(), f[0] / 2, b8.data(), f[1] / 2, y82.data(), f[2] / 2, n);
-        CHECK(y2 == y);
-        CHECK(y82 == y8);
-      }
-    }
-    for (int shift : {-3, 0, 1, 7, 15, 20, 31, 40}) {
-      CAPTURE(shift);
-      mt_mul_s16(a.data(), b.data(), nb, y.data(), n, shift);
-      mt_mul_s8(a8.data(), b8.data(), nb, y8.data(), n, shift);
-      for (int i = 0; i < n; ++i) {
-        const int j = i % nb;
-        REQUIRE(y[i] == ref_rshift(static_cast<std::int64_t>(a[i]) * b[j], shift, -32768, 32767));
-        REQUIRE(y8[i] == ref_rshift(static_cast<std::int64_t>(a8[i]) * b8[j], shift, -128, 127));
-      }
-    }
-  }
-  // extremes and ties: -32768 * -32768 = 2^30 (Q30 -> Q15 saturates to 32767), 3 * 1 >> 1
-  const std::int16_t ea[] = {-32768, -32768, 3, -3}, eb[] = {-32768, 32767};
-  std::int16_t ey[4];
-  mt_mul_s16(ea, eb, 2, ey, 4, 15);
-  CHECK(ey[0] == 32767);
-  CHECK(ey[1] == -32767);
-  mt_mul_s16(ea + 2, eb + 1, 1, ey, 2, 16);  // 3 * 32767 / 65536 = 1.49998 -> 1
-  CHECK(ey[0] == 1);
-  CHECK(ey[1] == -1);
-  const std::int8_t t8[] = {3, -3, 1, -1}, one[] = {1};
-  std::int8_t ty[4];
-  mt_mul_s8(t8, one, 1, ty, 4, 1);  // 1.5 -> 2, -1.5 -> -2, 0.5 -> 1, -0.5 -> -1
-  CHECK(ty[0] == 2);
-  CHECK(ty[1] == -2);
-  CHECK(ty[2] == 1);
-  CHECK(ty[3] == -1);
-  // in place (y = a), bias of a [4, 3] tensor broadcast along rows
-  std::int16_t m[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-  const std::int16_t bias[] = {100, 200, 300};
-  mt_add_bcast_s16(m, 0, bias, 0, 3, m, 0, 12);
-  for (int i = 0; i < 12; ++i) CHECK(m[i] == i + 1 + 100 * (i % 3 + 1));
-  mt_mul_s16(m, bias, 3, m, 12, 2);
-  CHECK(m[0] == 2525);  // 101 * 100 / 4
-  // nb <= 0 or n <= 0: nothing written
-  std::int16_t untouched[2] = {7, 7};
-  mt_add_bcast_s16(ea, 0, eb, 0, 0, untouched, 0, 2);
-  mt_mul_s16(ea, eb, -1, untouched, 2, 0);
-  CHECK(untouched[0] == 7);
-  CHECK(untouched[1] == 7);
-}
-
 // ------------------------------------------------------------------------------------
 // Attention: streaming (online softmax) vs two-pass vs double
 // ------------------------------------------------------------------------------------
@@ -927,17 +937,30 @@ struct AttnResult {
 
 bool bit_of(const std::vector<std::uint8_t>& keep, int idx) { return (keep[idx >> 3] >> (idx & 7)) & 1; }
 
+// The parameter array of mt_kernels.h for real scales.
+std::vector<std::int32_t> attn_params(int L, int S, int D, int Dv, int qs, int ks, int vs, int os, double sq, double sk,
+                                      double sv, double so, double scale, bool causal) {
+  std::vector<std::int32_t> p(MT_ATTN_PARAMS, 0);
+  p[MT_ATTN_L] = L, p[MT_ATTN_S] = S, p[MT_ATTN_D] = D, p[MT_ATTN_DV] = Dv;
+  p[MT_ATTN_Q_STRIDE] = qs, p[MT_ATTN_K_STRIDE] = ks, p[MT_ATTN_V_STRIDE] = vs, p[MT_ATTN_OUT_STRIDE] = os;
+  const auto logit = mult(std::ldexp(sq * sk * scale / std::log(2.0), 16)), out = mult(sv / so);
+  p[MT_ATTN_LOGIT_M] = logit.first, p[MT_ATTN_LOGIT_S] = logit.second;
+  p[MT_ATTN_OUT_M] = out.first, p[MT_ATTN_OUT_S] = out.second;
+  p[MT_ATTN_FLAGS] = causal ? MT_ATTN_CAUSAL : 0;
+  return p;
+}
+
 template <class T>
-void run_attention(int L, int S, int D, int Dv, int H, MaskKind mk, int fq, int fk, int fv, int fo, double qk_sd,
-                   std::uint32_t seed, AttnResult& res) {
+void run_attention(int L, int S, int D, int Dv, int H, MaskKind mk, double sq, double sk, double sv, double so,
+                   double qk_sd, std::uint32_t seed, AttnResult& res) {
   std::mt19937 g(seed);
   std::normal_distribution<double> dq(0.0, qk_sd);
   std::uniform_real_distribution<double> dv(-0.95, 0.95);
   // heads packed as [L, H*D] like an in-projection output: read in place through strides
   std::vector<T> q(L * H * D), k(S * H * D), v(S * H * Dv), o(L * H * Dv), o2(L * H * Dv);
-  for (auto& x : q) x = quant<T>(dq(g), fq);
-  for (auto& x : k) x = quant<T>(dq(g), fk);
-  for (auto& x : v) x = quant<T>(std::ldexp(dv(g), 15 - fv - (sizeof(T) == 1 ? 8 : 0)), fv);
+  for (auto& x : q) x = quant<T>(dq(g), sq);
+  for (auto& x : k) x = quant<T>(dq(g), sk);
+  for (auto& x : v) x = quant<T>(dv(g) * static_cast<double>(hi_of<T>()) * sv, sv);
   std::vector<std::uint8_t> keep((L * S + 7) / 8, 0);
   std::bernoulli_distribution coin(0.7);
   for (int i = 0; i < L; ++i)
@@ -945,29 +968,22 @@ void run_attention(int L, int S, int D, int Dv, int H, MaskKind mk, int fq, int 
       if (coin(g) && i != 3) keep[(i * S + j) >> 3] |= static_cast<std::uint8_t>(1u << ((i * S + j) & 7));
   const bool use_bits = mk == MaskKind::bits || mk == MaskKind::causal_bits;
   const bool causal = mk == MaskKind::causal || mk == MaskKind::causal_bits;
-  // scale = 1/sqrt(D) as scale_q * 2^-scale_frac with 16 significant bits
-  const int scale_frac = 16 + static_cast<int>(std::floor(std::log2(std::sqrt(static_cast<double>(D)))));
-  const auto scale_q = static_cast<std::uint32_t>(std::lround(std::ldexp(1.0 / std::sqrt(static_cast<double>(D)), scale_frac)));
-  const double scale = std::ldexp(static_cast<double>(scale_q), -scale_frac);
-
-  mt_attn_params p{};
-  p.L = L, p.S = S, p.D = D, p.Dv = Dv;
-  p.q_stride = H * D, p.k_stride = H * D, p.v_stride = H * Dv, p.out_stride = H * Dv;
-  p.q_frac = fq, p.k_frac = fk, p.v_frac = fv, p.out_frac = fo;
-  p.scale_q = scale_q, p.scale_frac = scale_frac;
-  p.flags = causal ? MT_ATTN_CAUSAL : 0u;
-  p.keep = use_bits ? keep.data() : nullptr;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const auto p = attn_params(L, S, D, Dv, H * D, H * D, H * Dv, H * Dv, sq, sk, sv, so, scale, causal);
+  const std::uint8_t* kp = use_bits ? keep.data() : nullptr;
   std::vector<std::int32_t> scores(L * S);
   for (int h = 0; h < H; ++h) {
     if constexpr (sizeof(T) == 2) {
       std::vector<std::int64_t> acc(Dv);
-      mt_attention_stream_s16(&p, q.data() + h * D, k.data() + h * D, v.data() + h * Dv, o.data() + h * Dv, acc.data());
-      mt_attention_twopass_s16(&p, q.data() + h * D, k.data() + h * D, v.data() + h * Dv, o2.data() + h * Dv,
+      mt_attention_stream_s16(p.data(), kp, q.data() + h * D, k.data() + h * D, v.data() + h * Dv, o.data() + h * Dv,
+                              acc.data());
+      mt_attention_twopass_s16(p.data(), kp, q.data() + h * D, k.data() + h * D, v.data() + h * Dv, o2.data() + h * Dv,
                                scores.data());
     } else {
       std::vector<std::int32_t> acc(Dv);
-      mt_attention_stream_s8(&p, q.data() + h * D, k.data() + h * D, v.data() + h * Dv, o.data() + h * Dv, acc.data());
-      mt_attention_twopass_s8(&p, q.data() + h * D, k.data() + h * D, v.data() + h * Dv, o2.data() + h * Dv,
+      mt_attention_stream_s8(p.data(), kp, q.data() + h * D, k.data() + h * D, v.data() + h * Dv, o.data() + h * Dv,
+                             acc.data());
+      mt_attention_twopass_s8(p.data(), kp, q.data() + h * D, k.data() + h * D, v.data() + h * Dv, o2.data() + h * Dv,
                               scores.data());
     }
   }
@@ -980,7 +996,7 @@ void run_attention(int L, int S, int D, int Dv, int H, MaskKind mk, int fq, int 
         const bool vis = (!causal || j <= i) && (!use_bits || bit_of(keep, i * S + j));
         if (!vis) continue;
         double s = 0;
-        for (int d = 0; d < D; ++d) s += std::ldexp(q[i * H * D + h * D + d], -fq) * std::ldexp(k[j * H * D + h * D + d], -fk);
+        for (int d = 0; d < D; ++d) s += sq * q[i * H * D + h * D + d] * sk * k[j * H * D + h * D + d];
         w[j] = s * scale;
         mx = any ? std::max(mx, w[j]) : w[j];
         any = true;
@@ -993,8 +1009,8 @@ void run_attention(int L, int S, int D, int Dv, int H, MaskKind mk, int fq, int 
       for (int d = 0; d < Dv; ++d) {
         double want = 0;
         if (any)
-          for (int j = 0; j < S; ++j) want += w[j] / sum * std::ldexp(v[j * H * Dv + h * Dv + d], -fv);
-        want = std::ldexp(want, fo);
+          for (int j = 0; j < S; ++j) want += w[j] / sum * sv * v[j * H * Dv + h * Dv + d];
+        want /= so;
         const int idx = i * H * Dv + h * Dv + d;
         const std::string at = "h=" + std::to_string(h) + " i=" + std::to_string(i) + " d=" + std::to_string(d);
         res.stream.add(o[idx], want, at);
@@ -1009,14 +1025,18 @@ void run_attention(int L, int S, int D, int Dv, int H, MaskKind mk, int fq, int 
 
 }  // namespace
 
-TEST_CASE("lower kernels: streaming attention matches two-pass and double, with masks and strides") {
+TEST_CASE("lower kernels: streaming attention matches two-pass and double, with masks, strides and real scales") {
   AttnResult r16, r8;
   std::uint32_t seed = 70;
   for (MaskKind mk : {MaskKind::none, MaskKind::causal, MaskKind::bits, MaskKind::causal_bits}) {
-    run_attention<std::int16_t>(48, 48, 16, 16, 2, mk, 13, 13, 14, 14, 1.0, seed++, r16);
-    run_attention<std::int16_t>(9, 40, 8, 12, 1, mk, 12, 12, 14, 14, 2.0, seed++, r16);  // L != S, Dv != D
-    run_attention<std::int8_t>(48, 48, 16, 16, 2, mk, 5, 5, 6, 6, 1.0, seed++, r8);
-    run_attention<std::int8_t>(9, 300, 8, 12, 1, mk, 5, 5, 6, 6, 1.0, seed++, r8);  // S > 256: guard bits
+    const double q16 = std::ldexp(1.0, -13), v16 = std::ldexp(1.0, -14), q8 = 1.0 / 32, v8 = 1.0 / 64;
+    run_attention<std::int16_t>(48, 48, 16, 16, 2, mk, q16, q16, v16, v16, 1.0, seed++, r16);
+    run_attention<std::int16_t>(9, 40, 8, 12, 1, mk, std::ldexp(1.0, -12), std::ldexp(1.0, -12), v16, v16, 2.0, seed++,
+                                r16);  // L != S, Dv != D
+    run_attention<std::int16_t>(20, 20, 16, 16, 1, mk, 1.3e-4, 1.7e-4, 5.1e-5, 6.3e-5, 1.0, seed++, r16);  // real scales
+    run_attention<std::int8_t>(48, 48, 16, 16, 2, mk, q8, q8, v8, v8, 1.0, seed++, r8);
+    run_attention<std::int8_t>(9, 300, 8, 12, 1, mk, q8, q8, v8, v8, 1.0, seed++, r8);  // S > 256: guard bits
+    run_attention<std::int8_t>(20, 20, 16, 16, 1, mk, 0.021, 0.017, 0.0073, 0.0081, 1.0, seed++, r8);
   }
   report("attention s16 streaming vs double", r16.stream);
   report("attention s16 two-pass vs double", r16.twopass);
@@ -1051,13 +1071,10 @@ TEST_CASE("lower kernels: streaming attention runs in place (out = q) and surviv
   const auto k = random_ints<std::int16_t>(g, S * D), v = random_ints<std::int16_t>(g, S * D);
   std::vector<std::int16_t> ref(L * D);
   std::vector<std::int64_t> acc(D);
-  mt_attn_params p{};
-  p.L = L, p.S = S, p.D = D, p.Dv = D;
-  p.q_frac = 0, p.k_frac = 0, p.v_frac = 0, p.out_frac = 0;  // scores up to 8 * 2^30: saturated logits
-  p.scale_q = 65535, p.scale_frac = 8;
-  p.flags = MT_ATTN_CAUSAL;
-  mt_attention_stream_s16(&p, q.data(), k.data(), v.data(), ref.data(), acc.data());
-  mt_attention_stream_s16(&p, q.data(), k.data(), v.data(), q.data(), acc.data());
+  // scale 1 for every integer and 256 on the scores: logits up to 8 * 2^38, saturated
+  auto p = attn_params(L, S, D, D, 0, 0, 0, 0, 1.0, 1.0, 1.0, 1.0, 256.0, true);
+  mt_attention_stream_s16(p.data(), nullptr, q.data(), k.data(), v.data(), ref.data(), acc.data());
+  mt_attention_stream_s16(p.data(), nullptr, q.data(), k.data(), v.data(), q.data(), acc.data());
   CHECK(q == ref);
   // the logits saturate (ties between saturated keys average them): the output stays a
   // convex combination of the visible v rows
@@ -1072,8 +1089,8 @@ TEST_CASE("lower kernels: streaming attention runs in place (out = q) and surviv
   // int8 extremes: all -128 (largest scores), exact -128 rows out
   std::vector<std::int8_t> q8(L * D, -128), k8(S * D, -128), v8(S * D, -128), o8(L * D);
   std::vector<std::int32_t> acc8(D);
-  p.flags = 0;
-  mt_attention_stream_s8(&p, q8.data(), k8.data(), v8.data(), o8.data(), acc8.data());
+  p[MT_ATTN_FLAGS] = 0;
+  mt_attention_stream_s8(p.data(), nullptr, q8.data(), k8.data(), v8.data(), o8.data(), acc8.data());
   for (auto x : o8) CHECK(x == -128);
 }
 

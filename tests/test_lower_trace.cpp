@@ -130,6 +130,11 @@ Tensor run(const lower::Graph& g, const Tensor& input) {
       y = mt::mean(in[0], attr<mt::Shape>(n, "dims"), attr<bool>(n, "keepdim"));
     } else if (n.op == "layer_norm") {
       y = mt::layer_norm(in[0], attr<mt::Shape>(n, "normalized_shape"), in[1], in[2], attr<double>(n, "eps"));
+    } else if (n.op == "multi_head_attention") {  // packed q | k | v and a mask
+      mt::AttentionHeadsOptions o;
+      o.mask = mt::Mask::additive(in[1]);
+      o.scale = attr<double>(n, "scale");
+      y = std::get<0>(mt::multi_head_attention_packed(in[0], attr<std::int64_t>(n, "num_heads"), o));
     } else if (n.op == "scaled_dot_product_attention") {
       const mt::Mask mask = in.size() > 3 ? mt::Mask::additive(in[3]) : mt::Mask();
       y = std::get<0>(mt::scaled_dot_product_attention(in[0], in[1], in[2], mask, 0.0, attr<bool>(n, "is_causal"),
@@ -155,6 +160,7 @@ void check_reexecutes(nn::Module& model, const lower::Graph& g) {
 TEST_CASE("trace: Linear-ReLU-Linear lists linear, relu, linear with parameter names") {
   mt::manual_seed(0);
   Mlp model;
+  model.eval();
   const lower::Graph g = lower::trace(model, {2, 4});
   INFO(g.to_string());
   CHECK(ops_of(g) == std::vector<std::string>{"linear", "relu", "linear"});
@@ -188,30 +194,25 @@ TEST_CASE("trace: works in eval mode under NoGradGuard and with frozen parameter
   CHECK(g.to_string().find("linear(%0, fc1.weight, fc1.bias)") != std::string::npos);
 }
 
-TEST_CASE("trace: MultiheadAttention (batch_first, causal) folds the mask and the scalar into constants") {
+TEST_CASE("trace: MultiheadAttention (batch_first, causal) is one op, as it runs; the mask and scalar fold into constants") {
   mt::manual_seed(2);
   AttnBlock model;
   model.eval();
   const lower::Graph g = lower::trace(model, {1, 4, 8});
   INFO(g.to_string());
-  const auto ops = ops_of(g);
-  auto pos = [&ops](const std::string& op) {
-    return std::find(ops.begin(), ops.end(), op) - ops.begin();
-  };
-  REQUIRE(pos("scaled_dot_product_attention") < static_cast<std::ptrdiff_t>(ops.size()));
-  CHECK(ops.front() == "linear");
-  CHECK(pos("linear") < pos("scaled_dot_product_attention"));
-  CHECK(ops.back() == "add");
+  // The trace records what the module computes outside a trace: the packed projection, the
+  // heads read in place by one multi_head_attention, the output projection.
+  CHECK(ops_of(g) == std::vector<std::string>{"linear", "multi_head_attention", "linear", "mul", "add"});
   const std::string s = g.to_string();
   CHECK(s.find("linear(%0, attn.in_proj_weight, attn.in_proj_bias)  [1, 4, 8] -> [1, 4, 24]") != std::string::npos);
+  CHECK(s.find("{num_heads=2, scale=0.5, dropout_p=0}  [1, 4, 24] -> [1, 4, 8]") != std::string::npos);
   CHECK(s.find("attn.out_proj.weight, attn.out_proj.bias") != std::string::npos);
-  CHECK(s.find("is_causal=false") != std::string::npos);  // the causal mask came in as a constant
   CHECK(s.find(", 0.5)") != std::string::npos);
-  // The SDPA node's fourth input is the additive causal mask [4, 4]: 0 on and below the
+  // The attention node's second input is the additive causal mask [4, 4]: 0 on and below the
   // diagonal, -inf above.
-  const auto& sdpa = g.nodes[static_cast<std::size_t>(pos("scaled_dot_product_attention"))];
-  REQUIRE(sdpa.inputs.size() == 4);
-  const auto& mask = g.value(sdpa.inputs[3]);
+  const auto& mha = g.nodes[1];
+  REQUIRE(mha.inputs.size() == 2);
+  const auto& mask = g.value(mha.inputs[1]);
   CHECK(mask.kind == lower::ValueKind::Constant);
   REQUIRE(mask.data.numel() == 16);
   const Tensor m = mask.data.reshape({4, 4});
@@ -234,6 +235,7 @@ TEST_CASE("trace: MultiheadAttention (batch_first, causal) folds the mask and th
 TEST_CASE("trace: LayerNorm + mean pooling") {
   mt::manual_seed(3);
   NormPool model;
+  model.eval();
   const lower::Graph g = lower::trace(model, {2, 5, 6});
   INFO(g.to_string());
   CHECK(ops_of(g) == std::vector<std::string>{"layer_norm", "mean", "linear"});
@@ -269,7 +271,9 @@ TEST_CASE("trace: autograd behaves as before after (and outside) a trace") {
     return out;
   };
   const auto before = grads();
+  model.eval();
   (void)lower::trace(model, {3, 4});
+  model.train();
   CHECK_FALSE(mt::autograd::is_tracing());
   const auto after = grads();
   REQUIRE(before.size() == after.size());
@@ -293,6 +297,7 @@ TEST_CASE("trace: autograd behaves as before after (and outside) a trace") {
 TEST_CASE("graph load: bad JSON, missing and mismatched weights throw IoError naming the file and key") {
   mt::manual_seed(5);
   Mlp model;
+  model.eval();
   const lower::Graph g = lower::trace(model, {1, 4});
   const auto prefix = temp_prefix("bad");
   lower::save(g, prefix);

@@ -165,8 +165,10 @@ if [[ -n $FUZZ_BUILD && $FUZZ_SECONDS -gt 0 ]]; then
     scratch="$FUZZ_BUILD/corpus/$name"
     mkdir -p "$scratch"
     log="$FUZZ_BUILD/fuzz-$name.log"
+    dict=()
+    [[ -f tests/fuzz/$name.dict ]] && dict=("-dict=tests/fuzz/$name.dict")
     if UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$fuzzer" "$scratch" "tests/fuzz/corpus/$name" \
-      -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
+      "${dict[@]}" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
       -artifact_prefix="$FUZZ_BUILD/crash-$name-" >"$log" 2>&1; then
       echo "fuzz_$name: ok, $(grep -aoE '#[0-9]+' "$log" | tail -n 1 | tr -d '#') runs"
       fuzz_passed=$((fuzz_passed + 1))

@@ -12,6 +12,7 @@
 
 #include "microtorch/io.hpp"
 #include "microtorch/ops.hpp"
+#include "rules.hpp"
 
 namespace microtorch::lower {
 
@@ -32,6 +33,122 @@ const Value& Graph::value(std::int64_t id) const {
     throw IndexError(fmt::format("Graph::value: no value %{} (the graph has {})", id, values.size()));
   }
   return values[static_cast<std::size_t>(id)];
+}
+
+// ---- validation ----------------------------------------------------------------------------
+
+namespace {
+
+// The largest tensor the lowering handles: the firmware indexes elements with C int.
+constexpr std::int64_t kMaxElements = INT32_MAX;
+
+void check_value_shape(std::int64_t id, const Shape& shape) {
+  std::int64_t n = 1;
+  for (const auto d : shape) {
+    if (d < 0) throw ValueError(fmt::format("value %{} has a negative dim in its shape {}", id, shape_str(shape)));
+  }
+  for (const auto d : shape) {
+    if (d != 0 && n > kMaxElements / d) {
+      throw ValueError(fmt::format("value %{} has shape {}: more than 2^31 - 1 elements, more than the lowering "
+                                   "and the firmware's int indexing handle",
+                                   id, shape_str(shape)));
+    }
+    n *= d;
+  }
+}
+
+bool attr_has_type(const autograd::Attr& a, AttrSpec::Type t) {
+  switch (t) {
+    case AttrSpec::Type::Int: return std::holds_alternative<std::int64_t>(a);
+    case AttrSpec::Type::Float: return std::holds_alternative<double>(a);
+    case AttrSpec::Type::Bool: return std::holds_alternative<bool>(a);
+    case AttrSpec::Type::String: return std::holds_alternative<std::string>(a);
+    case AttrSpec::Type::Shape: return std::holds_alternative<Shape>(a);
+  }
+  return false;
+}
+
+}  // namespace
+
+void Graph::validate() const {
+  const auto n_values = static_cast<std::int64_t>(values.size());
+  auto in_range = [n_values](std::int64_t id) { return id >= 0 && id < n_values; };
+  if (!in_range(input) || values[static_cast<std::size_t>(input)].kind != ValueKind::Input) {
+    throw ValueError(fmt::format("\"input\" is %{}, which is not an input value of the {} values", input, n_values));
+  }
+  for (std::int64_t i = 0; i < n_values; ++i) {
+    const Value& v = values[static_cast<std::size_t>(i)];
+    if (v.id != i) throw ValueError(fmt::format("value at position {} has id {}; ids must be 0, 1, 2, ...", i, v.id));
+    check_value_shape(i, v.shape);
+    const bool holds_data = v.kind == ValueKind::Parameter || v.kind == ValueKind::Constant;
+    if (holds_data && !v.data.defined()) {
+      throw ValueError(fmt::format("value %{} is a {} without data", i, kind_name(v.kind)));
+    }
+    if (holds_data && (v.data.shape() != v.shape || v.data.dtype() != v.dtype)) {
+      throw ValueError(fmt::format("value %{} is declared {}{} but its data is {}{}", i, dtype_name(v.dtype),
+                                   shape_str(v.shape), dtype_name(v.data.dtype()), shape_str(v.data.shape())));
+    }
+    if (v.kind == ValueKind::Input && i != input) {
+      throw ValueError(fmt::format("value %{} is an input, but the graph's input is %{} (a graph has one input)", i, input));
+    }
+  }
+  if (!in_range(output)) throw ValueError(fmt::format("\"output\" is %{}, not one of the {} values", output, n_values));
+  // Every value is defined before it is read: nodes come in topological order, so a cycle
+  // (or a node that reads a later node's output) is refused here.
+  std::vector<char> defined(values.size(), 0);
+  for (const Value& v : values) defined[static_cast<std::size_t>(v.id)] = v.kind != ValueKind::OpOutput;
+  for (std::size_t k = 0; k < nodes.size(); ++k) {
+    const Node& n = nodes[k];
+    const std::string where = fmt::format("node {} ({} -> %{})", k, n.op, n.output);
+    if (!in_range(n.output)) throw ValueError(fmt::format("{}: its output %{} is not one of the {} values", where, n.output, n_values));
+    const Value& out = values[static_cast<std::size_t>(n.output)];
+    if (out.kind != ValueKind::OpOutput) {
+      throw ValueError(fmt::format("{}: its output %{} is a {}, not an op output", where, n.output, kind_name(out.kind)));
+    }
+    if (defined[static_cast<std::size_t>(n.output)]) {
+      throw ValueError(fmt::format("{}: %{} is already the output of an earlier node", where, n.output));
+    }
+    for (const auto i : n.inputs) {
+      if (i == -1) continue;
+      if (!in_range(i)) throw ValueError(fmt::format("{}: input %{} is not one of the {} values", where, i, n_values));
+      if (!defined[static_cast<std::size_t>(i)]) {
+        throw ValueError(fmt::format("{}: input %{} is not defined before this node (nodes must be in topological "
+                                     "order: a cycle, or a node listed before the one it reads)",
+                                     where, i));
+      }
+    }
+    for (std::size_t a = 0; a < n.attrs.size(); ++a) {
+      for (std::size_t b = 0; b < a; ++b) {
+        if (n.attrs[a].first == n.attrs[b].first) {
+          throw ValueError(fmt::format("{}: attribute {} appears twice", where, n.attrs[a].first));
+        }
+      }
+    }
+    if (const OpRule* rule = find_rule(n.op)) {
+      const auto count = static_cast<int>(n.inputs.size());
+      if (count < rule->min_inputs || count > rule->max_inputs) {
+        throw ValueError(fmt::format("{}: {} takes {} inputs, the node has {}", where, n.op,
+                                     rule->min_inputs == rule->max_inputs
+                                         ? fmt::format("{}", rule->min_inputs)
+                                         : fmt::format("{} to {}", rule->min_inputs, rule->max_inputs),
+                                     count));
+      }
+      for (int i = 0; i < rule->min_inputs; ++i) {
+        if (n.inputs[static_cast<std::size_t>(i)] < 0) throw ValueError(fmt::format("{}: input {} is missing", where, i));
+      }
+      for (const AttrSpec& spec : rule->attrs) {
+        auto it = std::find_if(n.attrs.begin(), n.attrs.end(), [&](const auto& a) { return a.first == spec.name; });
+        if (it == n.attrs.end()) throw ValueError(fmt::format("{}: attribute {} is missing", where, spec.name));
+        if (!attr_has_type(it->second, spec.type)) {
+          throw ValueError(fmt::format("{}: attribute {} must be of type {}", where, spec.name, attr_type_name(spec.type)));
+        }
+      }
+    }
+    defined[static_cast<std::size_t>(n.output)] = 1;
+  }
+  if (!defined[static_cast<std::size_t>(output)]) {
+    throw ValueError(fmt::format("\"output\" is %{}, which no node computes", output));
+  }
 }
 
 // ---- trace -------------------------------------------------------------------------------
@@ -145,13 +262,22 @@ Graph trace(const std::function<Tensor(const Tensor&)>& fn, const Tensor& exampl
     g.nodes.push_back(std::move(node));
   }
   g.output = node_id.at(y.grad_fn().get());
+  g.validate();
   return g;
 }
 
 Graph trace(nn::Module& model, const Tensor& example) {
-  nn::NamedTensors names = model.named_parameters();
-  for (auto& b : model.named_buffers()) names.push_back(std::move(b));
-  return trace([&model](const Tensor& in) { return model.forward(in); }, example, names);
+  for (const auto& [path, m] : model.named_modules()) {
+    if (m->is_training()) {
+      throw ValueError(fmt::format(
+          "trace: {} ({}) is in training mode; call model.eval() before tracing (in training mode dropout and "
+          "other training-only behaviour would be baked into the graph)",
+          path.empty() ? "the model" : "module " + path, m->type_name()));
+    }
+  }
+  // What the state dict holds is named in the graph (a parameter); anything else the forward
+  // uses, non-persistent buffers included, is a constant and folds where it can.
+  return trace([&model](const Tensor& in) { return model.forward(in); }, example, model.state_dict());
 }
 
 Graph trace(nn::Module& model, const Shape& input_shape, Dtype dtype) {
@@ -237,6 +363,26 @@ double json_double(const json& j) {
   return j.get<double>();
 }
 
+// An integer of the JSON (never a float or a bool converted, never an unsigned beyond int64).
+std::int64_t json_int(const json& j, const std::string& what) {
+  if (j.is_number_integer() && !(j.is_number_unsigned() && j.get<std::uint64_t>() > INT64_MAX)) {
+    return j.get<std::int64_t>();
+  }
+  throw ValueError(fmt::format("{} must be an integer that fits int64, got {}", what, j.dump()));
+}
+
+Shape json_shape(const json& j, const std::string& what) {
+  if (!j.is_array()) throw ValueError(fmt::format("{} must be an array of integers, got {}", what, j.dump()));
+  Shape s;
+  for (const json& d : j) s.push_back(json_int(d, what));
+  return s;
+}
+
+std::string json_string(const json& j, const std::string& what) {
+  if (!j.is_string()) throw ValueError(fmt::format("{} must be a string, got {}", what, j.dump()));
+  return j.get<std::string>();
+}
+
 json attr_json(const std::string& name, const autograd::Attr& a) {
   json j{{"name", name}};
   std::visit(
@@ -258,15 +404,21 @@ json attr_json(const std::string& name, const autograd::Attr& a) {
   return j;
 }
 
-autograd::Attr json_attr(const json& j) {
-  const auto type = j.at("type").get<std::string>();
+autograd::Attr json_attr(const json& j, const std::string& what) {
+  const auto type = json_string(j.at("type"), what + " type");
   const json& v = j.at("value");
-  if (type == "int") return v.get<std::int64_t>();
-  if (type == "float") return json_double(v);
-  if (type == "bool") return v.get<bool>();
-  if (type == "string") return v.get<std::string>();
-  if (type == "shape") return v.get<Shape>();
-  throw ValueError(fmt::format("unknown attribute type \"{}\"", type));
+  if (type == "int") return json_int(v, what);
+  if (type == "float") {
+    if (!v.is_number() && !v.is_string()) throw ValueError(fmt::format("{} must be a number, got {}", what, v.dump()));
+    return json_double(v);
+  }
+  if (type == "bool") {
+    if (!v.is_boolean()) throw ValueError(fmt::format("{} must be true or false, got {}", what, v.dump()));
+    return v.get<bool>();
+  }
+  if (type == "string") return json_string(v, what);
+  if (type == "shape") return json_shape(v, what);
+  throw ValueError(fmt::format("{} has the unknown type \"{}\" (int, float, bool, string or shape)", what, type));
 }
 
 Dtype parse_dtype(const std::string& s) {
@@ -319,25 +471,27 @@ Graph Graph::from_json(const json& j, const std::vector<std::pair<std::string, T
   for (const auto& [k, t] : weights) by_key.emplace(k, &t);
   Graph g;
   try {
-    if (!j.is_object() || j.value("format", "") != kFormat) {
+    if (!j.is_object() || !j.contains("format") || j.at("format") != kFormat) {
       throw ValueError(fmt::format("not a microtorch graph (expected \"format\": \"{}\")", kFormat));
     }
-    if (j.at("version").get<int>() != kVersion) {
+    if (json_int(j.at("version"), "\"version\"") != kVersion) {
       throw ValueError(fmt::format("unsupported version {} (this build reads {})", j.at("version").dump(), kVersion));
     }
     for (const json& jv : j.at("values")) {
       Value v;
-      v.id = jv.at("id").get<std::int64_t>();
+      const std::string what = fmt::format("value at position {}", g.values.size());
+      v.id = json_int(jv.at("id"), what + " \"id\"");
       if (v.id != static_cast<std::int64_t>(g.values.size())) {
         throw ValueError(fmt::format("value ids must be 0, 1, 2, ... in order; found {} at position {}", v.id,
                                      g.values.size()));
       }
-      v.kind = parse_kind(jv.at("kind").get<std::string>());
-      v.shape = jv.at("shape").get<Shape>();
-      v.dtype = parse_dtype(jv.at("dtype").get<std::string>());
-      v.name = jv.value("name", "");
+      v.kind = parse_kind(json_string(jv.at("kind"), what + " \"kind\""));
+      v.shape = json_shape(jv.at("shape"), fmt::format("the shape of value %{}", v.id));
+      check_value_shape(v.id, v.shape);
+      v.dtype = parse_dtype(json_string(jv.at("dtype"), what + " \"dtype\""));
+      if (jv.contains("name")) v.name = json_string(jv.at("name"), what + " \"name\"");
       if (jv.contains("data")) {
-        const auto key = jv.at("data").get<std::string>();
+        const auto key = json_string(jv.at("data"), what + " \"data\"");
         auto it = by_key.find(key);
         if (it == by_key.end()) throw IoError(fmt::format("{}: weight \"{}\" (value %{}) is missing", source, key, v.id));
         const Tensor& t = *it->second;
@@ -347,26 +501,26 @@ Graph Graph::from_json(const json& j, const std::vector<std::pair<std::string, T
                                     shape_str(v.shape)));
         }
         v.data = t;
-      } else if (v.kind == ValueKind::Parameter || v.kind == ValueKind::Constant) {
-        throw ValueError(fmt::format("value %{} is a {} without \"data\"", v.id, kind_name(v.kind)));
       }
       g.values.push_back(std::move(v));
     }
-    const auto n_values = static_cast<std::int64_t>(g.values.size());
-    auto check_id = [n_values](std::int64_t id, const char* what) {
-      if (id < -1 || id >= n_values) throw ValueError(fmt::format("{} refers to value %{} of {}", what, id, n_values));
-      return id;
-    };
-    g.input = check_id(j.at("input").get<std::int64_t>(), "\"input\"");
-    g.output = check_id(j.at("output").get<std::int64_t>(), "\"output\"");
+    g.input = json_int(j.at("input"), "\"input\"");
+    g.output = json_int(j.at("output"), "\"output\"");
     for (const json& jn : j.at("nodes")) {
       Node n;
-      n.op = jn.at("op").get<std::string>();
-      for (const json& ji : jn.at("inputs")) n.inputs.push_back(check_id(ji.get<std::int64_t>(), n.op.c_str()));
-      n.output = check_id(jn.at("output").get<std::int64_t>(), n.op.c_str());
-      for (const json& ja : jn.at("attrs")) n.attrs.emplace_back(ja.at("name").get<std::string>(), json_attr(ja));
+      const std::string what = fmt::format("node {}", g.nodes.size());
+      n.op = json_string(jn.at("op"), what + " \"op\"");
+      if (!jn.at("inputs").is_array()) throw ValueError(fmt::format("{} ({}): \"inputs\" must be an array", what, n.op));
+      for (const json& ji : jn.at("inputs")) n.inputs.push_back(json_int(ji, fmt::format("an input of {} ({})", what, n.op)));
+      n.output = json_int(jn.at("output"), fmt::format("the output of {} ({})", what, n.op));
+      if (!jn.at("attrs").is_array()) throw ValueError(fmt::format("{} ({}): \"attrs\" must be an array", what, n.op));
+      for (const json& ja : jn.at("attrs")) {
+        const auto name = json_string(ja.at("name"), fmt::format("an attribute name of {} ({})", what, n.op));
+        n.attrs.emplace_back(name, json_attr(ja, fmt::format("attribute {} of {} ({})", name, what, n.op)));
+      }
       g.nodes.push_back(std::move(n));
     }
+    g.validate();
   } catch (const IoError&) {
     throw;
   } catch (const json::exception& e) {
@@ -377,7 +531,22 @@ Graph Graph::from_json(const json& j, const std::vector<std::pair<std::string, T
   return g;
 }
 
-void save(const Graph& graph, const std::string& prefix) {
+namespace {
+
+// "out/mlp", "out/mlp.json" and "out/mlp.npz" all name out/mlp.json + out/mlp.npz.
+std::string graph_prefix(const std::string& path) {
+  for (const std::string ext : {".json", ".npz"}) {
+    if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0) {
+      return path.substr(0, path.size() - ext.size());
+    }
+  }
+  return path;
+}
+
+}  // namespace
+
+void save(const Graph& graph, const std::string& path) {
+  const std::string prefix = graph_prefix(path);
   const std::string json_path = prefix + ".json", npz_path = prefix + ".npz";
   const std::filesystem::path dir = std::filesystem::path(prefix).parent_path();
   std::error_code ec;
@@ -387,7 +556,8 @@ void save(const Graph& graph, const std::string& prefix) {
   write_file(json_path, graph.to_json().dump(1) + "\n", "save");
 }
 
-Graph load(const std::string& prefix) {
+Graph load(const std::string& path) {
+  const std::string prefix = graph_prefix(path);
   const std::string json_path = prefix + ".json", npz_path = prefix + ".npz";
   const std::string text = read_file(json_path, "load");  // regular files only; IoError names the file
   json j;

@@ -25,7 +25,6 @@ void plan_memory(Program& p) {
     };
     for (const Arg& a : p.steps[s].args) {
       if (a.kind == Arg::Kind::Buffer) touch(a.buffer);
-      if (a.kind == Arg::Kind::Attention) touch(p.attention[static_cast<std::size_t>(a.value)].keep);
     }
   }
   std::vector<Buffer*> order;

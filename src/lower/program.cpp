@@ -66,6 +66,17 @@ std::string_view buffer_kind_name(BufferKind k) {
   return "?";
 }
 
+std::optional<int> pow2_frac(double scale) {
+  int e = 0;
+  if (!(scale > 0) || std::frexp(scale, &e) != 0.5) return std::nullopt;
+  return 1 - e;  // scale = 0.5 * 2^e = 2^-(1 - e)
+}
+
+std::string format_name(Elem elem, double scale, std::int32_t zero_point) {
+  if (const auto f = pow2_frac(scale); f && zero_point == 0) return fmt::format("Q{}.{}", elem_bytes(elem) * 8 - 1 - *f, *f);
+  return zero_point == 0 ? fmt::format("s={:.4g}", scale) : fmt::format("s={:.4g}, z={}", scale, zero_point);
+}
+
 const Buffer& Program::buffer(std::int64_t id) const {
   if (id < 0 || id >= static_cast<std::int64_t>(buffers.size())) {
     throw IndexError(fmt::format("Program::buffer: no buffer {} (the program has {})", id, buffers.size()));
@@ -96,19 +107,17 @@ std::int64_t Program::total_macs() const {
 }
 
 std::string Program::to_string() const {
-  std::string out = fmt::format("program {} (int{} activations, int{} weights): {} steps, {} MACs\n", name,
-                                activation_bits, weight_bits, steps.size(), total_macs());
+  std::string out = fmt::format("program {} (int{} activations, int{} weights, {}): {} steps, {} MACs\n", name,
+                                activation_bits, weight_bits, scheme, steps.size(), total_macs());
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];
     std::string args;
     for (const Arg& a : s.args) {
       if (!args.empty()) args += ", ";
-      switch (a.kind) {
-        case Arg::Kind::Buffer:
-          args += buffer(a.buffer).name + (a.offset ? fmt::format("+{}", a.offset) : "");
-          break;
-        case Arg::Kind::Int: args += fmt::format("{}", a.value); break;
-        case Arg::Kind::Attention: args += fmt::format("&attn{}", a.value); break;
+      if (a.kind == Arg::Kind::Int) {
+        args += fmt::format("{}", a.value);
+      } else {
+        args += a.buffer < 0 ? "NULL" : buffer(a.buffer).name + (a.offset ? fmt::format("+{}", a.offset) : "");
       }
     }
     out += fmt::format("{:3}  {}({})  ; {}\n", i, s.kernel, args, s.label);
@@ -139,14 +148,20 @@ std::string Program::memory_plan() const {
 }
 
 std::string Program::format_table() const {
-  std::string out = fmt::format("formats of {} (value = q * 2^-frac; range = largest |value| representable)\n", name);
-  out += fmt::format("  {:<12} {:<10} {:>7} {:>6} {:>12} {:>12}  {}\n", "buffer", "kind", "type", "frac", "range",
+  std::string out = fmt::format("formats of {} (value = scale * (q - zero point); Qm.f: scale 2^-f; range = the "
+                                "values representable)\n",
+                                name);
+  out += fmt::format("  {:<12} {:<10} {:>7} {:>18} {:>25} {:>25}  {}\n", "buffer", "kind", "type", "format", "range",
                      "calibrated", "holds");
   for (const Buffer& b : buffers) {
     if (!b.fixed_point) continue;
-    const double range = static_cast<double>(elem_max(b.elem)) * std::ldexp(1.0, -b.frac);
-    out += fmt::format("  {:<12} {:<10} {:>7} {:>6} {:>12.6g} {:>12.6g}  {}\n", b.name, buffer_kind_name(b.kind),
-                       elem_ctype(b.elem), b.frac, range, b.absmax, b.origin);
+    const double lo = b.scale * static_cast<double>(elem_min(b.elem) - b.zero_point);
+    const double hi = b.scale * static_cast<double>(elem_max(b.elem) - b.zero_point);
+    std::string format = format_name(b.elem, b.scale, b.zero_point);
+    if (!b.channel_scales.empty()) format = fmt::format("{} ch, s<={:.3g}", b.channel_scales.size(), b.scale);
+    const std::string calibrated = b.kind == BufferKind::Weight ? "-" : fmt::format("[{:.4g}, {:.4g}]", b.lo, b.hi);
+    out += fmt::format("  {:<12} {:<10} {:>7} {:>18} {:>25} {:>25}  {}\n", b.name, buffer_kind_name(b.kind),
+                       elem_ctype(b.elem), format, fmt::format("[{:.4g}, {:.4g}]", lo, hi), calibrated, b.origin);
   }
   return out;
 }

@@ -1,16 +1,16 @@
-// Simulator — executes a Program's steps by calling the runtime's C kernels. The table below
-// is the one place where a kernel name meets its C signature on the host; emit.cpp prints the
-// same steps as C source, so the two cannot drift apart without a compile error here or a
-// bit-exactness failure in the firmware test.
+// Simulator — executes a Program's steps by calling the runtime's C kernels through the
+// kernel table (kernels.hpp), which binds each kernel by its declaration in mt_kernels.h;
+// emit.cpp prints the same steps as C source, so the two cannot drift apart without a
+// compile error or a bit-exactness failure in the firmware test.
 #include "microtorch/lower/simulate.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <functional>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "kernels.hpp"
 #include "microtorch/error.hpp"
 #include "microtorch/lower/quantize.hpp"
 #include "microtorch/ops.hpp"
@@ -19,142 +19,6 @@
 namespace microtorch::lower {
 
 namespace {
-
-// Arguments of one call, resolved to host pointers and ints.
-struct Call {
-  const Step& step;
-  std::function<void*(const Arg&)> resolve;
-  const Program& program;
-  template <class T>
-  T* p(std::size_t i) const {
-    return static_cast<T*>(resolve(step.args.at(i)));
-  }
-  int i(std::size_t k) const { return static_cast<int>(step.args.at(k).value); }
-  std::uint32_t u(std::size_t k) const { return static_cast<std::uint32_t>(step.args.at(k).value); }
-  mt_attn_params attn(std::size_t k) const {
-    const AttentionParams& a = program.attention.at(static_cast<std::size_t>(step.args.at(k).value));
-    mt_attn_params m{};
-    m.L = a.L, m.S = a.S, m.D = a.D, m.Dv = a.Dv;
-    m.q_stride = a.q_stride, m.k_stride = a.k_stride, m.v_stride = a.v_stride, m.out_stride = a.out_stride;
-    m.q_frac = a.q_frac, m.k_frac = a.k_frac, m.v_frac = a.v_frac, m.out_frac = a.out_frac;
-    m.scale_q = a.scale_q, m.scale_frac = a.scale_frac, m.flags = a.flags;
-    m.keep = a.keep >= 0 ? static_cast<const std::uint8_t*>(resolve(Arg::buf(a.keep))) : nullptr;
-    return m;
-  }
-};
-
-using Kernel = std::function<int(const Call&)>;  // returns the kernel's status (0 = fine)
-
-// The kernels that exist for both activation types, registered once per type.
-template <class T>
-void add_typed(std::unordered_map<std::string, Kernel>& k, const std::string& s,
-               void (*relu)(const T*, T*, int), void (*softmax)(const T*, T*, int, int, int),
-               void (*act_tanh)(const T*, T*, int, int, int), void (*act_sigmoid)(const T*, T*, int, int, int),
-               void (*act_gelu)(const T*, T*, int, int, int),
-               void (*add)(const T*, int, const T*, int, T*, int, int),
-               void (*add_bcast)(const T*, int, const T*, int, int, T*, int, int),
-               void (*mul)(const T*, const T*, int, T*, int, int), void (*scale)(const T*, T*, int, int16_t, int),
-               void (*matmul)(const T*, const T*, T*, int, int, int, int, int, int),
-               void (*layernorm)(const T*, T*, int, int, int, const T*, int, const T*, int, uint32_t, int, int),
-               void (*meanpool)(const T*, T*, int, int, int, int), void (*sum)(const T*, T*, int, int, int, int),
-               void (*argmax)(const T*, int32_t*, int, int), int (*embedding)(const int32_t*, int, const T*, int, int, T*),
-               void (*div_rows)(const T*, int, const T*, int, T*, int, int, int),
-               void (*copy)(const T*, T*, int, const int32_t*, const int32_t*, const int32_t*)) {
-  k["mt_relu_" + s] = [relu](const Call& c) { return relu(c.p<T>(0), c.p<T>(1), c.i(2)), 0; };
-  k["mt_softmax_" + s] = [softmax](const Call& c) { return softmax(c.p<T>(0), c.p<T>(1), c.i(2), c.i(3), c.i(4)), 0; };
-  for (auto [name, f] : {std::pair{"tanh", act_tanh}, std::pair{"sigmoid", act_sigmoid}, std::pair{"gelu", act_gelu}}) {
-    k[fmt::format("mt_{}_{}", name, s)] = [f = f](const Call& c) { return f(c.p<T>(0), c.p<T>(1), c.i(2), c.i(3), c.i(4)), 0; };
-  }
-  k["mt_add_" + s] = [add](const Call& c) {
-    return add(c.p<T>(0), c.i(1), c.p<T>(2), c.i(3), c.p<T>(4), c.i(5), c.i(6)), 0;
-  };
-  k["mt_add_bcast_" + s] = [add_bcast](const Call& c) {
-    return add_bcast(c.p<T>(0), c.i(1), c.p<T>(2), c.i(3), c.i(4), c.p<T>(5), c.i(6), c.i(7)), 0;
-  };
-  k["mt_mul_" + s] = [mul](const Call& c) { return mul(c.p<T>(0), c.p<T>(1), c.i(2), c.p<T>(3), c.i(4), c.i(5)), 0; };
-  k["mt_scale_" + s] = [scale](const Call& c) {
-    return scale(c.p<T>(0), c.p<T>(1), c.i(2), static_cast<int16_t>(c.i(3)), c.i(4)), 0;
-  };
-  k["mt_matmul_" + s] = [matmul](const Call& c) {
-    return matmul(c.p<T>(0), c.p<T>(1), c.p<T>(2), c.i(3), c.i(4), c.i(5), c.i(6), c.i(7), c.i(8)), 0;
-  };
-  k["mt_layernorm_" + s] = [layernorm](const Call& c) {
-    return layernorm(c.p<T>(0), c.p<T>(1), c.i(2), c.i(3), c.i(4), c.p<T>(5), c.i(6), c.p<T>(7), c.i(8), c.u(9), c.i(10),
-                     c.i(11)),
-           0;
-  };
-  k["mt_meanpool_" + s] = [meanpool](const Call& c) {
-    return meanpool(c.p<T>(0), c.p<T>(1), c.i(2), c.i(3), c.i(4), c.i(5)), 0;
-  };
-  k["mt_sum_" + s] = [sum](const Call& c) { return sum(c.p<T>(0), c.p<T>(1), c.i(2), c.i(3), c.i(4), c.i(5)), 0; };
-  k["mt_argmax_" + s] = [argmax](const Call& c) { return argmax(c.p<T>(0), c.p<int32_t>(1), c.i(2), c.i(3)), 0; };
-  k["mt_embedding_" + s] = [embedding](const Call& c) {
-    return embedding(c.p<int32_t>(0), c.i(1), c.p<T>(2), c.i(3), c.i(4), c.p<T>(5)) != 0 ? 1 : 0;
-  };
-  k["mt_div_rows_" + s] = [div_rows](const Call& c) {
-    return div_rows(c.p<T>(0), c.i(1), c.p<T>(2), c.i(3), c.p<T>(4), c.i(5), c.i(6), c.i(7)), 0;
-  };
-  k["mt_copy_strided_" + s] = [copy](const Call& c) {
-    return copy(c.p<T>(0), c.p<T>(1), c.i(2), c.p<int32_t>(3), c.p<int32_t>(4), c.p<int32_t>(5)), 0;
-  };
-}
-
-const std::unordered_map<std::string, Kernel>& kernels() {
-  static const auto table = [] {
-    std::unordered_map<std::string, Kernel> k;
-    add_typed<int16_t>(k, "s16", mt_relu_s16, mt_softmax_s16, mt_tanh_s16, mt_sigmoid_s16, mt_gelu_s16, mt_add_s16,
-                       mt_add_bcast_s16, mt_mul_s16, mt_scale_s16, mt_matmul_s16, mt_layernorm_s16, mt_meanpool_s16,
-                       mt_sum_s16, mt_argmax_s16, mt_embedding_s16, mt_div_rows_s16, mt_copy_strided_s16);
-    add_typed<int8_t>(k, "s8", mt_relu_s8, mt_softmax_s8, mt_tanh_s8, mt_sigmoid_s8, mt_gelu_s8, mt_add_s8,
-                      mt_add_bcast_s8, mt_mul_s8, mt_scale_s8, mt_matmul_s8, mt_layernorm_s8, mt_meanpool_s8, mt_sum_s8,
-                      mt_argmax_s8, mt_embedding_s8, mt_div_rows_s8, mt_copy_strided_s8);
-    k["mt_copy_strided_s32"] = [](const Call& c) {
-      return mt_copy_strided_s32(c.p<int32_t>(0), c.p<int32_t>(1), c.i(2), c.p<int32_t>(3), c.p<int32_t>(4),
-                                 c.p<int32_t>(5)),
-             0;
-    };
-    k["mt_linear_s16_w16"] = [](const Call& c) {
-      return mt_linear_s16_w16(c.p<int16_t>(0), c.p<int16_t>(1), c.p<int32_t>(2), c.p<int16_t>(3), c.i(4), c.i(5),
-                               c.i(6), c.i(7), c.i(8)),
-             0;
-    };
-    k["mt_linear_s16_w8"] = [](const Call& c) {
-      return mt_linear_s16_w8(c.p<int16_t>(0), c.p<int8_t>(1), c.p<int32_t>(2), c.p<int16_t>(3), c.i(4), c.i(5), c.i(6),
-                              c.i(7), c.i(8)),
-             0;
-    };
-    k["mt_linear_s8_w8"] = [](const Call& c) {
-      return mt_linear_s8_w8(c.p<int8_t>(0), c.p<int8_t>(1), c.p<int32_t>(2), c.p<int8_t>(3), c.i(4), c.i(5), c.i(6),
-                             c.i(7), c.i(8)),
-             0;
-    };
-    k["mt_attention_stream_s16"] = [](const Call& c) {
-      const mt_attn_params a = c.attn(0);
-      return mt_attention_stream_s16(&a, c.p<int16_t>(1), c.p<int16_t>(2), c.p<int16_t>(3), c.p<int16_t>(4),
-                                     c.p<int64_t>(5)),
-             0;
-    };
-    k["mt_attention_stream_s8"] = [](const Call& c) {
-      const mt_attn_params a = c.attn(0);
-      return mt_attention_stream_s8(&a, c.p<int8_t>(1), c.p<int8_t>(2), c.p<int8_t>(3), c.p<int8_t>(4), c.p<int32_t>(5)),
-             0;
-    };
-    k["mt_attention_twopass_s16"] = [](const Call& c) {
-      const mt_attn_params a = c.attn(0);
-      return mt_attention_twopass_s16(&a, c.p<int16_t>(1), c.p<int16_t>(2), c.p<int16_t>(3), c.p<int16_t>(4),
-                                      c.p<int32_t>(5)),
-             0;
-    };
-    k["mt_attention_twopass_s8"] = [](const Call& c) {
-      const mt_attn_params a = c.attn(0);
-      return mt_attention_twopass_s8(&a, c.p<int8_t>(1), c.p<int8_t>(2), c.p<int8_t>(3), c.p<int8_t>(4),
-                                     c.p<int32_t>(5)),
-             0;
-    };
-    return k;
-  }();
-  return table;
-}
 
 template <class F>
 auto visit_elem(Elem e, F&& f) {
@@ -171,11 +35,7 @@ auto visit_elem(Elem e, F&& f) {
 }  // namespace
 
 Simulator::Simulator(Program program) : program_(std::move(program)) {
-  for (const Step& s : program_.steps) {
-    if (!kernels().count(s.kernel)) {
-      throw ValueError(fmt::format("Simulator: no host binding for kernel {} ({})", s.kernel, s.label));
-    }
-  }
+  for (const Step& s : program_.steps) check_call(program_, s);
   storage_.resize(program_.buffers.size());
   limit_counts_.assign(program_.buffers.size(), 0);
   for (const Buffer& b : program_.buffers) {
@@ -217,15 +77,78 @@ std::vector<std::int64_t> Simulator::run(const std::vector<std::int64_t>& input)
     return 0;
   });
   status_ = 0;
-  for (const Step& s : program_.steps) {
-    const Call call{s, [this](const Arg& a) { return ptr(a.buffer, a.offset); }, program_};
-    if (kernels().at(s.kernel)(call) != 0) status_ = 1;
+  if (record_) recorded_.assign(program_.probes.size(), {});
+  record_probes(-1);
+  std::vector<KernelArg> args;
+  for (std::size_t k = 0; k < program_.steps.size(); ++k) {
+    const Step& s = program_.steps[k];
+    args.assign(s.args.size(), KernelArg{});
+    for (std::size_t i = 0; i < s.args.size(); ++i) {
+      const Arg& a = s.args[i];
+      if (a.kind == Arg::Kind::Buffer) {
+        args[i].ptr = ptr(a.buffer, a.offset);
+      } else {
+        args[i].value = a.value;
+      }
+    }
+    if (find_kernel(s.kernel)->call(args.data()) != 0) status_ = 1;
+    record_probes(static_cast<std::int64_t>(k));
   }
   ++runs_;
   for (const Buffer& b : program_.buffers) {
     if (b.kind == BufferKind::Activation || b.kind == BufferKind::Output) limit_counts_[static_cast<std::size_t>(b.id)] += at_limit(b.id);
   }
   return values(program_.output);
+}
+
+void Simulator::record_probes(std::int64_t step) {
+  if (!record_) return;
+  for (std::size_t i = 0; i < program_.probes.size(); ++i) {
+    const Probe& pr = program_.probes[i];
+    if (pr.step != step) continue;
+    const Buffer& b = program_.buffer(pr.buffer);
+    std::vector<std::int64_t>& out = recorded_[i];
+    out.resize(static_cast<std::size_t>(numel_of(pr.shape)));
+    visit_elem(b.elem, [&](auto tag) {
+      using T = decltype(tag);
+      const T* p = reinterpret_cast<const T*>(storage_[static_cast<std::size_t>(pr.buffer)].data());
+      Shape idx(pr.shape.size(), 0);
+      for (std::size_t k = 0; k < out.size(); ++k) {
+        std::int64_t at = pr.offset;
+        for (std::size_t d = 0; d < idx.size(); ++d) at += idx[d] * pr.strides[d];
+        out[k] = p[at];
+        for (std::size_t d = idx.size(); d-- > 0;) {
+          if (++idx[d] < pr.shape[d]) break;
+          idx[d] = 0;
+        }
+      }
+      return 0;
+    });
+  }
+}
+
+Tensor Simulator::value(std::int64_t graph_value) const {
+  for (std::size_t i = 0; i < program_.probes.size() && i < recorded_.size(); ++i) {
+    const Probe& pr = program_.probes[i];
+    if (pr.value != graph_value || recorded_[i].empty()) continue;
+    const Buffer& b = program_.buffer(pr.buffer);
+    Tensor t = Tensor::empty(pr.shape, b.fixed_point ? Dtype::Float32 : Dtype::Int64);
+    const std::int64_t width = pr.shape.empty() ? 1 : pr.shape.back();
+    const std::int64_t group = pr.segments.empty() ? width : width / static_cast<std::int64_t>(pr.segments.size());
+    for (std::size_t k = 0; k < recorded_[i].size(); ++k) {
+      const auto q = recorded_[i][k];
+      if (b.fixed_point) {
+        const auto g = static_cast<std::size_t>(static_cast<std::int64_t>(k) % width / group);
+        const double scale = pr.segments.empty() ? pr.scale : pr.segments[g];
+        const std::int64_t zero = pr.segment_zeros.empty() ? pr.zero_point : pr.segment_zeros[g];
+        t.data<float>()[k] = static_cast<float>(scale * static_cast<double>(q - zero));
+      } else {
+        t.data<std::int64_t>()[k] = q;
+      }
+    }
+    return t;
+  }
+  return Tensor();
 }
 
 Tensor Simulator::forward(const Tensor& x) { return dequantize_output(program_, run(quantize_input(program_, x))); }
@@ -256,8 +179,9 @@ std::string Simulator::saturation_report() const {
   for (const Buffer& b : program_.buffers) {
     if (!b.fixed_point || !(b.kind == BufferKind::Activation || b.kind == BufferKind::Output)) continue;
     const std::int64_t n = limit_counts_[static_cast<std::size_t>(b.id)], seen = b.size * runs_;
-    out += fmt::format("  {:<12} Q{}.{:<3} {:>8} of {:>9} ({:.3f}%)  {}\n", b.name, elem_bytes(b.elem) * 8 - 1 - b.frac,
-                       b.frac, n, seen, seen ? 100.0 * static_cast<double>(n) / static_cast<double>(seen) : 0.0, b.origin);
+    out += fmt::format("  {:<12} {:<18} {:>8} of {:>9} ({:.3f}%)  {}\n", b.name,
+                       format_name(b.elem, b.scale, b.zero_point), n, seen,
+                       seen ? 100.0 * static_cast<double>(n) / static_cast<double>(seen) : 0.0, b.origin);
   }
   return out;
 }
@@ -286,7 +210,9 @@ std::vector<std::int64_t> quantize_input(const Program& program, const Tensor& x
     if (!std::isfinite(p[i])) {
       throw ValueError(fmt::format("quantize_input: element {} is {}; the fixed-point model takes finite inputs", i, p[i]));
     }
-    q[i] = quantize_value(p[i], in.frac, elem_bytes(in.elem) * 8);
+    const double v = std::round(p[i] / in.scale) + in.zero_point;  // ties away from zero, then saturate
+    q[i] = static_cast<std::int64_t>(std::clamp<double>(v, static_cast<double>(elem_min(in.elem)),
+                                                         static_cast<double>(elem_max(in.elem))));
   }
   return q;
 }
@@ -299,7 +225,7 @@ Tensor dequantize_output(const Program& program, const std::vector<std::int64_t>
   Tensor t = Tensor::empty(program.output_shape, out.fixed_point ? Dtype::Float32 : Dtype::Int64);
   for (std::size_t i = 0; i < q.size(); ++i) {
     if (out.fixed_point) {
-      t.data<float>()[i] = static_cast<float>(std::ldexp(static_cast<double>(q[i]), -out.frac));
+      t.data<float>()[i] = static_cast<float>(out.scale * static_cast<double>(q[i] - out.zero_point));
     } else {
       t.data<std::int64_t>()[i] = q[i];
     }

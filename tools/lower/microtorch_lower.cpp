@@ -2,32 +2,119 @@
 // fixed-point C99 firmware folder, from the command line.
 //
 //   microtorch-lower out/iris --calibration out/iris_calib.npy --bits 8 --out out/fw
-//   microtorch-lower out/iris -c calib.npy --bits 16 --weight-bits 8 --check 20 --size cortex-m4
+//   microtorch-lower out/iris -c calib.npy --bits 16 --weight-bits 8 --check 20 -t cortex-m0 -t cortex-m4
+//   microtorch-lower out/tagger -c calib.npy --bits 8 --eval eval.npy --precision encoder.norm=16x8
+//   microtorch-lower out/tagger -c calib.npy --eval eval.npy --auto-precision 1%
 //
-// Prints the lowering report, the per-tensor formats and the memory plan; --check N also
-// writes a check program and the simulator's expected output for the first N calibration
-// samples (run them with tools/mcu/run_firmware_qemu.sh DIR NAME).
+// Prints the lowering report, the per-tensor formats and the memory plan; --eval also the
+// accuracy against the float graph and the per-layer error table (and puts them in the
+// report file); --check N writes a check program and the simulator's expected output for
+// the first N calibration samples (run them with tools/mcu/run_firmware_qemu.sh DIR NAME).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <microtorch/error.hpp>
 #include <microtorch/io.hpp>
 #include <microtorch/lower/emit.hpp>
+#include <microtorch/lower/accuracy.hpp>
 #include <microtorch/lower/graph.hpp>
+#include <microtorch/lower/precision.hpp>
 #include <microtorch/lower/quantize.hpp>
 #include <microtorch/lower/simulate.hpp>
 #include <microtorch/ops.hpp>
 
 namespace lower = microtorch::lower;
 
+namespace {
+
+// "encoder.layers.0=16x8", "%12=8", "head=16"
+lower::LayerPrecision parse_precision(const std::string& s) {
+  const auto eq = s.rfind('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw microtorch::ValueError(fmt::format("--precision {}: expected MODULE=BITS or %ID=BITS with BITS 8, 16 or 16x8", s));
+  }
+  const std::string match = s.substr(0, eq), bits = s.substr(eq + 1);
+  if (bits == "8") return {match, 8, 8};
+  if (bits == "16") return {match, 16, 16};
+  if (bits == "16x8") return {match, 16, 8};
+  throw microtorch::ValueError(fmt::format("--precision {}: the bits must be 8, 16 or 16x8, got \"{}\"", s, bits));
+}
+
+// "1%" or "0.01"
+double parse_fraction(const std::string& s, const char* option) {
+  try {
+    std::size_t used = 0;
+    double v = std::stod(s, &used);
+    if (used < s.size() && s.substr(used) == "%") v /= 100, used = s.size();
+    if (used == s.size() && v > 0 && v <= 1) return v;
+  } catch (const std::exception&) {
+  }
+  throw microtorch::ValueError(fmt::format("{} {}: expected a fraction in (0, 1] or a percentage (\"1%\")", option, s));
+}
+
+// Levenshtein distance, for the nearest option name to a mistyped one.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// "unknown option --bit; did you mean --bits?" for each argument the parser left over.
+std::string unknown_arguments(const CLI::App& app, const std::vector<std::string>& extras) {
+  std::string msg;
+  bool after_option = false;  // a value after an unknown option is its value, not another error
+  for (const std::string& arg : extras) {
+    if (arg.size() < 2 || arg[0] != '-') {
+      if (!after_option) msg += fmt::format("unexpected argument \"{}\" (one model prefix only)\n", arg);
+      after_option = false;
+      continue;
+    }
+    after_option = true;
+    const std::string given = arg.substr(0, arg.find('='));
+    std::string best;
+    std::size_t best_d = 3;  // suggest only close names
+    for (const CLI::Option* o : app.get_options()) {
+      for (const std::string& n : o->get_lnames()) {
+        const std::size_t d = edit_distance(given, "--" + n);
+        if (d < best_d) best_d = d, best = "--" + n;
+      }
+    }
+    msg += best.empty() ? fmt::format("unknown option {} (see --help)\n", given)
+                        : fmt::format("unknown option {}; did you mean {}?\n", given, best);
+  }
+  return msg;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"Lower a traced microtorch model to fixed-point C99 firmware (weights in flash, one static arena)."};
-  std::string prefix, calibration, out = "firmware", name = "model", attention = "stream", size_cpu;
-  int bits = 16, weight_bits = 0, check = 0;
+  std::string prefix, calibration, out = "firmware", name = "model", attention = "stream";
+  std::vector<std::string> targets;
+  std::string scheme = "affine", range = "minmax", rounding = "gptq", eval, auto_precision, min_agreement;
+  std::vector<std::string> precision;
+  int bits = 16, weight_bits = 0, check = 0, sensitive_bits = 16;
+  double percentile = 99.99, margin = 0.25;
   bool print_graph = false, print_program = false;
-  app.add_option("model", prefix, "graph saved by lower::save, without extension (reads <model>.json, <model>.npz)")
+  app.option_defaults()->always_capture_default();  // --help shows every default
+  app.allow_extras();                               // unknown options get a did-you-mean below
+  app.add_option("model", prefix, "graph saved by lower::save (reads <model>.json and <model>.npz; a .json or .npz "
+                                  "ending names the same pair)")
       ->required();
   app.add_option("-c,--calibration", calibration,
                  "representative inputs (.npy) stacked along dim 0: [N * B, ...] for a graph input [B, ...]")
@@ -36,15 +123,49 @@ int main(int argc, char** argv) {
   app.add_option("-b,--bits", bits, "activation bits")->check(CLI::IsMember({8, 16}));
   app.add_option("-w,--weight-bits", weight_bits, "weight bits (default: the activation bits)")
       ->check(CLI::IsMember({8, 16}));
+  app.add_option("-s,--scheme", scheme,
+                 "number formats: affine (int8 activations with zero points), symmetric, pow2 (power-of-two scales: "
+                 "shifts, no multiplies)")
+      ->check(CLI::IsMember({"affine", "symmetric", "pow2"}));
+  app.add_option("-p,--precision", precision,
+                 "a layer's precision, MODULE=BITS or %ID=BITS with BITS 8, 16 or 16x8 (int16 activations, int8 "
+                 "weights); repeat it, the last match wins")
+      ->take_all();
+  app.add_option("--sensitive-bits", sensitive_bits,
+                 "bits of the residual stream, attention and the output in int8 layers (8: everything int8)")
+      ->check(CLI::IsMember({8, 16}));
+  app.add_option("--range", range, "activation range from the calibration: minmax, percentile or mse")
+      ->check(CLI::IsMember({"minmax", "percentile", "mse"}));
+  app.add_option("--percentile", percentile, "the central share (%) kept by --range percentile")
+      ->check(CLI::Range(50.0, 100.0));
+  app.add_option("--margin", margin, "widen each calibrated range by this share of its width at each end")
+      ->check(CLI::Range(0.0, 4.0));
+  app.add_option("--rounding", rounding, "weight rounding: gptq (error feedback from the calibration) or nearest")
+      ->check(CLI::IsMember({"gptq", "nearest"}));
+  app.add_option("-e,--eval", eval,
+                 "evaluation data (.npy, stacked like the calibration): print the agreement and max error against "
+                 "float and the per-layer error table")
+      ->check(CLI::ExistingFile);
+  app.add_option("--auto-precision", auto_precision,
+                 "choose each layer's precision (8, 16x8, 16), the cheapest that keeps the max error on --eval within "
+                 "this share of the output range (\"1%\" or 0.01); replaces --bits, --weight-bits and --precision");
+  app.add_option("--min-agreement", min_agreement, "with --auto-precision: also keep the argmax agreement >= this");
   app.add_option("-a,--attention", attention, "attention kernel")->check(CLI::IsMember({"stream", "twopass"}));
   app.add_option("-n,--name", name, "C identifier prefix of the firmware (<name>_run, <name>.h)");
   app.add_option("-o,--out", out, "output folder");
   app.add_option("--check", check, "also write <name>_check.c and expected.txt for the first N calibration samples")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--size", size_cpu, "report flash/RAM from arm-none-eabi-size for this CPU (e.g. cortex-m4)");
+  app.add_option("-t,--target,--size", targets,
+                 "report flash/RAM (arm-none-eabi-size) for this CPU, e.g. cortex-m0, cortex-m4, cortex-m7; repeat it "
+                 "for several")
+      ->take_all();
   app.add_flag("--print-graph", print_graph, "print the traced graph");
   app.add_flag("--print-program", print_program, "print the kernel calls");
   CLI11_PARSE(app, argc, argv);
+  if (!app.remaining().empty()) {
+    fmt::print(stderr, "microtorch-lower: {}", unknown_arguments(app, app.remaining()));
+    return 2;
+  }
 
   try {
     const lower::Graph graph = lower::load(prefix);
@@ -54,12 +175,44 @@ int main(int argc, char** argv) {
     lower::QuantOptions options;
     options.activation_bits = bits;
     options.weight_bits = weight_bits;
+    options.scheme = scheme == "affine"      ? lower::Scheme::Affine
+                     : scheme == "symmetric" ? lower::Scheme::Symmetric
+                                             : lower::Scheme::PowerOfTwo;
+    for (const std::string& p : precision) options.precision.push_back(parse_precision(p));
+    options.sensitive_bits = sensitive_bits;
+    options.range = range == "minmax" ? lower::RangeMethod::MinMax
+                    : range == "mse"  ? lower::RangeMethod::Mse
+                                      : lower::RangeMethod::Percentile;
+    options.percentile = percentile;
+    options.margin = margin;
+    options.rounding = rounding == "gptq" ? lower::WeightRounding::ErrorFeedback : lower::WeightRounding::Nearest;
     options.attention = attention == "stream" ? lower::AttentionKernel::Streaming : lower::AttentionKernel::TwoPass;
     options.name = name;
-    const lower::Program program = lower::quantize(graph, cal, options);
+    microtorch::Tensor eval_data;
+    if (!eval.empty()) eval_data = microtorch::load_npy(eval);
+    std::string search_report;
+    if (!auto_precision.empty()) {
+      if (eval.empty()) throw microtorch::ValueError("--auto-precision needs evaluation data (--eval)");
+      lower::PrecisionTarget target;
+      target.max_error = parse_fraction(auto_precision, "--auto-precision");
+      if (!min_agreement.empty()) target.agreement = parse_fraction(min_agreement, "--min-agreement");
+      const lower::PrecisionSearch search = lower::choose_precision(graph, cal, eval_data, options, target);
+      options = search.options;
+      search_report = search.report;
+    } else if (!min_agreement.empty()) {
+      throw microtorch::ValueError("--min-agreement is a target for --auto-precision");
+    }
+    lower::Program program = lower::quantize(graph, cal, options);
+    for (const std::string& w : program.warnings) fmt::print(stderr, "microtorch-lower: warning: {}\n", w);
+    lower::Accuracy accuracy;
+    if (!eval.empty()) {
+      accuracy = lower::measure(graph, program, eval_data);
+      program.evaluation = search_report + (search_report.empty() ? "" : "\n") + lower::layer_report(accuracy);
+    }
     if (print_program) fmt::print("{}\n", program.to_string());
     lower::emit_c(program, out);
     fmt::print("{}\n{}\n{}\n", lower::report(program), program.format_table(), program.memory_plan());
+
     if (check > 0) {
       const auto& in_shape = graph.value(graph.input).shape;
       const std::int64_t batch = in_shape.empty() ? 1 : in_shape[0];
@@ -75,13 +228,17 @@ int main(int argc, char** argv) {
                  "  tools/mcu/run_firmware_qemu.sh {0} {1}\n",
                  out, program.name, inputs.size());
     }
-    if (!size_cpu.empty()) {
-      const lower::FirmwareSize s = lower::firmware_size(program, out, size_cpu);
-      fmt::print("{} ({}): flash {} bytes (text {} + data {}), RAM {} bytes (data {} + bss {})\n", program.name, size_cpu,
+    for (const std::string& cpu : targets) {
+      const lower::FirmwareSize s = lower::firmware_size(program, out, cpu);
+      fmt::print("{} ({}): flash {} bytes (text {} + data {}), RAM {} bytes (data {} + bss {})\n", program.name, cpu,
                  s.flash(), s.text, s.data, s.ram(), s.data, s.bss);
     }
-    fmt::print("firmware written to {}/ ({}.h, {}.c, mt_kernels.h, mt_kernels.c, {}_report.txt)\n", out, program.name,
-               program.name, program.name);
+    fmt::print("firmware written to {}/ ({}.h, {}.c, mt_kernels.h, mt_kernels.c, Makefile, {}_report.txt)\n", out,
+               program.name, program.name, program.name);
+    if (!eval.empty()) {
+      fmt::print("accuracy on {} ({} samples): max error {:.3f}% of the float output range, argmax agreement {:.2f}%\n",
+                 eval, accuracy.samples, 100 * accuracy.relative_error(), 100 * accuracy.agreement);
+    }
   } catch (const std::exception& e) {
     fmt::print(stderr, "microtorch-lower: {}\n", e.what());
     return 1;

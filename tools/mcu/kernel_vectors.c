@@ -121,46 +121,49 @@ static void primitives(void) {
   h_u32((uint32_t)mt_rshift_s64(INT64_MIN, 64));
   h_u32((uint32_t)mt_rshift_s64(INT64_MIN, -5));
   h_end("rshift");
+  h_begin();
+  for (e = -34; e <= 70; e += 5) {
+    int i;
+    for (i = 0; i < 64; ++i) {
+      const int32_t m = (int32_t)((1u << 30) | ((uint32_t)a32[i] >> 2));
+      h_u32((uint32_t)mt_rq32(a32[i], m, e));
+      h_u32((uint32_t)mt_rq32(a32[i], -m, e));
+      h_u32((uint32_t)mt_rq((int64_t)a32[i] * a32[63 - i], m, e));
+      h_u32((uint32_t)mt_rq((int64_t)a32[i] * a32[63 - i], 0, e));
+    }
+  }
+  h_u32((uint32_t)mt_rq(INT64_MIN, INT32_MIN, -31));
+  h_u32((uint32_t)mt_rq(INT64_MAX, 1 << 30, 80));
+  h_end("rq");
 }
 
-static void requant(void) {
-  int s;
-  fill32(a32, 1024);
-  fill16(a16, 1024, -32768, 32767);
-  fill8(a8, 1024, -128, 127);
-  h_begin();
-  for (s = -3; s <= 40; s += 7) {
-    mt_requant_s32_s16(a32, y16, 1024, s), h16(y16, 1024);
-    mt_requant_s32_s8(a32, y8, 1024, s), h8(y8, 1024);
-    mt_requant_s16_s16(a16, y16, 1024, s), h16(y16, 1024);
-    mt_requant_s16_s8(a16, y8, 1024, s), h8(y8, 1024);
-    mt_requant_s8_s16(a8, y16, 1024, -s), h16(y16, 1024);
-  }
-  h_end("requant");
-}
+/* a multiplier (m in [2^30, 2^31), or 0 one time in four) and a shift in [lo, hi] */
+static int32_t rnd_m(void) { return (lcg() & 3u) ? (int32_t)((1u << 30) | (lcg() >> 2)) : 0; }
 
 static void linear(void) {
-  static int32_t bias[16];
-  fill32(bias, 16);
+  static int32_t bias32[16], rq[32];
+  static int64_t bias64[16];
+  int i;
+  fill32(bias32, 16);
+  for (i = 0; i < 16; ++i) bias64[i] = (int64_t)bias32[i] * 8, rq[2 * i] = rnd_m(), rq[2 * i + 1] = rnd(4, 20);
   fill16(a16, 4 * 600, -32768, 32767);
+  fill16(b16, NBUF, -32768, 32767);
   fill8(a8, 4 * 600, -128, 127);
-  h_begin(); /* int32 accumulator path */
-  mt_linear_s16_w8(a16, a8, bias, y16, 4, 24, 16, 10, 0), h16(y16, 64);
-  mt_linear_s16_w8(a16, a8, 0, y16, 4, 24, 16, 22, 0), h16(y16, 64);
-  h_end("linear_s16_w8 in=24");
-  h_begin(); /* int64 path (in > 511) */
-  mt_linear_s16_w8(a16, a8, bias, y16, 2, 600, 3, 16, 0), h16(y16, 6);
-  mt_linear_s16_w8(a16, a8, bias, y16, 4, 16, 8, 14, 40), h16(y16, 32); /* rows read at stride 40 */
-  h_end("linear_s16_w8 in=600");
-  h_begin();
-  mt_linear_s16_w16(a16, b16, bias, y16, 4, 32, 16, 24, 0), h16(y16, 64);
-  fill16(b16, 16 * 32, -32768, 32767);
-  mt_linear_s16_w16(a16, b16, bias, y16, 4, 32, 16, 20, 0), h16(y16, 64);
-  h_end("linear_s16_w16");
-  h_begin();
-  mt_linear_s8_w8(a8, a8 + 1000, bias, y8, 4, 40, 16, 9, 0), h8(y8, 64);
-  mt_linear_s8_w8(a8, a8 + 1000, 0, y8, 4, 40, 16, 4, 0), h8(y8, 64); /* saturates */
-  h_end("linear_s8_w8");
+  fill8(b8, NBUF, -128, 127);
+  h_begin(); /* int8 x int8: int32 accumulators, per-channel and per-tensor, zero point, relu */
+  mt_linear_s8_s8_s8(a8, b8, bias32, y8, 4, 40, 16, 0, rq, 1, -5, -128), h8(y8, 64);
+  mt_linear_s8_s8_s8(a8, b8, 0, y8, 4, 40, 16, 0, rq, 0, 0, 0), h8(y8, 64);
+  mt_linear_s8_s8_s16(a8, b8, bias32, y16, 4, 40, 16, 50, rq, 1, 0, -32768), h16(y16, 64); /* rows at stride 50 */
+  mt_linear_s8_s16_s8(a8, b16, bias32, y8, 4, 40, 16, 0, rq, 1, 7, -128), h8(y8, 64);
+  mt_linear_s8_s16_s16(a8, b16, bias32, y16, 2, 600, 3, 0, rq, 1, 0, -32768), h16(y16, 6);
+  h_end("linear s8 in");
+  h_begin(); /* int16 inputs: int32 chunks of 511 terms into int64, int64 for int16 weights */
+  mt_linear_s16_s8_s8(a16, b8, bias64, y8, 4, 24, 16, 0, rq, 1, 3, -128), h8(y8, 64);
+  mt_linear_s16_s8_s16(a16, b8, bias64, y16, 2, 600, 3, 0, rq, 1, 0, -32768), h16(y16, 6);
+  mt_linear_s16_s8_s16(a16, b8, 0, y16, 4, 16, 8, 40, rq, 0, 0, 0), h16(y16, 32);
+  mt_linear_s16_s16_s8(a16, b16, bias64, y8, 4, 32, 16, 0, rq, 1, -9, -128), h8(y8, 64);
+  mt_linear_s16_s16_s16(a16, b16, bias64, y16, 4, 32, 16, 0, rq, 1, 0, -32768), h16(y16, 64);
+  h_end("linear s16 in");
 }
 
 static void matmul(void) {
@@ -171,53 +174,79 @@ static void matmul(void) {
   fill8(b8, 2 * 17 * 11, -128, 127);
   h_begin();
   for (bt = 0; bt < 2; ++bt) {
-    mt_matmul_s16(a16, b16, y16, 2, 9, 17, 11, bt, 21), h16(y16, 2 * 9 * 11);
-    mt_matmul_s8(a8, b8, y8, 2, 9, 17, 11, bt, 8), h8(y8, 2 * 9 * 11);
+    mt_matmul_s16(a16, b16, y16, 2, 9, 17, 11, bt, rnd_m(), 21), h16(y16, 2 * 9 * 11);
+    mt_matmul_s8(a8, b8, y8, 2, 9, 17, 11, bt, rnd_m(), 8), h8(y8, 2 * 9 * 11);
   }
   h_end("matmul");
 }
 
 static void elementwise(void) {
-  static const int fmt[][3] = {{12, 12, 12}, {12, 10, 11}, {8, 14, 13}, {0, 20, 3}, {15, 15, 16}};
-  int c;
+  static const int nbs[] = {1, 7, 64, 2048};
+  int k, c;
   fill16(a16, 2048, -32768, 32767);
   fill16(b16, 2048, -32768, 32767);
   fill8(a8, 2048, -128, 127);
   fill8(b8, 2048, -128, 127);
   h_begin();
-  for (c = 0; c < 5; ++c) {
-    mt_add_s16(a16, fmt[c][0], b16, fmt[c][1], y16, fmt[c][2], 2048), h16(y16, 2048);
-    mt_add_s8(a8, fmt[c][0] / 2, b8, fmt[c][1] / 2, y8, fmt[c][2] / 2, 2048), h8(y8, 2048);
-  }
+  for (k = 0; k < 4; ++k)
+    for (c = 0; c < 4; ++c) {
+      const int32_t ma = rnd(-1048575, 1048575), mb = rnd(-1048575, 1048575), cc = rnd(-30000, 30000);
+      const int32_t wa = ma * 512, wb = mb * 512;
+      const int sh = 12 + 3 * c;
+      mt_add_s8_s8_s8(a8, b8, nbs[k], y8, 2048, ma, mb, cc, sh, -3), h8(y8, 2048);
+      mt_add_s8_s8_s16(a8, b8, nbs[k], y16, 2048, ma, mb, cc, sh - 6, 0), h16(y16, 2048);
+      mt_add_s8_s16_s8(a8, b16, nbs[k], y8, 2048, wa, wb, cc, sh + 14, 5), h8(y8, 2048);
+      mt_add_s8_s16_s16(a8, b16, nbs[k], y16, 2048, wa, wb, cc, sh + 9, 0), h16(y16, 2048);
+      mt_add_s16_s8_s8(a16, b8, nbs[k], y8, 2048, wa, wb, cc, sh + 14, 5), h8(y8, 2048);
+      mt_add_s16_s8_s16(a16, b8, nbs[k], y16, 2048, wa, wb, cc, sh + 9, 0), h16(y16, 2048);
+      mt_add_s16_s16_s8(a16, b16, nbs[k], y8, 2048, wa, wb, cc, sh + 16, -1), h8(y8, 2048);
+      mt_add_s16_s16_s16(a16, b16, nbs[k], y16, 2048, wa, wb, cc, sh + 9, 0), h16(y16, 2048);
+    }
   h_end("add");
   h_begin();
-  mt_scale_s16(a16, y16, 2048, 23170, 15), h16(y16, 2048);
-  mt_scale_s16(a16, y16, 2048, -32768, 10), h16(y16, 2048); /* saturates */
-  mt_scale_s8(a8, y8, 2048, 3, 0), h8(y8, 2048);
-  mt_relu_s16(a16, y16, 2048), h16(y16, 2048);
-  mt_relu_s8(a8, y8, 2048), h8(y8, 2048);
-  h_end("scale relu");
+  for (k = 0; k < 4; ++k)
+    for (c = -3; c <= 33; c += 4) { /* draws in declarations: C leaves the order of arguments open */
+      const int32_t m = rnd_m(), za = rnd(-128, 127), zb = rnd(-128, 127), zy = rnd(-128, 127);
+      mt_mul_s16(a16, b16, nbs[k], y16, 2048, 0, 0, m, c, 0), h16(y16, 2048);
+      mt_mul_s8(a8, b8, nbs[k], y8, 2048, za, zb, m, c / 2, zy), h8(y8, 2048);
+    }
+  mt_mul_s16(a16, b16, 7, a16, 2048, 0, 0, 0, 15, 0), h16(a16, 2048); /* in place */
+  h_end("mul");
+  fill16(a16, 2048, -32768, 32767);
+  h_begin();
+  for (c = 0; c < 2; ++c) {
+    const int32_t m = rnd_m(), zx = rnd(-128, 127), zy = rnd(-128, 127);
+    mt_requant_s8_s8(a8, y8, 2048, zx, m, 2, zy, c), h8(y8, 2048);
+    mt_requant_s8_s16(a8, y16, 2048, zx, m, -6, 0, c), h16(y16, 2048);
+    mt_requant_s16_s8(a16, y8, 2048, 0, m, 9, zy, c), h8(y8, 2048);
+    mt_requant_s16_s16(a16, y16, 2048, 0, -m, 1, 0, c), h16(y16, 2048);
+  }
+  for (c = 0; c < 256; ++c) b8[c] = (int8_t)(lcg() >> 24), b16[c] = (int16_t)(lcg() >> 16);
+  mt_lut_s8_s8(a8, y8, 2048, b8), h8(y8, 2048);
+  mt_lut_s8_s16(a8, y16, 2048, b16), h16(y16, 2048);
+  h_end("requant lut");
 }
 
 static void activations(void) {
-  static const int fxs[] = {15, 12, 8, 3, -2};
+  /* the table argument |x| scale_x in Q20 for scales 2^-15, 2^-12, 2^-8, 1.7e-4, 2^-3 */
+  static const int32_t in_m[] = {0, 0, 0, 1531911391, 0};
+  static const int in_s[] = {-5, -8, -12, -9, -17};
   int c, base;
   for (c = 0; c < 5; ++c) {
     char name[40];
-    int fy = fxs[c] > 0 ? fxs[c] : 0;
+    const int32_t om = rnd_m();
     h_begin();
     for (base = -32768; base < 32768; base += 2048) { /* every int16 input */
       int i;
       for (i = 0; i < 2048; ++i) a16[i] = (int16_t)(base + i);
-      mt_tanh_s16(a16, y16, 2048, fxs[c], 15), h16(y16, 2048);
-      mt_sigmoid_s16(a16, y16, 2048, fxs[c], 15), h16(y16, 2048);
-      mt_gelu_s16(a16, y16, 2048, fxs[c], fy), h16(y16, 2048);
+      mt_tanh_s16_s16(a16, y16, 2048, in_m[c], in_s[c], om, 5, 0), h16(y16, 2048);
+      mt_tanh_s16_s8(a16, y8, 2048, in_m[c], in_s[c], om, 13, 0), h8(y8, 2048);
+      mt_sigmoid_s16_s16(a16, y16, 2048, in_m[c], in_s[c], om, 6, 0), h16(y16, 2048);
+      mt_sigmoid_s16_s8(a16, y8, 2048, in_m[c], in_s[c], om, 14, -128), h8(y8, 2048);
+      mt_gelu_s16_s16(a16, y16, 2048, in_m[c], in_s[c], om, 16, 0), h16(y16, 2048);
+      mt_gelu_s16_s8(a16, y8, 2048, in_m[c], in_s[c], om, 24, -100), h8(y8, 2048);
     }
-    for (base = 0; base < 256; ++base) a8[base] = (int8_t)(base - 128);
-    mt_tanh_s8(a8, y8, 256, fxs[c] / 2, 7), h8(y8, 256);
-    mt_sigmoid_s8(a8, y8, 256, fxs[c] / 2, 7), h8(y8, 256);
-    mt_gelu_s8(a8, y8, 256, fxs[c] / 2, fy / 2), h8(y8, 256);
-    sprintf(name, "tanh sigmoid gelu fx=%d", fxs[c]);
+    sprintf(name, "tanh sigmoid gelu %d", c);
     h_end(name);
   }
 }
@@ -227,26 +256,27 @@ static void softmax(void) {
   h_begin();
   for (t = 0; t < 40; ++t) {
     int n = 1 + (t * 37) % 200, spread = 64 << (t % 8);
+    const int32_t m = (int32_t)((1u << 30) | (lcg() >> 2));
     fill16(a16, 3 * n, -spread, spread);
-    mt_softmax_s16(a16, y16, 3, n, 8 + t % 6), h16(y16, 3 * n);
+    mt_softmax_s16_s16(a16, y16, 3, n, m, 8 + t % 6, 15, 0), h16(y16, 3 * n);
+    mt_softmax_s16_s8(a16, y8, 3, n, m, 8 + t % 6, 8, -128), h8(y8, 3 * n);
     fill8(a8, 3 * n, -128, 127);
-    mt_softmax_s8(a8, y8, 3, n, t % 6), h8(y8, 3 * n);
+    mt_softmax_s8_s8(a8, y8, 3, n, m, t % 6, 7, 0), h8(y8, 3 * n);
+    mt_softmax_s8_s16(a8, y16, 3, n, m, t % 6, 15, 0), h16(y16, 3 * n);
   }
   /* extremes: full range, constant rows */
   a16[0] = -32768, a16[1] = 32767, a16[2] = 32767, a16[3] = 0;
-  mt_softmax_s16(a16, y16, 1, 4, 0), h16(y16, 4);
-  mt_softmax_s16(a16, y16, 1, 4, 15), h16(y16, 4);
+  mt_softmax_s16_s16(a16, y16, 1, 4, 0, -16, 15, 0), h16(y16, 4);
+  mt_softmax_s16_s16(a16, y16, 1, 4, 0, 0, 15, 0), h16(y16, 4);
   h_end("softmax");
 }
 
 static void layernorm(void) {
   int t;
-  static int16_t g16[256], be16[256];
-  static int8_t g8[256], be8[256];
-  fill16(g16, 256, 8192, 24576);
-  fill16(be16, 256, -8192, 8192);
-  fill8(g8, 256, 32, 96);
-  fill8(be8, 256, -32, 32);
+  static int32_t g[256], be[256];
+  fill32(g, 256);
+  fill32(be, 256);
+  for (t = 0; t < 256; ++t) g[t] /= 4, be[t] /= 4;
   h_begin();
   for (t = 0; t < 24; ++t) {
     int n = 2 + (t * 29) % 255;
@@ -256,86 +286,96 @@ static void layernorm(void) {
       int32_t v = center + rnd(-spread, spread);
       a16[i] = (int16_t)(v > 32767 ? 32767 : (v < -32768 ? -32768 : v));
     }
-    mt_layernorm_s16(a16, y16, 2, n, 12, t % 2 ? g16 : 0, 14, t % 3 ? be16 : 0, 14, 21475, 31, 12);
-    h16(y16, 2 * n);
+    mt_layernorm_s16_s16(a16, y16, 2, n, 21475, 31 - t % 5, g, 40, be, 30, 0), h16(y16, 2 * n);
+    mt_layernorm_s16_s8(a16, y8, 2, n, 21475, 31, g, 45, be, 40, -7), h8(y8, 2 * n);
     fill8(a8, 2 * n, -128, 127);
-    mt_layernorm_s8(a8, y8, 2, n, 4, t % 2 ? g8 : 0, 6, t % 3 ? be8 : 0, 6, 1, 10, 5);
-    h8(y8, 2 * n);
+    mt_layernorm_s8_s8(a8, y8, 2, n, 1, 10, g, 46, be, 40, 3), h8(y8, 2 * n);
+    mt_layernorm_s8_s16(a8, y16, 2, n, 1, 10, g, 40, be, 30, 0), h16(y16, 2 * n);
   }
   for (t = 0; t < 64; ++t) a16[t] = 1234;
-  mt_layernorm_s16(a16, y16, 1, 64, 10, 0, 0, be16, 14, 0, 0, 12), h16(y16, 64); /* var = 0 */
+  mt_layernorm_s16_s16(a16, y16, 1, 64, 0, 0, g, 40, be, 30, 0), h16(y16, 64); /* var = 0 */
   h_end("layernorm");
 }
 
-static void pool_argmax(void) {
+static void sum_argmax(void) {
   static int32_t idx[64];
   static const int ns[] = {1, 3, 10, 33, 100};
-  int c, s;
+  int c, s, i;
   h_begin();
   for (c = 0; c < 5; ++c) {
     fill16(a16, 4 * ns[c] * 7, -32768, 32767);
     fill8(a8, 4 * ns[c] * 7, -128, 127);
-    for (s = -2; s <= 3; ++s) {
-      mt_meanpool_s16(a16, y16, 4, ns[c], 7, s), h16(y16, 28);
-      mt_meanpool_s8(a8, y8, 4, ns[c], 7, s), h8(y8, 28);
+    for (s = -3; s <= 18; s += 3) {
+      const int32_t m = rnd_m(), zx = rnd(-128, 127), zy = rnd(-128, 127);
+      mt_sum_s16_s16(a16, y16, 4, ns[c], 7, 0, m, s, 0), h16(y16, 28);
+      mt_sum_s16_s8(a16, y8, 4, ns[c], 7, 0, m, s + 8, 9), h8(y8, 28);
+      mt_sum_s8_s8(a8, y8, 4, ns[c], 7, zx, m, s, zy), h8(y8, 28);
+      mt_sum_s8_s16(a8, y16, 4, ns[c], 7, zx, m, s - 8, 0), h16(y16, 28);
     }
     mt_argmax_s16(a16, idx, 4, ns[c] * 7), h32(idx, 4);
     mt_argmax_s8(a8, idx, 4, ns[c] * 7), h32(idx, 4);
   }
-  h_end("meanpool argmax");
+  for (i = 0; i < 4096; ++i) a16[i] = -32768, a8[i] = -128;
+  mt_sum_s16_s16(a16, y16, 1, 4096, 1, 0, 0, 12, 0), h16(y16, 1); /* -2^27 >> 12 */
+  mt_sum_s16_s16(a16, y16, 2, 2048, 1, 0, 0, 0, 0), h16(y16, 2);  /* saturates */
+  mt_sum_s8_s8(a8, y8, 1, 4096, 1, 0, 0, 12, 0), h8(y8, 1);
+  h_end("sum argmax");
 }
 
 static void attention(void) {
   static const struct {
     int L, S, D, Dv, mask;
   } cfg[] = {{16, 16, 16, 16, 0}, {16, 16, 16, 16, 1}, {12, 20, 8, 12, 2}, {12, 12, 8, 8, 3}};
-  mt_attn_params p;
+  int32_t p[MT_ATTN_PARAMS];
   int c, i;
   for (i = 0; i < (int)sizeof keep; ++i) keep[i] = (uint8_t)(lcg() >> 24);
   for (i = 0; i < 4; ++i) keep[i] = 0; /* query 0 fully masked where the bit mask is used */
   for (c = 0; c < 4; ++c) {
     const int L = cfg[c].L, S = cfg[c].S, D = cfg[c].D, Dv = cfg[c].Dv;
+    const uint8_t *k = (cfg[c].mask & 2) ? keep : 0;
     char name[48];
-    p.L = L, p.S = S, p.D = D, p.Dv = Dv;
-    p.q_stride = p.k_stride = p.v_stride = p.out_stride = 0;
-    p.flags = (cfg[c].mask & 1) ? MT_ATTN_CAUSAL : 0u;
-    p.keep = (cfg[c].mask & 2) ? keep : 0;
-    p.scale_q = 46341, p.scale_frac = 16 + (D == 16 ? 2 : 1); /* 1/sqrt(D) */
+    for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
+    p[MT_ATTN_L] = L, p[MT_ATTN_S] = S, p[MT_ATTN_D] = D, p[MT_ATTN_DV] = Dv;
+    p[MT_ATTN_FLAGS] = (cfg[c].mask & 1) ? MT_ATTN_CAUSAL : 0;
+    /* q, k at 2^-13, 1/sqrt(D) * log2(e) * 2^16: 2^-26 * 0.36067 * 2^16 (D = 16) */
+    p[MT_ATTN_LOGIT_M] = 1548970010, p[MT_ATTN_LOGIT_S] = 11 + (D == 16 ? 0 : -1);
+    p[MT_ATTN_OUT_M] = rnd_m(), p[MT_ATTN_OUT_S] = 0;
     h_begin();
-    p.q_frac = p.k_frac = 13, p.v_frac = p.out_frac = 14;
     fill16(a16, L * D, -12000, 12000);   /* q */
     fill16(b16, S * D, -12000, 12000);   /* k */
     fill16(y16 + 2048, S * Dv, -32768, 32767); /* v */
-    mt_attention_stream_s16(&p, a16, b16, y16 + 2048, y16, acc64), h16(y16, L * Dv);
-    mt_attention_twopass_s16(&p, a16, b16, y16 + 2048, y16, scores), h16(y16, L * Dv);
-    p.q_frac = p.k_frac = 5, p.v_frac = p.out_frac = 6;
+    mt_attention_stream_s16(p, k, a16, b16, y16 + 2048, y16, acc64), h16(y16, L * Dv);
+    mt_attention_twopass_s16(p, k, a16, b16, y16 + 2048, y16, scores), h16(y16, L * Dv);
+    p[MT_ATTN_LOGIT_S] -= 16; /* q, k at 2^-5 */
     fill8(a8, L * D, -128, 127);
     fill8(b8, S * D, -128, 127);
     fill8(y8 + 2048, S * Dv, -128, 127);
-    mt_attention_stream_s8(&p, a8, b8, y8 + 2048, y8, acc32), h8(y8, L * Dv);
-    mt_attention_twopass_s8(&p, a8, b8, y8 + 2048, y8, scores), h8(y8, L * Dv);
+    mt_attention_stream_s8(p, k, a8, b8, y8 + 2048, y8, acc32), h8(y8, L * Dv);
+    mt_attention_twopass_s8(p, k, a8, b8, y8 + 2048, y8, scores), h8(y8, L * Dv);
     sprintf(name, "attention L%d S%d D%d mask%d", L, S, D, cfg[c].mask);
     h_end(name);
   }
   /* int8 with S > 256 (guard bits), bit mask */
-  p.L = 8, p.S = 300, p.D = 8, p.Dv = 8, p.flags = 0, p.keep = keep;
-  p.q_frac = p.k_frac = 4, p.v_frac = p.out_frac = 6, p.scale_q = 46341, p.scale_frac = 17;
+  for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
+  p[MT_ATTN_L] = 8, p[MT_ATTN_S] = 300, p[MT_ATTN_D] = 8, p[MT_ATTN_DV] = 8;
+  p[MT_ATTN_LOGIT_M] = 1548970010, p[MT_ATTN_LOGIT_S] = -6, p[MT_ATTN_OUT_S] = 0;
   fill8(a8, 8 * 8, -128, 127);
   fill8(b8, 300 * 8, -128, 127);
   fill8(y8 + 1024, 300 * 8, -128, 127);
   h_begin();
-  mt_attention_stream_s8(&p, a8, b8, y8 + 1024, y8, acc32), h8(y8, 64);
-  mt_attention_twopass_s8(&p, a8, b8, y8 + 1024, y8, scores), h8(y8, 64);
+  mt_attention_stream_s8(p, keep, a8, b8, y8 + 1024, y8, acc32), h8(y8, 64);
+  mt_attention_twopass_s8(p, keep, a8, b8, y8 + 1024, y8, scores), h8(y8, 64);
   h_end("attention s8 S300");
   /* extremes: saturated logits, in place (out = q) */
-  p.L = 12, p.S = 12, p.D = 8, p.Dv = 8, p.flags = MT_ATTN_CAUSAL, p.keep = 0;
-  p.q_frac = p.k_frac = p.v_frac = p.out_frac = 0, p.scale_q = 65535, p.scale_frac = 8;
+  for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
+  p[MT_ATTN_L] = 12, p[MT_ATTN_S] = 12, p[MT_ATTN_D] = 8, p[MT_ATTN_DV] = 8, p[MT_ATTN_FLAGS] = MT_ATTN_CAUSAL;
+  p[MT_ATTN_LOGIT_M] = 0, p[MT_ATTN_LOGIT_S] = -10;
   for (i = 0; i < 96; ++i) a16[i] = (int16_t)(i % 2 ? -32768 : 32767), b16[i] = a16[i];
   fill16(y16 + 2048, 96, -32768, 32767);
   h_begin();
-  mt_attention_stream_s16(&p, a16, b16, y16 + 2048, a16, acc64), h16(a16, 96);
+  mt_attention_stream_s16(p, 0, a16, b16, y16 + 2048, a16, acc64), h16(a16, 96);
   for (i = 0; i < 96; ++i) a8[i] = -128, b8[i] = -128;
-  mt_attention_stream_s8(&p, a8, b8, y8 + 2048, a8, acc32), h8(a8, 96);
+  mt_attention_stream_s8(p, 0, a8, b8, y8 + 2048, a8, acc32), h8(a8, 96);
   h_end("attention extremes");
 }
 
@@ -383,26 +423,11 @@ static void copy_embedding(void) {
   h_end("embedding");
 }
 
-static void sum_div(void) {
-  static const int ns[] = {1, 3, 10, 33, 100};
-  static const int fmt[][3] = {{12, 12, 12}, {12, 8, 12}, {10, 14, 8}, {0, 0, 15}, {15, 0, 3}, {8, 12, 14}};
-  int c, s, i;
-  h_begin();
-  for (c = 0; c < 5; ++c) {
-    fill16(a16, 4 * ns[c] * 7, -32768, 32767);
-    fill8(a8, 4 * ns[c] * 7, -128, 127);
-    for (s = -3; s <= 18; s += 3) {
-      mt_sum_s16(a16, y16, 4, ns[c], 7, s), h16(y16, 28);
-      mt_sum_s8(a8, y8, 4, ns[c], 7, s), h8(y8, 28);
-    }
-  }
-  for (i = 0; i < 4096; ++i) a16[i] = -32768, a8[i] = -128;
-  mt_sum_s16(a16, y16, 1, 4096, 1, 12), h16(y16, 1); /* -2^27 >> 12 */
-  mt_sum_s16(a16, y16, 2, 2048, 1, 0), h16(y16, 2);  /* saturates */
-  mt_sum_s8(a8, y8, 1, 4096, 1, 12), h8(y8, 1);
-  h_end("sum");
+static void div_rows(void) {
+  int c;
   h_begin(); /* x [64, 32], d [64] with zeros and powers of two */
   for (c = 0; c < 6; ++c) {
+    const int32_t m = rnd_m();
     fill16(a16, 64 * 32, -32768, 32767);
     fill16(b16, 64, -32768, 32767);
     fill8(a8, 64 * 32, -128, 127);
@@ -410,52 +435,25 @@ static void sum_div(void) {
     b16[0] = 0, b16[1] = 1, b16[2] = -1, b16[3] = -32768, b16[4] = 3, b16[5] = 4096;
     b8[0] = 0, b8[1] = 1, b8[2] = -1, b8[3] = -128, b8[4] = 3, b8[5] = 64;
     a16[0] = 0, a16[32] = 0, a8[0] = 0;
-    mt_div_rows_s16(a16, fmt[c][0], b16, fmt[c][1], y16, fmt[c][2], 64, 32), h16(y16, 64 * 32);
-    mt_div_rows_s8(a8, fmt[c][0] / 2, b8, fmt[c][1] / 2, y8, fmt[c][2] / 2, 64, 32), h8(y8, 64 * 32);
+    mt_div_rows_s16(a16, b16, y16, 64, 32, m, 3 * c - 6), h16(y16, 64 * 32);
+    mt_div_rows_s8(a8, b8, y8, 64, 32, m, 3 * c - 6), h8(y8, 64 * 32);
   }
-  mt_div_rows_s16(a16, 0, b16, 0, a16, 0, 64, 32), h16(a16, 64 * 32); /* in place */
+  mt_div_rows_s16(a16, b16, a16, 64, 32, 0, 0), h16(a16, 64 * 32); /* in place */
   h_end("div_rows");
-}
-
-static void bcast(void) {
-  static const int fmt[][3] = {{12, 12, 12}, {12, 10, 11}, {8, 14, 13}, {0, 20, 3}, {15, 15, 16}};
-  static const int nbs[] = {1, 7, 64, 2048};
-  int c, k;
-  fill16(a16, 2048, -32768, 32767);
-  fill16(b16, 2048, -32768, 32767);
-  fill8(a8, 2048, -128, 127);
-  fill8(b8, 2048, -128, 127);
-  h_begin();
-  for (k = 0; k < 4; ++k)
-    for (c = 0; c < 5; ++c) {
-      mt_add_bcast_s16(a16, fmt[c][0], b16, fmt[c][1], nbs[k], y16, fmt[c][2], 2048), h16(y16, 2048);
-      mt_add_bcast_s8(a8, fmt[c][0] / 2, b8, fmt[c][1] / 2, nbs[k], y8, fmt[c][2] / 2, 2048), h8(y8, 2048);
-    }
-  h_end("add_bcast");
-  h_begin();
-  for (k = 0; k < 4; ++k)
-    for (c = -3; c <= 33; c += 4) {
-      mt_mul_s16(a16, b16, nbs[k], y16, 2048, c), h16(y16, 2048);
-      mt_mul_s8(a8, b8, nbs[k], y8, 2048, c / 2), h8(y8, 2048);
-    }
-  mt_mul_s16(a16, b16, 7, a16, 2048, 15), h16(a16, 2048); /* in place */
-  h_end("mul");
 }
 
 int main(void) {
   primitives();
-  requant();
   linear();
   matmul();
   elementwise();
   activations();
   softmax();
   layernorm();
-  pool_argmax();
+  sum_argmax();
   attention();
   copy_embedding();
-  sum_div();
-  bcast();
+  div_rows();
   printf("%d cases\n", cases);
   return 0;
 }

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # tools/mcu/run_firmware_qemu.sh — prove that an emitted firmware folder computes what the
-# simulator computed: DIR holds <name>.h/.c, mt_kernels.h/.c, <name>_check.c (lower::emit_check)
-# and expected.txt (lower::expected_check_output). Exit status 0 only when every step passes.
+# simulator computed: DIR holds <name>.h/.c, mt_kernels.h/.c and the Makefile (lower::emit_c),
+# <name>_check.c (lower::emit_check) and expected.txt (lower::expected_check_output). Every
+# build goes through the folder's Makefile, the one recipe. Exit status 0 only when every
+# step passes.
 #
 #   1. <name>.c and mt_kernels.c compile warning-free (-std=c99 -Wall -Wextra -Wconversion -Werror)
-#      with gcc and with arm-none-eabi-gcc for cortex-m0, cortex-m4 and cortex-m7; the M0
-#      objects may call no division and no float helper;
-#   2. the check program on the host (gcc -O2) prints expected.txt exactly;
+#      with the host's cc and with arm-none-eabi-gcc for cortex-m0, cortex-m4 and cortex-m7; the
+#      M0 objects may call no division and no float helper;
+#   2. the check program on the host (-O2) prints expected.txt exactly;
 #   3. the same under -fsanitize=undefined,address -fno-sanitize-recover=all: no report;
 #   4. Cortex-M4 build on QEMU mps2-an386 and Cortex-M0 build on mps2-an385 print it too.
 #
@@ -21,41 +23,32 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 dir=$(cd "$1" && pwd)
 name=$2
-for tool in gcc arm-none-eabi-gcc arm-none-eabi-nm qemu-system-arm; do
+for tool in make cc arm-none-eabi-gcc arm-none-eabi-nm qemu-system-arm; do
   command -v "$tool" >/dev/null || { echo "run_firmware_qemu: $tool not found (tools/install-deps.sh installs it)" >&2; exit 2; }
 done
-for f in "$name.c" "$name.h" "${name}_check.c" mt_kernels.c mt_kernels.h expected.txt; do
+for f in "$name.c" "$name.h" "${name}_check.c" mt_kernels.c mt_kernels.h Makefile expected.txt; do
   [[ -f $dir/$f ]] || { echo "run_firmware_qemu: $dir/$f is missing" >&2; exit 2; }
 done
 work=$dir/build
 mkdir -p "$work"
 
-warn=(-std=c99 -Wall -Wextra -Wconversion -Werror)
-arm_link=(--specs=picolibc.specs --oslib=semihost --crt0=semihost
-  -Wl,--defsym=__flash=0x0 -Wl,--defsym=__flash_size=1M
-  -Wl,--defsym=__ram=0x20000000 -Wl,--defsym=__ram_size=256K -Wl,--defsym=__stack_size=16K)
-src=("$dir/$name.c" "$dir/mt_kernels.c" "$dir/${name}_check.c")
 fail=0
 bad() { printf 'FAIL: %s\n' "$*"; fail=1; }
 
-# All builds in parallel; each logs to $work/<build>.log.
+# All builds in parallel, each one make invocation logging to $work/<build>.log.
 declare -A pid
-start() { local b=$1; shift; "$@" >"$work/$b.log" 2>&1 & pid[$b]=$!; }
+start() { local b=$1; shift; make --no-print-directory -C "$dir" "$@" >"$work/$b.log" 2>&1 & pid[$b]=$!; }
 need() { wait "${pid[$1]}" || { bad "build $1"; sed 's/^/   /' "$work/$1.log" | head -20; return 1; }; }
-start host gcc "${warn[@]}" -O2 -I"$dir" "${src[@]}" -o "$work/host"
-start san gcc -std=c99 -O1 -g -fsanitize=undefined,address -fno-sanitize-recover=all -I"$dir" "${src[@]}" -o "$work/san"
-start m0-objs arm-none-eabi-gcc -mcpu=cortex-m0 -mthumb "${warn[@]}" -O2 -c "$dir/$name.c" -o "$work/model-m0.o"
-start m7 arm-none-eabi-gcc -mcpu=cortex-m7 -mthumb "${warn[@]}" -O2 -I"$dir" "${arm_link[@]}" "${src[@]}" -o "$work/m7.elf"
-for cpu in cortex-m4 cortex-m0; do
-  start "$cpu" arm-none-eabi-gcc -mcpu=$cpu -mthumb "${warn[@]}" -O2 -I"$dir" "${arm_link[@]}" "${src[@]}" -o "$work/$cpu.elf"
-done
+start host host
+start san san
+for cpu in cortex-m0 cortex-m4 cortex-m7; do start "$cpu" CPU=$cpu check-elf; done
 
 echo "== 1. warning-free C99 builds (host, cortex-m0, cortex-m4, cortex-m7)"
 ok=1
-for b in host m0-objs m7 cortex-m4 cortex-m0; do need $b || ok=0; done
+for b in host cortex-m7 cortex-m4 cortex-m0; do need $b || ok=0; done
 if [[ $ok -eq 1 ]]; then
-  undef=$(arm-none-eabi-nm -u "$work/model-m0.o" | awk '{print $NF}' | tr '\n' ' ')
-  echo "   all compile with ${warn[*]}; $name.c on cortex-m0 calls: ${undef:-nothing}"
+  undef=$(arm-none-eabi-nm -u "$work/cortex-m0/$name.o" | awk '{print $NF}' | tr '\n' ' ')
+  echo "   all compile with -std=c99 -Wall -Wextra -Wconversion -Werror; $name.c on cortex-m0 calls: ${undef:-nothing}"
   if grep -Eq '__aeabi_(.*div|.*mod|[fd])|sf3|df3' <<<"$undef"; then bad "the cortex-m0 build needs a division or float helper"; fi
 fi
 
@@ -68,12 +61,12 @@ compare() { # label file
   fi
 }
 
-echo "== 2. host (gcc -O2)"
-[[ -x $work/host ]] && { "$work/host" >"$work/host.txt" && compare host "$work/host.txt" || bad "host run failed"; }
+echo "== 2. host (cc -O2)"
+[[ -x $work/host/check ]] && { "$work/host/check" >"$work/host.txt" && compare host "$work/host.txt" || bad "host run failed"; }
 
 echo "== 3. host under -fsanitize=undefined,address"
 if need san; then
-  if ! "$work/san" >"$work/san.txt" 2>"$work/san.err" || [[ -s $work/san.err ]]; then
+  if ! "$work/san/check" >"$work/san.txt" 2>"$work/san.err" || [[ -s $work/san.err ]]; then
     sed 's/^/   /' "$work/san.err" | head -20
     bad "sanitizer report"
   else
@@ -81,32 +74,36 @@ if need san; then
   fi
 fi
 
+qemu() { # board elf out [extra args...]
+  local board=$1 elf=$2 out=$3
+  shift 3
+  timeout 300 qemu-system-arm -M "$board" -nographic -semihosting-config enable=on,target=native "$@" \
+    -kernel "$elf" >"$out" 2>&1
+}
+
 echo "== 4. QEMU: cortex-m4 on mps2-an386, cortex-m0 code on mps2-an385"
 for pair in cortex-m4:mps2-an386 cortex-m0:mps2-an385; do
   cpu=${pair%%:*} board=${pair##*:}
-  [[ -f $work/$cpu.elf ]] || continue
+  [[ -f $work/$cpu/check.elf ]] || continue
   rc=0
-  timeout 300 qemu-system-arm -M "$board" -nographic -semihosting-config enable=on,target=native \
-    -kernel "$work/$cpu.elf" >"$work/$cpu.txt" 2>&1 || rc=$?
+  qemu "$board" "$work/$cpu/check.elf" "$work/$cpu.txt" || rc=$?
   if [[ $rc -ne 0 ]]; then bad "$cpu on $board exited with status $rc"; tail -n 5 "$work/$cpu.txt" | sed 's/^/   /'; continue; fi
   compare "$cpu on $board" "$work/$cpu.txt"
 done
 
 if [[ ${COUNT_INSTRUCTIONS:-0} == 1 && $fail -eq 0 ]]; then
   echo "== 5. instructions per inference (cortex-m4 on mps2-an386, counting plugin)"
-  gcc -O2 -shared -fPIC -o "$work/libinsncount.so" "$here/insncount.c"
-  for runs in 1 2; do
-    start "count$runs" arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb "${warn[@]}" -O2 -DCHECK_RUNS=$runs -I"$dir" \
-      "${arm_link[@]}" "${src[@]}" -o "$work/count$runs.elf"
-  done
+  cc -O2 -shared -fPIC -o "$work/libinsncount.so" "$here/insncount.c"
+  start count CPU=cortex-m4 count-elfs
   counts=()
-  for runs in 1 2; do
-    need "count$runs" || continue
-    timeout 300 qemu-system-arm -M mps2-an386 -nographic -semihosting-config enable=on,target=native \
-      -plugin "$work/libinsncount.so" -d plugin -D "$work/insns$runs.txt" -kernel "$work/count$runs.elf" \
-      >"$work/count$runs.txt" 2>&1 || bad "counting run $runs failed"
-    counts+=("$(sed -n 's/^insns: \([0-9]*\).*/\1/p' "$work/insns$runs.txt")")
-  done
+  if need count; then
+    for runs in 1 2; do
+      qemu mps2-an386 "$work/cortex-m4/count$runs.elf" "$work/count$runs.txt" \
+        -plugin "$work/libinsncount.so" -d plugin -D "$work/insns$runs.txt" || bad "counting run $runs failed"
+      head -n 1 "$dir/expected.txt" | cmp -s - "$work/count$runs.txt" || bad "counting run $runs differs from the simulator"
+      counts+=("$(sed -n 's/^insns: \([0-9]*\).*/\1/p' "$work/insns$runs.txt")")
+    done
+  fi
   if [[ ${#counts[@]} -eq 2 && -n ${counts[0]} && -n ${counts[1]} ]]; then
     echo "   instructions per inference (cortex-m4): $((counts[1] - counts[0]))"
   else

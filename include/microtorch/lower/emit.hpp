@@ -2,7 +2,8 @@
 // C99 firmware folder and report its costs.
 //
 // \code
-//   lower::emit_c(program, "out/fw");   // out/fw/model.h, model.c, mt_kernels.h, mt_kernels.c, model_report.txt
+//   lower::emit_c(program, "out/fw");   // out/fw/model.h, model.c, mt_kernels.h, mt_kernels.c,
+//                                       // model_report.txt, Makefile
 //   // firmware:  int16_t y[MODEL_OUTPUT_SIZE];  int status = model_run(x, y);
 // \endcode
 //
@@ -22,14 +23,17 @@
 
 namespace microtorch::lower {
 
-/// Writes `<dir>/<name>.h`, `<name>.c`, `mt_kernels.h`, `mt_kernels.c` and
-/// `<name>_report.txt` (report() + formats + memory plan); creates `dir`. IoError on failure.
+/// Writes `<dir>/<name>.h`, `<name>.c`, `mt_kernels.h`, `mt_kernels.c`, `<name>_report.txt`
+/// (report() + formats + memory plan) and `Makefile`, the build recipe for Cortex-M and the
+/// host that firmware_size(), tools/mcu/run_firmware_qemu.sh and the MCU benchmark use
+/// (`make size CPU=cortex-m0`, `make check-elf`, `make count-elfs`, `make host`, `make san`);
+/// creates `dir`. IoError on failure.
 void emit_c(const Program& program, const std::string& dir);
 
 /// Writes `<dir>/<name>_check.c`: a main() that runs the firmware on each input (integers
 /// of the input buffer) and prints one line per input, `<index> <status>: <outputs...>`.
-/// Compiled with -DCHECK_RUNS=n it runs the first input n times and prints nothing (for
-/// counting instructions: tools/mcu/run_firmware_qemu.sh with COUNT_INSTRUCTIONS=1).
+/// Compiled with -DCHECK_RUNS=n it runs the first input n times and prints its line only
+/// (for counting instructions: the difference of n = 2 and n = 1 is one inference).
 void emit_check(const Program& program, const std::vector<std::vector<std::int64_t>>& inputs, const std::string& dir);
 /// What that program must print, computed by the simulator.
 std::string expected_check_output(Simulator& sim, const std::vector<std::vector<std::int64_t>>& inputs);
@@ -39,7 +43,8 @@ std::string expected_check_output(Simulator& sim, const std::vector<std::vector<
 std::string report(const Program& program);
 
 /// Flash and RAM of the firmware from arm-none-eabi-size: model + kernels linked for `cpu`
-/// with unused sections removed (entry point <name>_run). Needs the emitted folder.
+/// with unused sections removed (entry point <name>_run), by the emitted folder's Makefile
+/// (`make size CPU=<cpu>`). Needs the emitted folder.
 struct FirmwareSize {
   std::int64_t text = 0, data = 0, bss = 0;
   std::int64_t flash() const { return text + data; }

@@ -77,13 +77,25 @@ struct Graph {
   /// they hold one element, e.g. `0.5`). Equal graphs print equal strings.
   std::string to_string() const;
 
+  /// Checks that the graph is well formed, and throws ValueError naming the value or node
+  /// that is not: value ids 0, 1, 2, ... with non-negative dims and at most 2^31 - 1
+  /// elements each, parameters and constants holding data of their declared shape and
+  /// dtype, one input, an output that is a value some node computes (or the input), nodes
+  /// in topological order (every input defined before the node reads it, so no cycle),
+  /// each output computed once, and, for every op the lowering knows, its number of inputs
+  /// and its attributes with their types. from_json(), evaluate(), calibrate() and
+  /// quantize() call it.
+  void validate() const;
+
   /// Structure and attributes as JSON; parameter and constant data are referenced by
   /// their key (`"data": "fc1.weight"`) in weights() and are not part of the JSON.
   nlohmann::json to_json() const;
   /// The tensors to_json() refers to: parameters by name, constants as "const.<id>".
   std::vector<std::pair<std::string, Tensor>> weights() const;
-  /// The inverse of to_json() + weights(). Malformed JSON structure, a missing weight or a
-  /// weight whose shape or dtype differs throws IoError naming `source` and the key.
+  /// The inverse of to_json() + weights(), validated (validate()). Malformed JSON structure
+  /// (a non-integer id or dim, an unknown dtype or attribute type), a missing weight, a
+  /// weight whose shape or dtype differs, or a graph validate() refuses throws IoError
+  /// naming `source` and the value, node or key.
   static Graph from_json(const nlohmann::json& j, const std::vector<std::pair<std::string, Tensor>>& weights,
                          const std::string& source = "<json>");
 };
@@ -95,7 +107,15 @@ std::vector<Tensor> evaluate(const Graph& graph, const Tensor& input);
 /// One node of evaluate(): its op applied to its input values.
 Tensor evaluate_node(const Node& node, const std::vector<Tensor>& inputs);
 
-/// Traces `model.forward` on zeros of `input_shape`.
+/// The samples of stacked data: `data` [N * B, rest...] for a graph input [B, rest...] is N
+/// inputs (a single input of exactly the graph's shape is one). ShapeError naming `who`
+/// otherwise.
+std::vector<Tensor> split_inputs(const Graph& graph, const Tensor& data, const char* who);
+
+/// Traces `model.forward` on zeros of `input_shape`. Its parameters and persistent buffers
+/// (its state dict) are named in the graph; non-persistent buffers become constants. The model and every module in it must be
+/// in eval mode (ValueError naming the module otherwise: call model.eval() first), so that
+/// training-only behaviour such as dropout is not baked into the graph.
 Graph trace(nn::Module& model, const Shape& input_shape, Dtype dtype = Dtype::Float32);
 /// Traces `model.forward` on the given example input (its values may matter to
 /// data-dependent code, its shape is fixed into the graph).
@@ -105,11 +125,12 @@ Graph trace(nn::Module& model, const Tensor& example);
 Graph trace(const std::function<Tensor(const Tensor&)>& fn, const Tensor& example,
             const std::vector<std::pair<std::string, Tensor>>& names = {});
 
-/// Writes `<prefix>.json` (structure) and `<prefix>.npz` (weights). `prefix` may name a
-/// path without extension ("out/model"); the directory must exist. IoError on failure.
+/// Writes `<prefix>.json` (structure) and `<prefix>.npz` (weights), creating the directory.
+/// `prefix` is a path without extension ("out/model"); "out/model.json" or "out/model.npz"
+/// name the same two files (never out/model.json.json). IoError on failure.
 void save(const Graph& graph, const std::string& prefix);
-/// Reads what save() wrote. Bad JSON, a missing file, or a missing or mismatched weight
-/// throws IoError naming the file and the key.
+/// Reads what save() wrote (the prefix as in save()). Bad JSON, a missing file, or a missing
+/// or mismatched weight throws IoError naming the file and the key.
 Graph load(const std::string& prefix);
 
 }  // namespace microtorch::lower

@@ -6,12 +6,14 @@
 // same calls as C. Because both read one Program and the kernels are one C file, the
 // firmware computes what the simulator computes, bit for bit.
 //
-// Buffers hold integers. A fixed-point buffer with `frac` fractional bits stores the real
-// value q * 2^-frac (power-of-two Q format). Integer tables (shapes, strides, token ids,
-// attention keep-bits, argmax results) have no format.
+// Buffers hold integers. A fixed-point buffer stores the real values scale * (q - zero_point)
+// (a power-of-two scale 2^-frac is a Q format). Integer tables (shapes, strides, token ids,
+// attention keep-bits and parameters, requantization multipliers, argmax results) have no
+// scale.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,10 +45,16 @@ struct Buffer {
   std::int64_t size = 0;      ///< elements
   std::string name;           ///< C identifier part: "fc1_weight", "t8"
   std::string origin;         ///< what it holds: "fc1.weight", "%8 = linear", "attention scratch"
-  bool fixed_point = true;    ///< false for integer tables (no format)
-  int frac = 0;               ///< Q format of fixed-point buffers
-  double absmax = 0;          ///< calibrated max |value| (fixed-point activations)
+  bool fixed_point = true;    ///< false for integer tables (no scale)
+  double scale = 1.0;         ///< real value = scale * (q - zero_point)
+  std::int32_t zero_point = 0;
+  /// Weights quantized per output channel: the scale of each row (`scale` is the largest).
+  std::vector<double> channel_scales;
+  double lo = 0, hi = 0;      ///< the calibrated range the scale covers (activations)
   std::vector<std::int64_t> data;  ///< Weight: the values
+  /// Parameter tables: the runtime's name of each entry (MT_ATTN_L, ...), emitted as
+  /// designated initializers.
+  std::vector<std::string> fields;
   std::int64_t graph_value = -1;   ///< the graph value it holds, if any
   // Set by plan_memory():
   std::int64_t offset = -1;          ///< Activation/Scratch: byte offset in the arena
@@ -56,27 +64,20 @@ struct Buffer {
   bool in_arena() const { return kind == BufferKind::Activation || kind == BufferKind::Scratch; }
 };
 
-/// mt_attn_params (mt_kernels.h) with the keep-bit mask as a buffer id (-1: none).
-struct AttentionParams {
-  int L = 0, S = 0, D = 0, Dv = 0;
-  int q_stride = 0, k_stride = 0, v_stride = 0, out_stride = 0;
-  int q_frac = 0, k_frac = 0, v_frac = 0, out_frac = 0;
-  std::uint32_t scale_q = 0;
-  int scale_frac = 0;
-  unsigned flags = 0;
-  std::int64_t keep = -1;
-};
+/// The power-of-two exponent of a scale that is one (2^-frac), if it is.
+std::optional<int> pow2_frac(double scale);
+/// "Q3.12" for a power-of-two scale without zero point, else "s=0.0123" (", z=-7").
+std::string format_name(Elem elem, double scale, std::int32_t zero_point);
 
 /// One argument of a kernel call, in the C signature's order.
 struct Arg {
-  enum class Kind { Buffer, Int, Attention };
+  enum class Kind { Buffer, Int };
   Kind kind = Kind::Int;
-  std::int64_t buffer = -1;  ///< Buffer: buffer id
+  std::int64_t buffer = -1;  ///< Buffer: buffer id (-1: a NULL pointer)
   std::int64_t offset = 0;   ///< Buffer: element offset into it
-  std::int64_t value = 0;    ///< Int: the value; Attention: index into Program::attention
+  std::int64_t value = 0;    ///< Int: the value
   static Arg buf(std::int64_t id, std::int64_t offset = 0) { return {Kind::Buffer, id, offset, 0}; }
   static Arg num(std::int64_t v) { return {Kind::Int, -1, 0, v}; }
-  static Arg attn(std::int64_t index) { return {Kind::Attention, -1, 0, index}; }
 };
 
 /// One kernel call: `kernel(args...)`. Kernels that return a status (embedding lookups)
@@ -88,18 +89,42 @@ struct Step {
   std::int64_t node = -1;   ///< index of the graph node it implements (-1: layout copy of the input)
   std::string label;        ///< "%8 = linear(attn.in_proj_weight)" — for listings and C comments
   std::int64_t macs = 0;    ///< multiply-accumulates
+  std::string out_format;   ///< the format of what it computes ("Q3.12", "s=0.0123, z=-7", "int8 s=...")
+};
+
+/// Where a graph value can be read in the program: the elements of a strided view of a
+/// buffer, valid right after step `step` (later steps may reuse the bytes). The per-layer
+/// error report compares them with the float model.
+struct Probe {
+  std::int64_t value = -1;  ///< graph value id
+  std::int64_t step = -1;   ///< -1: before the first step (the input)
+  std::int64_t buffer = -1, offset = 0;
+  Shape shape;
+  std::vector<std::int64_t> strides;
+  double scale = 1.0;
+  std::int32_t zero_point = 0;
+  std::vector<double> segments;  ///< per equal group of the last dim, when the parts differ
+  std::vector<std::int32_t> segment_zeros;  ///< their zero points (empty: 0)
 };
 
 struct Program {
   std::string name = "model";
-  int activation_bits = 16;
+  int activation_bits = 16;  ///< the default precision (layers may differ: QuantOptions::precision)
   int weight_bits = 16;
+  std::string scheme;        ///< "power-of-two", "symmetric per-channel", "affine per-channel"
   std::vector<Buffer> buffers;
-  std::vector<AttentionParams> attention;
   std::vector<Step> steps;
   std::int64_t input = -1, output = -1;  ///< buffer ids
   Shape input_shape, output_shape;
   std::int64_t arena_bytes = 0;  ///< set by plan_memory()
+  std::vector<Probe> probes;     ///< one per graph value the program computes
+  /// What the lowering had to approximate beyond rounding, one line each, naming the tensor
+  /// (a calibrated range outside the formats the kernels support: clamped, so its values
+  /// round to 0 or saturate). report() lists them first; microtorch-lower prints them.
+  std::vector<std::string> warnings;
+  /// Text appended to report() (and so to the firmware's <name>_report.txt): the accuracy on
+  /// evaluation data and the per-layer table (layer_report), the precision search's choices.
+  std::string evaluation;
 
   const Buffer& buffer(std::int64_t id) const;
   Buffer& buffer(std::int64_t id);
@@ -113,7 +138,8 @@ struct Program {
   /// The arena: one line per placed buffer (offset, bytes, live steps), then the total and
   /// the bytes an unshared layout would need.
   std::string memory_plan() const;
-  /// Per-tensor formats: buffer, shape-free size, Q format, calibrated range, step.
+  /// Per-tensor formats: buffer, type, scale (Q format) and zero point, representable and
+  /// calibrated range, what it holds.
   std::string format_table() const;
 };
 

@@ -1,6 +1,6 @@
 // microtorch/lower/quantize.hpp — steps 2 and 3 of the lowering pipeline: calibrate a traced
-// graph on representative inputs, choose a power-of-two format per tensor, lower every node
-// to integer kernel calls (a Program) and plan one static arena for it.
+// graph on representative inputs, choose a number format per tensor, lower every node to
+// integer kernel calls (a Program) and plan one static arena for it.
 //
 // \code
 //   lower::Graph g = lower::trace(model, {1, 4});
@@ -9,17 +9,28 @@
 //   fmt::print("{}\n{}", p.format_table(), p.memory_plan());
 // \endcode
 //
-// Formats. A tensor whose calibrated max |value| is m gets the largest `frac` with
-// round(m * 2^frac) <= 2^(bits-1) - 1, so calibration data never saturates (values beyond
-// the calibrated range saturate; the simulator counts them). Softmax outputs are Q0.15 /
-// Q0.7, tanh and sigmoid outputs likewise; relu keeps its input's format. Weights are
-// per-tensor with the same rule at `weight_bits`; biases are int32 in the accumulator
-// format (frac_x + frac_w). Rounding everywhere: to nearest, ties away from zero, then
-// saturation (mt_kernels.h).
+// Number formats (QuantOptions::scheme). A tensor of int8 or int16 integers q stands for
+// scale * (q - zero_point).
+//   - Affine (the default): real-valued scales; int8 activations with a zero point, so
+//     that a lopsided range (after a relu, a GELU, a softmax, the model's input) gets all
+//     256 levels; tensors that feed kernels without zero points (attention, matmul of
+//     activations, row division) and int16 tensors are symmetric. Weights symmetric with one
+//     scale per output channel (per_channel), rounded with error feedback (rounding); biases
+//     int32 (int8 inputs) or int64 in the accumulator's scale. Requantization by an int32
+//     multiplier and a shift, rounded once (mt_kernels.h).
+//   - Symmetric: as Affine without zero points.
+//   - PowerOfTwo: every scale a power of two (a Q format), per-tensor weights: requantization
+//     is a rounding shift, no multiply (cheaper on cores without a fast multiplier).
+// The scale of an activation covers its calibrated range (range: the min/max seen, or a
+// percentile, or the clipping that minimises the quantization error); values beyond it
+// saturate (the simulator counts them). int8 functions of one tensor (tanh, sigmoid, GELU)
+// are 256-entry tables computed at lowering time. Rounding everywhere: to nearest, ties away
+// from zero, then saturation (mt_kernels.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "microtorch/lower/graph.hpp"
@@ -27,11 +38,39 @@
 
 namespace microtorch::lower {
 
-/// Per graph value (index = value id): the largest |value| seen, and how many samples ran.
+/// Per graph value (index = value id): the range seen over the calibration samples, and for
+/// activations the histogram of their values.
 struct Calibration {
-  std::vector<double> absmax;
+  static constexpr std::int64_t kBins = 2048;
+  std::vector<double> absmax;    ///< largest |value| (finite values)
+  std::vector<double> min, max;  ///< smallest and largest value (the range always holds 0)
+  /// largest |value| per index of the last dim (activations): the ranges of the parts of a
+  /// packed tensor (q | k | v of an attention projection, head by head)
+  std::vector<std::vector<double>> channel_absmax;
+  std::vector<std::vector<double>> channel_min, channel_max;  ///< likewise, per index of the last dim
+  /// kBins counts over [min, max] for the input and op outputs (empty for constants, or
+  /// when min == max).
+  std::vector<std::vector<double>> histogram;
+  /// For the inputs of linear layers: sum over calibration rows of x x^T ([in, in], row
+  /// major; empty for other values), which weight rounding uses to place rounding errors
+  /// where the inputs do not see them.
+  std::vector<std::vector<double>> gram;
   std::int64_t samples = 0;
 };
+
+/// How an activation's range is chosen from its calibration (QuantOptions::range).
+enum class RangeMethod {
+  MinMax,      ///< everything seen
+  Percentile,  ///< the central QuantOptions::percentile % of the values (the tails saturate)
+  Mse,         ///< the clipping that minimises the expected squared error: rounding noise
+               ///< of the step it implies plus the clipping of what lies beyond
+};
+std::string_view range_method_name(RangeMethod m);
+
+/// The range [lo, hi] an activation gets from its calibration at `bits` (symmetric:
+/// lo = -hi unless `affine`). MinMax for values without a histogram.
+std::pair<double, double> choose_range(const Calibration& cal, std::int64_t value, RangeMethod method, int bits,
+                                       bool affine, double percentile = 99.99);
 
 /// Runs the graph in float on every sample of `data` and records each value's range.
 /// `data` is a stack of inputs: its shape is [N * B, rest...] for a graph input [B, rest...]
@@ -45,9 +84,55 @@ enum class AttentionKernel {
   TwoPass,    ///< the L x S score buffer reference (mt_attention_twopass_*)
 };
 
+/// How scales are chosen (see the top of this header).
+enum class Scheme { Affine, Symmetric, PowerOfTwo };
+std::string_view scheme_name(Scheme s);
+
+/// The precision of one layer (or node), overriding QuantOptions' defaults: `match` is a
+/// module path ("encoder.layers.0" matches that module and everything in it, "head" the
+/// module head) or a node ("%12", the node computing value %12). The last entry that matches
+/// a node wins. A node belongs to the module whose parameters it uses, else to the module of
+/// the nearest node before it that uses some (a GELU after encoder.layers.0.linear1, the
+/// attention after its in_proj). An int8 layer's sensitive values still get sensitive_bits.
+/// A match that names no node is an error (ValueError listing the modules).
+struct LayerPrecision {
+  std::string match;
+  int activation_bits = 8;  ///< 8 or 16: the node's output
+  int weight_bits = 0;      ///< 8 or 16; 0 = as activation_bits ("16x8": 16, 8)
+};
+
+/// How weights are rounded to their integers.
+enum class WeightRounding {
+  Nearest,        ///< each weight to the nearest step
+  ErrorFeedback,  ///< GPTQ: column by column, each rounding error compensated in the columns
+                  ///< not yet rounded using the calibration inputs' correlations (linear layers)
+};
+
 struct QuantOptions {
-  int activation_bits = 16;  ///< 16 or 8
-  int weight_bits = 0;       ///< 16 or 8; 0 = same as activation_bits (8-bit activations need 8)
+  int activation_bits = 16;  ///< 16 or 8: the default precision of every layer's output
+  int weight_bits = 0;       ///< 16 or 8; 0 = same as activation_bits (int16 x int8 is "16x8")
+  std::vector<LayerPrecision> precision;  ///< per-layer exceptions to the two above
+  Scheme scheme = Scheme::Affine;
+  bool per_channel = true;   ///< one weight scale per output channel (not in PowerOfTwo)
+  WeightRounding rounding = WeightRounding::ErrorFeedback;
+  /// Where int8 activations cost the most accuracy, int8 layers keep `sensitive_bits` (16;
+  /// 8 = everything int8) for: the residual stream (adds of two activations, the values they
+  /// add and where those come from through view ops and adds of constants, such as a token
+  /// embedding plus a position embedding), attention (its projections' outputs and its own)
+  /// and the graph output. Their weights keep their bits. LayerNorm statistics, softmax sums
+  /// and attention scores are wider inside the kernels regardless.
+  int sensitive_bits = 16;
+  /// How activation ranges are chosen from the calibration (the graph output's is always
+  /// MinMax: clipping logits costs more than it saves). `ranges` overrides it per value
+  /// ("%12") or module path.
+  RangeMethod range = RangeMethod::MinMax;
+  double percentile = 99.99;
+  std::vector<std::pair<std::string, RangeMethod>> ranges;
+  /// Activation scales cover the chosen range [lo, hi] widened at each end by margin *
+  /// (hi - lo) / 2 (margin * hi for a symmetric range), so that inputs a little beyond the
+  /// calibration data do not saturate (real-valued scales; power-of-two scales round up to
+  /// the next power of two anyway).
+  double margin = 0.25;
   AttentionKernel attention = AttentionKernel::Streaming;
   std::string name = "model";  ///< C identifier prefix of the emitted firmware
 };
@@ -64,7 +149,24 @@ void plan_memory(Program& program);
 
 /// Round to nearest, ties away from zero, then saturate to `bits` (the runtime's rounding).
 std::int64_t quantize_value(double x, int frac, int bits);
-/// The largest frac with round(absmax * 2^frac) <= 2^(bits-1) - 1 (clamped to [-16, 31]).
-int choose_frac(double absmax, int bits);
+/// The largest frac with round(absmax * 2^frac) <= 2^(bits-1) - 1, clamped to [-16, 31],
+/// the formats the kernels' shifts support; *clamped tells whether it was (the lowering then
+/// warns, naming the tensor: its values round to 0 or saturate).
+int choose_frac(double absmax, int bits, bool* clamped = nullptr);
+
+/// A real multiplier r as the kernels take it: r = m * 2^-(31 + s) with |m| in [2^30, 2^31)
+/// (m rounded to nearest), or m = 0 and r = 2^-s exactly (a power of two: a shift, no
+/// multiply).
+struct Multiplier {
+  std::int32_t m = 0;
+  int s = 0;
+  double value() const;  ///< the ratio it represents
+};
+Multiplier multiplier(double r);
+
+/// Throws ValueError unless `name` can name a firmware: a C identifier (letters, digits and
+/// '_', not starting with a digit or '_'), at most 40 characters, and not in the runtime's
+/// own namespace (`mt`, `mt_...`, in any case: the runtime's files, symbols and macros).
+void check_firmware_name(const std::string& name);
 
 }  // namespace microtorch::lower

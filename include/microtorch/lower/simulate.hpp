@@ -47,6 +47,13 @@ class Simulator {
   /// One line per fixed-point activation with its format and the share of its values at the
   /// limits over all runs: the place to look when a lowered model drifts from the float one.
   std::string saturation_report() const;
+  /// Keep each graph value the program computes (Program::probes) as it was right after the
+  /// step that made it, on every run from now on (off by default: it costs a copy per value).
+  void record_values(bool on) { record_ = on; }
+  /// A graph value of the last run (record_values on): its integers dequantized to float
+  /// (or int64 for integer values), shaped like the graph value. Undefined when the program
+  /// does not compute it.
+  Tensor value(std::int64_t graph_value) const;
 
  private:
   Program program_;
@@ -54,13 +61,16 @@ class Simulator {
   int status_ = 0;
   std::vector<std::int64_t> limit_counts_;
   std::int64_t runs_ = 0;
+  bool record_ = false;
+  std::vector<std::vector<std::int64_t>> recorded_;  // per probe
+  void record_probes(std::int64_t step);
   void* ptr(std::int64_t buffer, std::int64_t offset = 0);
 };
 
 /// float -> the input buffer's integers (round half away from zero, saturate); token ids
 /// pass through unchanged (checked to fit int32).
 std::vector<std::int64_t> quantize_input(const Program& program, const Tensor& x);
-/// The output buffer's integers -> float (q * 2^-frac), shaped like the graph output; int64
+/// The output buffer's integers -> float (scale * (q - zero_point)), shaped like the graph output; int64
 /// for integer outputs (argmax).
 Tensor dequantize_output(const Program& program, const std::vector<std::int64_t>& q);
 

@@ -60,7 +60,8 @@ class Module {
   NamedTensors named_parameters(bool recurse = true) const;
   /// The tensors of named_parameters(), e.g. for an optimizer.
   std::vector<Tensor> parameters(bool recurse = true) const;
-  /// The buffers (registered state that is not trained) with dotted names, like named_parameters.
+  /// The buffers (registered state that is not trained) with dotted names, like
+  /// named_parameters: every buffer, persistent or not (as in PyTorch).
   NamedTensors named_buffers(bool recurse = true) const;
   /// The direct children with their names, in registration order.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
@@ -88,7 +89,8 @@ class Module {
   /// A readable tree: one line per module with its arguments and parameter count.
   std::string summary() const;
 
-  /// Parameters and buffers with dotted names; the tensors share memory with the module.
+  /// Parameters and persistent buffers with dotted names; the tensors share memory with the
+  /// module.
   NamedTensors state_dict() const;
   /// Copies the values of `state` into the module's tensors. Every key, shape and dtype is
   /// checked before anything is written (floating values convert to the module's floating
@@ -101,9 +103,11 @@ class Module {
   /// Registers a parameter (a leaf requiring grad) and returns the handle to keep. Names
   /// must be non-empty, contain no '.' and be new in this module (ValueError otherwise).
   Tensor register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
-  /// Registers non-trained state that belongs in the state dict (running stats, masks),
-  /// with the same rules for names.
-  Tensor register_buffer(const std::string& name, Tensor value);
+  /// Registers non-trained state (running stats, masks), with the same rules for names. A
+  /// persistent buffer belongs in the state dict; a non-persistent one (PyTorch's
+  /// persistent=False: a causal mask, a table computed from the configuration) does not,
+  /// and the lowering bakes it in as a constant.
+  Tensor register_buffer(const std::string& name, Tensor value, bool persistent = true);
   /// Registers a child under `name` and returns it: its parameter "weight" appears as
   /// "name.weight". A null module or a bad name throws ValueError.
   template <class M>
@@ -119,6 +123,7 @@ class Module {
 
   NamedTensors params_;
   NamedTensors buffers_;
+  std::vector<std::string> non_persistent_;  // names of own buffers left out of the state dict
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

@@ -1,6 +1,11 @@
 /* mt_kernels.c - microtorch fixed-point runtime kernels (C99). See mt_kernels.h for the
- * number format, the rounding mode and each kernel's contract; README.md beside this file
- * for the measured errors and the memory of streaming vs two-pass attention. */
+ * number format, the requantization and rounding, and each kernel's contract; README.md
+ * beside this file for the measured errors and the memory of streaming vs two-pass
+ * attention.
+ *
+ * The int8 and int16 variants of a kernel share one body: each body is written once as a
+ * macro over the element types (MT_DEFINE_<KERNEL>) and instantiated for the type
+ * combinations mt_kernels.h declares, so the variants cannot drift apart. */
 #include "mt_kernels.h"
 
 /* ==================================================================================== */
@@ -117,12 +122,6 @@ static uint32_t mt_rsh_u32(uint32_t m, int s) {
   return (m >> s) + ((m >> (s - 1)) & 1u);
 }
 
-/* Requantise an int64 accumulator; uses the 32-bit path when the value fits (cheap on M0). */
-static int32_t mt_requant64(int64_t acc, int shift) {
-  if (acc >= INT32_MIN && acc <= INT32_MAX) return mt_rshift_s32((int32_t)acc, shift);
-  return mt_rshift_s64(acc, shift);
-}
-
 /* round(m * alpha / 2^16) for alpha <= 65536, in 32-bit multiplies only; result <= m. */
 static uint32_t mt_mulq16_u32(uint32_t m, uint32_t alpha) {
   return (m >> 16) * alpha + (((m & 0xFFFFu) * alpha + 0x8000u) >> 16);
@@ -144,6 +143,35 @@ static uint64_t mt_lshift_sat_u64(uint64_t m, int n) {
   if (m == 0) return 0;
   if (n >= 62 || (m >> (62 - n)) != 0) return (uint64_t)1 << 62;
   return m << n;
+}
+
+/* ==================================================================================== */
+/* Requantization                                                                        */
+/* ==================================================================================== */
+
+/* round(x m 2^-(31 + s)) for any int64 x: the product |x| |m| = hi 2^32 + lo is exact in
+ * two 64-bit parts (|x| = xh 2^32 + xl, hi = xh |m| <= 2^62, lo = xl |m| < 2^63) and
+ * rounded once. */
+int32_t mt_rq(int64_t x, int32_t m, int s) {
+  uint64_t a, mu, hi, lo, q;
+  int neg, sh;
+  if (m == 0) return mt_rshift_s64(x, s);
+  if (x >= INT32_MIN && x <= INT32_MAX) return mt_rq32((int32_t)x, m, s);
+  a = mt_abs_u64(x);
+  mu = m < 0 ? (uint64_t)(0u - (uint32_t)m) : (uint64_t)(uint32_t)m;
+  neg = (x < 0) != (m < 0);
+  hi = (a >> 32) * mu;
+  lo = (a & 0xFFFFFFFFu) * mu;
+  sh = 31 + s;
+  if (sh >= 32) { /* floor((hi 2^32 + lo + 2^(sh-1)) / 2^sh) */
+    const int k = sh - 32;
+    q = hi + (lo >> 32); /* < 2^62 + 2^31 */
+    if (k == 0) return mt_signed_sat32(neg, q + (((lo & 0xFFFFFFFFu) + 0x80000000u) >> 32));
+    if (k >= 63) return 0;
+    return mt_signed_sat32(neg, (q + ((uint64_t)1 << (k - 1))) >> k); /* the low 32 bits cannot carry */
+  }
+  if (sh <= 0 || hi >= ((uint64_t)1 << (sh - 1))) return mt_signed_sat32(neg, 0xFFFFFFFFu); /* >= 2^31 */
+  return mt_signed_sat32(neg, (hi << (32 - sh)) + mt_rshift_u64(lo, sh));
 }
 
 /* ==================================================================================== */
@@ -224,34 +252,6 @@ static uint32_t mt_exp2neg_q20(uint32_t z) {
   return n >= 21 ? 0 : mt_rsh_u32(mt_exp2neg_mant_q24(z & 0xFFFFu), 4 + (int)n);
 }
 
-/* ==================================================================================== */
-/* Requantisation                                                                        */
-/* ==================================================================================== */
-
-void mt_requant_s32_s16(const int32_t *x, int16_t *y, int n, int shift) {
-  int i;
-  for (i = 0; i < n; ++i) y[i] = mt_requant_s16(x[i], shift);
-}
-
-void mt_requant_s32_s8(const int32_t *x, int8_t *y, int n, int shift) {
-  int i;
-  for (i = 0; i < n; ++i) y[i] = mt_requant_s8(x[i], shift);
-}
-
-void mt_requant_s16_s16(const int16_t *x, int16_t *y, int n, int shift) {
-  int i;
-  for (i = 0; i < n; ++i) y[i] = mt_requant_s16(x[i], shift);
-}
-
-void mt_requant_s16_s8(const int16_t *x, int8_t *y, int n, int shift) {
-  int i;
-  for (i = 0; i < n; ++i) y[i] = mt_requant_s8(x[i], shift);
-}
-
-void mt_requant_s8_s16(const int8_t *x, int16_t *y, int n, int shift) {
-  int i;
-  for (i = 0; i < n; ++i) y[i] = mt_requant_s16(x[i], shift);
-}
 
 /* ==================================================================================== */
 /* Linear and matmul                                                                     */
@@ -259,33 +259,24 @@ void mt_requant_s8_s16(const int8_t *x, int16_t *y, int n, int shift) {
 
 /* Dot products with b read at a stride (1 for a weight row, N for a matmul column).
  * Products are summed in int32 in chunks short enough that int32 cannot overflow
- * (511 * 2^22 and 131071 * 2^14 are < 2^31), each chunk then added to an int64. */
-static int64_t mt_dot_s16_s8(const int16_t *a, const int8_t *b, int bstride, int n) {
-  int64_t acc = 0;
-  int i = 0;
-  while (i < n) {
-    const int end = n - i > 511 ? i + 511 : n;
-    int32_t s = 0;
-    for (; i < end; ++i) s += (int32_t)a[i] * (int32_t)b[i * bstride];
-    acc += s;
+ * (131071 * 2^14 and 511 * 2^22 are < 2^31), each chunk then added to an int64;
+ * int16 x int16 (|a b| <= 2^30) sums in int64 throughout (SMLAL on Cortex-M4). */
+#define MT_DEFINE_DOT(NAME, AT, BT, CHUNK)                                         \
+  static int64_t NAME(const AT *a, const BT *b, int bstride, int n) {             \
+    int64_t acc = 0;                                                              \
+    int i = 0;                                                                    \
+    while (i < n) {                                                               \
+      const int end = n - i > (CHUNK) ? i + (CHUNK) : n;                          \
+      int32_t s = 0;                                                              \
+      for (; i < end; ++i) s += (int32_t)a[i] * (int32_t)b[i * bstride];          \
+      acc += s;                                                                   \
+    }                                                                             \
+    return acc;                                                                   \
   }
-  return acc;
-}
+MT_DEFINE_DOT(mt_dot_s8_s8, int8_t, int8_t, 131071)
+MT_DEFINE_DOT(mt_dot_s8_s16, int8_t, int16_t, 511)
+MT_DEFINE_DOT(mt_dot_s16_s8, int16_t, int8_t, 511)
 
-static int64_t mt_dot_s8_s8(const int8_t *a, const int8_t *b, int bstride, int n) {
-  int64_t acc = 0;
-  int i = 0;
-  while (i < n) {
-    const int end = n - i > 131071 ? i + 131071 : n;
-    int32_t s = 0;
-    for (; i < end; ++i) s += (int32_t)a[i] * (int32_t)b[i * bstride];
-    acc += s;
-  }
-  return acc;
-}
-
-/* int16 x int16: |a*b| <= 2^30, so int32 would overflow after two terms: int64 throughout
- * (one 32x32 multiply plus a 64-bit add per term; SMLAL on Cortex-M4). */
 static int64_t mt_dot_s16_s16(const int16_t *a, const int16_t *b, int bstride, int n) {
   int64_t acc = 0;
   int i;
@@ -293,143 +284,116 @@ static int64_t mt_dot_s16_s16(const int16_t *a, const int16_t *b, int bstride, i
   return acc;
 }
 
-void mt_linear_s16_w8(const int16_t *x, const int8_t *w, const int32_t *b, int16_t *y,
-                      int rows, int in, int out, int shift, int x_stride) {
-  int r, o;
-  const int xs = x_stride > 0 ? x_stride : in;
-  for (r = 0; r < rows; ++r)
-    for (o = 0; o < out; ++o) {
-      int64_t acc = mt_dot_s16_s8(x + r * xs, w + o * in, 1, in);
-      if (b) acc += b[o];
-      y[r * out + o] = mt_sat_s16(mt_requant64(acc, shift));
-    }
-}
-
-void mt_linear_s16_w16(const int16_t *x, const int16_t *w, const int32_t *b, int16_t *y,
-                       int rows, int in, int out, int shift, int x_stride) {
-  int r, o;
-  const int xs = x_stride > 0 ? x_stride : in;
-  for (r = 0; r < rows; ++r)
-    for (o = 0; o < out; ++o) {
-      int64_t acc = mt_dot_s16_s16(x + r * xs, w + o * in, 1, in);
-      if (b) acc += b[o];
-      y[r * out + o] = mt_sat_s16(mt_requant64(acc, shift));
-    }
-}
-
-void mt_linear_s8_w8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y,
-                     int rows, int in, int out, int shift, int x_stride) {
-  int r, o;
-  const int xs = x_stride > 0 ? x_stride : in;
-  for (r = 0; r < rows; ++r)
-    for (o = 0; o < out; ++o) {
-      int64_t acc = mt_dot_s8_s8(x + r * xs, w + o * in, 1, in);
-      if (b) acc += b[o];
-      y[r * out + o] = mt_sat_s8(mt_requant64(acc, shift));
-    }
-}
-
-void mt_matmul_s16(const int16_t *a, const int16_t *b, int16_t *y, int batch, int M, int K, int N,
-                   int b_transposed, int shift) {
-  int t, m, n;
-  for (t = 0; t < batch; ++t) {
-    const int16_t *at = a + t * M * K, *bt = b + t * K * N;
-    int16_t *yt = y + t * M * N;
-    for (m = 0; m < M; ++m)
-      for (n = 0; n < N; ++n) {
-        int64_t acc = b_transposed ? mt_dot_s16_s16(at + m * K, bt + n * K, 1, K)
-                                   : mt_dot_s16_s16(at + m * K, bt + n, N, K);
-        yt[m * N + n] = mt_sat_s16(mt_requant64(acc, shift));
-      }
+#define MT_DEFINE_LINEAR(X, W, Y, XT, WT, YT, BT)                                                        \
+  void mt_linear_##X##_##W##_##Y(const XT *x, const WT *w, const BT *b, YT *y, int rows, int in, int out, \
+                                 int x_stride, const int32_t *rq, int rq_per_channel, int32_t y_zero,    \
+                                 int32_t y_min) {                                                        \
+    int r, o;                                                                                            \
+    const int xs = x_stride > 0 ? x_stride : in;                                                         \
+    for (r = 0; r < rows; ++r)                                                                           \
+      for (o = 0; o < out; ++o) {                                                                        \
+        const int c = rq_per_channel ? 2 * o : 0;                                                        \
+        int64_t acc = mt_dot_##X##_##W(x + r * xs, w + o * in, 1, in);                                   \
+        YT v;                                                                                            \
+        if (b) acc += b[o];                                                                              \
+        v = mt_out_##Y(mt_rq(acc, rq[c], rq[c + 1]), y_zero);                                           \
+        y[r * out + o] = v < y_min ? (YT)y_min : v;                                                     \
+      }                                                                                                  \
   }
-}
+MT_DEFINE_LINEAR(s8, s8, s8, int8_t, int8_t, int8_t, int32_t)
+MT_DEFINE_LINEAR(s8, s8, s16, int8_t, int8_t, int16_t, int32_t)
+MT_DEFINE_LINEAR(s8, s16, s8, int8_t, int16_t, int8_t, int32_t)
+MT_DEFINE_LINEAR(s8, s16, s16, int8_t, int16_t, int16_t, int32_t)
+MT_DEFINE_LINEAR(s16, s8, s8, int16_t, int8_t, int8_t, int64_t)
+MT_DEFINE_LINEAR(s16, s8, s16, int16_t, int8_t, int16_t, int64_t)
+MT_DEFINE_LINEAR(s16, s16, s8, int16_t, int16_t, int8_t, int64_t)
+MT_DEFINE_LINEAR(s16, s16, s16, int16_t, int16_t, int16_t, int64_t)
 
-void mt_matmul_s8(const int8_t *a, const int8_t *b, int8_t *y, int batch, int M, int K, int N,
-                  int b_transposed, int shift) {
-  int t, m, n;
-  for (t = 0; t < batch; ++t) {
-    const int8_t *at = a + t * M * K, *bt = b + t * K * N;
-    int8_t *yt = y + t * M * N;
-    for (m = 0; m < M; ++m)
-      for (n = 0; n < N; ++n) {
-        int64_t acc = b_transposed ? mt_dot_s8_s8(at + m * K, bt + n * K, 1, K)
-                                   : mt_dot_s8_s8(at + m * K, bt + n, N, K);
-        yt[m * N + n] = mt_sat_s8(mt_requant64(acc, shift));
-      }
+#define MT_DEFINE_MATMUL(T, CT)                                                                          \
+  void mt_matmul_##T(const CT *a, const CT *b, CT *y, int batch, int M, int K, int N, int b_transposed,  \
+                     int32_t m, int s) {                                                                 \
+    int t, i, j;                                                                                         \
+    for (t = 0; t < batch; ++t) {                                                                        \
+      const CT *at = a + t * M * K, *bt = b + t * K * N;                                                 \
+      CT *yt = y + t * M * N;                                                                            \
+      for (i = 0; i < M; ++i)                                                                            \
+        for (j = 0; j < N; ++j) {                                                                        \
+          const int64_t acc = b_transposed ? mt_dot_##T##_##T(at + i * K, bt + j * K, 1, K)             \
+                                           : mt_dot_##T##_##T(at + i * K, bt + j, N, K);                 \
+          yt[i * N + j] = mt_out_##T(mt_rq(acc, m, s), 0);                                              \
+        }                                                                                                \
+    }                                                                                                    \
   }
-}
+MT_DEFINE_MATMUL(s8, int8_t)
+MT_DEFINE_MATMUL(s16, int16_t)
 
 /* ==================================================================================== */
 /* Elementwise                                                                           */
 /* ==================================================================================== */
 
-/* Common format F for a + b: operands are multiplied by 2^(F - f) (exact, <= 2^15) or,
- * for a finer operand more than 15 bits away, rounded down to F. */
-static void mt_add_plan(int fa, int fb, int fy, int *la, int *lb, int *out_shift) {
-  int F = fa > fb ? fa : fb, lo = fa < fb ? fa : fb;
-  if (F - lo > 15) F = lo + 15;
-  *la = F - fa;
-  *lb = F - fb;
-  *out_shift = F - fy;
-}
-
-static int32_t mt_align(int32_t v, int l) { /* v * 2^l, l <= 15; rounding for l < 0 */
-  return l >= 0 ? v * ((int32_t)1 << l) : mt_rshift_s32(v, -l);
-}
-
-/* a + b[i mod nb]; the index into b wraps with a counter (no modulo) */
-void mt_add_bcast_s16(const int16_t *a, int fa, const int16_t *b, int fb, int nb, int16_t *y, int fy,
-                      int n) {
-  int i, j, la, lb, sh;
-  if (nb <= 0) return;
-  mt_add_plan(fa, fb, fy, &la, &lb, &sh);
-  for (i = 0, j = 0; i < n; ++i) {
-    int32_t s = mt_align(a[i], la) + mt_align(b[j], lb); /* each |.| <= 2^30 */
-    y[i] = mt_requant_s16(s, sh);
-    if (++j == nb) j = 0;
+/* a ma + b mb + c in ACC (int32 for two int8 operands, |ma|, |mb| < 2^21; else int64),
+ * one rounding shift; b's index wraps with a counter (no modulo). */
+#define MT_DEFINE_ADD(A, B, Y, AT, BT, YT, ACC, RSHIFT)                                                    \
+  void mt_add_##A##_##B##_##Y(const AT *a, const BT *b, int nb, YT *y, int n, int32_t ma, int32_t mb,      \
+                              int32_t c, int shift, int32_t y_zero) {                                      \
+    int i, j;                                                                                              \
+    if (nb <= 0) return;                                                                                   \
+    for (i = 0, j = 0; i < n; ++i) {                                                                       \
+      const ACC acc = (ACC)a[i] * (ACC)ma + (ACC)b[j] * (ACC)mb + (ACC)c;                                  \
+      y[i] = mt_out_##Y(RSHIFT(acc, shift), y_zero);                                                       \
+      if (++j == nb) j = 0;                                                                                \
+    }                                                                                                      \
   }
-}
+MT_DEFINE_ADD(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_rshift_s32)
+MT_DEFINE_ADD(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_rshift_s32)
+MT_DEFINE_ADD(s8, s16, s8, int8_t, int16_t, int8_t, int64_t, mt_rshift_s64)
+MT_DEFINE_ADD(s8, s16, s16, int8_t, int16_t, int16_t, int64_t, mt_rshift_s64)
+MT_DEFINE_ADD(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_rshift_s64)
+MT_DEFINE_ADD(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, mt_rshift_s64)
+MT_DEFINE_ADD(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, mt_rshift_s64)
+MT_DEFINE_ADD(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, mt_rshift_s64)
 
-void mt_add_bcast_s8(const int8_t *a, int fa, const int8_t *b, int fb, int nb, int8_t *y, int fy,
-                     int n) {
-  int i, j, la, lb, sh;
-  if (nb <= 0) return;
-  mt_add_plan(fa, fb, fy, &la, &lb, &sh);
-  for (i = 0, j = 0; i < n; ++i) {
-    int32_t s = mt_align(a[i], la) + mt_align(b[j], lb);
-    y[i] = mt_requant_s8(s, sh);
-    if (++j == nb) j = 0;
+#define MT_DEFINE_MUL(T, CT)                                                                             \
+  void mt_mul_##T(const CT *a, const CT *b, int nb, CT *y, int n, int32_t a_zero, int32_t b_zero,        \
+                  int32_t m, int s, int32_t y_zero) {                                                    \
+    int i, j;                                                                                            \
+    if (nb <= 0) return;                                                                                 \
+    for (i = 0, j = 0; i < n; ++i) {                                                                     \
+      const int64_t p = (int64_t)((int32_t)a[i] - a_zero) * (int64_t)((int32_t)b[j] - b_zero);           \
+      y[i] = mt_out_##T(mt_rq(p, m, s), y_zero);                                                         \
+      if (++j == nb) j = 0;                                                                              \
+    }                                                                                                    \
   }
-}
+MT_DEFINE_MUL(s8, int8_t)
+MT_DEFINE_MUL(s16, int16_t)
 
-void mt_add_s16(const int16_t *a, int fa, const int16_t *b, int fb, int16_t *y, int fy, int n) {
-  mt_add_bcast_s16(a, fa, b, fb, n, y, fy, n);
-}
-
-void mt_add_s8(const int8_t *a, int fa, const int8_t *b, int fb, int8_t *y, int fy, int n) {
-  mt_add_bcast_s8(a, fa, b, fb, n, y, fy, n);
-}
-
-void mt_mul_s16(const int16_t *a, const int16_t *b, int nb, int16_t *y, int n, int shift) {
-  int i, j;
-  if (nb <= 0) return;
-  for (i = 0, j = 0; i < n; ++i) {
-    y[i] = mt_requant_s16((int32_t)a[i] * (int32_t)b[j], shift); /* |a b| <= 2^30 */
-    if (++j == nb) j = 0;
+#define MT_DEFINE_REQUANT(X, Y, XT, YT)                                                                  \
+  void mt_requant_##X##_##Y(const XT *x, YT *y, int n, int32_t x_zero, int32_t m, int s, int32_t y_zero, \
+                            int relu) {                                                                  \
+    int i;                                                                                               \
+    for (i = 0; i < n; ++i) {                                                                            \
+      int32_t v = (int32_t)x[i] - x_zero;                                                                \
+      if (relu && v < 0) v = 0;                                                                          \
+      y[i] = mt_out_##Y(mt_rq32(v, m, s), y_zero);                                                       \
+    }                                                                                                    \
   }
+MT_DEFINE_REQUANT(s8, s8, int8_t, int8_t)
+MT_DEFINE_REQUANT(s8, s16, int8_t, int16_t)
+MT_DEFINE_REQUANT(s16, s8, int16_t, int8_t)
+MT_DEFINE_REQUANT(s16, s16, int16_t, int16_t)
+
+void mt_lut_s8_s8(const int8_t *x, int8_t *y, int n, const int8_t *table) {
+  int i;
+  for (i = 0; i < n; ++i) y[i] = table[(int32_t)x[i] + 128];
 }
 
-void mt_mul_s8(const int8_t *a, const int8_t *b, int nb, int8_t *y, int n, int shift) {
-  int i, j;
-  if (nb <= 0) return;
-  for (i = 0, j = 0; i < n; ++i) {
-    y[i] = mt_requant_s8((int32_t)a[i] * (int32_t)b[j], shift);
-    if (++j == nb) j = 0;
-  }
+void mt_lut_s8_s16(const int8_t *x, int16_t *y, int n, const int16_t *table) {
+  int i;
+  for (i = 0; i < n; ++i) y[i] = table[(int32_t)x[i] + 128];
 }
 
 /* x / d for one row: 1/|d| = r * 2^-e (mt_recip_u32, never below the true value), then
- * |x| * r rounded once by e + s, the sign of x * d applied to the magnitude. */
+ * rq(|x| r, m, s + e), the sign of x * d applied to the magnitude. */
 typedef struct {
   uint32_t r;
   int sh, neg, zero;
@@ -445,57 +409,31 @@ static mt_rowdiv mt_rowdiv_init(int32_t d, int s) {
   return q;
 }
 
-static int32_t mt_rowdiv_apply(const mt_rowdiv *q, int32_t x) { /* |x| <= 2^15 */
-  uint64_t m;
+static int32_t mt_rowdiv_apply(const mt_rowdiv *q, int32_t x, int32_t m) { /* |x| <= 2^15 */
+  int64_t t;
   if (x == 0) return 0;
   if (q->zero) return x < 0 ? INT32_MIN : INT32_MAX; /* saturates to -max / +max */
-  m = (uint64_t)mt_mag32(x) * q->r;                  /* < 2^47 */
-  return mt_rshift_s64((x < 0) != q->neg ? -(int64_t)m : (int64_t)m, q->sh);
+  t = (int64_t)((uint64_t)mt_mag32(x) * q->r);      /* < 2^47 */
+  return mt_rq((x < 0) != q->neg ? -t : t, m, q->sh);
 }
 
-void mt_div_rows_s16(const int16_t *x, int fx, const int16_t *d, int fd, int16_t *y, int fy, int rows,
-                     int n) {
-  int r, j;
-  if (n <= 0) return;
-  for (r = 0; r < rows; ++r) {
-    const mt_rowdiv q = mt_rowdiv_init(d[r], fx - fd - fy);
-    const int16_t *xr = x + r * n;
-    int16_t *yr = y + r * n;
-    for (j = 0; j < n; ++j) yr[j] = mt_sat_s16(mt_rowdiv_apply(&q, xr[j]));
+#define MT_DEFINE_DIV_ROWS(T, CT)                                                                       \
+  void mt_div_rows_##T(const CT *x, const CT *d, CT *y, int rows, int n, int32_t m, int s) {            \
+    int r, j;                                                                                           \
+    if (n <= 0) return;                                                                                 \
+    for (r = 0; r < rows; ++r) {                                                                        \
+      const mt_rowdiv q = mt_rowdiv_init(d[r], s);                                                      \
+      const CT *xr = x + r * n;                                                                         \
+      CT *yr = y + r * n;                                                                               \
+      for (j = 0; j < n; ++j) yr[j] = mt_out_##T(mt_rowdiv_apply(&q, xr[j], m), 0);                    \
+    }                                                                                                   \
   }
-}
+MT_DEFINE_DIV_ROWS(s8, int8_t)
+MT_DEFINE_DIV_ROWS(s16, int16_t)
 
-void mt_div_rows_s8(const int8_t *x, int fx, const int8_t *d, int fd, int8_t *y, int fy, int rows,
-                    int n) {
-  int r, j;
-  if (n <= 0) return;
-  for (r = 0; r < rows; ++r) {
-    const mt_rowdiv q = mt_rowdiv_init(d[r], fx - fd - fy);
-    const int8_t *xr = x + r * n;
-    int8_t *yr = y + r * n;
-    for (j = 0; j < n; ++j) yr[j] = mt_sat_s8(mt_rowdiv_apply(&q, xr[j]));
-  }
-}
-
-void mt_scale_s16(const int16_t *x, int16_t *y, int n, int16_t mult, int shift) {
-  int i;
-  for (i = 0; i < n; ++i) y[i] = mt_requant_s16((int32_t)x[i] * (int32_t)mult, shift);
-}
-
-void mt_scale_s8(const int8_t *x, int8_t *y, int n, int16_t mult, int shift) {
-  int i;
-  for (i = 0; i < n; ++i) y[i] = mt_requant_s8((int32_t)x[i] * (int32_t)mult, shift);
-}
-
-void mt_relu_s16(const int16_t *x, int16_t *y, int n) {
-  int i;
-  for (i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0;
-}
-
-void mt_relu_s8(const int8_t *x, int8_t *y, int n) {
-  int i;
-  for (i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0;
-}
+/* ==================================================================================== */
+/* Activation tables for int16 inputs                                                    */
+/* ==================================================================================== */
 
 /* g(t * 2^-f) in Q20 (t >= 0) from a Q16 table of g(k/32), k = 0..257, by quadratic
  * (Newton forward) interpolation on the points k, k+1, k+2 with w = the fraction in Q16:
@@ -526,54 +464,47 @@ static int32_t mt_lut_q20(const uint16_t *T, uint32_t t, int f) {
 }
 
 /* tanh(x) as a signed value in Q20 */
-static int32_t mt_tanh_q20v(int32_t x, int fx) {
-  int32_t v = mt_lut_q20(mt_tanh_q16, mt_mag32(x), fx);
+
+/* The table argument of an int16 input: |x| * scale_x in Q20 (= rq(|x|, in_m, in_s)),
+ * capped at 2^24 (16: every table saturates from 8 on). */
+static uint32_t mt_lut_arg(int32_t x, int32_t in_m, int in_s) {
+  const int32_t t = mt_rq32((int32_t)mt_mag32(x), in_m, in_s);
+  return t > (1 << 24) ? 1u << 24 : (uint32_t)t;
+}
+
+/* tanh(x) in Q20, signed */
+static int32_t mt_tanh_q20v(int32_t x, int32_t in_m, int in_s) {
+  const int32_t v = mt_lut_q20(mt_tanh_q16, mt_lut_arg(x, in_m, in_s), 20);
   return x < 0 ? -v : v;
 }
 
-/* sigmoid(x) = (1 + tanh(x/2)) / 2, in Q21 (= 1 + tanh(x/2) in Q20) */
-static int32_t mt_sigmoid_q21v(int32_t x, int fx) {
-  int32_t v = mt_lut_q20(mt_tanh_q16, mt_mag32(x), fx + 1);
+/* sigmoid(x) = (1 + tanh(x/2)) / 2 in Q21 (= 1 + tanh(x/2) in Q20): the argument read in
+ * Q21 is x/2 */
+static int32_t mt_sigmoid_q21v(int32_t x, int32_t in_m, int in_s) {
+  const int32_t v = mt_lut_q20(mt_tanh_q16, mt_lut_arg(x, in_m, in_s), 21);
   return x < 0 ? (1 << 20) - v : (1 << 20) + v;
 }
 
-/* gelu(x) = x Phi(x), Phi(-x) = 1 - Phi(x); Phi rounded to Q16 so that x Phi fits int32;
- * result in Q(fx + 16) */
-static int32_t mt_gelu_v(int32_t x, int fx) {
-  int32_t phi = mt_rshift_s32(mt_lut_q20(mt_phi_q16, mt_mag32(x), fx), 4);
+/* gelu(x) = x Phi(x), Phi(-x) = 1 - Phi(x); Phi rounded to Q16 so that x Phi fits int32
+ * (|x| <= 2^15): x Phi in units of x times 2^16 */
+static int32_t mt_gelu_v(int32_t x, int32_t in_m, int in_s) {
+  int32_t phi = mt_rshift_s32(mt_lut_q20(mt_phi_q16, mt_lut_arg(x, in_m, in_s), 20), 4);
   if (x < 0) phi = 65536 - phi; /* <= 32768 */
-  return x * phi;               /* |x| <= 2^15: fits int32 */
+  return x * phi;
 }
 
-void mt_tanh_s16(const int16_t *x, int16_t *y, int n, int fx, int fy) {
-  int i;
-  for (i = 0; i < n; ++i) y[i] = mt_requant_s16(mt_tanh_q20v(x[i], fx), 20 - fy);
-}
-
-void mt_tanh_s8(const int8_t *x, int8_t *y, int n, int fx, int fy) {
-  int i;
-  for (i = 0; i < n; ++i) y[i] = mt_requant_s8(mt_tanh_q20v(x[i], fx), 20 - fy);
-}
-
-void mt_sigmoid_s16(const int16_t *x, int16_t *y, int n, int fx, int fy) {
-  int i;
-  for (i = 0; i < n; ++i) y[i] = mt_requant_s16(mt_sigmoid_q21v(x[i], fx), 21 - fy);
-}
-
-void mt_sigmoid_s8(const int8_t *x, int8_t *y, int n, int fx, int fy) {
-  int i;
-  for (i = 0; i < n; ++i) y[i] = mt_requant_s8(mt_sigmoid_q21v(x[i], fx), 21 - fy);
-}
-
-void mt_gelu_s16(const int16_t *x, int16_t *y, int n, int fx, int fy) {
-  int i;
-  for (i = 0; i < n; ++i) y[i] = mt_requant_s16(mt_gelu_v(x[i], fx), fx + 16 - fy);
-}
-
-void mt_gelu_s8(const int8_t *x, int8_t *y, int n, int fx, int fy) {
-  int i;
-  for (i = 0; i < n; ++i) y[i] = mt_requant_s8(mt_gelu_v(x[i], fx), fx + 16 - fy);
-}
+#define MT_DEFINE_TABLE_ACTIVATION(OP, Y, YT, VALUE)                                                    \
+  void mt_##OP##_s16_##Y(const int16_t *x, YT *y, int n, int32_t in_m, int in_s, int32_t out_m,         \
+                         int out_s, int32_t y_zero) {                                                   \
+    int i;                                                                                              \
+    for (i = 0; i < n; ++i) y[i] = mt_out_##Y(mt_rq32(VALUE(x[i], in_m, in_s), out_m, out_s), y_zero); \
+  }
+MT_DEFINE_TABLE_ACTIVATION(tanh, s8, int8_t, mt_tanh_q20v)
+MT_DEFINE_TABLE_ACTIVATION(tanh, s16, int16_t, mt_tanh_q20v)
+MT_DEFINE_TABLE_ACTIVATION(sigmoid, s8, int8_t, mt_sigmoid_q21v)
+MT_DEFINE_TABLE_ACTIVATION(sigmoid, s16, int16_t, mt_sigmoid_q21v)
+MT_DEFINE_TABLE_ACTIVATION(gelu, s8, int8_t, mt_gelu_v)
+MT_DEFINE_TABLE_ACTIVATION(gelu, s16, int16_t, mt_gelu_v)
 
 /* ==================================================================================== */
 /* Data movement                                                                         */
@@ -695,20 +626,14 @@ int mt_embedding_s8(const int32_t *ids, int n, const int8_t *table, int num, int
   MT_EMBEDDING_BODY(int8_t);
 }
 
+
 /* ==================================================================================== */
 /* Softmax                                                                               */
 /* ==================================================================================== */
 
-/* Base-2 exponent z = d * log2(e) in Q16 for a logit difference d >= 0 in Q(fx), d < 2^16.
- * Saturates to 0xFFFFFFFF (2^-z = 0). */
-static uint32_t mt_softmax_z(uint32_t d, int fx) {
-  uint32_t p = d * MT_LOG2E_Q15; /* Q(fx + 15), < 2^32 */
-  int s = fx - 1;                /* Q(fx + 15) -> Q16 */
-  if (s > 0) return mt_rsh_u32(p, s);
-  if (s == 0 || p == 0) return p;
-  s = -s;
-  return (s >= 32 || (p >> (32 - s)) != 0) ? 0xFFFFFFFFu : p << s;
-}
+/* Base-2 exponent z = d * scale_x * log2(e) in Q16 for a logit difference d >= 0 in x's
+ * integers (rq(d, in_m, in_s), saturated: 2^-z = 0 long before). */
+static uint32_t mt_softmax_z(int32_t d, int32_t in_m, int in_s) { return (uint32_t)mt_rq32(d, in_m, in_s); }
 
 /* Per-row normaliser from the row sum in Q20 (sum >= 2^20, the max contributes 1):
  * p_j * 2^15 = e_j * y16 >> shift for e_j in Q16, with y16 <= 65535 so e_j * y16 < 2^32.
@@ -724,77 +649,59 @@ static uint32_t mt_norm16(uint64_t sum_q20, int *shift) {
   return y16;
 }
 
-void mt_softmax_s16(const int16_t *x, int16_t *y, int rows, int n, int fx) {
-  int r, j, sh;
-  if (n <= 0) return;
-  for (r = 0; r < rows; ++r) {
-    const int16_t *xr = x + r * n;
-    int16_t *yr = y + r * n;
-    int32_t mx;
-    uint64_t sum = 0;
-    uint32_t y16;
-    mx = xr[0];
-    for (j = 1; j < n; ++j)
-      if (xr[j] > mx) mx = xr[j];
-    for (j = 0; j < n; ++j) sum += mt_exp2neg_q20(mt_softmax_z((uint32_t)(mx - xr[j]), fx));
-    y16 = mt_norm16(sum, &sh);
-    for (j = 0; j < n; ++j) {
-      uint32_t e = mt_exp2neg_q16(mt_softmax_z((uint32_t)(mx - xr[j]), fx));
-      uint32_t p = mt_rsh_u32(e * y16, sh); /* Q0.15 */
-      yr[j] = (int16_t)(p > 32767u ? 32767u : p);
-    }
+/* p_j = e_j / sum in Q(out_bits), plus the zero point, saturated: one reciprocal per row */
+#define MT_DEFINE_SOFTMAX(X, Y, XT, YT)                                                                    \
+  void mt_softmax_##X##_##Y(const XT *x, YT *y, int rows, int n, int32_t in_m, int in_s, int out_bits,     \
+                            int32_t y_zero) {                                                              \
+    int r, j, sh;                                                                                          \
+    if (n <= 0) return;                                                                                    \
+    for (r = 0; r < rows; ++r) {                                                                           \
+      const XT *xr = x + r * n;                                                                            \
+      YT *yr = y + r * n;                                                                                  \
+      int32_t mx = xr[0];                                                                                  \
+      uint64_t sum = 0;                                                                                    \
+      uint32_t y16;                                                                                        \
+      for (j = 1; j < n; ++j)                                                                              \
+        if (xr[j] > mx) mx = xr[j];                                                                        \
+      for (j = 0; j < n; ++j) sum += mt_exp2neg_q20(mt_softmax_z(mx - xr[j], in_m, in_s));                 \
+      y16 = mt_norm16(sum, &sh);                                                                           \
+      for (j = 0; j < n; ++j) { /* e_j y16 2^-sh is p_j in Q0.15 */                                        \
+        const uint32_t e = mt_exp2neg_q16(mt_softmax_z(mx - xr[j], in_m, in_s));                           \
+        yr[j] = mt_out_##Y((int32_t)mt_rsh_u32(e * y16, sh + 15 - out_bits), y_zero);                     \
+      }                                                                                                    \
+    }                                                                                                      \
   }
-}
-
-void mt_softmax_s8(const int8_t *x, int8_t *y, int rows, int n, int fx) {
-  int r, j, sh;
-  if (n <= 0) return;
-  for (r = 0; r < rows; ++r) {
-    const int8_t *xr = x + r * n;
-    int8_t *yr = y + r * n;
-    int32_t mx;
-    uint64_t sum = 0;
-    uint32_t y16;
-    mx = xr[0];
-    for (j = 1; j < n; ++j)
-      if (xr[j] > mx) mx = xr[j];
-    for (j = 0; j < n; ++j) sum += mt_exp2neg_q20(mt_softmax_z((uint32_t)(mx - xr[j]), fx));
-    y16 = mt_norm16(sum, &sh);
-    for (j = 0; j < n; ++j) {
-      uint32_t e = mt_exp2neg_q16(mt_softmax_z((uint32_t)(mx - xr[j]), fx));
-      uint32_t p = mt_rsh_u32(e * y16, sh + 8); /* Q0.7 */
-      yr[j] = (int8_t)(p > 127u ? 127u : p);
-    }
-  }
-}
+MT_DEFINE_SOFTMAX(s8, s8, int8_t, int8_t)
+MT_DEFINE_SOFTMAX(s8, s16, int8_t, int16_t)
+MT_DEFINE_SOFTMAX(s16, s8, int16_t, int8_t)
+MT_DEFINE_SOFTMAX(s16, s16, int16_t, int16_t)
 
 /* ==================================================================================== */
 /* Layer norm                                                                            */
 /* ==================================================================================== */
 
-#define MT_LN_G 8 /* extra fraction bits of the mean and of x - mean */
-
+/* The mean and x - mean keep G extra fraction bits: 16 for int8 inputs (a row of few levels
+ * still has a precise mean), 8 for int16 (|x - mean| 2^G <= 2^24 either way). */
 typedef struct {
   uint32_t rn; /* 1/n = rn * 2^-en */
-  int en;
-  int fx;
-  int eps_shift; /* eps in Q(2 fx + 2 G): eps_q * 2^eps_shift */
+  int en, G;
+  int eps_shift; /* eps in units of (x 2^G)^2: eps_q * 2^eps_shift */
   uint32_t eps_q;
 } mt_ln_ctx;
 
-static void mt_ln_init(mt_ln_ctx *c, int n, int fx, uint32_t eps_q, int eps_frac) {
+static void mt_ln_init(mt_ln_ctx *c, int n, int G, uint32_t eps_q, int eps_frac) {
   c->rn = mt_recip_u32((uint32_t)n, &c->en);
-  c->fx = fx;
+  c->G = G;
   c->eps_q = eps_q;
-  c->eps_shift = 2 * fx + 2 * MT_LN_G - eps_frac;
+  c->eps_shift = 2 * G - eps_frac;
 }
 
-/* mean of the row in Q(fx + G) from its exact int32 sum */
+/* mean of the row in units of x 2^-G from its exact int32 sum */
 static int32_t mt_ln_mean(const mt_ln_ctx *c, int32_t sum) {
-  return mt_rshift_s64((int64_t)sum * c->rn, c->en - MT_LN_G);
+  return mt_rshift_s64((int64_t)sum * c->rn, c->en - c->G);
 }
 
-/* 1/sqrt(var + eps) = *r * 2^-(*er) in units of Q(fx + G) from ssq = sum (x - mean)^2 */
+/* 1/sqrt(var + eps) = *r * 2^-(*er) in units of x 2^-G, from ssq = sum (x - mean)^2 */
 static void mt_ln_rsqrt(const mt_ln_ctx *c, uint64_t ssq, uint32_t *r, int *er) {
   uint64_t var = 0, eps;
   if (ssq != 0) { /* var = ssq / n, ssq normalised to 32 significant bits first */
@@ -809,270 +716,144 @@ static void mt_ln_rsqrt(const mt_ln_ctx *c, uint64_t ssq, uint32_t *r, int *er) 
   *r = mt_rsqrt_u64(var + eps, er); /* both <= 2^62 */
 }
 
-/* y = xhat * gamma + beta with xhat = c * r * 2^-er (c = x - mean in Q(fx + G)), in Q(fy) */
-static int32_t mt_ln_out(int32_t cdev, uint32_t r, int er, int32_t g, int fg, int32_t bta, int fb,
-                         int fy) {
-  int32_t xhat = mt_rshift_s64((int64_t)cdev * r, er - 20); /* Q20, |xhat| <= sqrt(n) */
-  int64_t acc = (int64_t)xhat * g;                         /* Q(20 + fg) */
-  int bs = 20 + fg - fb;
-  if (bta != 0) {
-    if (bs >= 0)
-      acc += (int64_t)bta * ((int64_t)1 << (bs > 46 ? 46 : bs));
-    else
-      acc += mt_rshift_s64(bta, -bs);
-  }
-  return mt_rshift_s64(acc, 20 + fg - fy);
+/* (xhat g + b 2^bs) 2^-g_shift with xhat = cdev * r * 2^-er in Q20 (|xhat| <= sqrt(n) 2^20),
+ * bs = g_shift - b_shift in [0, 32]: |xhat g| < 2^59, b 2^bs of the same size as xhat g */
+static int32_t mt_ln_out(int32_t cdev, uint32_t r, int er, int32_t g, int g_shift, int32_t b, int bs) {
+  const int32_t xhat = mt_rshift_s64((int64_t)cdev * r, er - 20);
+  const int64_t bb = (int64_t)b * ((int64_t)1 << (bs < 0 ? 0 : bs > 32 ? 32 : bs));
+  return mt_rshift_s64((int64_t)xhat * g + bb, g_shift);
 }
 
-void mt_layernorm_s16(const int16_t *x, int16_t *y, int rows, int n, int fx,
-                      const int16_t *gamma, int fg, const int16_t *beta, int fb,
-                      uint32_t eps_q, int eps_frac, int fy) {
-  mt_ln_ctx c;
-  int row, j;
-  if (n <= 0) return;
-  mt_ln_init(&c, n, fx, eps_q, eps_frac);
-  if (!gamma) fg = 0;
-  for (row = 0; row < rows; ++row) {
-    const int16_t *xr = x + row * n;
-    int16_t *yr = y + row * n;
-    int32_t sum = 0, mean;
-    uint64_t ssq = 0;
-    uint32_t r;
-    int er;
-    for (j = 0; j < n; ++j) sum += xr[j];
-    mean = mt_ln_mean(&c, sum);
-    for (j = 0; j < n; ++j) {
-      int32_t d = (int32_t)xr[j] * (1 << MT_LN_G) - mean; /* |d| <= 2^24 */
-      ssq += (uint64_t)((int64_t)d * d);
-    }
-    mt_ln_rsqrt(&c, ssq, &r, &er);
-    for (j = 0; j < n; ++j) {
-      int32_t d = (int32_t)xr[j] * (1 << MT_LN_G) - mean;
-      yr[j] = mt_sat_s16(mt_ln_out(d, r, er, gamma ? gamma[j] : 1, fg, beta ? beta[j] : 0, fb, fy));
-    }
+#define MT_DEFINE_LAYERNORM(X, Y, XT, YT, G)                                                                \
+  void mt_layernorm_##X##_##Y(const XT *x, YT *y, int rows, int n, uint32_t eps_q, int eps_frac,            \
+                              const int32_t *g, int g_shift, const int32_t *b, int b_shift, int32_t y_zero) { \
+    mt_ln_ctx c;                                                                                            \
+    int row, j;                                                                                             \
+    if (n <= 0) return;                                                                                     \
+    mt_ln_init(&c, n, G, eps_q, eps_frac);                                                                  \
+    for (row = 0; row < rows; ++row) {                                                                      \
+      const XT *xr = x + row * n;                                                                           \
+      YT *yr = y + row * n;                                                                                 \
+      int32_t sum = 0, mean;                                                                                \
+      uint64_t ssq = 0;                                                                                     \
+      uint32_t r;                                                                                           \
+      int er;                                                                                               \
+      for (j = 0; j < n; ++j) sum += xr[j];                                                                 \
+      mean = mt_ln_mean(&c, sum);                                                                           \
+      for (j = 0; j < n; ++j) {                                                                             \
+        const int32_t d = (int32_t)xr[j] * (1 << (G)) - mean; /* |d| <= 2^24 */                            \
+        ssq += (uint64_t)((int64_t)d * d);                                                                  \
+      }                                                                                                     \
+      mt_ln_rsqrt(&c, ssq, &r, &er);                                                                        \
+      for (j = 0; j < n; ++j) {                                                                             \
+        const int32_t d = (int32_t)xr[j] * (1 << (G)) - mean;                                               \
+        yr[j] = mt_out_##Y(mt_ln_out(d, r, er, g[j], g_shift, b[j], g_shift - b_shift), y_zero);          \
+      }                                                                                                     \
+    }                                                                                                       \
   }
-}
-
-void mt_layernorm_s8(const int8_t *x, int8_t *y, int rows, int n, int fx,
-                     const int8_t *gamma, int fg, const int8_t *beta, int fb,
-                     uint32_t eps_q, int eps_frac, int fy) {
-  mt_ln_ctx c;
-  int row, j;
-  if (n <= 0) return;
-  mt_ln_init(&c, n, fx, eps_q, eps_frac);
-  if (!gamma) fg = 0;
-  for (row = 0; row < rows; ++row) {
-    const int8_t *xr = x + row * n;
-    int8_t *yr = y + row * n;
-    int32_t sum = 0, mean;
-    uint64_t ssq = 0;
-    uint32_t r;
-    int er;
-    for (j = 0; j < n; ++j) sum += xr[j];
-    mean = mt_ln_mean(&c, sum);
-    for (j = 0; j < n; ++j) {
-      int32_t d = (int32_t)xr[j] * (1 << MT_LN_G) - mean;
-      ssq += (uint64_t)((int64_t)d * d);
-    }
-    mt_ln_rsqrt(&c, ssq, &r, &er);
-    for (j = 0; j < n; ++j) {
-      int32_t d = (int32_t)xr[j] * (1 << MT_LN_G) - mean;
-      yr[j] = mt_sat_s8(mt_ln_out(d, r, er, gamma ? gamma[j] : 1, fg, beta ? beta[j] : 0, fb, fy));
-    }
-  }
-}
+MT_DEFINE_LAYERNORM(s8, s8, int8_t, int8_t, 16)
+MT_DEFINE_LAYERNORM(s8, s16, int8_t, int16_t, 16)
+MT_DEFINE_LAYERNORM(s16, s8, int16_t, int8_t, 8)
+MT_DEFINE_LAYERNORM(s16, s16, int16_t, int16_t, 8)
 
 /* ==================================================================================== */
-/* Mean pooling and argmax                                                               */
+/* Sums and argmax                                                                       */
 /* ==================================================================================== */
-
-/* round(sum / n * 2^-shift), ties away from zero; exact for shift >= 0 */
-static int32_t mt_div_round(int32_t sum, uint32_t n, uint32_t rn, int en, int shift) {
-  if (shift < 0) return mt_rshift_s64((int64_t)sum * rn, en + shift);
-  {
-    uint32_t a = mt_mag32(sum), q;
-    q = (uint32_t)(((uint64_t)a * rn) >> en); /* floor(a/n), or a few above (rn >= 1/n) */
-    while (q * n > a) --q;                     /* q * n <= a + 8n: no overflow */
-    while (a - q * n >= n) ++q;
-    if (shift == 0) {
-      if (2u * (a - q * n) >= n) ++q; /* a - q n < n <= 65536: no overflow */
-    } else {
-      q = (uint32_t)mt_rshift_u64(q, shift > 63 ? 63 : shift); /* floor(a/n) rounds like a/n */
-    }
-    return mt_signed_sat32(sum < 0, q);
-  }
-}
-
-void mt_meanpool_s16(const int16_t *x, int16_t *y, int outer, int n, int inner, int shift) {
-  int o, c, j, en;
-  uint32_t rn;
-  if (n <= 0) return;
-  rn = mt_recip_u32((uint32_t)n, &en);
-  for (o = 0; o < outer; ++o)
-    for (c = 0; c < inner; ++c) {
-      const int16_t *xc = x + o * n * inner + c;
-      int32_t sum = 0;
-      for (j = 0; j < n; ++j) sum += xc[j * inner];
-      y[o * inner + c] = mt_sat_s16(mt_div_round(sum, (uint32_t)n, rn, en, shift));
-    }
-}
-
-void mt_meanpool_s8(const int8_t *x, int8_t *y, int outer, int n, int inner, int shift) {
-  int o, c, j, en;
-  uint32_t rn;
-  if (n <= 0) return;
-  rn = mt_recip_u32((uint32_t)n, &en);
-  for (o = 0; o < outer; ++o)
-    for (c = 0; c < inner; ++c) {
-      const int8_t *xc = x + o * n * inner + c;
-      int32_t sum = 0;
-      for (j = 0; j < n; ++j) sum += xc[j * inner];
-      y[o * inner + c] = mt_sat_s8(mt_div_round(sum, (uint32_t)n, rn, en, shift));
-    }
-}
 
 /* Exact sum of x[0], x[inner], .., x[(n-1) inner]: int32 chunks (65536 int16 terms sum to
  * at most 2^31 in magnitude; 2^24 int8 terms to 2^31), added into int64. */
-static int64_t mt_colsum_s16(const int16_t *x, int n, int inner) {
-  int64_t acc = 0;
-  int j = 0;
-  while (j < n) {
-    const int end = n - j > 65536 ? j + 65536 : n;
-    int32_t s = 0;
-    for (; j < end; ++j) s += x[j * inner];
-    acc += s;
+#define MT_DEFINE_COLSUM(T, CT, CHUNK)                                            \
+  static int64_t mt_colsum_##T(const CT *x, int n, int inner) {                   \
+    int64_t acc = 0;                                                              \
+    int j = 0;                                                                    \
+    while (j < n) {                                                               \
+      const int end = n - j > (CHUNK) ? j + (CHUNK) : n;                          \
+      int32_t s = 0;                                                              \
+      for (; j < end; ++j) s += x[j * inner];                                     \
+      acc += s;                                                                   \
+    }                                                                             \
+    return acc;                                                                   \
   }
-  return acc;
-}
+MT_DEFINE_COLSUM(s8, int8_t, 16777216)
+MT_DEFINE_COLSUM(s16, int16_t, 65536)
 
-static int64_t mt_colsum_s8(const int8_t *x, int n, int inner) {
-  int64_t acc = 0;
-  int j = 0;
-  while (j < n) {
-    const int end = n - j > 16777216 ? j + 16777216 : n;
-    int32_t s = 0;
-    for (; j < end; ++j) s += x[j * inner];
-    acc += s;
+#define MT_DEFINE_SUM(X, Y, XT, YT)                                                                         \
+  void mt_sum_##X##_##Y(const XT *x, YT *y, int outer, int n, int inner, int32_t x_zero, int32_t m, int s, \
+                        int32_t y_zero) {                                                                   \
+    int o, c;                                                                                               \
+    for (o = 0; o < outer; ++o)                                                                             \
+      for (c = 0; c < inner; ++c) {                                                                         \
+        int64_t acc = 0; /* n <= 0: the empty sum, x is not read */                                         \
+        if (n > 0) acc = mt_colsum_##X(x + o * n * inner + c, n, inner) - (int64_t)n * x_zero;             \
+        y[o * inner + c] = mt_out_##Y(mt_rq(acc, m, s), y_zero);                                           \
+      }                                                                                                     \
   }
-  return acc;
-}
+MT_DEFINE_SUM(s8, s8, int8_t, int8_t)
+MT_DEFINE_SUM(s8, s16, int8_t, int16_t)
+MT_DEFINE_SUM(s16, s8, int16_t, int8_t)
+MT_DEFINE_SUM(s16, s16, int16_t, int16_t)
 
-void mt_sum_s16(const int16_t *x, int16_t *y, int outer, int n, int inner, int shift) {
-  int o, c;
-  if (n <= 0) { /* the empty sum; x is not touched */
-    for (o = 0; o < outer; ++o)
-      for (c = 0; c < inner; ++c) y[o * inner + c] = 0;
-    return;
+#define MT_DEFINE_ARGMAX(T, CT)                                                   \
+  void mt_argmax_##T(const CT *x, int32_t *idx, int rows, int n) {               \
+    int r, j;                                                                     \
+    for (r = 0; r < rows; ++r) {                                                  \
+      const CT *xr = x + r * n;                                                   \
+      int best = 0;                                                               \
+      for (j = 1; j < n; ++j)                                                     \
+        if (xr[j] > xr[best]) best = j;                                           \
+      idx[r] = best;                                                              \
+    }                                                                             \
   }
-  for (o = 0; o < outer; ++o)
-    for (c = 0; c < inner; ++c)
-      y[o * inner + c] = mt_sat_s16(mt_requant64(mt_colsum_s16(x + o * n * inner + c, n, inner), shift));
-}
-
-void mt_sum_s8(const int8_t *x, int8_t *y, int outer, int n, int inner, int shift) {
-  int o, c;
-  if (n <= 0) { /* the empty sum; x is not touched */
-    for (o = 0; o < outer; ++o)
-      for (c = 0; c < inner; ++c) y[o * inner + c] = 0;
-    return;
-  }
-  for (o = 0; o < outer; ++o)
-    for (c = 0; c < inner; ++c)
-      y[o * inner + c] = mt_sat_s8(mt_requant64(mt_colsum_s8(x + o * n * inner + c, n, inner), shift));
-}
-
-void mt_argmax_s16(const int16_t *x, int32_t *idx, int rows, int n) {
-  int r, j;
-  for (r = 0; r < rows; ++r) {
-    const int16_t *xr = x + r * n;
-    int best = 0;
-    for (j = 1; j < n; ++j)
-      if (xr[j] > xr[best]) best = j;
-    idx[r] = best;
-  }
-}
-
-void mt_argmax_s8(const int8_t *x, int32_t *idx, int rows, int n) {
-  int r, j;
-  for (r = 0; r < rows; ++r) {
-    const int8_t *xr = x + r * n;
-    int best = 0;
-    for (j = 1; j < n; ++j)
-      if (xr[j] > xr[best]) best = j;
-    idx[r] = best;
-  }
-}
+MT_DEFINE_ARGMAX(s8, int8_t)
+MT_DEFINE_ARGMAX(s16, int16_t)
 
 /* ==================================================================================== */
 /* Attention                                                                             */
 /* ==================================================================================== */
 
-/* Conversion of a raw score (Q(fq + fk)) to a base-2 logit in Q16:
- * t = round(s * cm * 2^-sh), cm in [2^15, 2^16] the normalised mantissa of scale*log2(e). */
+/* The view of one attention call: its parameter array and keep bits. */
 typedef struct {
-  uint32_t cm;
-  int sh;
-} mt_logit_conv;
+  const int32_t *p;
+  const uint8_t *keep;
+} mt_attn;
 
-static void mt_logit_init(mt_logit_conv *c, uint32_t scale_q, int scale_frac, int score_frac) {
-  uint64_t prod = (uint64_t)scale_q * MT_LOG2E_Q15; /* scale * log2(e), Q(15 + scale_frac) */
-  int b;
-  if (prod == 0) {
-    c->cm = 0;
-    c->sh = 0;
-    return;
-  }
-  b = mt_msb64(prod);
-  c->cm = b > 15 ? (uint32_t)mt_rshift_u64(prod, b - 15) : (uint32_t)prod << (15 - b);
-  c->sh = 14 + score_frac + scale_frac - b; /* prod = cm * 2^(b - 15) */
-}
-
-static int32_t mt_logit(const mt_logit_conv *c, int64_t s) {
-  uint64_t m = mt_abs_u64(s);
-  int pre = c->sh - 16; /* round(m * 2^-pre) then * cm / 2^16 */
-  if (pre > 0)
-    m = mt_rshift_u64(m, pre > 63 ? 63 : pre);
-  else if (pre < 0)
-    m = mt_lshift_sat_u64(m, -pre);
-  if (m >= ((uint64_t)1 << 47)) return s < 0 ? INT32_MIN : INT32_MAX;
-  return mt_signed_sat32(s < 0, mt_rshift_u64(m * c->cm, 16));
-}
-
-static int mt_attn_visible(const mt_attn_params *p, int i, int j) {
+static int mt_attn_visible(const mt_attn *a, int i, int j) {
   uint32_t bit;
-  if ((p->flags & MT_ATTN_CAUSAL) && j > i) return 0;
-  if (!p->keep) return 1;
-  bit = (uint32_t)i * (uint32_t)p->S + (uint32_t)j;
-  return (p->keep[bit >> 3] >> (bit & 7u)) & 1;
+  if ((a->p[MT_ATTN_FLAGS] & MT_ATTN_CAUSAL) && j > i) return 0;
+  if (!a->keep) return 1;
+  bit = (uint32_t)i * (uint32_t)a->p[MT_ATTN_S] + (uint32_t)j;
+  return (a->keep[bit >> 3] >> (bit & 7u)) & 1;
 }
 
-static int mt_attn_key_end(const mt_attn_params *p, int i) {
-  return (p->flags & MT_ATTN_CAUSAL) && i + 1 < p->S ? i + 1 : p->S;
+static int mt_attn_key_end(const mt_attn *a, int i) {
+  const int S = a->p[MT_ATTN_S];
+  return (a->p[MT_ATTN_FLAGS] & MT_ATTN_CAUSAL) && i + 1 < S ? i + 1 : S;
 }
 
-static int mt_stride(int s, int dflt) { return s > 0 ? s : dflt; }
+static int mt_stride(int32_t s, int32_t dflt) { return s > 0 ? s : dflt; }
 
-static int32_t mt_dot_s8(const int8_t *a, const int8_t *b, int n) {
-  int32_t acc = 0; /* |a*b| <= 2^14, n < 2^16 */
-  int i;
-  for (i = 0; i < n; ++i) acc += (int32_t)a[i] * (int32_t)b[i];
-  return acc;
+/* the base-2 logit of a score, Q16 */
+static int32_t mt_attn_logit(const mt_attn *a, int64_t score) {
+  return mt_rq(score, a->p[MT_ATTN_LOGIT_M], a->p[MT_ATTN_LOGIT_S]);
 }
 
-/* Per-query normaliser: out = acc / l * 2^(g + fv - fo), with |acc| <~ l * 2^15 (weights
- * are Q16, v at most 2^15). One reciprocal per query: acc is first brought to ~31 bits
- * (pre), then multiplied by 1/l (y * 2^-e) and rounded once. */
+/* Per-query normaliser: out = acc / l * 2^g * scale_v / scale_out, with |acc| <~ l * 2^15
+ * (weights are Q16, v at most 2^15). One reciprocal per query: acc is first brought to ~31
+ * bits (pre), then multiplied by y = 1/l (times the scale ratio's multiplier, y * 2^-e) and
+ * rounded once. */
 typedef struct {
   uint32_t y;
   int pre, sh;
 } mt_attn_norm;
 
-static mt_attn_norm mt_attn_norm_init(uint32_t l, int g, int fv, int fo) {
+static mt_attn_norm mt_attn_norm_init(const mt_attn *a, uint32_t l, int g) {
+  const int32_t m = a->p[MT_ATTN_OUT_M];
   mt_attn_norm n;
   int e;
   n.y = mt_recip_u32(l, &e);
+  if (m != 0) n.y = (uint32_t)mt_rshift_u64((uint64_t)n.y * (uint32_t)m, 31); /* m > 0: a ratio of scales */
   n.pre = mt_msb32(l) - 15; /* l >= 2^16 -> pre >= 1; |acc / 2^pre| <= ~2^31 */
-  n.sh = e - n.pre - g + fv - fo;
+  n.sh = e - n.pre - g + a->p[MT_ATTN_OUT_S];
   return n;
 }
 
@@ -1080,113 +861,72 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
   return mt_rshift_s64(mt_rshift_s64_s64(acc, n->pre) * (int64_t)n->y, n->sh);
 }
 
-void mt_attention_stream_s16(const mt_attn_params *p, const int16_t *q, const int16_t *k,
-                             const int16_t *v, int16_t *out, int64_t *acc) {
-  const int qs = mt_stride(p->q_stride, p->D), ks = mt_stride(p->k_stride, p->D);
-  const int vs = mt_stride(p->v_stride, p->Dv), os = mt_stride(p->out_stride, p->Dv);
-  mt_logit_conv lc;
-  int i, j, d;
-  mt_logit_init(&lc, p->scale_q, p->scale_frac, p->q_frac + p->k_frac);
-  for (i = 0; i < p->L; ++i) {
-    const int16_t *qi = q + i * qs;
-    const int jend = mt_attn_key_end(p, i);
-    int have = 0;
-    int32_t mx = 0;
-    uint32_t l = 0; /* sum of 2^(t_j - mx), Q16 */
-    for (j = 0; j < jend; ++j) {
-      const int16_t *vj = v + j * vs;
-      int32_t t;
-      if (p->keep && !mt_attn_visible(p, i, j)) continue;
-      t = mt_logit(&lc, mt_dot_s16_s16(qi, k + j * ks, 1, p->D));
-      if (!have) { /* first visible key: weight 1 */
-        have = 1;
-        mx = t;
-        l = 65536u;
-        for (d = 0; d < p->Dv; ++d) acc[d] = (int64_t)vj[d] * 65536;
-      } else if (t <= mx) { /* weight w = 2^(t - mx) <= 1 */
-        uint32_t w = mt_exp2neg_q16((uint32_t)mx - (uint32_t)t);
-        if (w == 0) continue;
-        l += w;
-        for (d = 0; d < p->Dv; ++d) acc[d] += (int32_t)w * (int32_t)vj[d]; /* |w v| <= 2^31 */
-      } else { /* new max: rescale the running sums by alpha = 2^(mx - t) */
-        uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);
-        l = mt_mulq16_u32(l, alpha) + 65536u;
-        for (d = 0; d < p->Dv; ++d) acc[d] = mt_mulq16_s64(acc[d], alpha) + (int64_t)vj[d] * 65536;
-        mx = t;
-      }
-    }
-    if (!have) { /* fully masked row: zeros */
-      for (d = 0; d < p->Dv; ++d) out[i * os + d] = 0;
-      continue;
-    }
-    {
-      const mt_attn_norm nrm = mt_attn_norm_init(l, 0, p->v_frac, p->out_frac);
-      for (d = 0; d < p->Dv; ++d) out[i * os + d] = mt_sat_s16(mt_attn_norm_apply(&nrm, acc[d]));
-    }
+/* One body for both types: ACC the accumulators (int64 for s16, int32 for s8, where the
+ * weights enter with g fewer bits so that S * 2^(16 - g) * 2^7 <= 2^31), MULQ16 the
+ * rescaling of an accumulator by 2^(m - m') (Q16). */
+#define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, MULQ16)                                                     \
+  void mt_attention_stream_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
+                               const CT *v, CT *out, ACC *acc) {                                           \
+    const mt_attn a = {p, keep};                                                                           \
+    const int L = p[MT_ATTN_L], S = p[MT_ATTN_S], D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];                    \
+    const int qs = mt_stride(p[MT_ATTN_Q_STRIDE], D), ks = mt_stride(p[MT_ATTN_K_STRIDE], D);              \
+    const int vs = mt_stride(p[MT_ATTN_V_STRIDE], Dv), os = mt_stride(p[MT_ATTN_OUT_STRIDE], Dv);          \
+    const int g = sizeof(ACC) == 4 && S > 256 ? mt_msb32((uint32_t)(S - 1)) + 1 - 8 : 0;                   \
+    const ACC w_one = (ACC)(65536u >> g);                                                                  \
+    int i, j, d;                                                                                           \
+    for (i = 0; i < L; ++i) {                                                                              \
+      const CT *qi = q + i * qs;                                                                           \
+      const int jend = mt_attn_key_end(&a, i);                                                             \
+      int have = 0;                                                                                        \
+      int32_t mx = 0;                                                                                      \
+      uint32_t l = 0; /* sum of 2^(t_j - mx), Q16 */                                                       \
+      for (j = 0; j < jend; ++j) {                                                                         \
+        const CT *vj = v + j * vs;                                                                         \
+        int32_t t;                                                                                         \
+        if (keep && !mt_attn_visible(&a, i, j)) continue;                                                  \
+        t = mt_attn_logit(&a, mt_dot_##T##_##T(qi, k + j * ks, 1, D));                                     \
+        if (!have) { /* first visible key: weight 1 */                                                     \
+          have = 1;                                                                                        \
+          mx = t;                                                                                          \
+          l = 65536u;                                                                                      \
+          for (d = 0; d < Dv; ++d) acc[d] = w_one * (ACC)vj[d];                                            \
+        } else if (t <= mx) { /* weight w = 2^(t - mx) <= 1 */                                             \
+          const uint32_t w = mt_exp2neg_q16((uint32_t)mx - (uint32_t)t);                                   \
+          ACC wg;                                                                                          \
+          if (w == 0) continue;                                                                            \
+          l += w;                                                                                          \
+          wg = g ? (ACC)((w >> g) + ((w >> (g - 1)) & 1u)) : (ACC)w;                                       \
+          for (d = 0; d < Dv; ++d) acc[d] += wg * (ACC)vj[d]; /* |w v| <= 2^31 */                          \
+        } else { /* new max: rescale the running sums by alpha = 2^(mx - t) */                             \
+          const uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);                               \
+          l = mt_mulq16_u32(l, alpha) + 65536u;                                                            \
+          for (d = 0; d < Dv; ++d) acc[d] = MULQ16(acc[d], alpha) + w_one * (ACC)vj[d];                    \
+          mx = t;                                                                                          \
+        }                                                                                                  \
+      }                                                                                                    \
+      if (!have) { /* fully masked row: zeros */                                                           \
+        for (d = 0; d < Dv; ++d) out[i * os + d] = 0;                                                      \
+        continue;                                                                                          \
+      }                                                                                                    \
+      {                                                                                                    \
+        const mt_attn_norm nrm = mt_attn_norm_init(&a, l, g);                                              \
+        for (d = 0; d < Dv; ++d) out[i * os + d] = mt_out_##T(mt_attn_norm_apply(&nrm, acc[d]), 0);       \
+      }                                                                                                    \
+    }                                                                                                      \
   }
-}
-
-void mt_attention_stream_s8(const mt_attn_params *p, const int8_t *q, const int8_t *k,
-                            const int8_t *v, int8_t *out, int32_t *acc) {
-  const int qs = mt_stride(p->q_stride, p->D), ks = mt_stride(p->k_stride, p->D);
-  const int vs = mt_stride(p->v_stride, p->Dv), os = mt_stride(p->out_stride, p->Dv);
-  /* int32 acc: weights are used with g fewer bits so that S * 2^(16 - g) * 2^7 <= 2^31 */
-  const int g = p->S > 256 ? mt_msb32((uint32_t)(p->S - 1)) + 1 - 8 : 0;
-  const int32_t w_one = (int32_t)(65536u >> g);
-  mt_logit_conv lc;
-  int i, j, d;
-  mt_logit_init(&lc, p->scale_q, p->scale_frac, p->q_frac + p->k_frac);
-  for (i = 0; i < p->L; ++i) {
-    const int8_t *qi = q + i * qs;
-    const int jend = mt_attn_key_end(p, i);
-    int have = 0;
-    int32_t mx = 0;
-    uint32_t l = 0;
-    for (j = 0; j < jend; ++j) {
-      const int8_t *vj = v + j * vs;
-      int32_t t;
-      if (p->keep && !mt_attn_visible(p, i, j)) continue;
-      t = mt_logit(&lc, mt_dot_s8(qi, k + j * ks, p->D));
-      if (!have) {
-        have = 1;
-        mx = t;
-        l = 65536u;
-        for (d = 0; d < p->Dv; ++d) acc[d] = w_one * vj[d];
-      } else if (t <= mx) {
-        uint32_t w = mt_exp2neg_q16((uint32_t)mx - (uint32_t)t);
-        int32_t wg;
-        if (w == 0) continue;
-        l += w;
-        wg = g ? (int32_t)((w >> g) + ((w >> (g - 1)) & 1u)) : (int32_t)w;
-        for (d = 0; d < p->Dv; ++d) acc[d] += wg * vj[d];
-      } else {
-        uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);
-        l = mt_mulq16_u32(l, alpha) + 65536u;
-        for (d = 0; d < p->Dv; ++d) acc[d] = mt_mulq16_s32(acc[d], alpha) + w_one * vj[d];
-        mx = t;
-      }
-    }
-    if (!have) {
-      for (d = 0; d < p->Dv; ++d) out[i * os + d] = 0;
-      continue;
-    }
-    {
-      const mt_attn_norm nrm = mt_attn_norm_init(l, g, p->v_frac, p->out_frac);
-      for (d = 0; d < p->Dv; ++d) out[i * os + d] = mt_sat_s8(mt_attn_norm_apply(&nrm, acc[d]));
-    }
-  }
-}
+MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t, mt_mulq16_s32)
+MT_DEFINE_ATTENTION_STREAM(s16, int16_t, int64_t, mt_mulq16_s64)
 
 /* Softmax in Q0.15 of the visible entries of one row of base-2 logits (Q16), in place;
  * invisible entries become 0. Same exp and reciprocal as everywhere else. */
-static void mt_attn_probs_row(const mt_attn_params *p, int i, int32_t *row) {
-  const int S = p->S;
+static void mt_attn_probs_row(const mt_attn *a, int i, int32_t *row) {
+  const int S = a->p[MT_ATTN_S];
   int j, have = 0, sh;
   int32_t mx = 0;
   uint64_t sum = 0;
   uint32_t y16;
   for (j = 0; j < S; ++j)
-    if (mt_attn_visible(p, i, j) && (!have || row[j] > mx)) {
+    if (mt_attn_visible(a, i, j) && (!have || row[j] > mx)) {
       mx = row[j];
       have = 1;
     }
@@ -1195,11 +935,11 @@ static void mt_attn_probs_row(const mt_attn_params *p, int i, int32_t *row) {
     return;
   }
   for (j = 0; j < S; ++j)
-    if (mt_attn_visible(p, i, j)) sum += mt_exp2neg_q20((uint32_t)mx - (uint32_t)row[j]);
+    if (mt_attn_visible(a, i, j)) sum += mt_exp2neg_q20((uint32_t)mx - (uint32_t)row[j]);
   y16 = mt_norm16(sum, &sh);
   for (j = 0; j < S; ++j) {
     uint32_t pr = 0;
-    if (mt_attn_visible(p, i, j)) {
+    if (mt_attn_visible(a, i, j)) {
       pr = mt_rsh_u32(mt_exp2neg_q16((uint32_t)mx - (uint32_t)row[j]) * y16, sh);
       if (pr > 32767u) pr = 32767u;
     }
@@ -1207,48 +947,28 @@ static void mt_attn_probs_row(const mt_attn_params *p, int i, int32_t *row) {
   }
 }
 
-void mt_attention_twopass_s16(const mt_attn_params *p, const int16_t *q, const int16_t *k,
-                              const int16_t *v, int16_t *out, int32_t *scores) {
-  const int qs = mt_stride(p->q_stride, p->D), ks = mt_stride(p->k_stride, p->D);
-  const int vs = mt_stride(p->v_stride, p->Dv), os = mt_stride(p->out_stride, p->Dv);
-  const int S = p->S;
-  mt_logit_conv lc;
-  int i, j, d;
-  mt_logit_init(&lc, p->scale_q, p->scale_frac, p->q_frac + p->k_frac);
-  /* pass 1: all L x S logits, then each row's probabilities (Q0.15) in place */
-  for (i = 0; i < p->L; ++i) {
-    for (j = 0; j < S; ++j)
-      scores[i * S + j] =
-          mt_attn_visible(p, i, j) ? mt_logit(&lc, mt_dot_s16_s16(q + i * qs, k + j * ks, 1, p->D)) : 0;
-    mt_attn_probs_row(p, i, scores + i * S);
+#define MT_DEFINE_ATTENTION_TWOPASS(T, CT)                                                                  \
+  void mt_attention_twopass_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
+                                const CT *v, CT *out, int32_t *scores) {                                    \
+    const mt_attn a = {p, keep};                                                                            \
+    const int L = p[MT_ATTN_L], S = p[MT_ATTN_S], D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];                     \
+    const int qs = mt_stride(p[MT_ATTN_Q_STRIDE], D), ks = mt_stride(p[MT_ATTN_K_STRIDE], D);               \
+    const int vs = mt_stride(p[MT_ATTN_V_STRIDE], Dv), os = mt_stride(p[MT_ATTN_OUT_STRIDE], Dv);           \
+    int i, j, d;                                                                                            \
+    /* pass 1: all L x S logits, then each row's probabilities (Q0.15) in place */                          \
+    for (i = 0; i < L; ++i) {                                                                               \
+      for (j = 0; j < S; ++j)                                                                               \
+        scores[i * S + j] =                                                                                 \
+            mt_attn_visible(&a, i, j) ? mt_attn_logit(&a, mt_dot_##T##_##T(q + i * qs, k + j * ks, 1, D)) : 0; \
+      mt_attn_probs_row(&a, i, scores + i * S);                                                             \
+    }                                                                                                       \
+    /* pass 2: out = P v, P in Q0.15 */                                                                     \
+    for (i = 0; i < L; ++i)                                                                                 \
+      for (d = 0; d < Dv; ++d) {                                                                            \
+        int64_t acc = 0;                                                                                    \
+        for (j = 0; j < S; ++j) acc += scores[i * S + j] * (int32_t)v[j * vs + d]; /* <= 2^30 */           \
+        out[i * os + d] = mt_out_##T(mt_rq(acc, p[MT_ATTN_OUT_M], p[MT_ATTN_OUT_S] + 15), 0);               \
+      }                                                                                                     \
   }
-  /* pass 2: out = P v, P in Q0.15 -> Q(15 + fv) -> Q(fo) */
-  for (i = 0; i < p->L; ++i)
-    for (d = 0; d < p->Dv; ++d) {
-      int64_t acc = 0;
-      for (j = 0; j < S; ++j) acc += scores[i * S + j] * (int32_t)v[j * vs + d]; /* <= 2^30 */
-      out[i * os + d] = mt_sat_s16(mt_requant64(acc, 15 + p->v_frac - p->out_frac));
-    }
-}
-
-void mt_attention_twopass_s8(const mt_attn_params *p, const int8_t *q, const int8_t *k,
-                             const int8_t *v, int8_t *out, int32_t *scores) {
-  const int qs = mt_stride(p->q_stride, p->D), ks = mt_stride(p->k_stride, p->D);
-  const int vs = mt_stride(p->v_stride, p->Dv), os = mt_stride(p->out_stride, p->Dv);
-  const int S = p->S;
-  mt_logit_conv lc;
-  int i, j, d;
-  mt_logit_init(&lc, p->scale_q, p->scale_frac, p->q_frac + p->k_frac);
-  for (i = 0; i < p->L; ++i) {
-    for (j = 0; j < S; ++j)
-      scores[i * S + j] =
-          mt_attn_visible(p, i, j) ? mt_logit(&lc, mt_dot_s8(q + i * qs, k + j * ks, p->D)) : 0;
-    mt_attn_probs_row(p, i, scores + i * S);
-  }
-  for (i = 0; i < p->L; ++i)
-    for (d = 0; d < p->Dv; ++d) {
-      int64_t acc = 0;
-      for (j = 0; j < S; ++j) acc += scores[i * S + j] * (int32_t)v[j * vs + d]; /* <= 2^22 */
-      out[i * os + d] = mt_sat_s8(mt_requant64(acc, 15 + p->v_frac - p->out_frac));
-    }
-}
+MT_DEFINE_ATTENTION_TWOPASS(s8, int8_t)
+MT_DEFINE_ATTENTION_TWOPASS(s16, int16_t)

@@ -1,0 +1,236 @@
+// The state of one quantize() run, shared by the op rules (rules/*.cpp): the graph and its
+// calibration, the Program being built (buffers, weights, integer tables, kernel calls), the
+// view of every activation computed so far (with its number format), and the errors and
+// labels that name a node.
+//
+// A rule reads its inputs with act() (and packed(), dense(), strided_rows(), convert() when
+// its kernel needs a layout or a type), chooses its output's type and format with
+// out_elem() and out_format(), creates the output with out_act() or like(), adds kernel
+// calls with step() and publishes the result with set().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "affine_input.hpp"
+#include "microtorch/lower/quantize.hpp"
+#include "view.hpp"
+
+namespace microtorch::lower {
+
+/// A number format: real value = scale * (q - zero).
+struct Format {
+  double scale = 1.0;
+  std::int32_t zero = 0;
+  double lo = 0, hi = 0;  ///< the calibrated range it was chosen for
+};
+
+class Lowering {
+ public:
+  Lowering(const Graph& g, const Calibration& cal, const QuantOptions& opt);
+
+  const Graph& graph() const { return g_; }
+  const QuantOptions& options() const { return opt_; }
+  Program& program() { return p_; }
+  static std::string elem_sfx(Elem e);  ///< "s8", "s16", "s32": the kernels' suffixes
+
+  /// Index of the node being lowered (-1 outside a node).
+  std::int64_t node_index() const { return node_; }
+  void begin_node(std::int64_t index) { node_ = index; }
+
+  // ---- errors and labels ----
+
+  /// `%5 = linear(%0, fc.weight)  [2, 4] -> [2, 3]`
+  std::string line(const Node& n) const;
+  /// `fc.weight` for a parameter, `%7` otherwise.
+  std::string ref(std::int64_t id) const;
+  /// Throws ValueError "lower: cannot lower <line> in module m: why".
+  [[noreturn]] void fail(const Node& n, const std::string& why) const;
+  /// Adds a warning about `what` to the program.
+  void warn(const std::string& what) { p_.warnings.push_back(what); }
+
+  // ---- values ----
+
+  /// Parameters, constants and outputs of nodes computed from them alone.
+  bool is_const(std::int64_t id) const;
+  bool scalar_const(std::int64_t id) const { return is_const(id) && data(id).numel() == 1; }
+  const Tensor& data(std::int64_t id) const;
+  void fold(std::int64_t value, Tensor t) { folded_[value] = std::move(t); }
+  /// "fc1.weight" for parameters, "const7" otherwise.
+  std::string const_name(std::int64_t value) const;
+  /// The view of an activation input of `n`; fails naming the node when `id` is not one.
+  const View& act(const Node& n, std::int64_t id) const;
+  bool has_view(std::int64_t id) const { return id >= 0 && views_[static_cast<std::size_t>(id)].has_value(); }
+  /// Publishes the view of n's output (and labels n's steps with its format).
+  void set(const Node& n, View v);
+  /// The output shape of n.
+  const Shape& out_shape(const Node& n) const { return g_.value(n.output).shape; }
+  /// `dim` (possibly negative) must be the last dim of `shape`; returns its size.
+  std::int64_t last_dim(const Node& n, std::int64_t dim, const Shape& shape) const;
+
+  // ---- precision and formats ----
+
+  /// The integer type of n's output: its precision (8 or 16 bits), sensitive_bits for the
+  /// sensitive values of an int8 layer (sensitive()).
+  Elem out_elem(const Node& n) const;
+  /// Is n's output one of the values QuantOptions::sensitive_bits keeps wider?
+  bool sensitive(const Node& n) const;
+  bool residual_stream(std::int64_t value) const;
+  /// The type of n's weights.
+  Elem weight_elem(const Node& n) const;
+  /// n's precision: QuantOptions' defaults or the last per-layer entry that matches it.
+  struct Precision {
+    int activation_bits, weight_bits;
+  };
+  Precision precision(const Node& n) const;
+  /// The format of n's output in `elem` from its calibrated range: a power of two, a real
+  /// scale, or a scale and zero point (affine: int8, when the op can write one and every
+  /// consumer can read one).
+  Format out_format(const Node& n, Elem elem);
+  /// The format for a fixed range [lo, hi] (tables, constants), symmetric unless `affine`.
+  Format range_format(double lo, double hi, Elem elem, bool affine, const std::string& what);
+  /// The format of a constant tensor quantized alone (symmetric).
+  Format const_format(const Tensor& t, Elem elem, const std::string& what);
+  /// The multiplier of a real ratio; a warning naming `what` when it is beyond what the
+  /// kernels' shifts reach (clamped).
+  Multiplier rq(double ratio, const std::string& what);
+  /// Is node `index` part of an affine chain a linear layer folds in (not lowered itself)?
+  bool absorbed(std::size_t index) const { return absorbed_.count(static_cast<std::int64_t>(index)) != 0; }
+  /// The affine chain in front of a linear node, with its per-feature scale and shift.
+  std::optional<AffineInput> affine_input(const Node& linear) const;
+  /// The nodes that read value `id`.
+  std::vector<const Node*> readers(std::int64_t id) const;
+  /// The calibrated largest |value| of each index of value `id`'s last dim (empty if unknown).
+  const std::vector<double>& channel_absmax(std::int64_t id) const {
+    return cal_.channel_absmax[static_cast<std::size_t>(id)];
+  }
+  /// The calibrated range of each index of value `id`'s last dim (empty if unknown).
+  std::pair<const std::vector<double>&, const std::vector<double>&> channel_range(std::int64_t id) const {
+    return {cal_.channel_min[static_cast<std::size_t>(id)], cal_.channel_max[static_cast<std::size_t>(id)]};
+  }
+  /// May n's output have a format per channel (View::segments, one per index of the last
+  /// dim)? When it is int8 outside the power-of-two scheme, not the graph output, and only
+  /// linear layers read it, as their input (they fold the scales into their weights).
+  bool channel_formats(const Node& n) const;
+  /// The format for a calibrated range [lo, hi] widened by the margin: each end by
+  /// margin * (hi - lo) / 2 (for a symmetric range, margin * hi).
+  Format widened_format(double lo, double hi, Elem elem, bool affine, const std::string& what) {
+    const double w = margin() * (hi - lo) / 2;
+    return range_format(std::min(lo - w, 0.0), std::max(hi + w, 0.0), elem, affine, what);
+  }
+  /// The format of a part of a value whose calibrated largest magnitude is `absmax`.
+  Format part_format(double absmax, Elem elem, const std::string& what) {
+    return range_format(-absmax * (1 + margin()), absmax * (1 + margin()), elem, false, what);
+  }
+  /// The format of a part whose calibrated range is [lo, hi] (symmetric unless `affine`).
+  Format part_range_format(double lo, double hi, Elem elem, bool affine, const std::string& what) {
+    if (!affine) return part_format(std::max(-lo, hi), elem, what);
+    return widened_format(lo, hi, elem, true, what);
+  }
+  /// May the output of value `id` carry a zero point (every reader accepts one)?
+  bool affine_ok(std::int64_t id) const { return affine_ok_[static_cast<std::size_t>(id)]; }
+
+  // ---- buffers ----
+
+  Buffer& buf(const View& v) { return p_.buffer(v.buffer); }
+  /// A new arena buffer for `value` (or a temporary when value < 0), viewed packed.
+  View new_act(const Shape& shape, Elem elem, const Format& f, std::int64_t value, bool fixed_point = true);
+  /// A packed buffer for n's output.
+  View out_act(const Node& n, Elem elem, const Format& f) { return new_act(out_shape(n), elem, f, n.output); }
+  /// The output of an elementwise kernel run over dense(x): x's layout, in a new buffer.
+  View like(const Node& n, const View& x, Elem elem, const Format& f);
+  /// Constant data quantized to `elem` in format f (one scale), in flash.
+  std::int64_t weight(const Tensor& t, Elem elem, const Format& f, const std::string& name);
+  /// A weight matrix [out, in...] quantized symmetric with one scale per output row (or one
+  /// for the whole tensor, a power of two in that scheme: then channel_scales stays empty).
+  /// `min_scale[c]` (if given) is a lower bound for row c's scale.
+  /// `gram` (the inputs' x x^T from calibration) turns on rounding with error feedback.
+  std::int64_t weight_rows(const Tensor& w, Elem elem, const std::string& name, const std::vector<double>& min_scale = {},
+                           const std::vector<double>* gram = nullptr);
+  /// The calibrated x x^T of a linear layer's input value (null if none).
+  const std::vector<double>* gram(std::int64_t id) const {
+    const auto k = static_cast<std::size_t>(id);
+    return k < cal_.gram.size() && !cal_.gram[k].empty() ? &cal_.gram[k] : nullptr;
+  }
+  /// An integer table (shapes, strides, keep bits, multipliers, parameters); identical
+  /// tables are stored once. `fields` names the entries of a parameter table.
+  std::int64_t table(Elem elem, std::vector<std::int64_t> values, const std::string& what,
+                     std::vector<std::string> fields = {});
+  /// max |x| over the finite elements
+  static double absmax(const Tensor& t);
+
+  // ---- layouts and types ----
+
+  /// The view itself when packed, else a packed copy (one mt_copy_strided_* call).
+  View packed(const Node& n, const View& v);
+  /// For kernels that read rows at a stride: the view with its row stride (0 = packed), or
+  /// a packed copy.
+  std::pair<View, std::int64_t> strided_rows(const Node& n, const View& v);
+  /// For elementwise kernels: the view when it covers a range exactly once, else packed.
+  View dense(const Node& n, const View& v);
+  /// The view in `elem` and format f (one mt_requant_* call into a new buffer, the view
+  /// itself when it already is).
+  View convert(const Node& n, const View& v, Elem elem, const Format& f);
+  /// The view in `elem`, covering the same range (int8 -> int16 is exact).
+  View as_elem(const Node& n, const View& v, Elem elem);
+  /// Copies the view into `dst` (from dst_offset, with dst_strides) with one strided copy.
+  void copy_into(const Node* n, const View& v, std::int64_t dst, std::int64_t dst_offset, const Strides& dst_strides);
+  /// May the current node overwrite the elements of `target` (its own input)? Only if no
+  /// value read after this node shares an element with it, and `also_read` (read by this
+  /// node while it writes) does not overlap it.
+  bool can_overwrite(const View& target, const std::vector<View>& also_read);
+
+  // ---- kernel calls ----
+
+  void step(std::string kernel, std::vector<Arg> args, std::int64_t macs = 0);
+  /// The kernel name for element types: mt_<op>_<s8|s16>_..._<s8|s16>.
+  static std::string kernel(const std::string& op, std::initializer_list<Elem> types);
+
+  /// The graph output becomes the Output buffer (a packed copy when its view is not the
+  /// whole of a buffer of its own).
+  void finish_output();
+
+ private:
+  const Graph& g_;
+  const Calibration& cal_;
+  QuantOptions opt_;
+  Program p_;
+  std::vector<std::optional<View>> views_;
+  std::vector<bool> affine_ok_;
+  mutable std::vector<signed char> stream_;
+  std::vector<bool> constant_values_;
+  std::set<std::int64_t> absorbed_;  // residual_stream() per value: -1 unknown
+  std::int64_t node_ = -1;
+  std::map<std::pair<Elem, std::vector<std::int64_t>>, std::int64_t> tables_;
+  std::map<std::int64_t, Tensor> folded_;                        // outputs of nodes computed only from constants
+  std::vector<std::int64_t> last_use_;                           // per value: the last node that reads it
+  std::map<std::int64_t, std::vector<std::int64_t>> values_in_;  // buffer -> values viewing it
+
+  std::string module_of(const Node& n) const;
+  /// ValueError unless `match` (a QuantOptions entry) names a node or a module of the graph.
+  void check_match(const std::string& match, const char* option) const;
+  std::string unique_name(const std::string& base);
+  std::string what(std::int64_t value) const;
+  /// The format of graph value `value` (computed by `n`, or the input) from its calibration.
+  Format value_format(std::int64_t value, const Node* n, Elem elem, bool affine);
+  /// Does n belong to `module` (or a module inside it)?
+  bool in_module(const Node& n, const std::string& module) const;
+  int bits_of(Elem e) const { return elem_bytes(e) * 8; }
+  double margin() const { return opt_.scheme == Scheme::PowerOfTwo ? 0.0 : opt_.margin; }
+};
+
+/// A C identifier made from any text (non-alphanumerics become '_').
+std::string c_name(std::string s);
+/// The scale of row `r` of a weight buffer (per channel or one for all).
+inline double row_scale(const Buffer& b, std::int64_t r) {
+  return b.channel_scales.empty() ? b.scale : b.channel_scales[static_cast<std::size_t>(r)];
+}
+/// Largest and smallest integer of a type.
+inline std::int64_t qmax(Elem e) { return elem_max(e); }
+inline std::int64_t qmin(Elem e) { return elem_min(e); }
+
+}  // namespace microtorch::lower

@@ -1,0 +1,214 @@
+// Rules: linear and matmul (mt_linear_<x>_<w>_<y>, mt_matmul_*).
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "../lowering.hpp"
+#include "../rules.hpp"
+#include "microtorch/ops.hpp"
+
+namespace microtorch::lower {
+
+namespace {
+
+// An attention projection: when every reader of n's output is a multi_head_attention that
+// reads it as its packed q | k | v (3 H parts) or as q, k or v (H parts), each head's part
+// gets its own scale (their ranges differ a lot: |q| 0.5 beside |v| 4.8 in one packed
+// tensor would leave q 14 of int8's 127 levels). Returns the number of parts (0: one
+// scale) and the readers' type.
+std::pair<std::int64_t, Elem> attention_parts(const Lowering& L, const Node& n) {
+  std::int64_t parts = 0;
+  Elem elem = Elem::S8;
+  const std::vector<const Node*> readers = L.readers(n.output);
+  for (const Node* r : readers) {
+    if (r->op != "multi_head_attention") return {0, elem};
+    const std::int64_t H = node_attr<std::int64_t>(*r, "num_heads");
+    const bool packed = r->inputs.size() <= 2;
+    const std::int64_t p = packed ? 3 * H : H;
+    if ((parts != 0 && (p != parts || L.out_elem(*r) != elem)) || (packed && r->inputs[0] != n.output)) return {0, elem};
+    parts = p, elem = L.out_elem(*r);
+  }
+  return {L.channel_absmax(n.output).empty() ? 0 : parts, elem};
+}
+
+// y = x W^T + b: mt_linear_*; W [out, in] and b constant. Weights symmetric, one scale per
+// output channel; the bias in the accumulator's scale scale_x * scale_w[c], with x's zero
+// point folded in: b_q[c] - z_x sum_j W_q[c, j]; per-channel multipliers scale_x scale_w[c] /
+// scale_y. An input with a format per channel j (a LayerNorm's) multiplies W's column j by
+// its scale (then scale_x is 1) and folds its zero point into the bias column by column.
+void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w_in, const Tensor& b,
+                  const std::string& bname, const std::string& wname) {
+  if (w_in.dim() != 2) L.fail(n, "the weight must be 2-D [out, in]");
+  const auto [x, x_stride] = L.strided_rows(n, L.act(n, x_id));
+  const std::int64_t in = w_in.size(1), out = w_in.size(0), rows = numel_of(x.shape) / in;
+  // the input's scale and zero point per column
+  std::vector<double> xs(static_cast<std::size_t>(in), x.scale);
+  std::vector<std::int64_t> xz(static_cast<std::size_t>(in), x.zero);
+  Tensor w = w_in;
+  const std::vector<double>* gram = L.gram(x_id);
+  std::vector<double> column_gram;
+  if (!x.segments.empty()) {
+    const std::int64_t group = in / static_cast<std::int64_t>(x.segments.size());
+    Tensor wd = w_in.to(Dtype::Float64).contiguous().clone();
+    for (std::int64_t j = 0; j < in; ++j) {
+      const auto k = static_cast<std::size_t>(j), g = static_cast<std::size_t>(j / group);
+      xs[k] = x.segments[g], xz[k] = x.segment_zeros.empty() ? 0 : x.segment_zeros[g];
+      for (std::int64_t c = 0; c < out; ++c) wd.data<double>()[c * in + j] *= xs[k];
+    }
+    w = wd;
+    if (gram) {  // the inputs of the scaled weights are x_j / scale_j
+      column_gram = *gram;
+      const auto m = static_cast<std::size_t>(in);
+      for (std::size_t i = 0; i < m; ++i) {
+        for (std::size_t j = 0; j < m; ++j) column_gram[i * m + j] /= xs[i] * xs[j];
+      }
+      gram = &column_gram;
+    }
+    std::fill(xs.begin(), xs.end(), 1.0);
+  }
+  const double x_scale = xs[0];
+  std::int64_t zmax = 0;
+  for (const auto z : xz) zmax = std::max<std::int64_t>(zmax, std::abs(z));
+  const auto [parts, parts_elem] = attention_parts(L, n);
+  const Elem we = L.weight_elem(n), ye = parts ? parts_elem : L.out_elem(n);
+  const Elem be = x.elem == Elem::S8 ? Elem::S32 : Elem::S64;
+  const Tensor bias = b.defined() ? b.to(Dtype::Float64).contiguous() : Tensor();
+  // An int32 bias must hold b / (scale_x scale_w) and the zero-point term: a tiny scale_x
+  // (very small activations) then costs the weights resolution rather than the bias saturating.
+  std::vector<double> min_scale;
+  if (be == Elem::S32 && bias.defined()) {
+    const double room = 2147483647.0 - static_cast<double>(zmax) * static_cast<double>(in * qmax(we)) - 1.0;
+    if (room < 1.0) L.fail(n, fmt::format("{} inputs are too many for an int32 accumulator with a zero point", in));
+    for (std::int64_t c = 0; c < out; ++c) min_scale.push_back(std::abs(bias.data<double>()[c]) / (x_scale * room));
+  }
+  const auto wb = L.weight_rows(w, we, wname, min_scale, gram);
+  const Buffer wbuf = L.program().buffer(wb);
+  std::vector<std::int64_t> b_q(static_cast<std::size_t>(out), 0);
+  for (std::int64_t c = 0; c < out; ++c) {
+    const double acc_scale = x_scale * row_scale(wbuf, c);
+    std::int64_t zsum = 0;  // sum_j z_j W_q[c, j]
+    for (std::int64_t j = 0; j < in; ++j) zsum += xz[static_cast<std::size_t>(j)] * wbuf.data[static_cast<std::size_t>(c * in + j)];
+    const double b = bias.defined() ? bias.data<double>()[c] / acc_scale : 0.0;
+    b_q[static_cast<std::size_t>(c)] = static_cast<std::int64_t>(std::llround(b)) - zsum;
+  }
+  const bool need_bias = bias.defined() || zmax != 0;
+  const std::int64_t bb =
+      need_bias ? L.table(be, b_q, "b_" + c_name(bias.defined() ? bname : wname + "_zero")) : -1;
+  Format f;
+  std::vector<double> segments;
+  if (parts) {
+    const std::vector<double>& ch = L.channel_absmax(n.output);
+    const std::int64_t group = out / parts;
+    for (std::int64_t g = 0; g < parts; ++g) {
+      const double m = *std::max_element(ch.begin() + g * group, ch.begin() + (g + 1) * group);
+      segments.push_back(L.part_format(m, ye, fmt::format("%{} = linear, part {}", n.output, g)).scale);
+    }
+    f.scale = *std::max_element(segments.begin(), segments.end());
+  } else {
+    f = L.out_format(n, ye);
+  }
+  View y = L.out_act(n, ye, f);
+  y.segments = segments;
+  const bool per_channel = !wbuf.channel_scales.empty() || parts;
+  std::vector<std::int64_t> rq;
+  for (std::int64_t c = 0; c < (per_channel ? out : 1); ++c) {
+    const double y_scale = parts ? segments[static_cast<std::size_t>(c / (out / parts))] : f.scale;
+    const Multiplier m = L.rq(x_scale * row_scale(wbuf, c) / y_scale, fmt::format("%{} = linear", n.output));
+    rq.push_back(m.m), rq.push_back(m.s);
+  }
+  const std::int64_t rqb = L.table(Elem::S32, std::move(rq), "rq_" + c_name(wname));
+  L.step(Lowering::kernel("linear", {x.elem, we, ye}),
+         {Arg::buf(x.buffer, x.offset), Arg::buf(wb), Arg::buf(bb), Arg::buf(y.buffer), Arg::num(rows), Arg::num(in),
+          Arg::num(out), Arg::num(x_stride), Arg::buf(rqb), Arg::num(per_channel ? 1 : 0), Arg::num(f.zero),
+          Arg::num(qmin(ye))},
+         rows * in * out);
+  L.set(n, y);
+}
+
+void lower_matmul(Lowering& L, const Node& n) {
+  const std::int64_t a_id = n.inputs[0], b_id = n.inputs[1];
+  if (L.is_const(b_id)) {  // x @ W is linear with the weight W^T
+    const Tensor& w = L.data(b_id);
+    if (w.dim() != 2) L.fail(n, "a constant right operand must be 2-D");
+    return lower_linear(L, n, a_id, transpose(w, 0, 1).contiguous(), Tensor(), "", L.const_name(b_id));
+  }
+  const Elem T = L.out_elem(n);
+  const View a = L.as_elem(n, L.act(n, a_id), T);
+  const View b = L.as_elem(n, L.act(n, b_id), T);
+  if (a.shape.size() < 2 || a.shape.size() != b.shape.size() ||
+      !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin())) {
+    L.fail(n, "both operands must be [batch.., M, K] @ [batch.., K, N] with equal batch dims (no broadcasting)");
+  }
+  const std::size_t r = a.shape.size();
+  const std::int64_t M = a.shape[r - 2], K = a.shape[r - 1], N = b.shape[r - 1];
+  const std::int64_t batch = numel_of(Shape(a.shape.begin(), a.shape.end() - 2));
+  const View pa = L.packed(n, a);
+  // b read as the transpose of a packed [.., N, K] when that is how it is laid out.
+  View bt = b;
+  std::swap(bt.shape[r - 1], bt.shape[r - 2]);
+  std::swap(bt.strides[r - 1], bt.strides[r - 2]);
+  const bool transposed = !is_packed(b) && is_packed(bt);
+  const View pb = transposed ? bt : L.packed(n, b);
+  const Format f = L.out_format(n, T);
+  const View y = L.out_act(n, T, f);
+  const Multiplier m = L.rq(pa.scale * pb.scale / f.scale, fmt::format("%{} = matmul", n.output));
+  L.step(Lowering::kernel("matmul", {T}),
+         {Arg::buf(pa.buffer, pa.offset), Arg::buf(pb.buffer, pb.offset), Arg::buf(y.buffer), Arg::num(batch),
+          Arg::num(M), Arg::num(K), Arg::num(N), Arg::num(transposed ? 1 : 0), Arg::num(m.m), Arg::num(m.s)},
+         batch * M * K * N);
+  L.set(n, y);
+}
+
+}  // namespace
+
+std::vector<OpRule> linear_rules() {
+  OpRule linear;
+  linear.op = "linear";
+  linear.summary = "linear (constant weight and bias)";
+  linear.min_inputs = 2, linear.max_inputs = 3;
+  linear.kernels = {"mt_linear"};
+  linear.reads_parts = true;
+  linear.evaluate = [](const Node&, const std::vector<Tensor>& in) {
+    return microtorch::linear(in[0], in[1], in.size() > 2 ? in[2] : Tensor());
+  };
+  linear.lower = [](Lowering& L, const Node& n) {
+    if (!L.is_const(n.inputs[1])) L.fail(n, "the weight must be a parameter or constant");
+    const Tensor& w = L.data(n.inputs[1]);
+    const std::int64_t b_id = n.inputs.size() > 2 ? n.inputs[2] : -1;
+    if (b_id >= 0 && !L.is_const(b_id)) L.fail(n, "the bias must be a parameter or constant");
+    const auto chain = L.affine_input(n);
+    const std::string bname = b_id >= 0 ? L.const_name(b_id) : L.const_name(n.inputs[1]);
+    if (!chain || w.dim() != 2) {
+      return lower_linear(L, n, n.inputs[0], w, b_id >= 0 ? L.data(b_id) : Tensor(), bname, L.const_name(n.inputs[1]));
+    }
+    // x = scale * root + shift: W diag(scale) applied to root, bias b + W shift
+    const auto in = static_cast<std::int64_t>(chain->scale.size());
+    if (w.size(1) != in) L.fail(n, "the weight must be [out, in] for an input of `in` features");
+    const Tensor wd = w.to(Dtype::Float64).contiguous();
+    Tensor wf = empty(w.shape(), Dtype::Float64), bf = zeros({w.size(0)}, Dtype::Float64);
+    const Tensor b = b_id >= 0 ? L.data(b_id).to(Dtype::Float64).contiguous() : Tensor();
+    for (std::int64_t o = 0; o < w.size(0); ++o) {
+      double acc = b.defined() ? b.data<double>()[o] : 0.0;
+      for (std::int64_t j = 0; j < in; ++j) {
+        const double v = wd.data<double>()[o * in + j];
+        wf.data<double>()[o * in + j] = v * chain->scale[static_cast<std::size_t>(j)];
+        acc += v * chain->shift[static_cast<std::size_t>(j)];
+      }
+      bf.data<double>()[o] = acc;
+    }
+    lower_linear(L, n, chain->root, wf, bf, bname + "_folded", L.const_name(n.inputs[1]) + "_folded");
+  };
+
+  OpRule matmul;
+  matmul.op = "matmul";
+  matmul.summary = "matmul (of activations, batched; or by a constant matrix)";
+  matmul.min_inputs = matmul.max_inputs = 2;
+  matmul.kernels = {"mt_matmul", "mt_linear"};
+  matmul.zero_point_in = matmul.zero_point_out = false;
+  matmul.evaluate = [](const Node&, const std::vector<Tensor>& in) { return microtorch::matmul(in[0], in[1]); };
+  matmul.lower = lower_matmul;
+  return {linear, matmul};
+}
+
+}  // namespace microtorch::lower

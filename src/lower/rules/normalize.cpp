@@ -1,0 +1,143 @@
+// Rules: softmax and layer_norm over the last dim (mt_softmax_*, mt_layernorm_*);
+// log_softmax evaluates only (no kernel).
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "../lowering.hpp"
+#include "../rules.hpp"
+#include "microtorch/ops.hpp"
+
+namespace microtorch::lower {
+
+namespace {
+
+// Probabilities in Q0.15 (int16), Q0.7 (int8), or scale 1/256 with zero point -128 (affine
+// int8: all 256 levels for [0, 1)).
+void lower_softmax(Lowering& L, const Node& n) {
+  const View x = L.packed(n, L.act(n, n.inputs[0]));
+  const std::int64_t cols = L.last_dim(n, node_attr<std::int64_t>(n, "dim"), x.shape);
+  if (cols > 65535) L.fail(n, "softmax rows are limited to 65535 elements");
+  const Elem ye = L.out_elem(n);
+  const bool affine = L.options().scheme == Scheme::Affine && ye == Elem::S8 && L.affine_ok(n.output);
+  const int out_bits = ye == Elem::S16 ? 15 : affine ? 8 : 7;
+  Format f;
+  f.scale = std::ldexp(1.0, -out_bits), f.zero = affine ? -128 : 0, f.lo = 0, f.hi = 1;
+  const View y = L.out_act(n, ye, f);
+  // z = (max - x) scale_x log2(e) in Q16
+  const Multiplier in = L.rq(std::ldexp(x.scale / std::log(2.0), 16), fmt::format("%{} = softmax", n.output));
+  L.step(Lowering::kernel("softmax", {x.elem, ye}),
+         {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel_of(x.shape) / cols), Arg::num(cols),
+          Arg::num(in.m), Arg::num(in.s), Arg::num(out_bits), Arg::num(f.zero)},
+         numel_of(x.shape));
+  L.set(n, y);
+}
+
+// xhat from the integer statistics (scale-free: eps in units of x's integers squared), then
+// y = xhat g + b with g = gamma / scale_y, b = beta / scale_y + zero_y folded per channel,
+// each at the finest fixed-point scale that fits int32. An int8 output read only by linear
+// layers gets a format per channel (gamma and beta differ by channel; the layers fold the
+// scales into their weights), as in per-embedding-group quantization.
+void lower_layer_norm(Lowering& L, const Node& n) {
+  const View x = L.packed(n, L.act(n, n.inputs[0]));
+  const std::int64_t cols = numel_of(node_attr<Shape>(n, "normalized_shape"));
+  const Elem ye = L.out_elem(n);
+  const std::string what = fmt::format("%{} = layer_norm", n.output);
+  const bool per_channel = L.channel_formats(n) && cols == L.out_shape(n).back();
+  Format f;
+  std::vector<Format> ch(static_cast<std::size_t>(cols));
+  if (per_channel) {
+    const auto [lo, hi] = L.channel_range(n.output);
+    const bool affine = L.options().scheme == Scheme::Affine;
+    f.scale = 0;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const auto k = static_cast<std::size_t>(j);
+      ch[k] = L.part_range_format(lo[k], hi[k], ye, affine, fmt::format("{}, channel {}", what, j));
+      f.scale = std::max(f.scale, ch[k].scale);
+    }
+  } else {
+    f = L.out_format(n, ye);
+    std::fill(ch.begin(), ch.end(), f);
+  }
+  auto param = [&](std::size_t k, double dflt) {
+    std::vector<double> v(static_cast<std::size_t>(cols), dflt);
+    if (n.inputs.size() > k && n.inputs[k] >= 0) {
+      const Tensor t = L.data(n.inputs[k]).to(Dtype::Float64).contiguous();
+      for (std::int64_t j = 0; j < cols; ++j) v[static_cast<std::size_t>(j)] = t.data<double>()[j];
+    }
+    return v;
+  };
+  const std::vector<double> gamma = param(1, 1.0), beta = param(2, 0.0);
+  std::vector<double> gs(static_cast<std::size_t>(cols)), bs(static_cast<std::size_t>(cols));
+  double gmax = 0, bmax = 0;
+  for (std::size_t j = 0; j < gs.size(); ++j) {
+    gs[j] = gamma[j] / ch[j].scale, bs[j] = beta[j] / ch[j].scale + (per_channel ? ch[j].zero : 0);
+    gmax = std::max(gmax, std::abs(gs[j]));
+    bmax = std::max(bmax, std::abs(bs[j]));
+  }
+  // g in Q(g_shift - 20) and b in Q(b_shift), each the largest shift that keeps it below 2^30
+  // (and g_shift - 32 <= b_shift <= g_shift, as the kernel takes them)
+  auto largest_shift = [](double m) { return m > 0 ? static_cast<int>(std::floor(std::log2(std::ldexp(1.0, 30) / m))) : 62; };
+  const int b_room = largest_shift(bmax);
+  const int g_shift = std::clamp(std::min(20 + largest_shift(gmax), b_room + 32), 0, 62);
+  const int b_shift = std::clamp(std::min(b_room, g_shift), g_shift - 32, g_shift);
+  std::vector<std::int64_t> g, b;
+  for (std::size_t j = 0; j < gs.size(); ++j) {
+    g.push_back(std::llround(std::ldexp(gs[j], g_shift - 20)));
+    b.push_back(std::llround(std::ldexp(bs[j], b_shift)));
+  }
+  const std::string name = n.inputs.size() > 1 && n.inputs[1] >= 0 ? L.const_name(n.inputs[1]) : fmt::format("ln{}", n.output);
+  const std::int64_t gb = L.table(Elem::S32, std::move(g), "g_" + c_name(name));
+  const std::int64_t bb = L.table(Elem::S32, std::move(b), "b_" + c_name(name));
+  // eps / scale_x^2 = eps_q 2^-eps_frac with eps_q holding about 24 significant bits
+  const double eps = node_attr<double>(n, "eps") / (x.scale * x.scale);
+  const int eps_frac = eps > 0 ? std::clamp(24 - static_cast<int>(std::ceil(std::log2(eps))), -30, 62) : 0;
+  const auto eps_q = std::clamp<std::int64_t>(std::llround(std::ldexp(eps, eps_frac)), 0, UINT32_MAX);
+  View y = L.out_act(n, ye, f);
+  if (per_channel) {
+    for (const Format& c : ch) y.segments.push_back(c.scale), y.segment_zeros.push_back(c.zero);
+  }
+  L.step(Lowering::kernel("layernorm", {x.elem, ye}),
+         {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel_of(x.shape) / cols), Arg::num(cols),
+          Arg::num(eps_q), Arg::num(eps_frac), Arg::buf(gb), Arg::num(g_shift), Arg::buf(bb), Arg::num(b_shift),
+          Arg::num(per_channel ? 0 : f.zero)},
+         numel_of(x.shape) * 2);
+  L.set(n, y);
+}
+
+}  // namespace
+
+std::vector<OpRule> normalize_rules() {
+  OpRule softmax;
+  softmax.op = "softmax";
+  softmax.summary = "softmax (last dim)";
+  softmax.attrs = {{"dim", AttrSpec::Type::Int}};
+  softmax.kernels = {"mt_softmax"};
+  softmax.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
+    return microtorch::softmax(in[0], node_attr<std::int64_t>(n, "dim"));
+  };
+  softmax.lower = lower_softmax;
+
+  OpRule layer_norm;
+  layer_norm.op = "layer_norm";
+  layer_norm.summary = "layer_norm (last dims)";
+  layer_norm.min_inputs = 1, layer_norm.max_inputs = 3;
+  layer_norm.attrs = {{"normalized_shape", AttrSpec::Type::Shape}, {"eps", AttrSpec::Type::Float}};
+  layer_norm.kernels = {"mt_layernorm"};
+  layer_norm.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
+    return microtorch::layer_norm(in[0], node_attr<Shape>(n, "normalized_shape"), in.size() > 1 ? in[1] : Tensor(),
+                                  in.size() > 2 ? in[2] : Tensor(), node_attr<double>(n, "eps"));
+  };
+  layer_norm.lower = lower_layer_norm;
+
+  OpRule log_softmax;  // evaluates only (no kernel)
+  log_softmax.op = "log_softmax";
+  log_softmax.attrs = softmax.attrs;
+  log_softmax.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
+    return microtorch::log_softmax(in[0], node_attr<std::int64_t>(n, "dim"));
+  };
+  return {softmax, layer_norm, log_softmax};
+}
+
+}  // namespace microtorch::lower

@@ -1,0 +1,84 @@
+// Rules: mean, sum (over a run of consecutive dims) and argmax (mt_sum_*, mt_argmax_*).
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "../lowering.hpp"
+#include "../rules.hpp"
+#include "microtorch/ops.hpp"
+
+namespace microtorch::lower {
+
+namespace {
+
+std::vector<std::int64_t> dims_of(const Node& n) {
+  const Shape& d = node_attr<Shape>(n, "dims");
+  return {d.begin(), d.end()};
+}
+
+// mean / sum over consecutive dims: [outer, n, inner] -> [outer, inner]
+void lower_reduce(Lowering& L, const Node& n, bool mean) {
+  const View x = L.packed(n, L.act(n, n.inputs[0]));
+  std::vector<std::int64_t> dims;
+  for (auto d : dims_of(n)) dims.push_back(d < 0 ? d + static_cast<std::int64_t>(x.shape.size()) : d);
+  std::sort(dims.begin(), dims.end());
+  for (std::size_t i = 1; i < dims.size(); ++i) {
+    if (dims[i] != dims[i - 1] + 1) L.fail(n, "only a run of consecutive dims can be reduced");
+  }
+  if (dims.empty()) L.fail(n, "no dims to reduce");
+  const auto lo = static_cast<std::ptrdiff_t>(dims.front()), hi = static_cast<std::ptrdiff_t>(dims.back()) + 1;
+  const std::int64_t outer = numel_of(Shape(x.shape.begin(), x.shape.begin() + lo));
+  const std::int64_t count = numel_of(Shape(x.shape.begin() + lo, x.shape.begin() + hi));
+  const std::int64_t inner = numel_of(Shape(x.shape.begin() + hi, x.shape.end()));
+  const Elem ye = L.out_elem(n);
+  const Format f = L.out_format(n, ye);
+  const View y = L.out_act(n, ye, f);
+  // a mean is the sum requantized by scale_x / (count scale_y)
+  const double ratio = x.scale / f.scale / (mean ? static_cast<double>(std::max<std::int64_t>(count, 1)) : 1.0);
+  const Multiplier m = L.rq(ratio, fmt::format("%{} = {}", n.output, n.op));
+  L.step(Lowering::kernel("sum", {x.elem, ye}),
+         {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(outer), Arg::num(count), Arg::num(inner),
+          Arg::num(x.zero), Arg::num(m.m), Arg::num(m.s), Arg::num(f.zero)},
+         outer * count * inner);
+  L.set(n, y);
+}
+
+void lower_argmax(Lowering& L, const Node& n) {
+  const View x = L.packed(n, L.act(n, n.inputs[0]));
+  const std::int64_t cols = L.last_dim(n, node_attr<std::int64_t>(n, "dim"), x.shape);
+  const View y = L.new_act(L.out_shape(n), Elem::S32, Format{}, n.output, false);
+  L.step(Lowering::kernel("argmax", {x.elem}),
+         {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel_of(x.shape) / cols), Arg::num(cols)});
+  L.set(n, y);
+}
+
+OpRule reduction(const char* op, const char* kernel, bool mean) {
+  OpRule r;
+  r.op = op;
+  r.summary = std::string(op) + " (over consecutive dims)";
+  r.attrs = {{"dims", AttrSpec::Type::Shape}, {"keepdim", AttrSpec::Type::Bool}};
+  r.kernels = {kernel};
+  r.evaluate = [mean](const Node& n, const std::vector<Tensor>& in) {
+    return mean ? microtorch::mean(in[0], dims_of(n), node_attr<bool>(n, "keepdim"))
+                : microtorch::sum(in[0], dims_of(n), node_attr<bool>(n, "keepdim"));
+  };
+  r.lower = [mean](Lowering& L, const Node& n) { lower_reduce(L, n, mean); };
+  return r;
+}
+
+}  // namespace
+
+std::vector<OpRule> reduce_rules() {
+  OpRule argmax;
+  argmax.op = "argmax";
+  argmax.summary = "argmax (last dim)";
+  argmax.attrs = {{"dim", AttrSpec::Type::Int}, {"keepdim", AttrSpec::Type::Bool}};
+  argmax.kernels = {"mt_argmax"};
+  argmax.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
+    return microtorch::argmax(in[0], node_attr<std::int64_t>(n, "dim"), node_attr<bool>(n, "keepdim"));
+  };
+  argmax.lower = lower_argmax;
+  return {reduction("mean", "mt_sum", true), reduction("sum", "mt_sum", false), argmax};
+}
+
+}  // namespace microtorch::lower
