@@ -1,24 +1,25 @@
-// microtorch/display.hpp — rich display of tensors and attention weights in notebooks.
-//
-// xeus-cling (the `xcpp17` Jupyter kernel) shows the last expression of a cell through
-// `nl::json mime_bundle_repr(const T&)`, found by argument-dependent lookup in T's
-// namespace. This header provides
-//
-//   mime_bundle_repr(const Tensor&)             an HTML table (dtype and shape caption,
-//                                               big tensors truncated) plus PyTorch's text
-//   mime_bundle_repr(const display::Heatmap&)   the pictures of plot.hpp (heat maps,
-//   mime_bundle_repr(const display::LineChart&) line charts) as SVG
-//
-// \code
-//   auto [out, w] = scaled_dot_product_attention(q, k, v, Mask::causal(4));
-//   display::Heatmap{w.select(0, 0), {"the", "cat", "sat", "down"}}   // last line of a cell
-//   std::ofstream("weights.svg") << display::Heatmap{w.select(0, 0)}.svg();
-// \endcode
-//
-// The HTML builder needs only the standard library and is inline; the pictures are drawn by
-// the library (plot.hpp). The mime_bundle_repr overloads are compiled only when
-// <nlohmann/json.hpp> is available (the kernels always have it), so the library itself never
-// depends on a JSON library through this header.
+/// \file
+/// Rich display of tensors and attention weights in notebooks.
+///
+/// xeus-cling (the `xcpp17` Jupyter kernel) shows the last expression of a cell through
+/// `nl::json mime_bundle_repr(const T&)`, found by argument-dependent lookup in T's
+/// namespace. This header provides
+///
+///     mime_bundle_repr(const Tensor&)             an HTML table (dtype and shape caption,
+///                                                 big tensors truncated) plus PyTorch's text
+///     mime_bundle_repr(const display::Heatmap&)   the pictures of plot.hpp (heat maps,
+///     mime_bundle_repr(const display::LineChart&) line charts) as SVG
+///
+/// \code
+///   auto [out, w] = scaled_dot_product_attention(q, k, v, Mask::causal(4));
+///   display::Heatmap{w.select(0, 0), {"the", "cat", "sat", "down"}}   // last line of a cell
+///   std::ofstream("weights.svg") << display::Heatmap{w.select(0, 0)}.svg();
+/// \endcode
+///
+/// The HTML builder needs only the standard library and is inline; the pictures are drawn by
+/// the library (plot.hpp). The mime_bundle_repr overloads are compiled only when
+/// `<nlohmann/json.hpp>` is available (the kernels always have it), so the library itself never
+/// depends on a JSON library through this header.
 #pragma once
 
 #include <algorithm>
@@ -36,9 +37,12 @@
 
 #if __has_include(<nlohmann/json.hpp>)
 #include <nlohmann/json.hpp>
+/// Defined when `<nlohmann/json.hpp>` was found, so that the mime_bundle_repr overloads exist.
 #define MICROTORCH_DISPLAY_HAS_JSON 1
 #endif
 
+/// Pictures and notebook views: HTML tables of tensors (display.hpp), SVG line charts, heat
+/// maps and confusion matrices (plot.hpp).
 namespace microtorch::display {
 
 /// `&`, `<`, `>`, `"` and `'` as entities: safe inside HTML/SVG text and attribute values.
@@ -100,6 +104,7 @@ inline std::string row_index(const Shape& shape, std::int64_t r) {
 
 }  // namespace detail
 
+/// How html() lays out a tensor.
 struct HtmlOptions {
   std::int64_t max_rows = 16;  ///< more rows are elided in the middle (a "⋮" row)
   std::int64_t max_cols = 12;  ///< more columns likewise ("…")
