@@ -19,6 +19,9 @@
 #   make bench     benchmarks/ next to PyTorch in one process (tools/bench_table.py): one table
 #   make bench-mcu attention blocks lowered to Cortex-M4 firmware, measured under QEMU
 #                  (table on stdout and in $(BUILD)/mcu-bench.md; README "MCU benchmark")
+#   make bench-lower the lowering schemes on the PyTorch-trained transformers and Iris:
+#                  accuracy, int8 share, flash, arena, Cortex-M4 instructions (QEMU); table on
+#                  stdout and in $(BUILD)/lower-bench.md (README "Lowering schemes benchmark")
 #
 # Overrides: BUILD=dir (build directory, default build), JOBS=n (ninja -j),
 #            MESON_ARGS='-Dnative=true ...' (used when BUILD is first configured),
@@ -52,7 +55,7 @@ TSAN_BUILD = build-tsan
 FUZZ_BUILD = build-fuzz
 FUZZ_SECONDS = 10
 
-.PHONY: deps build build-asan build-tsan build-fuzz test notebooks docs fuzz demo bench bench-mcu install clean
+.PHONY: deps build build-asan build-tsan build-fuzz test notebooks docs fuzz demo bench bench-mcu bench-lower install clean
 
 deps:
 	@tools/install-deps.sh
@@ -104,6 +107,10 @@ demo: build
 # Two builds and emulator runs at a time; the work folder is emptied on every run.
 bench-mcu: build
 	$(BUILD)/benchmarks/mcu/microtorch-mcu-bench --jobs 2 --work $(BUILD)/mcu-bench --out $(BUILD)/mcu-bench.md
+
+# Fifteen firmwares (three models x five schemes), each verified and counted under QEMU.
+bench-lower: build
+	$(BUILD)/benchmarks/lower/microtorch-lower-bench --work $(BUILD)/lower-bench --out $(BUILD)/lower-bench.md
 
 # Every benchmark step at 1 and 2 threads, microtorch and PyTorch back to back in one process
 # (tools/bench_paired.py), then peak memory; python3-torch is installed when missing. A few

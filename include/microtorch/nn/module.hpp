@@ -60,8 +60,8 @@ class Module {
   NamedTensors named_parameters(bool recurse = true) const;
   /// The tensors of named_parameters(), e.g. for an optimizer.
   std::vector<Tensor> parameters(bool recurse = true) const;
-  /// The buffers (registered state that is not trained), persistent or not as in PyTorch,
-  /// with dotted names like named_parameters.
+  /// The buffers (registered state that is not trained) with dotted names, like
+  /// named_parameters: every buffer, persistent or not (as in PyTorch).
   NamedTensors named_buffers(bool recurse = true) const;
   /// The direct children with their names, in registration order.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
@@ -105,8 +105,8 @@ class Module {
   Tensor register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
   /// Registers non-trained state (running stats, masks), with the same rules for names. A
   /// persistent buffer belongs in the state dict; a non-persistent one (PyTorch's
-  /// persistent=False: a causal mask, a table computed from the configuration) does not, and
-  /// the lowering bakes it in as a constant.
+  /// persistent=False: a causal mask, a table computed from the configuration) does not,
+  /// and the lowering bakes it in as a constant.
   Tensor register_buffer(const std::string& name, Tensor value, bool persistent = true);
   /// Registers a child under `name` and returns it: its parameter "weight" appears as
   /// "name.weight". A null module or a bad name throws ValueError.

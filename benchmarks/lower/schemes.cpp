@@ -1,0 +1,258 @@
+// microtorch-lower-bench — the lowering schemes side by side on two transformers trained in
+// PyTorch 1.13 (tools/torch_lowering_models.py; state dicts and data in tests/fixtures) and
+// the Iris demo model (trained here, seed 42): accuracy against float on held-out data, the
+// share of weight bytes at int8, flash, arena and Cortex-M4 instructions per inference.
+//
+//   microtorch-lower-bench [--work DIR] [--out FILE] [--no-mcu] [--source DIR]
+//
+// Schemes (lower::QuantOptions):
+//   pow2 int8   every value int8 with a power-of-two scale (shifts, no multiplies), weights
+//               per tensor and rounded to nearest: the scheme before real-valued scales
+//   int8        the default int8: affine activations, per-channel weights, GPTQ rounding,
+//               the residual stream, attention and the output at int16 (sensitive_bits)
+//   int16x8     int16 activations, int8 weights
+//   int16       int16 activations and weights
+//   auto 1%     lower::choose_precision on the evaluation data, target max error 1%
+// Calibration and evaluation data are disjoint: the models' calib_x / eval_x (1000 held-out
+// sequences), Iris's 120 training flowers / 30 test flowers.
+//
+// Every firmware is checked by tools/mcu/run_firmware_qemu.sh (COUNT_INSTRUCTIONS=1): host,
+// UBSan/ASan host, Cortex-M4 and M0 under QEMU each print what the simulator computed for 8
+// evaluation inputs, then the instruction-counting plugin gives the count per inference.
+// Flash is lower::firmware_size (model + kernels for cortex-m4, unused sections removed).
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "../../examples/models/iris_transformer.hpp"
+#include "../../examples/models/sequence_classifier.hpp"
+#include "../../examples/models/token_tagger.hpp"
+#include "microtorch/io.hpp"
+#include "microtorch/lower/accuracy.hpp"
+#include "microtorch/lower/emit.hpp"
+#include "microtorch/lower/precision.hpp"
+#include "microtorch/lower/quantize.hpp"
+#include "microtorch/lower/simulate.hpp"
+#include "microtorch/nn/checkpoint.hpp"
+
+namespace mt = microtorch;
+namespace lower = microtorch::lower;
+namespace fs = std::filesystem;
+using mt::Tensor;
+
+#ifndef MICROTORCH_SOURCE_DIR
+#define MICROTORCH_SOURCE_DIR "."
+#endif
+
+namespace {
+
+constexpr std::int64_t kCheckInputs = 8;  // evaluation inputs run on every target
+constexpr double kAutoTarget = 0.01;
+
+struct Model {
+  std::string name, id;
+  std::shared_ptr<mt::nn::Module> module;
+  lower::Graph graph;
+  lower::Calibration calibration;
+  Tensor eval_x;
+};
+
+Tensor member(const std::string& npz, const std::string& name) {
+  for (auto& [k, t] : mt::load_npz(npz)) {
+    if (k == name) return t;
+  }
+  throw mt::IoError(fmt::format("{} has no member {}", npz, name));
+}
+
+// A model trained in PyTorch: its C++ twin, the state dict, calibration and evaluation data.
+template <class M>
+Model pytorch_model(const std::string& source, const std::string& label, const std::string& id, std::int64_t length) {
+  const std::string fixtures = source + "/tests/fixtures/lower_" + id;
+  auto m = std::make_shared<M>();
+  mt::nn::load(*m, fixtures + ".npz");
+  m->eval();
+  Model out{label, id, m, lower::trace(*m, mt::zeros({1, length}, mt::kInt64)), {}, member(fixtures + "_data.npz", "eval_x")};
+  out.calibration = lower::calibrate(out.graph, member(fixtures + "_data.npz", "calib_x"));
+  return out;
+}
+
+Model iris_model() {
+  const iris_transformer::Split data = iris_transformer::split(42);
+  mt::manual_seed(42);
+  auto m = std::make_shared<iris_transformer::IrisTransformer>();
+  iris_transformer::train(*m, data);
+  Model out{"Iris transformer (C++)", "iris", m, lower::trace(*m, {1, 4}), {}, data.x_test};
+  out.calibration = lower::calibrate(out.graph, data.x_train);
+  return out;
+}
+
+struct Scheme {
+  std::string label;
+  lower::QuantOptions options;
+  bool automatic = false;
+};
+
+std::vector<Scheme> schemes() {
+  std::vector<Scheme> s(5);
+  s[0].label = "pow2 int8";
+  s[0].options.scheme = lower::Scheme::PowerOfTwo;
+  s[0].options.activation_bits = 8, s[0].options.sensitive_bits = 8;
+  s[0].options.rounding = lower::WeightRounding::Nearest;
+  s[1].label = "int8";
+  s[1].options.activation_bits = 8;
+  s[2].label = "int16x8";
+  s[2].options.activation_bits = 16, s[2].options.weight_bits = 8;
+  s[3].label = "int16";
+  s[3].options.activation_bits = 16;
+  s[4].label = fmt::format("auto {:g}%", 100 * kAutoTarget);
+  s[4].automatic = true;
+  return s;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+// Emits firmware and a check program for the first inputs of `eval_x`, then runs
+// tools/mcu/run_firmware_qemu.sh with instruction counting: -1 unless every target matched.
+std::int64_t verify_and_count(const lower::Program& p, const Tensor& eval_x, const std::string& dir,
+                              const std::string& source) {
+  std::vector<std::vector<std::int64_t>> inputs;
+  for (std::int64_t i = 0; i < std::min(kCheckInputs, eval_x.size(0)); ++i) {
+    inputs.push_back(lower::quantize_input(p, eval_x.slice(0, i, i + 1)));
+  }
+  lower::emit_check(p, inputs, dir);
+  lower::Simulator sim(p);
+  std::ofstream(dir + "/expected.txt") << lower::expected_check_output(sim, inputs);
+  const std::string log = dir + "/verify.log";
+  const int rc = std::system(fmt::format("COUNT_INSTRUCTIONS=1 bash '{}/tools/mcu/run_firmware_qemu.sh' '{}' {} >'{}' 2>&1",
+                                         source, dir, p.name, log)
+                                 .c_str());
+  const std::string out = slurp(log);
+  const std::string key = "instructions per inference (cortex-m4): ";
+  const auto at = out.find(key);
+  if (rc != 0 || at == std::string::npos) {
+    std::cerr << fmt::format("microtorch-lower-bench: {} failed verification:\n{}\n", p.name, out);
+    return -1;
+  }
+  return std::stoll(out.substr(at + key.size()));
+}
+
+std::string thousands(std::int64_t v) {
+  std::string s = std::to_string(v < 0 ? -v : v), out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return (v < 0 ? "-" : "") + out;
+}
+
+int usage(const char* argv0) {
+  std::cerr << fmt::format(
+      "usage: {} [--work DIR] [--out FILE] [--no-mcu] [--source DIR]\n"
+      "  --work DIR    firmware folders, emptied first (refused if it holds other files; default: <tmp>/microtorch-lower-bench)\n"
+      "  --out FILE    also write the markdown table to FILE\n"
+      "  --no-mcu      accuracy, arena and weights only (no cross-builds, no QEMU)\n"
+      "  --source DIR  microtorch source tree (fixtures, tools/mcu; default: {})\n",
+      argv0, MICROTORCH_SOURCE_DIR);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string work = (fs::temp_directory_path() / "microtorch-lower-bench").string(), out_file;
+  std::string source = MICROTORCH_SOURCE_DIR;
+  bool mcu = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) std::exit(usage(argv[0]));
+      return argv[++i];
+    };
+    if (a == "--work") work = value();
+    else if (a == "--out") out_file = value();
+    else if (a == "--source") source = value();
+    else if (a == "--no-mcu") mcu = false;
+    else return usage(argv[0]);
+  }
+  try {
+    if (mcu) {
+      for (const char* tool : {"arm-none-eabi-gcc", "qemu-system-arm"}) {
+        if (std::system(fmt::format("command -v {} >/dev/null 2>&1", tool).c_str()) != 0) {
+          std::cerr << fmt::format("microtorch-lower-bench: {} not found (tools/install-deps.sh installs it; or --no-mcu)\n",
+                                   tool);
+          return 2;
+        }
+      }
+    }
+    // Emptied only when it is this benchmark's folder (marker file) or already empty.
+    const std::string marker = ".microtorch-lower-bench";
+    if (fs::exists(work) && !fs::is_empty(work) && !fs::exists(fs::path(work) / marker)) {
+      std::cerr << fmt::format("microtorch-lower-bench: {} is not empty and not a work folder of this benchmark; "
+                               "pass another --work\n",
+                               work);
+      return 2;
+    }
+    fs::remove_all(work);
+    fs::create_directories(work);
+    std::ofstream(fs::path(work) / marker) << "work folder of microtorch-lower-bench; emptied on every run\n";
+    work = fs::absolute(work).string();
+    std::vector<Model> models;
+    models.push_back(pytorch_model<sequence_classifier::SequenceClassifier>(
+        source, "causal MHA sequence classifier (PyTorch)", "sequence_classifier", sequence_classifier::kLength));
+    models.push_back(pytorch_model<token_tagger::TokenTagger>(source, "2-layer pre-LN encoder tagger (PyTorch)",
+                                                              "token_tagger", token_tagger::kLength));
+    models.push_back(iris_model());
+
+    std::string table =
+        "| model | scheme | max error % of range | agreement | weight bytes int8 | flash B | arena B | Cortex-M4 "
+        "instructions |\n|---|---|---:|---:|---:|---:|---:|---:|\n";
+    std::string choices;
+    int failures = 0;
+    for (const Model& m : models) {
+      for (const Scheme& s : schemes()) {
+        lower::QuantOptions o = s.options;
+        o.name = fmt::format("{}_{}", m.id, s.automatic ? "auto" : s.label.substr(0, s.label.find(' ')));
+        if (s.automatic) {
+          const lower::PrecisionSearch search =
+              lower::choose_precision(m.graph, m.calibration, m.eval_x, o, {.max_error = kAutoTarget});
+          o = search.options;
+          choices += fmt::format("\n{}:\n{}", m.name, search.report);
+        }
+        const lower::Program p = lower::quantize(m.graph, m.calibration, o);
+        const lower::Accuracy a = lower::measure(m.graph, p, m.eval_x);
+        const auto [s8, all] = lower::int8_weight_bytes(p);
+        std::string flash = "-", insns = "-";
+        if (mcu) {
+          const std::string dir = work + "/" + p.name;
+          lower::emit_c(p, dir);
+          flash = thousands(lower::firmware_size(p, dir, "cortex-m4").flash());
+          const std::int64_t n = verify_and_count(p, m.eval_x, dir, source);
+          insns = n < 0 ? "FAILED" : thousands(n);
+          failures += n < 0;
+        }
+        const std::string row = fmt::format("| {} | {} | {:.3f} | {:.2f}% | {:.0f}% | {} | {} | {} |\n", m.name, s.label,
+                                            100 * a.relative_error(), 100 * a.agreement,
+                                            all ? 100.0 * static_cast<double>(s8) / static_cast<double>(all) : 0.0,
+                                            flash, thousands(p.arena_bytes), insns);
+        std::cerr << row;
+        table += row;
+      }
+    }
+    std::cout << table << "\nAutomatic precision (lower::choose_precision), per model:\n" << choices << std::flush;
+    if (!out_file.empty()) mt::write_file(out_file, table);
+    return failures ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::cerr << "microtorch-lower-bench: " << e.what() << "\n";
+    return 1;
+  }
+}
