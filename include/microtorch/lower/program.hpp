@@ -36,7 +36,7 @@ enum class Elem {
   S16,  ///< int16_t: int16 activations and weights
   S32,  ///< int32_t: biases of int8 layers, requantization multipliers, parameter tables, token ids, argmax results
   S64,  ///< int64_t: biases of int16 layers, wide accumulators (attention scratch)
-  U8,   ///< uint8_t: bit masks (attention keep-bits)
+  U8    ///< uint8_t: bit masks (attention keep-bits)
 };
 /// Bytes of one element: 1, 2, 4 or 8.
 int elem_bytes(Elem e);
@@ -105,7 +105,7 @@ struct Arg {
   /// What the argument passes.
   enum class Kind {
     Buffer,  ///< a pointer: `buffer` + `offset` elements
-    Int,     ///< an integer: `value`
+    Int      ///< an integer: `value`
   };
   Kind kind = Kind::Int;     ///< which of the fields below it uses
   std::int64_t buffer = -1;  ///< Buffer: buffer id (-1: a NULL pointer)

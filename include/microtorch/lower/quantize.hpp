@@ -105,7 +105,7 @@ enum class AttentionKernel {
 enum class Scheme {
   Affine,      ///< real-valued scales, zero points for int8 activations that allow them
   Symmetric,   ///< real-valued scales, no zero points
-  PowerOfTwo,  ///< scales 2^-frac (Q formats), per-tensor weights: requantization is a shift
+  PowerOfTwo   ///< scales 2^-frac (Q formats), per-tensor weights: requantization is a shift
 };
 /// The scheme's name as reports print it: "affine", "symmetric", "power-of-two".
 std::string_view scheme_name(Scheme s);
