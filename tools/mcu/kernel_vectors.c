@@ -164,6 +164,17 @@ static void linear(void) {
   mt_linear_s16_s16_s8(a16, b16, bias64, y8, 4, 32, 16, 0, rq, 1, -9, -128), h8(y8, 64);
   mt_linear_s16_s16_s16(a16, b16, bias64, y16, 4, 32, 16, 0, rq, 1, 0, -32768), h16(y16, 64);
   h_end("linear s16 in");
+  /* the shapes of the DSP variants' edges: inputs not a multiple of 8 / 4 / 2, an odd channel
+   * count, biases below 2^30, per-channel shifts outside [1, 31] and m = 0 */
+  for (i = 0; i < 16; ++i) bias32[i] = bias32[i] / 4, bias64[i] = bias64[i] / 4, rq[2 * i + 1] = rnd(-2, 40);
+  h_begin();
+  for (i = 1; i <= 27; i += 2) {
+    mt_linear_s8_s8_s8(a8, b8, bias32, y8, 3, i, 15, 0, rq, 1, -7, -128), h8(y8, 45);
+    mt_linear_s8_s8_s16(a8, b8, bias32, y16, 2, i + 1, 5, i + 3, rq, 0, 0, -32768), h16(y16, 10);
+    mt_linear_s16_s16_s8(a16, b16, bias64, y8, 3, i, 15, 0, rq, 1, 4, -128), h8(y8, 45);
+    mt_linear_s16_s16_s16(a16, b16, 0, y16, 2, i + 1, 5, i + 2, rq, 1, 0, -32768), h16(y16, 10);
+  }
+  h_end("linear odd shapes");
 }
 
 static void matmul(void) {
