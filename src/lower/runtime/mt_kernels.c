@@ -824,24 +824,51 @@ static uint32_t mt_norm16(uint64_t sum_q20, int *shift) {
   return y16;
 }
 
+/* int16 inputs: the exp of each element, computed where it is needed (twice) */
+#define MT_SOFTMAX_TABLE_s16
+#define MT_SOFTMAX_FILL_s16(range) (void)0
+#define MT_SOFTMAX_Q20_s16(d) mt_exp2neg_q20(mt_softmax_z(d, in_m, in_s))
+#define MT_SOFTMAX_Q16_s16(d) mt_exp2neg_q16(mt_softmax_z(d, in_m, in_s))
+
+/* int8 inputs: d = max - x_j has only 256 possible values. Their exps are computed once per
+ * call into a table (1 KB on the stack), as far as the rows' ranges need them, then looked
+ * up. One word holds both: e_j in Q20 (<= 2^20, 21 bits) and 16 e16 - e20 + 16 in [8, 24]
+ * above it (e16 = round(a / 16), e20 = round(a) of the same a, so 16 e16 - e20 is in
+ * [-8, 8]); e16 = (e20 + delta) / 16 exactly: the same bits as mt_exp2neg_q16. */
+static uint32_t mt_softmax_exp_pack(int32_t d, int32_t in_m, int in_s) {
+  const uint32_t z = mt_softmax_z(d, in_m, in_s), e20 = mt_exp2neg_q20(z), e16 = mt_exp2neg_q16(z);
+  return e20 | (16u * e16 + 16u - e20) << 21;
+}
+#define MT_SOFTMAX_TABLE_s8                                                                                \
+  uint32_t table[256];                                                                                     \
+  int32_t filled = 0;
+#define MT_SOFTMAX_FILL_s8(range)                                                                          \
+  for (; filled <= (range); ++filled) table[filled] = mt_softmax_exp_pack(filled, in_m, in_s)
+#define MT_SOFTMAX_Q20_s8(d) (table[d] & 0x1FFFFFu)
+#define MT_SOFTMAX_Q16_s8(d) (((table[d] & 0x1FFFFFu) + (table[d] >> 21) - 16u) >> 4)
+
 /* p_j = e_j / sum in Q(out_bits), plus the zero point, saturated: one reciprocal per row */
 #define MT_DEFINE_SOFTMAX(X, Y, XT, YT)                                                                    \
   void mt_softmax_##X##_##Y(const XT *x, YT *y, int rows, int n, int32_t in_m, int in_s, int out_bits,     \
                             int32_t y_zero) {                                                              \
+    MT_SOFTMAX_TABLE_##X                                                                                   \
     int r, j, sh;                                                                                          \
     if (n <= 0) return;                                                                                    \
     for (r = 0; r < rows; ++r) {                                                                           \
       const XT *xr = x + r * n;                                                                            \
       YT *yr = y + r * n;                                                                                  \
-      int32_t mx = xr[0];                                                                                  \
+      int32_t mx = xr[0], mn = xr[0];                                                                      \
       uint64_t sum = 0;                                                                                    \
       uint32_t y16;                                                                                        \
-      for (j = 1; j < n; ++j)                                                                              \
+      for (j = 1; j < n; ++j) {                                                                            \
         if (xr[j] > mx) mx = xr[j];                                                                        \
-      for (j = 0; j < n; ++j) sum += mt_exp2neg_q20(mt_softmax_z(mx - xr[j], in_m, in_s));                 \
+        if (xr[j] < mn) mn = xr[j];                                                                        \
+      }                                                                                                    \
+      MT_SOFTMAX_FILL_##X(mx - mn);                                                                        \
+      for (j = 0; j < n; ++j) sum += MT_SOFTMAX_Q20_##X(mx - xr[j]);                                       \
       y16 = mt_norm16(sum, &sh);                                                                           \
       for (j = 0; j < n; ++j) { /* e_j y16 2^-sh is p_j in Q0.15 */                                        \
-        const uint32_t e = mt_exp2neg_q16(mt_softmax_z(mx - xr[j], in_m, in_s));                           \
+        const uint32_t e = MT_SOFTMAX_Q16_##X(mx - xr[j]);                                                 \
         yr[j] = mt_out_##Y((int32_t)mt_rsh_u32(e * y16, sh + 15 - out_bits), y_zero);                     \
       }                                                                                                    \
     }                                                                                                      \

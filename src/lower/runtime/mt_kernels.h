@@ -140,7 +140,7 @@ static inline int32_t mt_rq32_common(int32_t x, int32_t m, int s) {
 static inline int32_t mt_rq32(int32_t x, int32_t m, int s) {
   uint64_t p, a;
   int neg, sh;
-  if (m != 0 && s >= 1 && s <= 31) return mt_rq32_common(x, m, s);
+  if ((uint32_t)s - 1u < 31u && m != 0) return mt_rq32_common(x, m, s); /* 1 <= s <= 31 */
   if (m == 0) return mt_rshift_s32(x, s);
   a = x < 0 ? (uint64_t)(0u - (uint32_t)x) : (uint64_t)(uint32_t)x;
   neg = (x < 0) != (m < 0);
