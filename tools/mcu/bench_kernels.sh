@@ -32,6 +32,9 @@ builds=(
   "m33-c|cortex-m33|mps2-an505|0x10000000|0x38000000|-DMT_NO_DSP"
   "m33|cortex-m33|mps2-an505|0x10000000|0x38000000|"
 )
+if [[ -n ${ONLY:-} ]]; then # ONLY=m0,m4: a subset of the builds (while tuning)
+  keep=(); for b in "${builds[@]}"; do [[ ,$ONLY, == *,${b%%|*},* ]] && keep+=("$b"); done; builds=("${keep[@]}")
+fi
 gcc -O2 -shared -fPIC -o "$work/libinsncount.so" "$here/insncount.c"
 pids=()
 for b in "${builds[@]}"; do
@@ -64,21 +67,24 @@ for k in "${kernels[@]}"; do
     n[$k,$name]=$((c2 - c1))
     line=$(cat "$work/$name-$k-1.txt")
     n[$k,hash,$name]=$line
-    if [[ $line != "$(cat "$work/$name-$k-2.txt")" || $line != "${n[$k,hash,m0]}" ]]; then
-      echo "bench_kernels: $k on $name ($cpu) prints '$line', cortex-m0 printed '${n[$k,hash,m0]}'" >&2
+    first=${builds[0]%%|*}
+    if [[ $line != "$(cat "$work/$name-$k-2.txt")" || $line != "${n[$k,hash,$first]}" ]]; then
+      echo "bench_kernels: $k on $name ($cpu) prints '$line', $first printed '${n[$k,hash,$first]}'" >&2
       fail=1
     fi
   done
 done
 
+cell() { [[ -n ${n[$1,$2]:-} ]] && thousands "${n[$1,$2]}" || echo -; }
 echo "| kernel | MACs | Cortex-M0 | M4 portable | M4 DSP | M4 instr/MAC | M7 portable | M7 DSP | M33 portable | M33 DSP |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for k in "${kernels[@]}"; do
-  macs=$(sed -n 's/.* macs \([0-9]*\) .*/\1/p' "$work/m0-$k-1.txt")
+  first=${builds[0]%%|*}
+  macs=$(sed -n 's/.* macs \([0-9]*\) .*/\1/p' "$work/$first-$k-1.txt")
   per=-
-  [[ $macs -gt 0 ]] && per=$(awk -v a="${n[$k,m4]}" -v b="$macs" 'BEGIN { printf "%.2f", a / b }')
+  [[ $macs -gt 0 && -n ${n[$k,m4]:-} ]] && per=$(awk -v a="${n[$k,m4]}" -v b="$macs" 'BEGIN { printf "%.2f", a / b }')
   printf '| %s | %s | %s | %s | **%s** | %s | %s | %s | %s | %s |\n' "$k" "$(thousands "$macs")" \
-    "$(thousands "${n[$k,m0]}")" "$(thousands "${n[$k,m4-c]}")" "$(thousands "${n[$k,m4]}")" "$per" \
-    "$(thousands "${n[$k,m7-c]}")" "$(thousands "${n[$k,m7]}")" "$(thousands "${n[$k,m33-c]}")" "$(thousands "${n[$k,m33]}")"
+    "$(cell "$k" m0)" "$(cell "$k" m4-c)" "$(cell "$k" m4)" "$per" \
+    "$(cell "$k" m7-c)" "$(cell "$k" m7)" "$(cell "$k" m33-c)" "$(cell "$k" m33)"
 done
 [[ $fail -eq 0 ]] || { echo "bench_kernels: outputs differ between builds" >&2; exit 1; }

@@ -136,11 +136,26 @@ static inline int32_t mt_rq32_common(int32_t x, int32_t m, int s) {
   return (int32_t)((t >> s) + ((t >> (s - 1)) & 1u)) - (int32_t)(1u << (31 - s));
 }
 
+/* mt_rq32 for -30 <= s <= 0 (a ratio of at least 1/2, m != 0): the same identity with
+ * sh = 31 + s in [1, 31], on 64 bits (t = floor((p - [p < 0]) 2^-(sh-1)) may need 33 bits,
+ * offset by 2^(32-s)), saturated to int32. */
+static inline int32_t mt_rq32_large(int32_t x, int32_t m, int s) {
+  const int64_t p = (int64_t)x * m;
+  const uint64_t u = ((uint64_t)p - (uint64_t)(p < 0) + ((uint64_t)1 << 62)) >> (30 + s);
+  const uint64_t r = (u + 1u) >> 1, off = (uint64_t)1 << (31 - s); /* r - off is the result */
+  if (r >= off + 0x7FFFFFFFu) return INT32_MAX;
+  if (r <= off - 0x80000000u) return INT32_MIN;
+  return (int32_t)((int64_t)r - (int64_t)off);
+}
+
 /* The same for an int32 x (the int8 kernels' accumulators): one 32 x 32 -> 64-bit multiply. */
 static inline int32_t mt_rq32(int32_t x, int32_t m, int s) {
   uint64_t p, a;
   int neg, sh;
-  if ((uint32_t)s - 1u < 31u && m != 0) return mt_rq32_common(x, m, s); /* 1 <= s <= 31 */
+#ifndef __ARM_ARCH_6M__ /* Armv6-M (Cortex-M0) has no 32 x 32 -> 64 multiply: the magnitudes below are cheaper there */
+  if ((uint32_t)s - 1u < 31u && m != 0) return mt_rq32_common(x, m, s);        /* 1 <= s <= 31 */
+  if ((uint32_t)s + 30u < 31u && m != 0) return mt_rq32_large(x, m, s);         /* -30 <= s <= 0 */
+#endif
   if (m == 0) return mt_rshift_s32(x, s);
   a = x < 0 ? (uint64_t)(0u - (uint32_t)x) : (uint64_t)(uint32_t)x;
   neg = (x < 0) != (m < 0);
