@@ -1039,6 +1039,15 @@ static int32_t mt_attn_logit(const mt_attn *a, int64_t score) {
   return mt_rq(score, a->p[MT_ATTN_LOGIT_M], a->p[MT_ATTN_LOGIT_S]);
 }
 
+/* The logit of key j for query row qi: the int8 score is an int32 (|q k| <= 2^14, D <= 65535),
+ * requantized inline by mt_rq32 (what mt_rq does for an int32); int16 scores need mt_rq. */
+static inline int32_t mt_attn_logit_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj, int D) {
+  return mt_rq32((int32_t)mt_dot_s8_s8(qi, kj, 1, D), a->p[MT_ATTN_LOGIT_M], a->p[MT_ATTN_LOGIT_S]);
+}
+static inline int32_t mt_attn_logit_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int D) {
+  return mt_attn_logit(a, mt_dot_s16_s16(qi, kj, 1, D));
+}
+
 /* Per-query normaliser: out = acc / l * 2^g * scale_v / scale_out, with |acc| <~ l * 2^15
  * (weights are Q16, v at most 2^15). One reciprocal per query: acc is first brought to ~31
  * bits (pre), then multiplied by y = 1/l (times the scale ratio's multiplier, y * 2^-e) and
@@ -1065,7 +1074,10 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
 
 /* One body for both types: ACC the accumulators (int64 for s16, int32 for s8, where the
  * weights enter with g fewer bits so that S * 2^(16 - g) * 2^7 <= 2^31), MULQ16 the
- * rescaling of an accumulator by 2^(m - m') (Q16). */
+ * rescaling of an accumulator by 2^(m - m') (Q16). Keys that do not raise the max are
+ * added two at a time (acc[d] += w v[d] + w' v'[d]: one pass over acc for two keys); a key
+ * still pending is added before any rescaling, so the sums are the same integers as one
+ * key at a time (exact additions, in the same order relative to every rounding). */
 #define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, MULQ16)                                                     \
   void mt_attention_stream_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
                                const CT *v, CT *out, ACC *acc) {                                           \
@@ -1077,16 +1089,17 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
     const ACC w_one = (ACC)(65536u >> g);                                                                  \
     int i, j, d;                                                                                           \
     for (i = 0; i < L; ++i) {                                                                              \
-      const CT *qi = q + i * qs;                                                                           \
+      const CT *qi = q + i * qs, *pv = 0; /* pv: the pending key's v row, weight pw */                     \
       const int jend = mt_attn_key_end(&a, i);                                                             \
       int have = 0;                                                                                        \
       int32_t mx = 0;                                                                                      \
       uint32_t l = 0; /* sum of 2^(t_j - mx), Q16 */                                                       \
+      ACC pw = 0;                                                                                          \
       for (j = 0; j < jend; ++j) {                                                                         \
         const CT *vj = v + j * vs;                                                                         \
         int32_t t;                                                                                         \
         if (keep && !mt_attn_visible(&a, i, j)) continue;                                                  \
-        t = mt_attn_logit(&a, mt_dot_##T##_##T(qi, k + j * ks, 1, D));                                     \
+        t = mt_attn_logit_##T(&a, qi, k + j * ks, D);                                                      \
         if (!have) { /* first visible key: weight 1 */                                                     \
           have = 1;                                                                                        \
           mx = t;                                                                                          \
@@ -1098,9 +1111,18 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
           if (w == 0) continue;                                                                            \
           l += w;                                                                                          \
           wg = g ? (ACC)((w >> g) + ((w >> (g - 1)) & 1u)) : (ACC)w;                                       \
-          for (d = 0; d < Dv; ++d) acc[d] += wg * (ACC)vj[d]; /* |w v| <= 2^31 */                          \
+          if (!pv) {                                                                                       \
+            pv = vj, pw = wg;                                                                              \
+            continue;                                                                                      \
+          }                                                                                                \
+          for (d = 0; d < Dv; ++d) acc[d] += pw * (ACC)pv[d] + wg * (ACC)vj[d]; /* |w v| <= 2^31 */       \
+          pv = 0;                                                                                          \
         } else { /* new max: rescale the running sums by alpha = 2^(mx - t) */                             \
           const uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);                               \
+          if (pv) {                                                                                        \
+            for (d = 0; d < Dv; ++d) acc[d] += pw * (ACC)pv[d];                                            \
+            pv = 0;                                                                                        \
+          }                                                                                                \
           l = mt_mulq16_u32(l, alpha) + 65536u;                                                            \
           for (d = 0; d < Dv; ++d) acc[d] = MULQ16(acc[d], alpha) + w_one * (ACC)vj[d];                    \
           mx = t;                                                                                          \
@@ -1110,6 +1132,8 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
         for (d = 0; d < Dv; ++d) out[i * os + d] = 0;                                                      \
         continue;                                                                                          \
       }                                                                                                    \
+      if (pv)                                                                                              \
+        for (d = 0; d < Dv; ++d) acc[d] += pw * (ACC)pv[d];                                                \
       {                                                                                                    \
         const mt_attn_norm nrm = mt_attn_norm_init(&a, l, g);                                              \
         for (d = 0; d < Dv; ++d) out[i * os + d] = mt_out_##T(mt_attn_norm_apply(&nrm, acc[d]), 0);       \
