@@ -173,6 +173,10 @@ static void linear(void) {
     mt_linear_s8_s8_s16(a8, b8, bias32, y16, 2, i + 1, 5, i + 3, rq, 0, 0, -32768), h16(y16, 10);
     mt_linear_s16_s16_s8(a16, b16, bias64, y8, 3, i, 15, 0, rq, 1, 4, -128), h8(y8, 45);
     mt_linear_s16_s16_s16(a16, b16, 0, y16, 2, i + 1, 5, i + 2, rq, 1, 0, -32768), h16(y16, 10);
+    mt_linear_s16_s8_s16(a16, b8, bias64, y16, 3, i + 2, 7, 0, rq, 1, 0, -32768), h16(y16, 21);
+    mt_linear_s16_s8_s8(a16, b8, 0, y8, 2, i + 3, 4, i + 5, rq, 0, 1, -128), h8(y8, 8);
+    mt_linear_s8_s16_s8(a8, b16, bias32, y8, 3, i, 9, 0, rq, 1, 2, -128), h8(y8, 27);
+    mt_linear_s8_s16_s16(a8, b16, 0, y16, 2, i + 1, 3, i + 1, rq, 1, 0, -32768), h16(y16, 6);
   }
   h_end("linear odd shapes");
 }

@@ -389,11 +389,12 @@ MT_DEFINE_LINEAR_OUT(s16, int16_t)
   }
 
 #if MT_DSP
-/* Armv7E-M variants of the int8 x int8 and int16 x int16 layers: two output channels per pass
- * over a row of x, so each word of x is loaded (and its bytes sign-extended) once for both.
- * int8: per 4 inputs and 2 channels 3 LDR, 6 SXTB16, 4 SMLAD for 8 MACs; the int32 sums are
- * exact as in the reference (in <= 131071). int16: per 2 inputs 3 LDR, 2 SMLALD for 4 MACs
- * into exact 64-bit sums. Same requantization, same integers as the reference. */
+/* Armv7E-M variants of the linear layers: two output channels per pass over a row of x, so
+ * each word of x is loaded (and its bytes sign-extended) once for both. int8 x int8: per 4
+ * inputs and 2 channels 3 LDR, 6 SXTB16, 4 SMLAD for 8 MACs, int32 sums exact as in the
+ * reference; int16 x int16: per 2 inputs 3 LDR, 2 SMLALD for 4 MACs; int16 x int8 (and int8 x
+ * int16): per 4 inputs 4 LDR, 2 PKH, 4 SXTB16, 4 SMLALD for 8 MACs; exact 64-bit sums. Same
+ * requantization, same integers as the reference. */
 
 /* One output of a DSP layer from its exact sum acc (bias included): y_zero + rq(acc) saturated
  * (QADD, then SSAT), at least y_min; mt_rq32_common inline when the channel's shift allows it.
@@ -414,9 +415,9 @@ MT_DEFINE_LINEAR_OUT_DSP(s16, int16_t, 16)
 /* Channels in pairs (outer loop: their bias, multipliers and weight rows are set up once),
  * rows inner; STEP inputs against the two weight rows, twice per loop iteration. The sums
  * start from the bias: exact in int32 when |b| < 2^30 and in <= 65536 (|x w| <= 2^14), else
- * (or for int16, ACC = int64) the reference takes the call. */
-#define MT_DEFINE_LINEAR_DSP(X, Y, XT, YT, BT, ACC, STEP, MAC2, OUT)                                     \
-  static int mt_linear_dsp_##X##_##X##_##Y(const XT *x, const XT *w, const BT *b, YT *y, int rows,      \
+ * the reference takes the call; with an int16 operand they are int64 (SMLALD), exact. */
+#define MT_DEFINE_LINEAR_DSP(X, W, Y, XT, WT, YT, BT, ACC, STEP, MAC2, OUT)                               \
+  static int mt_linear_dsp_##X##_##W##_##Y(const XT *x, const WT *w, const BT *b, YT *y, int rows,      \
                                            int in, int out, int xs, const int32_t *rq,                  \
                                            int rq_per_channel, int32_t y_zero, int32_t y_min) {         \
     int r, o, j;                                                                                          \
@@ -427,18 +428,18 @@ MT_DEFINE_LINEAR_OUT_DSP(s16, int16_t, 16)
     }                                                                                                     \
     for (o = 0; o < out; o += 2) {                                                                        \
       const int o1 = o + 1 < out ? o + 1 : o; /* an odd last channel is computed twice */                 \
-      const XT *w0 = w + o * in, *w1 = w + o1 * in;                                                       \
+      const WT *w0 = w + o * in, *w1 = w + o1 * in;                                                       \
       const int32_t *rq0 = rq + (rq_per_channel ? 2 * o : 0), *rq1 = rq + (rq_per_channel ? 2 * o1 : 0);  \
       const ACC b0 = b ? (ACC)b[o] : 0, b1 = b ? (ACC)b[o1] : 0;                                          \
       for (r = 0; r < rows; ++r) {                                                                        \
         const XT *xr = x + r * xs;                                                                        \
         ACC a0 = b0, a1 = b1;                                                                             \
         for (j = 0; j + 2 * STEP <= in; j += 2 * STEP) {                                                  \
-          MAC2(mt_ld32(xr + j), w0 + j, w1 + j, a0, a1);                                                  \
-          MAC2(mt_ld32(xr + j + STEP), w0 + j + STEP, w1 + j + STEP, a0, a1);                             \
+          MAC2(xr + j, w0 + j, w1 + j, a0, a1);                                                           \
+          MAC2(xr + j + STEP, w0 + j + STEP, w1 + j + STEP, a0, a1);                                      \
         }                                                                                                 \
         if (j + STEP <= in) {                                                                             \
-          MAC2(mt_ld32(xr + j), w0 + j, w1 + j, a0, a1);                                                  \
+          MAC2(xr + j, w0 + j, w1 + j, a0, a1);                                                           \
           j += STEP;                                                                                      \
         }                                                                                                 \
         for (; j < in; ++j) {                                                                             \
@@ -451,36 +452,78 @@ MT_DEFINE_LINEAR_OUT_DSP(s16, int16_t, 16)
     }                                                                                                     \
     return 1;                                                                                             \
   }
-/* 4 int8 inputs against two weight rows: x's bytes split once (SXTB16), 4 SMLAD */
-#define MT_MAC2_S8(xw, p0, p1, a0, a1)                                                                    \
+
+/* Halfwords (h0, h1) of a and (h2, h3) of b regrouped as (h0, h2) (PKHBT) and (h1, h3)
+ * (PKHTB), so that 4 int16 pair with the SXTB16 split of 4 bytes. One instruction each (no
+ * ACLE intrinsic for them in GCC 12, which does not find them in the C either). */
+static inline int32_t mt_even_halves(int32_t a, int32_t b) {
+  int32_t r;
+  __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+static inline int32_t mt_odd_halves(int32_t a, int32_t b) {
+  int32_t r;
+  __asm__("pkhtb %0, %2, %1, asr #16" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
+/* 4 int8 inputs against two int8 weight rows: x's bytes split once (SXTB16), 4 SMLAD */
+#define MT_MAC2_S8_S8(xp, p0, p1, a0, a1)                                                                 \
   do {                                                                                                    \
-    const int32_t xe_ = __sxtb16(xw), xo_ = mt_odd_bytes(xw), w0_ = mt_ld32(p0), w1_ = mt_ld32(p1);       \
+    const int32_t xw_ = mt_ld32(xp), w0_ = mt_ld32(p0), w1_ = mt_ld32(p1);                                \
+    const int32_t xe_ = __sxtb16(xw_), xo_ = mt_odd_bytes(xw_);                                           \
     a0 = __smlad(xo_, mt_odd_bytes(w0_), __smlad(xe_, __sxtb16(w0_), a0));                                \
     a1 = __smlad(xo_, mt_odd_bytes(w1_), __smlad(xe_, __sxtb16(w1_), a1));                                \
   } while (0)
-/* 2 int16 inputs against two weight rows: 2 SMLALD */
-#define MT_MAC2_S16(xw, p0, p1, a0, a1)                                                                   \
+/* 2 int16 inputs against two int16 weight rows: 2 SMLALD */
+#define MT_MAC2_S16_S16(xp, p0, p1, a0, a1)                                                               \
   do {                                                                                                    \
-    a0 = __smlald(xw, mt_ld32(p0), a0);                                                                   \
-    a1 = __smlald(xw, mt_ld32(p1), a1);                                                                   \
+    const int32_t xw_ = mt_ld32(xp);                                                                      \
+    a0 = __smlald(xw_, mt_ld32(p0), a0);                                                                  \
+    a1 = __smlald(xw_, mt_ld32(p1), a1);                                                                  \
   } while (0)
-MT_DEFINE_LINEAR_DSP(s8, s8, int8_t, int8_t, int32_t, int32_t, 4, MT_MAC2_S8, mt_linear_out32)
-MT_DEFINE_LINEAR_DSP(s8, s16, int8_t, int16_t, int32_t, int32_t, 4, MT_MAC2_S8, mt_linear_out32)
-MT_DEFINE_LINEAR_DSP(s16, s8, int16_t, int8_t, int64_t, int64_t, 2, MT_MAC2_S16, mt_linear_out64)
-MT_DEFINE_LINEAR_DSP(s16, s16, int16_t, int16_t, int64_t, int64_t, 2, MT_MAC2_S16, mt_linear_out64)
+/* 4 int16 inputs against two int8 weight rows: x regrouped as (x0, x2), (x1, x3) once, each
+ * weight word split by SXTB16 into (w0, w2), (w1, w3): 4 SMLALD */
+#define MT_MAC2_S16_S8(xp, p0, p1, a0, a1)                                                                \
+  do {                                                                                                    \
+    const int32_t x01_ = mt_ld32(xp), x23_ = mt_ld32((xp) + 2), w0_ = mt_ld32(p0), w1_ = mt_ld32(p1);     \
+    const int32_t xe_ = mt_even_halves(x01_, x23_), xo_ = mt_odd_halves(x01_, x23_);                      \
+    a0 = __smlald(xo_, mt_odd_bytes(w0_), __smlald(xe_, __sxtb16(w0_), a0));                              \
+    a1 = __smlald(xo_, mt_odd_bytes(w1_), __smlald(xe_, __sxtb16(w1_), a1));                              \
+  } while (0)
+/* 4 int8 inputs against two int16 weight rows: the same with the roles exchanged */
+#define MT_MAC2_S8_S16(xp, p0, p1, a0, a1)                                                                \
+  do {                                                                                                    \
+    const int32_t xw_ = mt_ld32(xp), xe_ = __sxtb16(xw_), xo_ = mt_odd_bytes(xw_);                        \
+    const int32_t u01_ = mt_ld32(p0), u23_ = mt_ld32((p0) + 2), v01_ = mt_ld32(p1), v23_ = mt_ld32((p1) + 2); \
+    a0 = __smlald(xo_, mt_odd_halves(u01_, u23_), __smlald(xe_, mt_even_halves(u01_, u23_), a0));         \
+    a1 = __smlald(xo_, mt_odd_halves(v01_, v23_), __smlald(xe_, mt_even_halves(v01_, v23_), a1));         \
+  } while (0)
+MT_DEFINE_LINEAR_DSP(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, int32_t, 4, MT_MAC2_S8_S8, mt_linear_out32)
+MT_DEFINE_LINEAR_DSP(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, int32_t, 4, MT_MAC2_S8_S8, mt_linear_out32)
+MT_DEFINE_LINEAR_DSP(s8, s16, s8, int8_t, int16_t, int8_t, int32_t, int64_t, 4, MT_MAC2_S8_S16, mt_linear_out64)
+MT_DEFINE_LINEAR_DSP(s8, s16, s16, int8_t, int16_t, int16_t, int32_t, int64_t, 4, MT_MAC2_S8_S16, mt_linear_out64)
+MT_DEFINE_LINEAR_DSP(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, int64_t, 4, MT_MAC2_S16_S8, mt_linear_out64)
+MT_DEFINE_LINEAR_DSP(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, int64_t, 4, MT_MAC2_S16_S8, mt_linear_out64)
+MT_DEFINE_LINEAR_DSP(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, int64_t, 2, MT_MAC2_S16_S16, mt_linear_out64)
+MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, int64_t, 2, MT_MAC2_S16_S16, mt_linear_out64)
 #else
 #define mt_linear_dsp_s8_s8_s8 MT_NO_VARIANT
 #define mt_linear_dsp_s8_s8_s16 MT_NO_VARIANT
+#define mt_linear_dsp_s8_s16_s8 MT_NO_VARIANT
+#define mt_linear_dsp_s8_s16_s16 MT_NO_VARIANT
+#define mt_linear_dsp_s16_s8_s8 MT_NO_VARIANT
+#define mt_linear_dsp_s16_s8_s16 MT_NO_VARIANT
 #define mt_linear_dsp_s16_s16_s8 MT_NO_VARIANT
 #define mt_linear_dsp_s16_s16_s16 MT_NO_VARIANT
 #endif
 
 MT_DEFINE_LINEAR(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_linear_dsp_s8_s8_s8)
 MT_DEFINE_LINEAR(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_linear_dsp_s8_s8_s16)
-MT_DEFINE_LINEAR(s8, s16, s8, int8_t, int16_t, int8_t, int32_t, MT_NO_VARIANT)
-MT_DEFINE_LINEAR(s8, s16, s16, int8_t, int16_t, int16_t, int32_t, MT_NO_VARIANT)
-MT_DEFINE_LINEAR(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, MT_NO_VARIANT)
-MT_DEFINE_LINEAR(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, MT_NO_VARIANT)
+MT_DEFINE_LINEAR(s8, s16, s8, int8_t, int16_t, int8_t, int32_t, mt_linear_dsp_s8_s16_s8)
+MT_DEFINE_LINEAR(s8, s16, s16, int8_t, int16_t, int16_t, int32_t, mt_linear_dsp_s8_s16_s16)
+MT_DEFINE_LINEAR(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_linear_dsp_s16_s8_s8)
+MT_DEFINE_LINEAR(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, mt_linear_dsp_s16_s8_s16)
 MT_DEFINE_LINEAR(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, mt_linear_dsp_s16_s16_s8)
 MT_DEFINE_LINEAR(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, mt_linear_dsp_s16_s16_s16)
 
