@@ -75,16 +75,24 @@ for k in "${kernels[@]}"; do
   done
 done
 
+# Anchors: Cortex-M4 instruction counts of other libraries on the same shapes, as measured for
+# the project's Cortex-M speed work (arm-none-eabi-gcc -O2, QEMU mps2-an386, same inputs,
+# outputs checked); quoted, not re-run here (neither library is a dependency).
+declare -A cmsis=([linear_s8]=502,328 [softmax_s8]=8,358,507 [attention_s8]="10,486,950 (composed)")
+declare -A tinymind=([attention_s8]="6,873,407 (incl. projections)")
 cell() { [[ -n ${n[$1,$2]:-} ]] && thousands "${n[$1,$2]}" || echo -; }
-echo "| kernel | MACs | Cortex-M0 | M4 portable | M4 DSP | M4 instr/MAC | M7 portable | M7 DSP | M33 portable | M33 DSP |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| kernel | MACs | Cortex-M0 | M4 portable | M4 DSP | M4 instr/MAC | M4 speed-up | M7 portable | M7 DSP | M33 portable | M33 DSP | CMSIS-NN M4 (quoted) | tinymind M4 (quoted) |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for k in "${kernels[@]}"; do
   first=${builds[0]%%|*}
   macs=$(sed -n 's/.* macs \([0-9]*\) .*/\1/p' "$work/$first-$k-1.txt")
   per=-
   [[ $macs -gt 0 && -n ${n[$k,m4]:-} ]] && per=$(awk -v a="${n[$k,m4]}" -v b="$macs" 'BEGIN { printf "%.2f", a / b }')
-  printf '| %s | %s | %s | %s | **%s** | %s | %s | %s | %s | %s |\n' "$k" "$(thousands "$macs")" \
-    "$(cell "$k" m0)" "$(cell "$k" m4-c)" "$(cell "$k" m4)" "$per" \
-    "$(cell "$k" m7-c)" "$(cell "$k" m7)" "$(cell "$k" m33-c)" "$(cell "$k" m33)"
+  up=-
+  [[ -n ${n[$k,m4]:-} && -n ${n[$k,m4-c]:-} ]] && up=$(awk -v a="${n[$k,m4-c]}" -v b="${n[$k,m4]}" 'BEGIN { printf "%.2fx", a / b }')
+  [[ $macs -gt 0 ]] || macs=-
+  printf '| %s | %s | %s | %s | **%s** | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$k" "$(thousands "$macs")" \
+    "$(cell "$k" m0)" "$(cell "$k" m4-c)" "$(cell "$k" m4)" "$per" "$up" \
+    "$(cell "$k" m7-c)" "$(cell "$k" m7)" "$(cell "$k" m33-c)" "$(cell "$k" m33)" "${cmsis[$k]:--}" "${tinymind[$k]:--}"
 done
 [[ $fail -eq 0 ]] || { echo "bench_kernels: outputs differ between builds" >&2; exit 1; }

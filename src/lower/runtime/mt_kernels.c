@@ -326,7 +326,7 @@ static inline int32_t mt_dot4_s8(int32_t a, int32_t b, int32_t acc) {
 }
 
 /* int8 x int8, unit stride: exact in int32 for n <= 131071 (|a b| <= 2^14), as the reference */
-static int32_t mt_dot_s8_s8_dsp(const int8_t *a, const int8_t *b, int n) {
+static inline int32_t mt_dot_s8_s8_dsp(const int8_t *a, const int8_t *b, int n) {
   int32_t acc = 0;
   int i = 0;
   for (; i + 4 <= n; i += 4) acc = mt_dot4_s8(mt_ld32(a + i), mt_ld32(b + i), acc);
@@ -1085,7 +1085,15 @@ static int32_t mt_attn_logit(const mt_attn *a, int64_t score) {
 /* The logit of key j for query row qi: the int8 score is an int32 (|q k| <= 2^14, D <= 65535),
  * requantized inline by mt_rq32 (what mt_rq does for an int32); int16 scores need mt_rq. */
 static inline int32_t mt_attn_logit_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj, int D) {
-  return mt_rq32((int32_t)mt_dot_s8_s8(qi, kj, 1, D), a->p[MT_ATTN_LOGIT_M], a->p[MT_ATTN_LOGIT_S]);
+  const int32_t m = a->p[MT_ATTN_LOGIT_M];
+  const int s = a->p[MT_ATTN_LOGIT_S];
+#if MT_DSP /* the SMLAD dot product and the logit's usual case (a ratio >= 1/2) inline */
+  const int32_t score = mt_dot_s8_s8_dsp(qi, kj, D);
+  if ((uint32_t)s + 30u < 31u && m != 0) return mt_rq32_large(score, m, s);
+  return mt_rq32(score, m, s);
+#else
+  return mt_rq32((int32_t)mt_dot_s8_s8(qi, kj, 1, D), m, s);
+#endif
 }
 static inline int32_t mt_attn_logit_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int D) {
   return mt_attn_logit(a, mt_dot_s16_s16(qi, kj, 1, D));
