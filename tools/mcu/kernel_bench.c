@@ -14,25 +14,9 @@
 
 #include "mt_kernels.h"
 
-static uint32_t lcg_state = 2024u;
+#define LCG_SEED 2024u
+#include "lcg_inputs.h"
 
-static uint32_t lcg(void) {
-  lcg_state = lcg_state * 1664525u + 1013904223u;
-  return lcg_state;
-}
-
-/* uniform in [lo, hi] (hi - lo < 2^16) */
-static int32_t rnd(int32_t lo, int32_t hi) { return lo + (int32_t)((lcg() >> 16) % (uint32_t)(hi - lo + 1)); }
-
-static void fill8(int8_t *x, int n, int32_t lo, int32_t hi) {
-  int i;
-  for (i = 0; i < n; ++i) x[i] = (int8_t)rnd(lo, hi);
-}
-
-static void fill16(int16_t *x, int n, int32_t lo, int32_t hi) {
-  int i;
-  for (i = 0; i < n; ++i) x[i] = (int16_t)rnd(lo, hi);
-}
 
 static uint32_t fnv(const void *p, int bytes) { /* FNV-1a over the output bytes (little-endian targets) */
   const uint8_t *b = (const uint8_t *)p;

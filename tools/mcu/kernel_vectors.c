@@ -1,8 +1,8 @@
 /* kernel_vectors.c - runs every microtorch runtime kernel on fixed pseudo-random and extreme
- * inputs and prints one FNV-1a hash per case. Built for the host and for Cortex-M0/M4 by
+ * inputs and prints one FNV-1a hash per case. Built for the host and for Cortex-M0/M4/M7/M33 by
  * tools/mcu/run_kernels_qemu.sh, which requires the printed text to be byte-identical.
  *
- * Inputs come from a 32-bit LCG in this file (no libc rand), hashes are over the values
+ * Inputs come from a 32-bit LCG (lcg_inputs.h: no libc rand), hashes are over the values
  * serialised little-endian, so the text depends only on the kernels' integer results.
  * Static buffers only (fits the 64 KB RAM of the mps2 recipe). */
 #include <stdint.h>
@@ -12,27 +12,8 @@
 
 /* ---- inputs ---------------------------------------------------------------------- */
 
-static uint32_t lcg_state = 12345u;
-
-static uint32_t lcg(void) {
-  lcg_state = lcg_state * 1664525u + 1013904223u;
-  return lcg_state;
-}
-
-/* uniform in [lo, hi] (hi - lo < 2^16) */
-static int32_t rnd(int32_t lo, int32_t hi) {
-  return lo + (int32_t)((lcg() >> 16) % (uint32_t)(hi - lo + 1));
-}
-
-static void fill16(int16_t *x, int n, int32_t lo, int32_t hi) {
-  int i;
-  for (i = 0; i < n; ++i) x[i] = (int16_t)rnd(lo, hi);
-}
-
-static void fill8(int8_t *x, int n, int32_t lo, int32_t hi) {
-  int i;
-  for (i = 0; i < n; ++i) x[i] = (int8_t)rnd(lo, hi);
-}
+#define LCG_SEED 12345u
+#include "lcg_inputs.h"
 
 static void fill32(int32_t *x, int n) {
   int i;
