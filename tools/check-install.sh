@@ -100,4 +100,12 @@ check cmake-run env -i "$tmp/user/cmake-build/user" "$tmp/user"
 
 check microtorch-lower-starts env -i "$prefix/bin/microtorch-lower" --help
 check state-dict-tool-installed test -x "$prefix/bin/microtorch-state-dict"
+# The firmware runner finds its counting plugin's source in the prefix (its usage names it).
+runner_usage() {
+  local usage
+  usage=$(env -i PATH=/usr/bin:/bin "$prefix/bin/microtorch-run-firmware-qemu" 2>&1) || true  # exits 2: no folder given
+  echo "$usage"
+  grep -q "plugin source: .*/bin/../share/microtorch/insncount.c" <<<"$usage" && test -f "$prefix/share/microtorch/insncount.c"
+}
+check firmware-runner-installed runner_usage
 finish

@@ -20,9 +20,19 @@
 #
 #   tools/mcu/run_firmware_qemu.sh DIR NAME
 #   COUNT_INSTRUCTIONS=1 tools/mcu/run_firmware_qemu.sh DIR NAME
+#
+# Installed as microtorch-run-firmware-qemu (meson install), with the plugin's source in
+# <prefix>/share/microtorch/insncount.c.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+plugin_src=$here/insncount.c
+[[ -f $plugin_src ]] || plugin_src=$here/../share/microtorch/insncount.c
 
+if [[ $# -ne 2 ]]; then
+  echo "usage: $(basename "$0") DIR NAME   (COUNT_INSTRUCTIONS=1 also counts instructions per inference;" >&2
+  echo "       DIR is a folder lower::emit_c, emit_check and expected_check_output wrote; plugin source: $plugin_src)" >&2
+  exit 2
+fi
 dir=$(cd "$1" && pwd)
 name=$2
 for tool in make cc arm-none-eabi-gcc arm-none-eabi-nm qemu-system-arm; do
@@ -98,7 +108,7 @@ done
 
 if [[ ${COUNT_INSTRUCTIONS:-0} == 1 && $fail -eq 0 ]]; then
   echo "== 5. instructions per inference (cortex-m4 on mps2-an386, counting plugin)"
-  cc -O2 -shared -fPIC -o "$work/libinsncount.so" "$here/insncount.c"
+  cc -O2 -shared -fPIC -o "$work/libinsncount.so" "$plugin_src"
   start count CPU=cortex-m4 count-elfs
   counts=()
   if need count; then
