@@ -1,0 +1,516 @@
+// The fused forward and backward of one attention matrix (declared in attention_kernels.hpp),
+// tiled as FlashAttention-2 (Dao, 2023) tiles them.
+//
+// Forward, per block i of kBlockRows query rows, over chunks j of keys (online softmax):
+//   S_ij = scale q_i k_j^T + bias_ij                            (gemm: rows of q x panels of K^T)
+//   m_i' = max(m_i, rowmax S_ij),  E_ij = e^(S_ij - m_i'),  c_i = e^(m_i - m_i')
+//   l_i' = c_i l_i + rowsum E_ij,  O_i' = c_i O_i + (E * M)_ij v_j   (gemm: rows of E x rows of v)
+// then O_i / l_i is the output, and m_i and 1 / l_i are kept for backward. When weights are
+// wanted (returned or averaged) a chunk is the whole row, so that A = E / l is exact in it.
+//
+// Backward, per block i of query rows, on whole rows of keys (a block's rows of A and dP,
+// kBlockRows x S, are the workspace's only L x S-shaped part):
+//   A_i = e^(S_i - m_i) / l_i                (recomputed as above, or read from the saved A)
+//   dP_i = dO_i v^T,  dA_i = dP_i * M_i,  dS_i = A_i (dA_i - rowsum(dA_i A_i))   (= dbias)
+//   dv += (A * M)_i^T dO_i,  dq_i = scale dS_i k,  dk += scale dS_i^T q_i
+// rowsum(dA A) is summed from the same dA that dS uses, as PyTorch's softmax backward does,
+// so each row of dS sums to zero up to rounding (FlashAttention's rowsum(dO * O) would
+// need no whole rows but loses that).
+//
+// Every product is a simd::gemm_tiles call on register tiles; the elementwise steps run
+// along rows in whole vectors. K^T and v^T are packed once per matrix into panels of the
+// tiles' width, other operands into zero-padded rows, so the tiles never see a ragged edge.
+// A fully masked row (every score -inf) has m = -inf, E = 0, l = 0: its output, weights
+// and gradients are 0. A NaN in a row makes that row's output NaN.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "attention_kernels.hpp"
+#include "gemm_tiles.hpp"
+#include "simd.hpp"
+
+namespace microtorch::detail {
+
+namespace {
+
+using simd::kLanesOf;
+using simd::kPanelOf;
+using simd::load_vec;
+using simd::store_vec;
+using simd::VecOf;
+
+template <class T>
+constexpr T kLog2e = T(1.4426950408889634074);
+template <class T>
+constexpr T kLn2 = T(0.69314718055994530942);
+
+constexpr std::int64_t round_up(std::int64_t n, std::int64_t m) { return (n + m - 1) / m * m; }
+
+// ---- the register-tiled products, compiled once per ISA -------------------------------
+
+#if defined(MICROTORCH_ISAS_AVX512)
+MICROTORCH_TARGET_AVX512 void gemm_tiled(simd::Avx512, const Gemm<float>& g) { simd::gemm_tiles<simd::Avx512>(g); }
+MICROTORCH_TARGET_AVX512 void gemm_tiled(simd::Avx512, const Gemm<double>& g) { simd::gemm_tiles<simd::Avx512>(g); }
+#endif
+#if defined(MICROTORCH_ISAS_AVX2)
+MICROTORCH_TARGET_AVX2 void gemm_tiled(simd::Avx2, const Gemm<float>& g) { simd::gemm_tiles<simd::Avx2>(g); }
+MICROTORCH_TARGET_AVX2 void gemm_tiled(simd::Avx2, const Gemm<double>& g) { simd::gemm_tiles<simd::Avx2>(g); }
+#endif
+#if defined(MICROTORCH_ISAS_BASELINE)
+void gemm_tiled(simd::Baseline, const Gemm<float>& g) { simd::gemm_tiles<simd::Baseline>(g); }
+void gemm_tiled(simd::Baseline, const Gemm<double>& g) { simd::gemm_tiles<simd::Baseline>(g); }
+#endif
+
+// ---- shapes and workspace ---------------------------------------------------------------
+
+// Query rows per block (8 tiles of rows) and keys per chunk (a multiple of the panels):
+// a block's chunk of scores, 48 x 256 floats, stays in L1/L2 between the passes over it.
+template <class Isa, class T>
+struct Blocking {
+  static constexpr int W = kLanesOf<Isa, T>, P = kPanelOf<Isa, T>;
+  static constexpr std::int64_t kBlockRows = 8 * Isa::kRows;
+  static constexpr std::int64_t kChunk = round_up(1024 / static_cast<std::int64_t>(sizeof(T)), P);
+};
+
+// Sub-buffers carved out of the workspace, each starting on a 64-byte boundary (a null
+// base only counts).
+template <class T>
+class Carve {
+ public:
+  explicit Carve(T* base) : base_(base) {}
+  T* take(std::int64_t n) {
+    T* p = base_ ? base_ + used_ : nullptr;
+    used_ += round_up(n, 64 / static_cast<std::int64_t>(sizeof(T)));
+    return p;
+  }
+  std::int64_t used() const { return used_; }
+
+ private:
+  T* base_;
+  std::int64_t used_ = 0;
+};
+
+template <class Isa, class T>
+struct ForwardBuffers {
+  using B = Blocking<Isa, T>;
+  std::int64_t chunk, ldv;
+  T *kt, *v, *s, *o;  // K^T panels [D x S], v rows [S x ldv], scores [rows x chunk], O [rows x ldv]
+  ForwardBuffers(const AttentionDims& d, bool whole_rows, T* base) {
+    Carve<T> carve(base);
+    const std::int64_t S_panels = round_up(d.S, B::P);
+    chunk = whole_rows ? std::max<std::int64_t>(S_panels, B::P) : B::kChunk;
+    ldv = round_up(std::max<std::int64_t>(d.Dv, 1), B::W);
+    kt = carve.take(S_panels * d.D);
+    v = carve.take(d.S * ldv);
+    s = carve.take(B::kBlockRows * chunk);
+    o = carve.take(B::kBlockRows * ldv);
+    end = carve.used();
+  }
+  std::int64_t end;
+};
+
+template <class Isa, class T>
+struct BackwardBuffers {
+  using B = Blocking<Isa, T>;
+  std::int64_t width, ldd, lddv;
+  T *kt, *k, *vt, *q, *dout, *dq, *dk, *dv, *a, *ds;
+  BackwardBuffers(const AttentionDims& d, T* base) {
+    Carve<T> carve(base);
+    width = std::max<std::int64_t>(round_up(d.S, B::P), B::P);
+    ldd = round_up(std::max<std::int64_t>(d.D, 1), B::W);
+    lddv = round_up(std::max<std::int64_t>(d.Dv, 1), B::W);
+    kt = carve.take(width * d.D);   // K^T panels, for the recomputed scores
+    k = carve.take(d.S * ldd);      // k rows, for dq
+    vt = carve.take(width * d.Dv);  // v^T panels, for dP
+    q = carve.take(d.L * ldd);      // q rows, for the scores and dk
+    dout = carve.take(d.L * lddv);  // dO rows, for dP and dv
+    dq = carve.take(B::kBlockRows * ldd);
+    dk = carve.take(d.S * ldd);
+    dv = carve.take(d.S * lddv);
+    a = carve.take(B::kBlockRows * width);   // a block's rows of A (then A * M)
+    ds = carve.take(B::kBlockRows * width);  // ... of dP (then scale dS)
+    end = carve.used();
+  }
+  std::int64_t end;
+};
+
+template <class Isa, class T>
+std::int64_t workspace_for(const AttentionDims& d, bool backward, bool whole_rows) {
+  return backward ? BackwardBuffers<Isa, T>(d, nullptr).end : ForwardBuffers<Isa, T>(d, whole_rows, nullptr).end;
+}
+
+// ---- elementwise helpers ------------------------------------------------------------------
+
+template <class Isa, class T, class V>
+[[gnu::always_inline]] inline V exp2_lanes(V t) {
+  if constexpr (std::is_same_v<T, float>) {
+    return simd::exp2_nonpositive<V, typename Isa::I>(t);
+  } else {
+    for (int l = 0; l < kLanesOf<Isa, T>; ++l) t[l] = std::exp2(t[l]);
+    return t;
+  }
+}
+
+// p[0 .. n) as a vector (n < lanes: `fill` past n).
+template <class V, class T>
+[[gnu::always_inline]] inline V load_first(const T* p, std::int64_t n, T fill) {
+  constexpr int W = sizeof(V) / sizeof(T);
+  if (n >= W) return load_vec<V>(p);
+  V v = V{} + fill;
+  for (std::int64_t l = 0; l < n; ++l) v[l] = p[l];
+  return v;
+}
+
+template <class V, class T>
+[[gnu::always_inline]] inline void store_first(T* p, V v, std::int64_t n) {
+  constexpr int W = sizeof(V) / sizeof(T);
+  if (n >= W) return store_vec(p, v);
+  for (std::int64_t l = 0; l < n; ++l) p[l] = v[l];
+}
+
+// Lane folds; the max skips NaN (a NaN row still turns NaN through its exponentials).
+template <class V>
+[[gnu::always_inline]] inline auto max_lanes(V v) {
+  auto m = v[0];
+  for (int l = 1; l < static_cast<int>(sizeof(V) / sizeof(m)); ++l) m = v[l] > m ? v[l] : m;
+  return m;
+}
+template <class V>
+[[gnu::always_inline]] inline auto sum_lanes(V v) {
+  auto s = v[0];
+  for (int l = 1; l < static_cast<int>(sizeof(V) / sizeof(s)); ++l) s += v[l];
+  return s;
+}
+
+// The scores of one row of a chunk in place, s = scale s + bias, -inf past `cols` (up to
+// the lanes); returns their max. bias is the row's first element (stride 0 or 1), or null.
+template <class V, class T>
+[[gnu::always_inline]] inline T scores_row(T* s, std::int64_t cols, std::int64_t width, T scale, const T* bias,
+                                           std::int64_t bias_stride) {
+  constexpr int W = sizeof(V) / sizeof(T);
+  const T minus_inf = -std::numeric_limits<T>::infinity();
+  V vmax = V{} + minus_inf;
+  for (std::int64_t j = 0; j < width; j += W) {
+    V x = load_vec<V>(s + j) * scale;
+    if (bias) x += bias_stride == 0 ? V{} + bias[0] : load_first<V>(bias + j, cols - j, T(0));
+    if (cols - j < W) {
+      for (int l = static_cast<int>(cols - j); l < W; ++l) x[l] = minus_inf;
+    }
+    store_vec(s + j, x);
+    vmax = x > vmax ? x : vmax;
+  }
+  return max_lanes(vmax);
+}
+
+// e^(x - shift) = 2^((x - shift) log2 e): the difference first, exact for the scores near
+// the max that matter, so the exponent carries no rounding of the scores' magnitude.
+template <class Isa, class T, class V>
+[[gnu::always_inline]] inline V exp_shifted(V x, T shift) {
+  return exp2_lanes<Isa, T>((x - shift) * kLog2e<T>);
+}
+
+// dst[r ldd + c] = src[r ld + c] for c < cols, 0 up to ldd.
+template <class T>
+void pack_rows(const T* src, std::int64_t ld, std::int64_t rows, std::int64_t cols, T* dst, std::int64_t ldd) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::memcpy(dst + r * ldd, src + r * ld, static_cast<std::size_t>(cols) * sizeof(T));
+    std::fill(dst + r * ldd + cols, dst + (r + 1) * ldd, T(0));
+  }
+}
+
+// The transpose of `count` rows of K elements (ld apart), as panels of P columns:
+// dst[(n / P) K P + k P + n % P] = src[n ld + k], zero for n in [count, count rounded up to
+// the lanes). Blocks of W x W go through simd::transpose.
+template <class Isa, class T>
+[[gnu::always_inline]] inline void pack_transposed(const T* src, std::int64_t ld, std::int64_t count,
+                                                   std::int64_t K, T* dst) {
+  using V = VecOf<Isa, T>;
+  constexpr int W = kLanesOf<Isa, T>, P = kPanelOf<Isa, T>;
+  auto at = [&](std::int64_t n, std::int64_t k) { return dst + (n / P) * K * P + k * P + n % P; };
+  const std::int64_t width = round_up(count, W);
+  for (std::int64_t n0 = 0; n0 < width; n0 += W) {
+    std::int64_t k0 = 0;
+    if (n0 + W <= count) {
+      for (; k0 + W <= K; k0 += W) {
+        V x[W];
+        for (int r = 0; r < W; ++r) x[r] = load_vec<V>(src + (n0 + r) * ld + k0);
+        simd::transpose(x);
+        for (int c = 0; c < W; ++c) store_vec(at(n0, k0 + c), x[c]);
+      }
+    }
+    for (std::int64_t k = k0; k < K; ++k) {
+      T* p = at(n0, k);
+      for (int r = 0; r < W; ++r) p[r] = n0 + r < count ? src[(n0 + r) * ld + k] : T(0);
+    }
+  }
+}
+
+// ---- forward ----------------------------------------------------------------------------------
+
+template <class Isa, class T>
+[[gnu::always_inline]] inline void forward_body(const AttentionMatrix<T>& a, T* workspace) {
+  using V = VecOf<Isa, T>;
+  using B = Blocking<Isa, T>;
+  constexpr int W = B::W, P = B::P;
+  constexpr std::int64_t BR = B::kBlockRows;
+  const T minus_inf = -std::numeric_limits<T>::infinity();
+  const std::int64_t L = a.dims.L, S = a.dims.S, D = a.dims.D, Dv = a.dims.Dv;
+  const bool whole_rows = a.weights || a.probs || a.average;
+  const ForwardBuffers<Isa, T> z(a.dims, whole_rows, workspace);
+  pack_transposed<Isa>(a.k, a.ldk, S, D, z.kt);
+  pack_rows(a.v, a.ldv, S, Dv, z.v, z.ldv);
+  T m[BR], l[BR], correction[BR];
+  for (std::int64_t i0 = 0; i0 < L; i0 += BR) {
+    const std::int64_t rows = std::min(BR, L - i0);
+    std::fill(m, m + rows, minus_inf);
+    std::fill(l, l + rows, T(0));
+    if (S == 0) std::fill(z.o, z.o + rows * z.ldv, T(0));
+    for (std::int64_t j0 = 0; j0 < S; j0 += z.chunk) {
+      const std::int64_t cols = std::min(z.chunk, S - j0), width = round_up(cols, W);
+      Gemm<T> scores;  // S_ij = q_i k_j^T
+      scores.M = rows, scores.N = width, scores.K = D;
+      scores.a = a.q + i0 * a.ldq, scores.a_row = a.ldq, scores.a_col = 1;
+      scores.b = z.kt + (j0 / P) * D * P, scores.ldb = P, scores.b_panel = D * P;
+      scores.c = z.s, scores.ldc = z.chunk;
+      gemm_tiled(Isa{}, scores);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        T* t = z.s + r * z.chunk;
+        const T* bias = a.bias ? a.bias + (i0 + r) * a.bias_row_stride + j0 * a.bias_col_stride : nullptr;
+        const T m_new = std::max(m[r], scores_row<V>(t, cols, width, a.scale, bias, a.bias_col_stride));
+        const T shift = m_new == minus_inf ? T(0) : m_new;  // a fully masked row: e^-inf = 0
+        correction[r] = std::exp(m[r] - shift);
+        V sum{};
+        for (std::int64_t j = 0; j < width; j += W) {
+          const V e = exp_shifted<Isa>(load_vec<V>(t + j), shift);
+          store_vec(t + j, e);
+          sum += e;
+        }
+        l[r] = correction[r] * l[r] + sum_lanes(sum);
+        m[r] = m_new;
+        const T* drop = a.drop ? a.drop + (i0 + r) * S + j0 : nullptr;
+        const std::int64_t row = (i0 + r) * S + j0;
+        if (whole_rows) {  // the one chunk: A = E / l exactly, P = A * M; O is corrected as in any chunk
+          const T inv = l[r] == T(0) ? T(0) : T(1) / l[r];
+          for (std::int64_t j = 0; j < width; j += W) {
+            V e = load_vec<V>(t + j), x = inv * e;
+            if (a.weights) store_first(a.weights + row + j, x, cols - j);
+            if (drop) {
+              const V mj = load_first<V>(drop + j, cols - j, T(0));
+              x *= mj, e *= mj;
+              if (a.probs) store_first(a.probs + row + j, x, cols - j);
+              store_vec(t + j, e);
+            }
+            if (a.average) {
+              T* avg = a.average + row + j;
+              const V prior = a.average_first ? V{} : load_first<V>(avg, cols - j, T(0));
+              store_first(avg, prior + a.average_weight * x, cols - j);
+            }
+          }
+        } else if (drop) {
+          for (std::int64_t j = 0; j < width; j += W) {
+            store_vec(t + j, load_vec<V>(t + j) * load_first<V>(drop + j, cols - j, T(0)));
+          }
+        }
+      }
+      Gemm<T> pv;  // O_i = c_i O_i + P_ij v_j
+      pv.M = rows, pv.N = Dv, pv.K = cols;
+      pv.a = z.s, pv.a_row = z.chunk, pv.a_col = 1;
+      pv.b = z.v + j0 * z.ldv, pv.ldb = z.ldv, pv.b_panel = P;
+      pv.c = z.o, pv.ldc = z.ldv;
+      pv.into = j0 == 0 ? Into::overwrite : Into::rescale, pv.row_scale = correction;
+      gemm_tiled(Isa{}, pv);
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {  // O / l; A's shift and 1 / l for backward
+      const T inv = l[r] == T(0) ? T(0) : T(1) / l[r];
+      T* out = a.out + (i0 + r) * a.ldo;
+      for (std::int64_t j = 0; j < Dv; ++j) out[j] = inv * z.o[r * z.ldv + j];
+      if (a.stats) {
+        a.stats[2 * (i0 + r)] = m[r] == minus_inf ? T(0) : m[r];
+        a.stats[2 * (i0 + r) + 1] = inv;
+      }
+    }
+  }
+}
+
+// ---- backward ---------------------------------------------------------------------------------
+
+template <class Isa, class T>
+[[gnu::always_inline]] inline void backward_body(const AttentionGradMatrix<T>& a, T* workspace) {
+  using V = VecOf<Isa, T>;
+  using B = Blocking<Isa, T>;
+  constexpr int W = B::W, P = B::P;
+  constexpr std::int64_t BR = B::kBlockRows;
+  const std::int64_t L = a.dims.L, S = a.dims.S, D = a.dims.D, Dv = a.dims.Dv;
+  const BackwardBuffers<Isa, T> z(a.dims, workspace);
+  const std::int64_t width = round_up(S, W), lda = z.width;
+  const bool want_ds = a.dq || a.dk || a.dbias;
+  if (!a.weights) pack_transposed<Isa>(a.k, a.ldk, S, D, z.kt);
+  if (a.dq) pack_rows(a.k, a.ldk, S, D, z.k, z.ldd);
+  if (want_ds) pack_transposed<Isa>(a.v, a.ldv, S, Dv, z.vt);
+  pack_rows(a.q, a.ldq, L, D, z.q, z.ldd);
+  pack_rows(a.dout, a.lddo, L, Dv, z.dout, z.lddv);
+  if (a.dk) std::fill(z.dk, z.dk + S * z.ldd, T(0));
+  if (a.dv) std::fill(z.dv, z.dv + S * z.lddv, T(0));
+  for (std::int64_t i0 = 0; i0 < L; i0 += BR) {
+    const std::int64_t rows = std::min(BR, L - i0);
+    const T* ar = z.a;  // the block's rows of A, lda apart
+    std::int64_t ldar = lda;
+    if (a.weights) {
+      ar = a.weights + i0 * S, ldar = S;
+    } else {
+      Gemm<T> scores;  // S_i = q_i k^T
+      scores.M = rows, scores.N = width, scores.K = D;
+      scores.a = z.q + i0 * z.ldd, scores.a_row = z.ldd, scores.a_col = 1;
+      scores.b = z.kt, scores.ldb = P, scores.b_panel = D * P;
+      scores.c = z.a, scores.ldc = lda;
+      gemm_tiled(Isa{}, scores);
+      for (std::int64_t r = 0; r < rows; ++r) {  // A = e^(S - m) / l
+        T* t = z.a + r * lda;
+        const T* bias = a.bias ? a.bias + (i0 + r) * a.bias_row_stride : nullptr;
+        scores_row<V>(t, S, width, a.scale, bias, a.bias_col_stride);
+        const T shift = a.stats[2 * (i0 + r)], inv = a.stats[2 * (i0 + r) + 1];
+        for (std::int64_t j = 0; j < width; j += W) store_vec(t + j, inv * exp_shifted<Isa>(load_vec<V>(t + j), shift));
+      }
+    }
+    if (want_ds) {
+      Gemm<T> dp;  // dP_i = dO_i v^T
+      dp.M = rows, dp.N = width, dp.K = Dv;
+      dp.a = z.dout + i0 * z.lddv, dp.a_row = z.lddv, dp.a_col = 1;
+      dp.b = z.vt, dp.ldb = P, dp.b_panel = Dv * P;
+      dp.c = z.ds, dp.ldc = lda;
+      gemm_tiled(Isa{}, dp);
+      for (std::int64_t r = 0; r < rows; ++r) {  // dS = A (dA - rowsum(dA A)), dA = dP M; kept as scale dS
+        T* ds = z.ds + r * lda;
+        const T* at = ar + r * ldar;
+        const T* drop = a.drop ? a.drop + (i0 + r) * S : nullptr;
+        V dot{};
+        for (std::int64_t j = 0; j < width; j += W) {
+          V da = load_vec<V>(ds + j);
+          if (drop) da *= load_first<V>(drop + j, S - j, T(0));
+          store_vec(ds + j, da);
+          dot += da * load_first<V>(at + j, S - j, T(0));
+        }
+        const T d = sum_lanes(dot);
+        T* dbias = a.dbias ? a.dbias + (i0 + r) * S : nullptr;
+        for (std::int64_t j = 0; j < width; j += W) {
+          const V x = load_first<V>(at + j, S - j, T(0)) * (load_vec<V>(ds + j) - d);
+          if (dbias) store_first(dbias + j, x, S - j);
+          store_vec(ds + j, a.scale * x);
+        }
+      }
+    }
+    if (a.dv) {
+      const T* pd = ar;  // (A * M)_i
+      std::int64_t ldpd = ldar;
+      if (a.probs) {
+        pd = a.probs + i0 * S, ldpd = S;
+      } else if (a.drop) {  // A is ours here (the saved A exists only without dropout)
+        for (std::int64_t r = 0; r < rows; ++r) {
+          T* at = z.a + r * lda;
+          const T* drop = a.drop + (i0 + r) * S;
+          for (std::int64_t j = 0; j < width; j += W) {
+            store_vec(at + j, load_vec<V>(at + j) * load_first<V>(drop + j, S - j, T(0)));
+          }
+        }
+      }
+      Gemm<T> dv;  // dv += (A * M)_i^T dO_i
+      dv.M = S, dv.N = Dv, dv.K = rows;
+      dv.a = pd, dv.a_row = 1, dv.a_col = ldpd;
+      dv.b = z.dout + i0 * z.lddv, dv.ldb = z.lddv, dv.b_panel = P;
+      dv.c = z.dv, dv.ldc = z.lddv, dv.into = Into::add;
+      gemm_tiled(Isa{}, dv);
+    }
+    if (a.dq) {
+      Gemm<T> dq;  // dq_i = scale dS_i k
+      dq.M = rows, dq.N = D, dq.K = S;
+      dq.a = z.ds, dq.a_row = lda, dq.a_col = 1;
+      dq.b = z.k, dq.ldb = z.ldd, dq.b_panel = P;
+      dq.c = z.dq, dq.ldc = z.ldd;
+      gemm_tiled(Isa{}, dq);
+      for (std::int64_t r = 0; r < rows; ++r) std::copy_n(z.dq + r * z.ldd, D, a.dq + (i0 + r) * a.lddq);
+    }
+    if (a.dk) {
+      Gemm<T> dk;  // dk += scale dS_i^T q_i
+      dk.M = S, dk.N = D, dk.K = rows;
+      dk.a = z.ds, dk.a_row = 1, dk.a_col = lda;
+      dk.b = z.q + i0 * z.ldd, dk.ldb = z.ldd, dk.b_panel = P;
+      dk.c = z.dk, dk.ldc = z.ldd, dk.into = Into::add;
+      gemm_tiled(Isa{}, dk);
+    }
+  }
+  for (std::int64_t j = 0; j < S; ++j) {
+    if (a.dk) std::copy_n(z.dk + j * z.ldd, D, a.dk + j * a.lddk);
+    if (a.dv) std::copy_n(z.dv + j * z.lddv, Dv, a.dv + j * a.lddv);
+  }
+}
+
+// ---- one entry point per ISA and dtype --------------------------------------------------
+
+#define MICROTORCH_ATTENTION_TILES(Isa, TARGET)                                                            \
+  TARGET void forward(simd::Isa, const AttentionMatrix<float>& a, float* w) { forward_body<simd::Isa>(a, w); } \
+  TARGET void forward(simd::Isa, const AttentionMatrix<double>& a, double* w) {                             \
+    forward_body<simd::Isa>(a, w);                                                                          \
+  }                                                                                                         \
+  TARGET void backward(simd::Isa, const AttentionGradMatrix<float>& a, float* w) {                          \
+    backward_body<simd::Isa>(a, w);                                                                         \
+  }                                                                                                         \
+  TARGET void backward(simd::Isa, const AttentionGradMatrix<double>& a, double* w) {                        \
+    backward_body<simd::Isa>(a, w);                                                                         \
+  }
+
+#if defined(MICROTORCH_ISAS_AVX512)
+MICROTORCH_ATTENTION_TILES(Avx512, MICROTORCH_TARGET_AVX512)
+#endif
+#if defined(MICROTORCH_ISAS_AVX2)
+MICROTORCH_ATTENTION_TILES(Avx2, MICROTORCH_TARGET_AVX2)
+#endif
+#if defined(MICROTORCH_ISAS_BASELINE)
+MICROTORCH_ATTENTION_TILES(Baseline, )
+#endif
+
+// f(Isa{}) for the ISA this CPU runs.
+template <class F>
+decltype(auto) on_isa(F&& f) {
+  switch (simd::isa()) {
+#if defined(MICROTORCH_ISAS_AVX512)
+    case simd::IsaLevel::avx512:
+      return f(simd::Avx512{});
+#endif
+#if defined(MICROTORCH_ISAS_AVX2)
+    case simd::IsaLevel::avx2:
+      return f(simd::Avx2{});
+#endif
+    default:
+#if defined(MICROTORCH_ISAS_BASELINE)
+      return f(simd::Baseline{});
+#else
+      std::abort();
+#endif
+  }
+}
+
+}  // namespace
+
+template <class T>
+std::int64_t attention_workspace(const AttentionDims& d, bool backward, bool whole_rows) {
+  return on_isa([&](auto isa) { return workspace_for<decltype(isa), T>(d, backward, whole_rows); });
+}
+template std::int64_t attention_workspace<float>(const AttentionDims&, bool, bool);
+template std::int64_t attention_workspace<double>(const AttentionDims&, bool, bool);
+
+void attention_tiles(const AttentionMatrix<float>& a, float* w) {
+  on_isa([&](auto isa) { forward(isa, a, w); });
+}
+void attention_tiles(const AttentionMatrix<double>& a, double* w) {
+  on_isa([&](auto isa) { forward(isa, a, w); });
+}
+void attention_tiles_backward(const AttentionGradMatrix<float>& a, float* w) {
+  on_isa([&](auto isa) { backward(isa, a, w); });
+}
+void attention_tiles_backward(const AttentionGradMatrix<double>& a, double* w) {
+  on_isa([&](auto isa) { backward(isa, a, w); });
+}
+
+}  // namespace microtorch::detail
