@@ -148,18 +148,18 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
     return 0;
   });
   // Saved: the inputs (and the bias), A, P, M (each undefined when not made; P is A without
-  // dropout) and the row statistics. The weights handed back to the caller are A or P
+  // dropout), the row statistics, and the output when A is not kept (backward's rowsum(dO O)). The weights handed back to the caller are A or P
   // themselves, which backward reads, so an in-place edit of them is caught by the saved
   // version, not silently differentiated through.
   const std::size_t n_in = inputs.size();
   autograd::Saved saved(recorded);
   const std::size_t n_saved = recorded.size();
-  saved.tensors.insert(saved.tensors.end(), {weights, probs, dropped, stats});
+  saved.tensors.insert(saved.tensors.end(), {weights, probs, dropped, stats, weights.defined() ? Tensor() : out});
   out = autograd::record(
       out, op, recorded, saved,
       [lay, n_in, n_saved, scale, op](const Tensor& g, const autograd::NeedsGrad& needs, const TensorList& s) {
         const Tensor &weights = s[n_saved], &probs = s[n_saved + 1], &dropped = s[n_saved + 2];
-        const Tensor& stats = s[n_saved + 3];
+        const Tensor &stats = s[n_saved + 3], &out = s[n_saved + 4];
         const Tensor bias = n_saved > n_in ? s[n_in] : Tensor();
         TensorList grads(needs.size());
         for (const Operand* o : {&lay->q, &lay->k, &lay->v}) {
@@ -180,7 +180,7 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
           detail::attention_backward<T>(
               lay->dims, static_cast<T>(scale), in(lay->q), in(lay->k), in(lay->v), mask_bias<T>(bias, lay->batch),
               ptr(dropped), ptr(weights), dropped.defined() ? ptr(probs) : nullptr,
-              ptr(stats),
+              ptr(stats), out.defined() ? matrices(static_cast<const T*>(out.data<T>()), lay->out_offsets, lay->out_ld) : Matrices<const T>(),
               matrices(static_cast<const T*>(g.data<T>()), lay->out_offsets, lay->out_ld), grad(lay->q),
               grad(lay->k), grad(lay->v), bias_grad ? grads[n_in].data<T>() : nullptr);
           return 0;

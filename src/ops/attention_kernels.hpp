@@ -17,8 +17,8 @@
 //   dv = P^T dO,  dP = dO v^T,  dA = dP * M,
 //   dS = A * (dA - rowsum(dA * A)),  dq = scale dS k,  dk = scale dS^T q,  dbias = dS
 // Both are tiled as FlashAttention-2 is: no L x S matrix exists unless the caller asks for
-// the weights; a thread's workspace holds blocks of 48 query rows x S and O((L + S) D). Matrices are independent, so they are
-// spread over microtorch's threads; the kernels call no BLAS (their own register tiles,
+// the weights, and a thread's workspace holds O((L + S) D) elements. Matrices are
+// independent, so they are spread over microtorch's threads; the kernels call no BLAS (their own register tiles,
 // gemm_tiles.hpp), so a parallel region never touches OpenBLAS's process-wide threads.
 #pragma once
 
@@ -89,14 +89,16 @@ struct AttentionMatrix : AttentionOperands<T> {
   T* stats = nullptr;
 };
 
-/// One matrix of the backward: the forward's operands, dropout multipliers and row
-/// statistics (and its A and P when it kept them: read instead of recomputed), dout, and the
+/// One matrix of the backward: the forward's operands, dropout multipliers, row statistics
+/// and output (or its A and P when it kept them: read instead of recomputed), dout, and the
 /// gradients wanted (null when not).
 template <class T>
 struct AttentionGradMatrix : AttentionOperands<T> {
   using AttentionOperands<T>::AttentionOperands;
   const T *drop = nullptr, *weights = nullptr, *probs = nullptr;
   const T* stats = nullptr;
+  const T* out = nullptr;  // read when weights is null
+  std::int64_t ldo = 0;
   const T* dout = nullptr;
   std::int64_t lddo = 0;
   T *dq = nullptr, *dk = nullptr, *dv = nullptr;
@@ -104,8 +106,9 @@ struct AttentionGradMatrix : AttentionOperands<T> {
   T* dbias = nullptr;  // dS, contiguous [L, S], when the additive bias wants a gradient
 };
 
-/// Elements of the workspace one thread needs for matrices of these dims (forward with
-/// whole rows when it writes weights, probs or an average; or backward).
+/// Elements of the workspace one thread needs for matrices of these dims: forward (with
+/// whole rows when it writes weights, probs or an average) or backward (with whole rows
+/// when it reads the saved weights).
 template <class T>
 std::int64_t attention_workspace(const AttentionDims& d, bool backward, bool whole_rows);
 
@@ -163,17 +166,17 @@ void attention_forward(const AttentionDims& d, T scale, const Matrices<const T>&
 }
 
 /// Writes dq, dk, dv (each only when present) and dbias ([count, L, S], when not null) from
-/// dout, given the forward's stats ([count, L, 2]) and drop; weights (A) and probs (P)
-/// are read instead of recomputed when not null.
+/// dout, given the forward's stats ([count, L, 2]), out and drop; weights (A) and probs (P)
+/// are read instead of recomputed when not null (out is then not read).
 template <class T>
 void attention_backward(const AttentionDims& d, T scale, const Matrices<const T>& q, const Matrices<const T>& k,
                         const Matrices<const T>& v, const MaskBias<T>& bias, const T* drop, const T* weights,
-                        const T* probs, const T* stats, const Matrices<const T>& dout,
+                        const T* probs, const T* stats, const Matrices<const T>& out, const Matrices<const T>& dout,
                         const Matrices<T>& dq, const Matrices<T>& dk, const Matrices<T>& dv, T* dbias) {
   const std::int64_t LS = d.L * d.S;
   const double flops = 4.0 * static_cast<double>(LS) * static_cast<double>(d.D + d.Dv);
   parallel_for(d.count, flops, [&](std::int64_t begin, std::int64_t end) {
-    const Workspace<T> workspace(attention_workspace<T>(d, true, false));
+    const Workspace<T> workspace(attention_workspace<T>(d, true, weights != nullptr));
     for (std::int64_t ii = begin; ii < end; ++ii) {
       const auto i = static_cast<std::size_t>(ii);
       AttentionGradMatrix<T> a(d, scale, q, k, v, bias, i);
@@ -181,6 +184,7 @@ void attention_backward(const AttentionDims& d, T scale, const Matrices<const T>
       if (weights) a.weights = weights + ii * LS;
       if (probs) a.probs = probs + ii * LS;
       a.stats = stats + ii * 2 * d.L;
+      if (out) a.out = out[i], a.ldo = out.ld;
       a.dout = dout[i], a.lddo = dout.ld;
       if (dq) a.dq = dq[i], a.lddq = dq.ld;
       if (dk) a.dk = dk[i], a.lddk = dk.ld;

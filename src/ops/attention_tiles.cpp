@@ -8,14 +8,16 @@
 // then O_i / l_i is the output, and m_i and 1 / l_i are kept for backward. When weights are
 // wanted (returned or averaged) a chunk is the whole row, so that A = E / l is exact in it.
 //
-// Backward, per block i of query rows, on whole rows of keys (a block's rows of A and dP,
-// kBlockRows x S, are the workspace's only L x S-shaped part):
-//   A_i = e^(S_i - m_i) / l_i                (recomputed as above, or read from the saved A)
-//   dP_i = dO_i v^T,  dA_i = dP_i * M_i,  dS_i = A_i (dA_i - rowsum(dA_i A_i))   (= dbias)
-//   dv += (A * M)_i^T dO_i,  dq_i = scale dS_i k,  dk += scale dS_i^T q_i
-// rowsum(dA A) is summed from the same dA that dS uses, as PyTorch's softmax backward does,
-// so each row of dS sums to zero up to rounding (FlashAttention's rowsum(dO * O) would
-// need no whole rows but loses that).
+// Backward, FlashAttention-2's loop order: per chunk j of keys (dk_j and dv_j add up in
+// place) and block i of query rows (dq_i adds up over the chunks):
+//   A_ij = e^(S_ij - m_i) / l_i,  dP_ij = dO_i v_j^T,  dA_ij = dP_ij M_ij
+//   dS_ij = A_ij (dA_ij - D_i)   (= dbias),  D_i = rowsum(dA_i A_i) = rowsum(dO_i O_i)
+//   dv_j += (A * M)_ij^T dO_i,  dq_i += scale dS_ij k_j,  dk_j += scale dS_ij^T q_i
+// When the forward kept A (the caller took the weights per matrix), A is read instead of
+// recomputed and a chunk is the whole row, so D_i is summed from the very dA that dS uses,
+// as PyTorch's softmax backward does, and each row of dS sums to zero up to rounding.
+// Without the saved A, D_i comes from the output, and the tiles stay in L1/L2 however long
+// the rows.
 //
 // Every product is a simd::gemm_tiles call on register tiles; the elementwise steps run
 // along rows in whole vectors. K^T and v^T are packed once per matrix into panels of the
@@ -111,26 +113,30 @@ struct ForwardBuffers {
   std::int64_t end;
 };
 
+// With the saved A, a chunk is the whole row (rowsum(dA A) is then summed in the tile);
+// otherwise kChunk keys.
 template <class Isa, class T>
 struct BackwardBuffers {
   using B = Blocking<Isa, T>;
-  std::int64_t width, ldd, lddv;
-  T *kt, *k, *vt, *q, *dout, *dq, *dk, *dv, *a, *ds;
-  BackwardBuffers(const AttentionDims& d, T* base) {
+  std::int64_t chunk, ldd, lddv;
+  T *kt, *k, *vt, *q, *dout, *dq, *dk, *dv, *s, *dp, *di;
+  BackwardBuffers(const AttentionDims& d, bool saved_weights, T* base) {
     Carve<T> carve(base);
-    width = std::max<std::int64_t>(round_up(d.S, B::P), B::P);
+    const std::int64_t S_panels = std::max<std::int64_t>(round_up(d.S, B::P), B::P);
+    chunk = saved_weights ? S_panels : B::kChunk;
     ldd = round_up(std::max<std::int64_t>(d.D, 1), B::W);
     lddv = round_up(std::max<std::int64_t>(d.Dv, 1), B::W);
-    kt = carve.take(width * d.D);   // K^T panels, for the recomputed scores
-    k = carve.take(d.S * ldd);      // k rows, for dq
-    vt = carve.take(width * d.Dv);  // v^T panels, for dP
-    q = carve.take(d.L * ldd);      // q rows, for the scores and dk
-    dout = carve.take(d.L * lddv);  // dO rows, for dP and dv
-    dq = carve.take(B::kBlockRows * ldd);
+    kt = carve.take(saved_weights ? 0 : S_panels * d.D);  // K^T panels, for the recomputed scores
+    vt = carve.take(S_panels * d.Dv);                    // v^T panels, for dP
+    k = carve.take(d.S * ldd);                           // rows of k, q, dO, dq, dk and dv, when
+    q = carve.take(d.L * ldd);                           // not a whole number of vectors
+    dout = carve.take(d.L * lddv);
+    dq = carve.take(d.L * ldd);
     dk = carve.take(d.S * ldd);
     dv = carve.take(d.S * lddv);
-    a = carve.take(B::kBlockRows * width);   // a block's rows of A (then A * M)
-    ds = carve.take(B::kBlockRows * width);  // ... of dP (then scale dS)
+    s = carve.take(saved_weights ? 0 : B::kBlockRows * chunk);  // a block's chunk of A (then A * M)
+    dp = carve.take(B::kBlockRows * chunk);                      // ... of dP (then scale dS)
+    di = carve.take(saved_weights ? 0 : d.L);                    // rowsum(dO * O)
     end = carve.used();
   }
   std::int64_t end;
@@ -138,7 +144,8 @@ struct BackwardBuffers {
 
 template <class Isa, class T>
 std::int64_t workspace_for(const AttentionDims& d, bool backward, bool whole_rows) {
-  return backward ? BackwardBuffers<Isa, T>(d, nullptr).end : ForwardBuffers<Isa, T>(d, whole_rows, nullptr).end;
+  return backward ? BackwardBuffers<Isa, T>(d, whole_rows, nullptr).end
+                  : ForwardBuffers<Isa, T>(d, whole_rows, nullptr).end;
 }
 
 // ---- elementwise helpers ------------------------------------------------------------------
@@ -215,9 +222,28 @@ template <class Isa, class T, class V>
 template <class T>
 void pack_rows(const T* src, std::int64_t ld, std::int64_t rows, std::int64_t cols, T* dst, std::int64_t ldd) {
   for (std::int64_t r = 0; r < rows; ++r) {
-    std::memcpy(dst + r * ldd, src + r * ld, static_cast<std::size_t>(cols) * sizeof(T));
+    std::copy_n(src + r * ld, cols, dst + r * ldd);
     std::fill(dst + r * ldd + cols, dst + (r + 1) * ldd, T(0));
   }
+}
+
+// Rows of a matrix that a tile reads or writes in whole vectors: the matrix itself when a
+// row is a whole number of vectors, otherwise a zero-padded copy in the workspace.
+template <class T>
+struct VectorRows {
+  T* p;
+  std::int64_t ld;
+};
+template <int W, class T>
+VectorRows<const T> vector_rows(const T* src, std::int64_t ld, std::int64_t rows, std::int64_t cols, T* buffer,
+                                std::int64_t ld_buffer) {
+  if (cols % W == 0) return {src, ld};
+  pack_rows(src, ld, rows, cols, buffer, ld_buffer);
+  return {buffer, ld_buffer};
+}
+template <int W, class T>
+VectorRows<T> vector_rows_out(T* dst, std::int64_t ld, std::int64_t cols, T* buffer, std::int64_t ld_buffer) {
+  return cols % W == 0 ? VectorRows<T>{dst, ld} : VectorRows<T>{buffer, ld_buffer};
 }
 
 // The transpose of `count` rows of K elements (ld apart), as panels of P columns:
@@ -260,7 +286,7 @@ template <class Isa, class T>
   const bool whole_rows = a.weights || a.probs || a.average;
   const ForwardBuffers<Isa, T> z(a.dims, whole_rows, workspace);
   pack_transposed<Isa>(a.k, a.ldk, S, D, z.kt);
-  pack_rows(a.v, a.ldv, S, Dv, z.v, z.ldv);
+  const VectorRows<const T> v = vector_rows<W>(a.v, a.ldv, S, Dv, z.v, z.ldv);
   T m[BR], l[BR], correction[BR];
   for (std::int64_t i0 = 0; i0 < L; i0 += BR) {
     const std::int64_t rows = std::min(BR, L - i0);
@@ -317,7 +343,7 @@ template <class Isa, class T>
       Gemm<T> pv;  // O_i = c_i O_i + P_ij v_j
       pv.M = rows, pv.N = Dv, pv.K = cols;
       pv.a = z.s, pv.a_row = z.chunk, pv.a_col = 1;
-      pv.b = z.v + j0 * z.ldv, pv.ldb = z.ldv, pv.b_panel = P;
+      pv.b = v.p + j0 * v.ld, pv.ldb = v.ld, pv.b_panel = P;
       pv.c = z.o, pv.ldc = z.ldv;
       pv.into = j0 == 0 ? Into::overwrite : Into::rescale, pv.row_scale = correction;
       gemm_tiled(Isa{}, pv);
@@ -343,107 +369,137 @@ template <class Isa, class T>
   constexpr int W = B::W, P = B::P;
   constexpr std::int64_t BR = B::kBlockRows;
   const std::int64_t L = a.dims.L, S = a.dims.S, D = a.dims.D, Dv = a.dims.Dv;
-  const BackwardBuffers<Isa, T> z(a.dims, workspace);
-  const std::int64_t width = round_up(S, W), lda = z.width;
+  const bool saved = a.weights != nullptr;
+  const BackwardBuffers<Isa, T> z(a.dims, saved, workspace);
+  const std::int64_t BC = z.chunk;
   const bool want_ds = a.dq || a.dk || a.dbias;
-  if (!a.weights) pack_transposed<Isa>(a.k, a.ldk, S, D, z.kt);
-  if (a.dq) pack_rows(a.k, a.ldk, S, D, z.k, z.ldd);
+  if (!saved) pack_transposed<Isa>(a.k, a.ldk, S, D, z.kt);
   if (want_ds) pack_transposed<Isa>(a.v, a.ldv, S, Dv, z.vt);
-  pack_rows(a.q, a.ldq, L, D, z.q, z.ldd);
-  pack_rows(a.dout, a.lddo, L, Dv, z.dout, z.lddv);
-  if (a.dk) std::fill(z.dk, z.dk + S * z.ldd, T(0));
-  if (a.dv) std::fill(z.dv, z.dv + S * z.lddv, T(0));
-  for (std::int64_t i0 = 0; i0 < L; i0 += BR) {
-    const std::int64_t rows = std::min(BR, L - i0);
-    const T* ar = z.a;  // the block's rows of A, lda apart
-    std::int64_t ldar = lda;
-    if (a.weights) {
-      ar = a.weights + i0 * S, ldar = S;
-    } else {
-      Gemm<T> scores;  // S_i = q_i k^T
-      scores.M = rows, scores.N = width, scores.K = D;
-      scores.a = z.q + i0 * z.ldd, scores.a_row = z.ldd, scores.a_col = 1;
-      scores.b = z.kt, scores.ldb = P, scores.b_panel = D * P;
-      scores.c = z.a, scores.ldc = lda;
-      gemm_tiled(Isa{}, scores);
-      for (std::int64_t r = 0; r < rows; ++r) {  // A = e^(S - m) / l
-        T* t = z.a + r * lda;
-        const T* bias = a.bias ? a.bias + (i0 + r) * a.bias_row_stride : nullptr;
-        scores_row<V>(t, S, width, a.scale, bias, a.bias_col_stride);
-        const T shift = a.stats[2 * (i0 + r)], inv = a.stats[2 * (i0 + r) + 1];
-        for (std::int64_t j = 0; j < width; j += W) store_vec(t + j, inv * exp_shifted<Isa>(load_vec<V>(t + j), shift));
-      }
+  const VectorRows<const T> k = a.dq ? vector_rows<W>(a.k, a.ldk, S, D, z.k, z.ldd) : VectorRows<const T>{};
+  const VectorRows<const T> q = vector_rows<W>(a.q, a.ldq, L, D, z.q, z.ldd);
+  const VectorRows<const T> dout = vector_rows<W>(a.dout, a.lddo, L, Dv, z.dout, z.lddv);
+  const VectorRows<T> dq_out = vector_rows_out<W>(a.dq, a.lddq, D, z.dq, z.ldd);
+  const VectorRows<T> dk_out = vector_rows_out<W>(a.dk, a.lddk, D, z.dk, z.ldd);
+  const VectorRows<T> dv_out = vector_rows_out<W>(a.dv, a.lddv, Dv, z.dv, z.lddv);
+  for (std::int64_t j = 0; L == 0 && j < S; ++j) {  // otherwise written by the first block
+    if (a.dk) std::fill(dk_out.p + j * dk_out.ld, dk_out.p + j * dk_out.ld + D, T(0));
+    if (a.dv) std::fill(dv_out.p + j * dv_out.ld, dv_out.p + j * dv_out.ld + Dv, T(0));
+  }
+  for (std::int64_t i = 0; a.dq && S == 0 && i < L; ++i) std::fill(dq_out.p + i * dq_out.ld, dq_out.p + i * dq_out.ld + D, T(0));
+  if (!saved && want_ds) {  // rowsum(dA A) = rowsum(dO O), summed in double
+    for (std::int64_t i = 0; i < L; ++i) {
+      const T* o = a.out + i * a.ldo;
+      const T* g = a.dout + i * a.lddo;
+      double sum = 0;
+      for (std::int64_t c = 0; c < Dv; ++c) sum += static_cast<double>(g[c]) * static_cast<double>(o[c]);
+      z.di[i] = static_cast<T>(sum);
     }
-    if (want_ds) {
-      Gemm<T> dp;  // dP_i = dO_i v^T
-      dp.M = rows, dp.N = width, dp.K = Dv;
-      dp.a = z.dout + i0 * z.lddv, dp.a_row = z.lddv, dp.a_col = 1;
-      dp.b = z.vt, dp.ldb = P, dp.b_panel = Dv * P;
-      dp.c = z.ds, dp.ldc = lda;
-      gemm_tiled(Isa{}, dp);
-      for (std::int64_t r = 0; r < rows; ++r) {  // dS = A (dA - rowsum(dA A)), dA = dP M; kept as scale dS
-        T* ds = z.ds + r * lda;
-        const T* at = ar + r * ldar;
-        const T* drop = a.drop ? a.drop + (i0 + r) * S : nullptr;
-        V dot{};
-        for (std::int64_t j = 0; j < width; j += W) {
-          V da = load_vec<V>(ds + j);
-          if (drop) da *= load_first<V>(drop + j, S - j, T(0));
-          store_vec(ds + j, da);
-          dot += da * load_first<V>(at + j, S - j, T(0));
-        }
-        const T d = sum_lanes(dot);
-        T* dbias = a.dbias ? a.dbias + (i0 + r) * S : nullptr;
-        for (std::int64_t j = 0; j < width; j += W) {
-          const V x = load_first<V>(at + j, S - j, T(0)) * (load_vec<V>(ds + j) - d);
-          if (dbias) store_first(dbias + j, x, S - j);
-          store_vec(ds + j, a.scale * x);
+  }
+  for (std::int64_t j0 = 0; j0 < S; j0 += BC) {
+    const std::int64_t cols = std::min(BC, S - j0), width = round_up(cols, W);
+    for (std::int64_t i0 = 0; i0 < L; i0 += BR) {
+      const std::int64_t rows = std::min(BR, L - i0);
+      const T* at = z.s;  // A_ij, rows lda apart
+      std::int64_t lda = BC;
+      if (saved) {
+        at = a.weights + i0 * S + j0, lda = S;
+      } else {
+        Gemm<T> scores;  // S_ij = q_i k_j^T
+        scores.M = rows, scores.N = width, scores.K = D;
+        scores.a = q.p + i0 * q.ld, scores.a_row = q.ld, scores.a_col = 1;
+        scores.b = z.kt + (j0 / P) * D * P, scores.ldb = P, scores.b_panel = D * P;
+        scores.c = z.s, scores.ldc = BC;
+        gemm_tiled(Isa{}, scores);
+        for (std::int64_t r = 0; r < rows; ++r) {  // A = e^(S - m) / l
+          T* t = z.s + r * BC;
+          const T* bias = a.bias ? a.bias + (i0 + r) * a.bias_row_stride + j0 * a.bias_col_stride : nullptr;
+          scores_row<V>(t, cols, width, a.scale, bias, a.bias_col_stride);
+          const T shift = a.stats[2 * (i0 + r)], inv = a.stats[2 * (i0 + r) + 1];
+          for (std::int64_t j = 0; j < width; j += W) store_vec(t + j, inv * exp_shifted<Isa>(load_vec<V>(t + j), shift));
         }
       }
-    }
-    if (a.dv) {
-      const T* pd = ar;  // (A * M)_i
-      std::int64_t ldpd = ldar;
-      if (a.probs) {
-        pd = a.probs + i0 * S, ldpd = S;
-      } else if (a.drop) {  // A is ours here (the saved A exists only without dropout)
-        for (std::int64_t r = 0; r < rows; ++r) {
-          T* at = z.a + r * lda;
-          const T* drop = a.drop + (i0 + r) * S;
+      if (want_ds) {
+        Gemm<T> dp;  // dP_ij = dO_i v_j^T
+        dp.M = rows, dp.N = width, dp.K = Dv;
+        dp.a = dout.p + i0 * dout.ld, dp.a_row = dout.ld, dp.a_col = 1;
+        dp.b = z.vt + (j0 / P) * Dv * P, dp.ldb = P, dp.b_panel = Dv * P;
+        dp.c = z.dp, dp.ldc = BC;
+        gemm_tiled(Isa{}, dp);
+        for (std::int64_t r = 0; r < rows; ++r) {  // dS = A (dA - rowsum(dA A)), dA = dP M; kept as scale dS
+          T* ds = z.dp + r * BC;
+          const T* ar = at + r * lda;
+          const T* drop = a.drop ? a.drop + (i0 + r) * S + j0 : nullptr;
+          T d;
+          if (saved) {  // the whole row is here
+            V dot{};
+            for (std::int64_t j = 0; j < width; j += W) {
+              V da = load_vec<V>(ds + j);
+              if (drop) da *= load_first<V>(drop + j, cols - j, T(0));
+              store_vec(ds + j, da);
+              dot += da * load_first<V>(ar + j, cols - j, T(0));
+            }
+            d = sum_lanes(dot);
+          } else {
+            d = z.di[i0 + r];
+            for (std::int64_t j = 0; drop && j < width; j += W) {
+              store_vec(ds + j, load_vec<V>(ds + j) * load_first<V>(drop + j, cols - j, T(0)));
+            }
+          }
+          T* dbias = a.dbias ? a.dbias + (i0 + r) * S + j0 : nullptr;
           for (std::int64_t j = 0; j < width; j += W) {
-            store_vec(at + j, load_vec<V>(at + j) * load_first<V>(drop + j, S - j, T(0)));
+            const V x = load_first<V>(ar + j, cols - j, T(0)) * (load_vec<V>(ds + j) - d);
+            if (dbias) store_first(dbias + j, x, cols - j);
+            store_vec(ds + j, a.scale * x);
           }
         }
       }
-      Gemm<T> dv;  // dv += (A * M)_i^T dO_i
-      dv.M = S, dv.N = Dv, dv.K = rows;
-      dv.a = pd, dv.a_row = 1, dv.a_col = ldpd;
-      dv.b = z.dout + i0 * z.lddv, dv.ldb = z.lddv, dv.b_panel = P;
-      dv.c = z.dv, dv.ldc = z.lddv, dv.into = Into::add;
-      gemm_tiled(Isa{}, dv);
-    }
-    if (a.dq) {
-      Gemm<T> dq;  // dq_i = scale dS_i k
-      dq.M = rows, dq.N = D, dq.K = S;
-      dq.a = z.ds, dq.a_row = lda, dq.a_col = 1;
-      dq.b = z.k, dq.ldb = z.ldd, dq.b_panel = P;
-      dq.c = z.dq, dq.ldc = z.ldd;
-      gemm_tiled(Isa{}, dq);
-      for (std::int64_t r = 0; r < rows; ++r) std::copy_n(z.dq + r * z.ldd, D, a.dq + (i0 + r) * a.lddq);
-    }
-    if (a.dk) {
-      Gemm<T> dk;  // dk += scale dS_i^T q_i
-      dk.M = S, dk.N = D, dk.K = rows;
-      dk.a = z.ds, dk.a_row = 1, dk.a_col = lda;
-      dk.b = z.q + i0 * z.ldd, dk.ldb = z.ldd, dk.b_panel = P;
-      dk.c = z.dk, dk.ldc = z.ldd, dk.into = Into::add;
-      gemm_tiled(Isa{}, dk);
+      if (a.dv) {
+        const T* pd = at;  // (A * M)_ij
+        std::int64_t ldpd = lda;
+        if (a.probs) {
+          pd = a.probs + i0 * S + j0, ldpd = S;
+        } else if (a.drop) {  // A is ours here (a saved A exists only without dropout)
+          for (std::int64_t r = 0; r < rows; ++r) {
+            T* ar = z.s + r * BC;
+            const T* drop = a.drop + (i0 + r) * S + j0;
+            for (std::int64_t j = 0; j < width; j += W) {
+              store_vec(ar + j, load_vec<V>(ar + j) * load_first<V>(drop + j, cols - j, T(0)));
+            }
+          }
+        }
+        Gemm<T> dv;  // dv_j += (A * M)_ij^T dO_i
+        dv.M = cols, dv.N = Dv, dv.K = rows;
+        dv.a = pd, dv.a_row = 1, dv.a_col = ldpd;
+        dv.b = dout.p + i0 * dout.ld, dv.ldb = dout.ld, dv.b_panel = P;
+        dv.c = dv_out.p + j0 * dv_out.ld, dv.ldc = dv_out.ld, dv.into = i0 == 0 ? Into::overwrite : Into::add;
+        gemm_tiled(Isa{}, dv);
+      }
+      if (a.dq) {
+        Gemm<T> dq;  // dq_i += scale dS_ij k_j
+        dq.M = rows, dq.N = D, dq.K = cols;
+        dq.a = z.dp, dq.a_row = BC, dq.a_col = 1;
+        dq.b = k.p + j0 * k.ld, dq.ldb = k.ld, dq.b_panel = P;
+        dq.c = dq_out.p + i0 * dq_out.ld, dq.ldc = dq_out.ld, dq.into = j0 == 0 ? Into::overwrite : Into::add;
+        gemm_tiled(Isa{}, dq);
+      }
+      if (a.dk) {
+        Gemm<T> dk;  // dk_j += scale dS_ij^T q_i
+        dk.M = cols, dk.N = D, dk.K = rows;
+        dk.a = z.dp, dk.a_row = 1, dk.a_col = BC;
+        dk.b = q.p + i0 * q.ld, dk.ldb = q.ld, dk.b_panel = P;
+        dk.c = dk_out.p + j0 * dk_out.ld, dk.ldc = dk_out.ld, dk.into = i0 == 0 ? Into::overwrite : Into::add;
+        gemm_tiled(Isa{}, dk);
+      }
     }
   }
-  for (std::int64_t j = 0; j < S; ++j) {
-    if (a.dk) std::copy_n(z.dk + j * z.ldd, D, a.dk + j * a.lddk);
-    if (a.dv) std::copy_n(z.dv + j * z.lddv, Dv, a.dv + j * a.lddv);
-  }
+  auto flush = [](const VectorRows<T>& from, T* to, std::int64_t ld, std::int64_t rows, std::int64_t cols) {
+    if (to && from.p != to) {
+      for (std::int64_t r = 0; r < rows; ++r) std::copy_n(from.p + r * from.ld, cols, to + r * ld);
+    }
+  };
+  flush(dq_out, a.dq, a.lddq, L, D);
+  flush(dk_out, a.dk, a.lddk, S, D);
+  flush(dv_out, a.dv, a.lddv, S, Dv);
 }
 
 // ---- one entry point per ISA and dtype --------------------------------------------------
