@@ -106,15 +106,16 @@ struct AttentionGradMatrix : AttentionOperands<T> {
   T* dbias = nullptr;  // dS, contiguous [L, S], when the additive bias wants a gradient
 };
 
-/// Elements of the workspace one thread needs for matrices of these dims: forward (with
-/// whole rows when it writes weights, probs or an average) or backward (with whole rows
-/// when it reads the saved weights).
+/// Elements of the workspace one thread needs for matrices of these dims: forward of a group
+/// of matrices (with whole rows when it writes weights, probs or an average) or backward of
+/// one (with whole rows when it reads the saved weights).
 template <class T>
-std::int64_t attention_workspace(const AttentionDims& d, bool backward, bool whole_rows);
+std::int64_t attention_workspace(const AttentionDims& d, bool backward, bool whole_rows, std::int64_t group = 1);
 
-/// O, the row statistics (and A, P, the average when wanted) of one matrix.
-void attention_tiles(const AttentionMatrix<float>& a, float* workspace);
-void attention_tiles(const AttentionMatrix<double>& a, double* workspace);
+/// O, the row statistics (and A, P, the average when wanted) of `count` matrices: the heads
+/// one average covers, run block by block (each block of query rows through every head).
+void attention_tiles(const AttentionMatrix<float>* a, std::int64_t count, float* workspace);
+void attention_tiles(const AttentionMatrix<double>* a, std::int64_t count, double* workspace);
 /// dq, dk, dv, dbias (those wanted) of one matrix.
 void attention_tiles_backward(const AttentionGradMatrix<float>& a, float* workspace);
 void attention_tiles_backward(const AttentionGradMatrix<double>& a, double* workspace);
@@ -146,21 +147,26 @@ void attention_forward(const AttentionDims& d, T scale, const Matrices<const T>&
   const double flops = 2.0 * static_cast<double>(LS) * static_cast<double>(d.D + d.Dv) * static_cast<double>(group);
   const bool whole_rows = weights || probs || average;
   parallel_for(d.count / group, flops, [&](std::int64_t begin, std::int64_t end) {
-    const Workspace<T> workspace(attention_workspace<T>(d, false, whole_rows));
-    for (std::int64_t ii = begin * group; ii < end * group; ++ii) {
-      const auto i = static_cast<std::size_t>(ii);
-      AttentionMatrix<T> a(d, scale, q, k, v, bias, i);
-      if (drop) a.drop = drop + ii * LS;
-      if (weights) a.weights = weights + ii * LS;
-      if (probs) a.probs = probs + ii * LS;
-      if (average) {  // mean over the group = sum of P / group
-        a.average = average + (ii / group) * LS;
-        a.average_weight = T(1) / static_cast<T>(group);
-        a.average_first = ii % group == 0;
+    const Workspace<T> workspace(attention_workspace<T>(d, false, whole_rows, group));
+    std::vector<AttentionMatrix<T>> heads(static_cast<std::size_t>(group));
+    for (std::int64_t g = begin; g < end; ++g) {
+      for (std::int64_t h = 0; h < group; ++h) {
+        const std::int64_t ii = g * group + h;
+        const auto i = static_cast<std::size_t>(ii);
+        AttentionMatrix<T>& a = heads[static_cast<std::size_t>(h)];
+        a = AttentionMatrix<T>(d, scale, q, k, v, bias, i);
+        if (drop) a.drop = drop + ii * LS;
+        if (weights) a.weights = weights + ii * LS;
+        if (probs) a.probs = probs + ii * LS;
+        if (average) {  // mean over the group = sum of P / group
+          a.average = average + g * LS;
+          a.average_weight = T(1) / static_cast<T>(group);
+          a.average_first = h == 0;
+        }
+        a.out = out[i], a.ldo = out.ld;
+        if (stats) a.stats = stats + ii * 2 * d.L;
       }
-      a.out = out[i], a.ldo = out.ld;
-      if (stats) a.stats = stats + ii * 2 * d.L;
-      attention_tiles(a, workspace.get());
+      attention_tiles(heads.data(), group, workspace.get());
     }
   });
 }

@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "attention_kernels.hpp"
 #include "gemm_tiles.hpp"
@@ -72,8 +73,8 @@ void gemm_tiled(simd::Baseline, const Gemm<double>& g) { simd::gemm_tiles<simd::
 template <class Isa, class T>
 struct Blocking {
   static constexpr int W = kLanesOf<Isa, T>, P = kPanelOf<Isa, T>;
-  static constexpr std::int64_t kBlockRows = 8 * Isa::kRows;
-  static constexpr std::int64_t kChunk = round_up(1024 / static_cast<std::int64_t>(sizeof(T)), P);
+  static constexpr std::int64_t kBlockRows = 16 * Isa::kRows;
+  static constexpr std::int64_t kChunk = round_up(512 / static_cast<std::int64_t>(sizeof(T)), P);
 };
 
 // Sub-buffers carved out of the workspace, each starting on a 64-byte boundary (a null
@@ -94,19 +95,22 @@ class Carve {
   std::int64_t used_ = 0;
 };
 
+// K^T and v of each matrix of a group, and one block's tiles.
 template <class Isa, class T>
 struct ForwardBuffers {
   using B = Blocking<Isa, T>;
-  std::int64_t chunk, ldv;
-  T *kt, *v, *s, *o;  // K^T panels [D x S], v rows [S x ldv], scores [rows x chunk], O [rows x ldv]
-  ForwardBuffers(const AttentionDims& d, bool whole_rows, T* base) {
+  std::int64_t chunk, lds, ldv, kt_size, v_size;
+  T *kt, *v, *s, *o;  // K^T panels [D x S] and v rows [S x ldv] per matrix; scores [rows x lds], O [rows x ldv]
+  ForwardBuffers(const AttentionDims& d, bool whole_rows, std::int64_t count, T* base) {
     Carve<T> carve(base);
     const std::int64_t S_panels = round_up(d.S, B::P);
     chunk = whole_rows ? std::max<std::int64_t>(S_panels, B::P) : B::kChunk;
+    lds = chunk + B::W;  // not a power of two: a tile's column walks through every L1 set
     ldv = round_up(std::max<std::int64_t>(d.Dv, 1), B::W);
-    kt = carve.take(S_panels * d.D);
-    v = carve.take(d.S * ldv);
-    s = carve.take(B::kBlockRows * chunk);
+    kt_size = round_up(S_panels * d.D, 16), v_size = round_up(d.S * ldv, 16);
+    kt = carve.take(count * kt_size);
+    v = carve.take(count * v_size);
+    s = carve.take(B::kBlockRows * lds);
     o = carve.take(B::kBlockRows * ldv);
     end = carve.used();
   }
@@ -118,24 +122,25 @@ struct ForwardBuffers {
 template <class Isa, class T>
 struct BackwardBuffers {
   using B = Blocking<Isa, T>;
-  std::int64_t chunk, ldd, lddv;
+  std::int64_t chunk, ldt, ldd, lddv;
   T *kt, *k, *vt, *q, *dout, *dq, *dk, *dv, *s, *dp, *di;
   BackwardBuffers(const AttentionDims& d, bool saved_weights, T* base) {
     Carve<T> carve(base);
     const std::int64_t S_panels = std::max<std::int64_t>(round_up(d.S, B::P), B::P);
     chunk = saved_weights ? S_panels : B::kChunk;
+    ldt = chunk + B::W;  // as ForwardBuffers::lds
     ldd = round_up(std::max<std::int64_t>(d.D, 1), B::W);
     lddv = round_up(std::max<std::int64_t>(d.Dv, 1), B::W);
     kt = carve.take(saved_weights ? 0 : S_panels * d.D);  // K^T panels, for the recomputed scores
     vt = carve.take(S_panels * d.Dv);                    // v^T panels, for dP
-    k = carve.take(d.S * ldd);                           // rows of k, q, dO, dq, dk and dv, when
-    q = carve.take(d.L * ldd);                           // not a whole number of vectors
+    k = carve.take(d.S * ldd);                           // rows of k, q and dO (and of dq, dk and dv
+    q = carve.take(d.L * ldd);                           // when not a whole number of vectors)
     dout = carve.take(d.L * lddv);
     dq = carve.take(d.L * ldd);
     dk = carve.take(d.S * ldd);
     dv = carve.take(d.S * lddv);
-    s = carve.take(saved_weights ? 0 : B::kBlockRows * chunk);  // a block's chunk of A (then A * M)
-    dp = carve.take(B::kBlockRows * chunk);                      // ... of dP (then scale dS)
+    s = carve.take(saved_weights ? 0 : B::kBlockRows * ldt);  // a block's chunk of A (then A * M)
+    dp = carve.take(B::kBlockRows * ldt);                      // ... of dP (then scale dS)
     di = carve.take(saved_weights ? 0 : d.L);                    // rowsum(dO * O)
     end = carve.used();
   }
@@ -143,9 +148,9 @@ struct BackwardBuffers {
 };
 
 template <class Isa, class T>
-std::int64_t workspace_for(const AttentionDims& d, bool backward, bool whole_rows) {
+std::int64_t workspace_for(const AttentionDims& d, bool backward, bool whole_rows, std::int64_t group) {
   return backward ? BackwardBuffers<Isa, T>(d, whole_rows, nullptr).end
-                  : ForwardBuffers<Isa, T>(d, whole_rows, nullptr).end;
+                  : ForwardBuffers<Isa, T>(d, whole_rows, group, nullptr).end;
 }
 
 // ---- elementwise helpers ------------------------------------------------------------------
@@ -227,20 +232,15 @@ void pack_rows(const T* src, std::int64_t ld, std::int64_t rows, std::int64_t co
   }
 }
 
-// Rows of a matrix that a tile reads or writes in whole vectors: the matrix itself when a
-// row is a whole number of vectors, otherwise a zero-padded copy in the workspace.
+// Rows of a gradient that the tiles write and add to in whole vectors: the gradient itself
+// when a row is a whole number of vectors, otherwise a zero-padded buffer in the
+// workspace. (Operands read as B are always packed into contiguous rows: in place, their
+// rows would sit a power of two apart in many layouts, all in a few L1 sets.)
 template <class T>
 struct VectorRows {
   T* p;
   std::int64_t ld;
 };
-template <int W, class T>
-VectorRows<const T> vector_rows(const T* src, std::int64_t ld, std::int64_t rows, std::int64_t cols, T* buffer,
-                                std::int64_t ld_buffer) {
-  if (cols % W == 0) return {src, ld};
-  pack_rows(src, ld, rows, cols, buffer, ld_buffer);
-  return {buffer, ld_buffer};
-}
 template <int W, class T>
 VectorRows<T> vector_rows_out(T* dst, std::int64_t ld, std::int64_t cols, T* buffer, std::int64_t ld_buffer) {
   return cols % W == 0 ? VectorRows<T>{dst, ld} : VectorRows<T>{buffer, ld_buffer};
@@ -275,8 +275,10 @@ template <class Isa, class T>
 
 // ---- forward ----------------------------------------------------------------------------------
 
+// One block of query rows of one matrix, its K^T and v packed in kt and v.
 template <class Isa, class T>
-[[gnu::always_inline]] inline void forward_body(const AttentionMatrix<T>& a, T* workspace) {
+[[gnu::always_inline]] inline void forward_block(const AttentionMatrix<T>& a, const ForwardBuffers<Isa, T>& z,
+                                                 const T* kt, const T* v, std::int64_t i0) {
   using V = VecOf<Isa, T>;
   using B = Blocking<Isa, T>;
   constexpr int W = B::W, P = B::P;
@@ -284,79 +286,90 @@ template <class Isa, class T>
   const T minus_inf = -std::numeric_limits<T>::infinity();
   const std::int64_t L = a.dims.L, S = a.dims.S, D = a.dims.D, Dv = a.dims.Dv;
   const bool whole_rows = a.weights || a.probs || a.average;
-  const ForwardBuffers<Isa, T> z(a.dims, whole_rows, workspace);
-  pack_transposed<Isa>(a.k, a.ldk, S, D, z.kt);
-  const VectorRows<const T> v = vector_rows<W>(a.v, a.ldv, S, Dv, z.v, z.ldv);
+  const std::int64_t rows = std::min(BR, L - i0);
   T m[BR], l[BR], correction[BR];
-  for (std::int64_t i0 = 0; i0 < L; i0 += BR) {
-    const std::int64_t rows = std::min(BR, L - i0);
-    std::fill(m, m + rows, minus_inf);
-    std::fill(l, l + rows, T(0));
-    if (S == 0) std::fill(z.o, z.o + rows * z.ldv, T(0));
-    for (std::int64_t j0 = 0; j0 < S; j0 += z.chunk) {
-      const std::int64_t cols = std::min(z.chunk, S - j0), width = round_up(cols, W);
-      Gemm<T> scores;  // S_ij = q_i k_j^T
-      scores.M = rows, scores.N = width, scores.K = D;
-      scores.a = a.q + i0 * a.ldq, scores.a_row = a.ldq, scores.a_col = 1;
-      scores.b = z.kt + (j0 / P) * D * P, scores.ldb = P, scores.b_panel = D * P;
-      scores.c = z.s, scores.ldc = z.chunk;
-      gemm_tiled(Isa{}, scores);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        T* t = z.s + r * z.chunk;
-        const T* bias = a.bias ? a.bias + (i0 + r) * a.bias_row_stride + j0 * a.bias_col_stride : nullptr;
-        const T m_new = std::max(m[r], scores_row<V>(t, cols, width, a.scale, bias, a.bias_col_stride));
-        const T shift = m_new == minus_inf ? T(0) : m_new;  // a fully masked row: e^-inf = 0
-        correction[r] = std::exp(m[r] - shift);
-        V sum{};
+  std::fill(m, m + rows, minus_inf);
+  std::fill(l, l + rows, T(0));
+  if (S == 0) std::fill(z.o, z.o + rows * z.ldv, T(0));
+  for (std::int64_t j0 = 0; j0 < S; j0 += z.chunk) {
+    const std::int64_t cols = std::min(z.chunk, S - j0), width = round_up(cols, W);
+    Gemm<T> scores;  // S_ij = q_i k_j^T
+    scores.M = rows, scores.N = width, scores.K = D;
+    scores.a = a.q + i0 * a.ldq, scores.a_row = a.ldq, scores.a_col = 1;
+    scores.b = kt + (j0 / P) * D * P, scores.ldb = P, scores.b_panel = D * P;
+    scores.c = z.s, scores.ldc = z.lds;
+    gemm_tiled(Isa{}, scores);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      T* t = z.s + r * z.lds;
+      const T* bias = a.bias ? a.bias + (i0 + r) * a.bias_row_stride + j0 * a.bias_col_stride : nullptr;
+      const T m_new = std::max(m[r], scores_row<V>(t, cols, width, a.scale, bias, a.bias_col_stride));
+      const T shift = m_new == minus_inf ? T(0) : m_new;  // a fully masked row: e^-inf = 0
+      correction[r] = std::exp(m[r] - shift);
+      V sum{};
+      for (std::int64_t j = 0; j < width; j += W) {
+        const V e = exp_shifted<Isa>(load_vec<V>(t + j), shift);
+        store_vec(t + j, e);
+        sum += e;
+      }
+      l[r] = correction[r] * l[r] + sum_lanes(sum);
+      m[r] = m_new;
+      const T* drop = a.drop ? a.drop + (i0 + r) * S + j0 : nullptr;
+      const std::int64_t row = (i0 + r) * S + j0;
+      if (whole_rows) {  // the one chunk: A = E / l exactly, P = A * M; O is corrected as in any chunk
+        const T inv = l[r] == T(0) ? T(0) : T(1) / l[r];
         for (std::int64_t j = 0; j < width; j += W) {
-          const V e = exp_shifted<Isa>(load_vec<V>(t + j), shift);
-          store_vec(t + j, e);
-          sum += e;
-        }
-        l[r] = correction[r] * l[r] + sum_lanes(sum);
-        m[r] = m_new;
-        const T* drop = a.drop ? a.drop + (i0 + r) * S + j0 : nullptr;
-        const std::int64_t row = (i0 + r) * S + j0;
-        if (whole_rows) {  // the one chunk: A = E / l exactly, P = A * M; O is corrected as in any chunk
-          const T inv = l[r] == T(0) ? T(0) : T(1) / l[r];
-          for (std::int64_t j = 0; j < width; j += W) {
-            V e = load_vec<V>(t + j), x = inv * e;
-            if (a.weights) store_first(a.weights + row + j, x, cols - j);
-            if (drop) {
-              const V mj = load_first<V>(drop + j, cols - j, T(0));
-              x *= mj, e *= mj;
-              if (a.probs) store_first(a.probs + row + j, x, cols - j);
-              store_vec(t + j, e);
-            }
-            if (a.average) {
-              T* avg = a.average + row + j;
-              const V prior = a.average_first ? V{} : load_first<V>(avg, cols - j, T(0));
-              store_first(avg, prior + a.average_weight * x, cols - j);
-            }
+          V e = load_vec<V>(t + j), x = inv * e;
+          if (a.weights) store_first(a.weights + row + j, x, cols - j);
+          if (drop) {
+            const V mj = load_first<V>(drop + j, cols - j, T(0));
+            x *= mj, e *= mj;
+            if (a.probs) store_first(a.probs + row + j, x, cols - j);
+            store_vec(t + j, e);
           }
-        } else if (drop) {
-          for (std::int64_t j = 0; j < width; j += W) {
-            store_vec(t + j, load_vec<V>(t + j) * load_first<V>(drop + j, cols - j, T(0)));
+          if (a.average) {
+            T* avg = a.average + row + j;
+            const V prior = a.average_first ? V{} : load_first<V>(avg, cols - j, T(0));
+            store_first(avg, prior + a.average_weight * x, cols - j);
           }
         }
-      }
-      Gemm<T> pv;  // O_i = c_i O_i + P_ij v_j
-      pv.M = rows, pv.N = Dv, pv.K = cols;
-      pv.a = z.s, pv.a_row = z.chunk, pv.a_col = 1;
-      pv.b = v.p + j0 * v.ld, pv.ldb = v.ld, pv.b_panel = P;
-      pv.c = z.o, pv.ldc = z.ldv;
-      pv.into = j0 == 0 ? Into::overwrite : Into::rescale, pv.row_scale = correction;
-      gemm_tiled(Isa{}, pv);
-    }
-    for (std::int64_t r = 0; r < rows; ++r) {  // O / l; A's shift and 1 / l for backward
-      const T inv = l[r] == T(0) ? T(0) : T(1) / l[r];
-      T* out = a.out + (i0 + r) * a.ldo;
-      for (std::int64_t j = 0; j < Dv; ++j) out[j] = inv * z.o[r * z.ldv + j];
-      if (a.stats) {
-        a.stats[2 * (i0 + r)] = m[r] == minus_inf ? T(0) : m[r];
-        a.stats[2 * (i0 + r) + 1] = inv;
+      } else if (drop) {
+        for (std::int64_t j = 0; j < width; j += W) {
+          store_vec(t + j, load_vec<V>(t + j) * load_first<V>(drop + j, cols - j, T(0)));
+        }
       }
     }
+    Gemm<T> pv;  // O_i = c_i O_i + P_ij v_j
+    pv.M = rows, pv.N = Dv, pv.K = cols;
+    pv.a = z.s, pv.a_row = z.lds, pv.a_col = 1;
+    pv.b = v + j0 * z.ldv, pv.ldb = z.ldv, pv.b_panel = P;
+    pv.c = z.o, pv.ldc = z.ldv;
+    pv.into = j0 == 0 ? Into::overwrite : Into::rescale, pv.row_scale = correction;
+    gemm_tiled(Isa{}, pv);
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {  // O / l; A's shift and 1 / l for backward
+    const T inv = l[r] == T(0) ? T(0) : T(1) / l[r];
+    T* out = a.out + (i0 + r) * a.ldo;
+    for (std::int64_t j = 0; j < Dv; ++j) out[j] = inv * z.o[r * z.ldv + j];
+    if (a.stats) {
+      a.stats[2 * (i0 + r)] = m[r] == minus_inf ? T(0) : m[r];
+      a.stats[2 * (i0 + r) + 1] = inv;
+    }
+  }
+}
+
+// A group of matrices (the heads one average covers) block by block, each block through
+// every matrix, so that the block's rows of the average stay in cache between the heads.
+template <class Isa, class T>
+[[gnu::always_inline]] inline void forward_body(const AttentionMatrix<T>* a, std::int64_t count, T* workspace) {
+  const AttentionDims& d = a[0].dims;
+  const bool whole_rows = a[0].weights || a[0].probs || a[0].average;
+  const ForwardBuffers<Isa, T> z(d, whole_rows, count, workspace);
+  for (std::int64_t h = 0; h < count; ++h) {
+    pack_transposed<Isa>(a[h].k, a[h].ldk, d.S, d.D, z.kt + h * z.kt_size);
+    pack_rows(a[h].v, a[h].ldv, d.S, d.Dv, z.v + h * z.v_size, z.ldv);
+  }
+  for (std::int64_t i0 = 0; i0 < d.L; i0 += Blocking<Isa, T>::kBlockRows) {
+    for (std::int64_t h = 0; h < count; ++h) forward_block(a[h], z, z.kt + h * z.kt_size, z.v + h * z.v_size, i0);
   }
 }
 
@@ -371,13 +384,13 @@ template <class Isa, class T>
   const std::int64_t L = a.dims.L, S = a.dims.S, D = a.dims.D, Dv = a.dims.Dv;
   const bool saved = a.weights != nullptr;
   const BackwardBuffers<Isa, T> z(a.dims, saved, workspace);
-  const std::int64_t BC = z.chunk;
+  const std::int64_t BC = z.chunk, LT = z.ldt;
   const bool want_ds = a.dq || a.dk || a.dbias;
   if (!saved) pack_transposed<Isa>(a.k, a.ldk, S, D, z.kt);
   if (want_ds) pack_transposed<Isa>(a.v, a.ldv, S, Dv, z.vt);
-  const VectorRows<const T> k = a.dq ? vector_rows<W>(a.k, a.ldk, S, D, z.k, z.ldd) : VectorRows<const T>{};
-  const VectorRows<const T> q = vector_rows<W>(a.q, a.ldq, L, D, z.q, z.ldd);
-  const VectorRows<const T> dout = vector_rows<W>(a.dout, a.lddo, L, Dv, z.dout, z.lddv);
+  if (a.dq) pack_rows(a.k, a.ldk, S, D, z.k, z.ldd);
+  pack_rows(a.q, a.ldq, L, D, z.q, z.ldd);
+  pack_rows(a.dout, a.lddo, L, Dv, z.dout, z.lddv);
   const VectorRows<T> dq_out = vector_rows_out<W>(a.dq, a.lddq, D, z.dq, z.ldd);
   const VectorRows<T> dk_out = vector_rows_out<W>(a.dk, a.lddk, D, z.dk, z.ldd);
   const VectorRows<T> dv_out = vector_rows_out<W>(a.dv, a.lddv, Dv, z.dv, z.lddv);
@@ -400,18 +413,18 @@ template <class Isa, class T>
     for (std::int64_t i0 = 0; i0 < L; i0 += BR) {
       const std::int64_t rows = std::min(BR, L - i0);
       const T* at = z.s;  // A_ij, rows lda apart
-      std::int64_t lda = BC;
+      std::int64_t lda = LT;
       if (saved) {
         at = a.weights + i0 * S + j0, lda = S;
       } else {
         Gemm<T> scores;  // S_ij = q_i k_j^T
         scores.M = rows, scores.N = width, scores.K = D;
-        scores.a = q.p + i0 * q.ld, scores.a_row = q.ld, scores.a_col = 1;
+        scores.a = z.q + i0 * z.ldd, scores.a_row = z.ldd, scores.a_col = 1;
         scores.b = z.kt + (j0 / P) * D * P, scores.ldb = P, scores.b_panel = D * P;
-        scores.c = z.s, scores.ldc = BC;
+        scores.c = z.s, scores.ldc = LT;
         gemm_tiled(Isa{}, scores);
         for (std::int64_t r = 0; r < rows; ++r) {  // A = e^(S - m) / l
-          T* t = z.s + r * BC;
+          T* t = z.s + r * LT;
           const T* bias = a.bias ? a.bias + (i0 + r) * a.bias_row_stride + j0 * a.bias_col_stride : nullptr;
           scores_row<V>(t, cols, width, a.scale, bias, a.bias_col_stride);
           const T shift = a.stats[2 * (i0 + r)], inv = a.stats[2 * (i0 + r) + 1];
@@ -421,12 +434,12 @@ template <class Isa, class T>
       if (want_ds) {
         Gemm<T> dp;  // dP_ij = dO_i v_j^T
         dp.M = rows, dp.N = width, dp.K = Dv;
-        dp.a = dout.p + i0 * dout.ld, dp.a_row = dout.ld, dp.a_col = 1;
+        dp.a = z.dout + i0 * z.lddv, dp.a_row = z.lddv, dp.a_col = 1;
         dp.b = z.vt + (j0 / P) * Dv * P, dp.ldb = P, dp.b_panel = Dv * P;
-        dp.c = z.dp, dp.ldc = BC;
+        dp.c = z.dp, dp.ldc = LT;
         gemm_tiled(Isa{}, dp);
         for (std::int64_t r = 0; r < rows; ++r) {  // dS = A (dA - rowsum(dA A)), dA = dP M; kept as scale dS
-          T* ds = z.dp + r * BC;
+          T* ds = z.dp + r * LT;
           const T* ar = at + r * lda;
           const T* drop = a.drop ? a.drop + (i0 + r) * S + j0 : nullptr;
           T d;
@@ -460,7 +473,7 @@ template <class Isa, class T>
           pd = a.probs + i0 * S + j0, ldpd = S;
         } else if (a.drop) {  // A is ours here (a saved A exists only without dropout)
           for (std::int64_t r = 0; r < rows; ++r) {
-            T* ar = z.s + r * BC;
+            T* ar = z.s + r * LT;
             const T* drop = a.drop + (i0 + r) * S + j0;
             for (std::int64_t j = 0; j < width; j += W) {
               store_vec(ar + j, load_vec<V>(ar + j) * load_first<V>(drop + j, cols - j, T(0)));
@@ -470,23 +483,23 @@ template <class Isa, class T>
         Gemm<T> dv;  // dv_j += (A * M)_ij^T dO_i
         dv.M = cols, dv.N = Dv, dv.K = rows;
         dv.a = pd, dv.a_row = 1, dv.a_col = ldpd;
-        dv.b = dout.p + i0 * dout.ld, dv.ldb = dout.ld, dv.b_panel = P;
+        dv.b = z.dout + i0 * z.lddv, dv.ldb = z.lddv, dv.b_panel = P;
         dv.c = dv_out.p + j0 * dv_out.ld, dv.ldc = dv_out.ld, dv.into = i0 == 0 ? Into::overwrite : Into::add;
         gemm_tiled(Isa{}, dv);
       }
       if (a.dq) {
         Gemm<T> dq;  // dq_i += scale dS_ij k_j
         dq.M = rows, dq.N = D, dq.K = cols;
-        dq.a = z.dp, dq.a_row = BC, dq.a_col = 1;
-        dq.b = k.p + j0 * k.ld, dq.ldb = k.ld, dq.b_panel = P;
+        dq.a = z.dp, dq.a_row = LT, dq.a_col = 1;
+        dq.b = z.k + j0 * z.ldd, dq.ldb = z.ldd, dq.b_panel = P;
         dq.c = dq_out.p + i0 * dq_out.ld, dq.ldc = dq_out.ld, dq.into = j0 == 0 ? Into::overwrite : Into::add;
         gemm_tiled(Isa{}, dq);
       }
       if (a.dk) {
         Gemm<T> dk;  // dk_j += scale dS_ij^T q_i
         dk.M = cols, dk.N = D, dk.K = rows;
-        dk.a = z.dp, dk.a_row = 1, dk.a_col = BC;
-        dk.b = q.p + i0 * q.ld, dk.ldb = q.ld, dk.b_panel = P;
+        dk.a = z.dp, dk.a_row = 1, dk.a_col = LT;
+        dk.b = z.q + i0 * z.ldd, dk.ldb = z.ldd, dk.b_panel = P;
         dk.c = dk_out.p + j0 * dk_out.ld, dk.ldc = dk_out.ld, dk.into = i0 == 0 ? Into::overwrite : Into::add;
         gemm_tiled(Isa{}, dk);
       }
@@ -505,9 +518,11 @@ template <class Isa, class T>
 // ---- one entry point per ISA and dtype --------------------------------------------------
 
 #define MICROTORCH_ATTENTION_TILES(Isa, TARGET)                                                            \
-  TARGET void forward(simd::Isa, const AttentionMatrix<float>& a, float* w) { forward_body<simd::Isa>(a, w); } \
-  TARGET void forward(simd::Isa, const AttentionMatrix<double>& a, double* w) {                             \
-    forward_body<simd::Isa>(a, w);                                                                          \
+  TARGET void forward(simd::Isa, const AttentionMatrix<float>* a, std::int64_t n, float* w) {               \
+    forward_body<simd::Isa>(a, n, w);                                                                       \
+  }                                                                                                         \
+  TARGET void forward(simd::Isa, const AttentionMatrix<double>* a, std::int64_t n, double* w) {             \
+    forward_body<simd::Isa>(a, n, w);                                                                       \
   }                                                                                                         \
   TARGET void backward(simd::Isa, const AttentionGradMatrix<float>& a, float* w) {                          \
     backward_body<simd::Isa>(a, w);                                                                         \
@@ -550,17 +565,17 @@ decltype(auto) on_isa(F&& f) {
 }  // namespace
 
 template <class T>
-std::int64_t attention_workspace(const AttentionDims& d, bool backward, bool whole_rows) {
-  return on_isa([&](auto isa) { return workspace_for<decltype(isa), T>(d, backward, whole_rows); });
+std::int64_t attention_workspace(const AttentionDims& d, bool backward, bool whole_rows, std::int64_t group) {
+  return on_isa([&](auto isa) { return workspace_for<decltype(isa), T>(d, backward, whole_rows, group); });
 }
-template std::int64_t attention_workspace<float>(const AttentionDims&, bool, bool);
-template std::int64_t attention_workspace<double>(const AttentionDims&, bool, bool);
+template std::int64_t attention_workspace<float>(const AttentionDims&, bool, bool, std::int64_t);
+template std::int64_t attention_workspace<double>(const AttentionDims&, bool, bool, std::int64_t);
 
-void attention_tiles(const AttentionMatrix<float>& a, float* w) {
-  on_isa([&](auto isa) { forward(isa, a, w); });
+void attention_tiles(const AttentionMatrix<float>* a, std::int64_t count, float* w) {
+  on_isa([&](auto isa) { forward(isa, a, count, w); });
 }
-void attention_tiles(const AttentionMatrix<double>& a, double* w) {
-  on_isa([&](auto isa) { forward(isa, a, w); });
+void attention_tiles(const AttentionMatrix<double>* a, std::int64_t count, double* w) {
+  on_isa([&](auto isa) { forward(isa, a, count, w); });
 }
 void attention_tiles_backward(const AttentionGradMatrix<float>& a, float* w) {
   on_isa([&](auto isa) { backward(isa, a, w); });

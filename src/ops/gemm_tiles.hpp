@@ -50,28 +50,29 @@ template <class V, int MR, int NV, class T>
                                              const T* b, std::int64_t ldb, T* c, std::int64_t ldc, Into into,
                                              const T* row_scale) {
   constexpr int W = sizeof(V) / sizeof(T);
-  V acc[MR][NV];
-  for (int r = 0; r < MR; ++r) {
-    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
+  V acc[MR][NV];  // every loop over it unrolled, so that it lives in registers
+  _Pragma("GCC unroll 8") for (int r = 0; r < MR; ++r) {
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] = V{};
   }
   for (std::int64_t k = 0; k < K; ++k, a += a_col, b += ldb) {
     V bk[NV];
-    for (int v = 0; v < NV; ++v) bk[v] = load_vec<V>(b + v * W);
-    for (int r = 0; r < MR; ++r) {
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) bk[v] = load_vec<V>(b + v * W);
+    _Pragma("GCC unroll 8") for (int r = 0; r < MR; ++r) {
       const T ark = a[r * a_row];
-      for (int v = 0; v < NV; ++v) acc[r][v] += ark * bk[v];
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] += ark * bk[v];
     }
   }
-  for (int r = 0; r < MR; ++r) {
-    for (int v = 0; v < NV; ++v) {
-      T* p = c + r * ldc + v * W;
-      if (into == Into::add) {
-        acc[r][v] += load_vec<V>(p);
-      } else if (into == Into::rescale) {
-        acc[r][v] += row_scale[r] * load_vec<V>(p);
-      }
-      store_vec(p, acc[r][v]);
+  if (into == Into::add) {
+    _Pragma("GCC unroll 8") for (int r = 0; r < MR; ++r) {
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] += load_vec<V>(c + r * ldc + v * W);
     }
+  } else if (into == Into::rescale) {
+    _Pragma("GCC unroll 8") for (int r = 0; r < MR; ++r) {
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] += row_scale[r] * load_vec<V>(c + r * ldc + v * W);
+    }
+  }
+  _Pragma("GCC unroll 8") for (int r = 0; r < MR; ++r) {
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) store_vec(c + r * ldc + v * W, acc[r][v]);
   }
 }
 
