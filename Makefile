@@ -3,9 +3,12 @@
 #   make demo      install missing packages, configure, build, then train the Iris transformer,
 #                  lower it to int16/int8 firmware and verify it on QEMU (examples/demo.cpp)
 #   make test      the same, then the doctest suite, the notebooks, the suite again under
-#                  ASan + UBSan (build-asan) and under TSan (build-tsan), and a short run of
-#                  each libFuzzer target (build-fuzz, clang); last line: "tests: N passed,
-#                  M failed (release ..., notebooks ..., asan+ubsan ..., tsan ..., fuzz ...)"
+#                  ASan + UBSan (build-asan) and under TSan (build-tsan), every C++
+#                  example of README.md compiled and run (tools/check_readme.py), the
+#                  library installed into a prefix and used by a pkg-config and a CMake
+#                  project (tools/check-install.sh), and a short run of each libFuzzer target
+#                  (build-fuzz, clang); last line: "tests: N passed, M failed (release ...,
+#                  notebooks ..., readme ..., install ..., asan+ubsan ..., tsan ..., fuzz ...)"
 #                  (tools/run-tests.sh)
 #   make notebooks only the notebooks (examples/notebooks, run by tools/run_notebooks.py)
 #   make fuzz      longer fuzzing: FUZZ_SECONDS per target (default 600)
@@ -18,6 +21,7 @@
 #            TEST_ARGS='-tc=*matmul*' (doctest options),
 #            NOTEBOOK_ARGS='02_attention' (tools/run_notebooks.py options; NOTEBOOKS=0 skips them),
 #            SANITIZE=0 (skip the ASan/UBSan and TSan passes), FUZZ_SECONDS=n (per target; 0 skips),
+#            INSTALL_CHECK=0 (skip the install check),
 #            DEMO_OUT=dir (demo output, default demo-output), DESTDIR=... (make install).
 SHELL := bash
 BUILD = build
@@ -27,6 +31,7 @@ TEST_ARGS =
 DEMO_OUT = demo-output
 NOTEBOOKS = 1
 NOTEBOOK_ARGS =
+INSTALL_CHECK = 1
 # The sanitizer pass: its own build directory (-O1, no debug info, no examples: it is built
 # on every clean CI run). It leaves out the cases that cross-compile and run firmware under
 # QEMU or compile emitted C: their scripts run that C under ASan + UBSan themselves.
@@ -69,7 +74,7 @@ build-fuzz: deps
 # when anything failed (a crash or a sanitizer report counts as a failure).
 test: build $(if $(filter 1,$(SANITIZE)),build-asan build-tsan) $(if $(filter-out 0,$(FUZZ_SECONDS)),build-fuzz)
 	@BUILD=$(BUILD) TEST_ARGS='$(TEST_ARGS)' ASAN_EXCLUDE='$(ASAN_EXCLUDE)' FUZZ_SECONDS=$(FUZZ_SECONDS) \
-	  NOTEBOOKS=$(NOTEBOOKS) NOTEBOOK_ARGS='$(NOTEBOOK_ARGS)' \
+	  NOTEBOOKS=$(NOTEBOOKS) NOTEBOOK_ARGS='$(NOTEBOOK_ARGS)' INSTALL_CHECK=$(INSTALL_CHECK) \
 	  ASAN_BUILD=$(if $(filter 1,$(SANITIZE)),$(ASAN_BUILD)) TSAN_BUILD=$(if $(filter 1,$(SANITIZE)),$(TSAN_BUILD)) \
 	  FUZZ_BUILD=$(FUZZ_BUILD) tools/run-tests.sh
 

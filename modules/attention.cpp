@@ -80,8 +80,15 @@ Mask MultiheadAttention::combined_mask(const MhaForwardOptions& o, std::int64_t 
   if (o.key_padding_mask.defined()) {
     const Tensor& kpm = o.key_padding_mask;
     if (kpm.shape() != Shape{N, S}) {
-      throw ShapeError(fmt::format("MultiheadAttention: key_padding_mask must be [N, S] = [{}, {}], got {}", N, S,
-                                   shape_str(kpm.shape())));
+      // The transpose of what was expected: the inputs are laid out the other way round.
+      const bool swapped = kpm.shape() == Shape{S, N} && N != S;
+      throw ShapeError(fmt::format(
+          "MultiheadAttention: key_padding_mask must be [N, S] = [{}, {}], got {}{}", N, S, shape_str(kpm.shape()),
+          !swapped ? ""
+          : options.batch_first
+              ? "; the module has batch_first = true, so query, key and value are read as [N, L, E]: are yours [L, N, E]?"
+              : "; the module reads query, key and value as [L, N, E] (PyTorch's default): if yours are [N, L, E], "
+                "construct it with {.batch_first = true}"));
     }
     mask = mask & torch_mask(kpm, "key_padding_mask").reshape({N, 1, 1, S});
   }

@@ -1,7 +1,12 @@
 #include "microtorch/nn/module.hpp"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <memory>
+#include <typeinfo>
 #include <set>
 
 #include <fmt/format.h>
@@ -11,6 +16,16 @@
 #include "microtorch/ops.hpp"
 
 namespace microtorch::nn {
+
+std::string Module::type_name() const {
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+  std::string name = status == 0 && demangled ? demangled.get() : mangled;
+  if (const auto lt = name.find('<'); lt != std::string::npos) name.resize(lt);  // Wrapper<T> -> Wrapper
+  if (const auto colons = name.rfind("::"); colons != std::string::npos) name.erase(0, colons + 2);
+  return name;
+}
 
 Tensor Module::forward(const Tensor&) {
   throw ValueError(fmt::format("{}: this module does not take a single tensor; call its own forward(...) with the "

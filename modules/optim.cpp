@@ -8,6 +8,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "microtorch/autograd.hpp"
 #include "microtorch/ops.hpp"
@@ -87,6 +88,95 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
+namespace {
+
+// The value of a 0-d entry, or a problem added to `problems`.
+template <class T>
+T scalar_entry(const NamedTensors& state, const std::string& key, Dtype kind, std::vector<std::string>& problems) {
+  for (const auto& [k, t] : state) {
+    if (k != key) continue;
+    const bool kind_ok = kind == kInt64 ? t.dtype() == kInt64 : t.is_floating_point();
+    if (!t.defined() || t.dim() != 0 || !kind_ok) {
+      problems.push_back(fmt::format("{}: expected a 0-d {} tensor", key, kind == kInt64 ? "int64" : "floating"));
+      return T{};
+    }
+    return static_cast<T>(t.item());
+  }
+  problems.push_back(fmt::format("{}: missing", key));
+  return T{};
+}
+
+[[noreturn]] void refuse_state(const std::string& owner, const std::vector<std::string>& problems) {
+  throw ValueError(fmt::format("{}: load_state_dict: the state does not fit ({} problem{}):\n  {}", owner,
+                               problems.size(), problems.size() == 1 ? "" : "s", fmt::join(problems, "\n  ")));
+}
+
+}  // namespace
+
+NamedTensors Optimizer::state_dict() const {
+  NamedTensors out{{"lr", scalar_tensor(lr_, kFloat64)}};
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    for (const auto& [name, t] : param_state(i)) out.emplace_back(fmt::format("state.{}.{}", i, name), t.clone());
+  }
+  return out;
+}
+
+void Optimizer::load_state_dict(const NamedTensors& state) {
+  std::vector<std::string> problems;
+  const double lr = scalar_entry<double>(state, "lr", kFloat64, problems);
+  if (problems.empty() && !(lr >= 0.0 && std::isfinite(lr))) problems.push_back(fmt::format("lr: invalid value {}", lr));
+  const auto names = state_names();
+  std::vector<NamedTensors> buffers(params_.size());
+  for (const auto& [key, t] : state) {
+    if (key == "lr") continue;
+    // "state.<i>.<name>"
+    std::size_t i = 0, used = 0;
+    const std::size_t dot = key.find('.', 6);
+    bool parsed = key.rfind("state.", 0) == 0 && dot != std::string::npos;
+    if (parsed) {
+      try {
+        i = std::stoul(key.substr(6, dot - 6), &used);
+      } catch (const std::exception&) {
+        parsed = false;
+      }
+      parsed = parsed && used == dot - 6;
+    }
+    const std::string name = parsed ? key.substr(dot + 1) : "";
+    const auto spec = std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == name; });
+    if (!parsed || i >= params_.size() || spec == names.end()) {
+      problems.push_back(fmt::format("{}: unexpected key ({} keeps {} for parameters 0 .. {})", key, this->name(),
+                                     fmt::join([&] {
+                                       std::vector<std::string> n;
+                                       for (const auto& s : names) n.push_back("state.<i>." + s.first);
+                                       return n;
+                                     }(), ", "),
+                                     params_.size() - 1));
+      continue;
+    }
+    const Tensor& p = params_[i];
+    const bool counter = spec->second;
+    const Shape want_shape = counter ? Shape{} : p.shape();
+    const Dtype want_dtype = counter ? kInt64 : p.dtype();
+    if (!t.defined() || t.shape() != want_shape || t.dtype() != want_dtype) {
+      problems.push_back(fmt::format("{}: expected {} {}, got {}", key, dtype_name(want_dtype), shape_str(want_shape),
+                                     t.defined() ? fmt::format("{} {}", dtype_name(t.dtype()), shape_str(t.shape()))
+                                                 : std::string("an undefined tensor")));
+      continue;
+    }
+    if (counter && t.item<std::int64_t>() < 0) problems.push_back(fmt::format("{}: a negative count", key));
+    buffers[i].emplace_back(name, t.clone());
+  }
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (!buffers[i].empty() && buffers[i].size() != names.size()) {
+      problems.push_back(fmt::format("state.{}: has {} of the {} buffers {} keeps for a parameter; all or none", i,
+                                     buffers[i].size(), names.size(), this->name()));
+    }
+  }
+  if (!problems.empty()) refuse_state(name(), problems);
+  lr_ = lr;
+  for (std::size_t i = 0; i < params_.size(); ++i) set_param_state(i, buffers[i]);
+}
+
 // ---- SGD -------------------------------------------------------------------------------
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
@@ -130,6 +220,20 @@ void SGD::step() {
     });
     p.bump_version();  // written through data(): a graph that saved p must not backprop any more
   }
+}
+
+std::vector<std::pair<std::string, bool>> SGD::state_names() const {
+  if (options_.momentum == 0.0) return {};
+  return {{"momentum_buffer", false}};
+}
+
+NamedTensors SGD::param_state(std::size_t i) const {
+  if (!buffers_[i].defined()) return {};
+  return {{"momentum_buffer", buffers_[i]}};
+}
+
+void SGD::set_param_state(std::size_t i, const NamedTensors& buffers) {
+  buffers_[i] = buffers.empty() ? Tensor() : buffers[0].second;
 }
 
 // ---- Adam / AdamW ----------------------------------------------------------------------
@@ -199,7 +303,41 @@ void adam_step(const std::vector<Tensor>& params, std::vector<AdamParamState>& s
   }
 }
 
+std::vector<std::pair<std::string, bool>> adam_state_names(bool amsgrad) {
+  std::vector<std::pair<std::string, bool>> names{{"step", true}, {"exp_avg", false}, {"exp_avg_sq", false}};
+  if (amsgrad) names.emplace_back("max_exp_avg_sq", false);
+  return names;
+}
+
+NamedTensors adam_param_state(const AdamParamState& s) {
+  if (s.step == 0) return {};
+  NamedTensors out{{"step", scalar_tensor(static_cast<double>(s.step), kInt64)},
+                   {"exp_avg", s.exp_avg},
+                   {"exp_avg_sq", s.exp_avg_sq}};
+  if (s.max_exp_avg_sq.defined()) out.emplace_back("max_exp_avg_sq", s.max_exp_avg_sq);
+  return out;
+}
+
+// buffers: all of adam_state_names() (checked by Optimizer::load_state_dict) or none.
+AdamParamState adam_state_from(const NamedTensors& buffers) {
+  AdamParamState s;
+  for (const auto& [name, t] : buffers) {
+    if (name == "step") s.step = t.item<std::int64_t>();
+    if (name == "exp_avg") s.exp_avg = t;
+    if (name == "exp_avg_sq") s.exp_avg_sq = t;
+    if (name == "max_exp_avg_sq") s.max_exp_avg_sq = t;
+  }
+  return s;
+}
+
 }  // namespace
+
+std::vector<std::pair<std::string, bool>> Adam::state_names() const { return adam_state_names(options_.amsgrad); }
+NamedTensors Adam::param_state(std::size_t i) const { return adam_param_state(state_[i]); }
+void Adam::set_param_state(std::size_t i, const NamedTensors& buffers) { state_[i] = adam_state_from(buffers); }
+std::vector<std::pair<std::string, bool>> AdamW::state_names() const { return adam_state_names(options_.amsgrad); }
+NamedTensors AdamW::param_state(std::size_t i) const { return adam_param_state(state_[i]); }
+void AdamW::set_param_state(std::size_t i, const NamedTensors& buffers) { state_[i] = adam_state_from(buffers); }
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options)
     : Optimizer(std::move(params), options.lr, "Adam"), options_(options), state_(params_.size()) {
@@ -286,6 +424,27 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
 
 void LRScheduler::step() {
   ++step_;
+  optimizer_.set_lr(lr_at(step_));
+}
+
+NamedTensors LRScheduler::state_dict() const {
+  return {{"last_step", scalar_tensor(static_cast<double>(step_), kInt64)}, {"base_lr", scalar_tensor(base_lr_, kFloat64)}};
+}
+
+void LRScheduler::load_state_dict(const NamedTensors& state) {
+  std::vector<std::string> problems;
+  const auto step = scalar_entry<std::int64_t>(state, "last_step", kInt64, problems);
+  const double base = scalar_entry<double>(state, "base_lr", kFloat64, problems);
+  if (problems.empty() && step < 0) problems.push_back(fmt::format("last_step: a negative step {}", step));
+  if (problems.empty() && !(base >= 0.0 && std::isfinite(base))) {
+    problems.push_back(fmt::format("base_lr: invalid value {}", base));
+  }
+  for (const auto& [key, _] : state) {
+    if (key != "last_step" && key != "base_lr") problems.push_back(fmt::format("{}: unexpected key", key));
+  }
+  if (!problems.empty()) refuse_state("LRScheduler", problems);
+  step_ = step;
+  base_lr_ = base;
   optimizer_.set_lr(lr_at(step_));
 }
 

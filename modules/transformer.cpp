@@ -113,7 +113,7 @@ std::string SinusoidalPositionalEncoding::extra_repr() const {
   return fmt::format("d_model={}, max_len={}", pe.size(1), pe.size(0));
 }
 
-LearnedPositionalEncoding::LearnedPositionalEncoding(std::int64_t max_len, std::int64_t d_model, Dtype dtype) {
+LearnedPositionalEncoding::LearnedPositionalEncoding(std::int64_t d_model, std::int64_t max_len, Dtype dtype) {
   weight = register_parameter("weight", empty({max_len, d_model}, dtype));
   init::normal_(weight);
 }
@@ -124,7 +124,7 @@ Tensor LearnedPositionalEncoding::forward(const Tensor& x) {
 }
 
 std::string LearnedPositionalEncoding::extra_repr() const {
-  return fmt::format("max_len={}, d_model={}", weight.size(0), weight.size(1));
+  return fmt::format("d_model={}, max_len={}", weight.size(1), weight.size(0));
 }
 
 }  // namespace microtorch::nn

@@ -362,7 +362,7 @@ struct SaveTarget {
   struct stat existing {};
 };
 
-SaveTarget resolve_target(const std::string& path, const char* op) {
+SaveTarget resolve_target(const std::string& path, const std::string& op) {
   SaveTarget t{path};
   for (int hops = 0;; ++hops) {
     if (::lstat(t.path.c_str(), &t.existing) != 0) {
@@ -394,7 +394,7 @@ SaveTarget resolve_target(const std::string& path, const char* op) {
 /// target.
 class TempFile {
  public:
-  TempFile(const std::string& path, const char* op) : target_(resolve_target(path, op)), op_(op) {
+  TempFile(const std::string& path, const std::string& op) : target_(resolve_target(path, op)), op_(op) {
     static std::atomic<std::uint64_t> counter{0};
     static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     const std::size_t slash = target_.path.rfind('/');
@@ -476,7 +476,7 @@ class TempFile {
 
  private:
   SaveTarget target_;
-  const char* op_;
+  std::string op_;
   std::string name_;
   int fd_ = -1;
   bool committed_ = false;
@@ -637,6 +637,27 @@ std::string build_npz(const std::vector<std::pair<std::string, Tensor>>& tensors
 
 }  // namespace
 
+// ---- files ---------------------------------------------------------------------------
+
+void write_file(const std::string& path, std::string_view bytes, const std::string& op) {
+  TempFile tmp(path, op);
+  tmp.write_all(bytes);
+  tmp.commit();
+}
+
+std::string read_file(const std::string& path, const std::string& op) {
+  const std::string where = op + ": " + path;
+  InputFile file(path, where);
+  std::string out(static_cast<std::size_t>(file.size()), '\0');
+  std::size_t got = 0;
+  while (got < out.size()) {
+    const std::size_t r = file.read(out.data() + got, out.size() - got);
+    if (r == 0) fail(where, "the file shrank while it was read");
+    got += r;
+  }
+  return out;
+}
+
 // ---- .npy ---------------------------------------------------------------------------
 
 std::string encode_npy(const Tensor& x) {
@@ -651,12 +672,7 @@ Tensor decode_npy(std::string_view bytes, const std::string& source) {
   return decode_npy_at(bytes, "decode_npy: " + source);
 }
 
-void save_npy(const Tensor& x, const std::string& path) {
-  const std::string bytes = encode_npy(x);
-  TempFile tmp(path, "save_npy");
-  tmp.write_all(bytes);
-  tmp.commit();
-}
+void save_npy(const Tensor& x, const std::string& path) { write_file(path, encode_npy(x), "save_npy"); }
 
 Tensor load_npy(const std::string& path) {
   const std::string where = "load_npy: " + path;
@@ -681,10 +697,7 @@ void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, const 
       throw ValueError(fmt::format("save_npz: \"{}\" is an undefined tensor (default-constructed or an unset grad)", name));
     }
   }
-  const std::string bytes = build_npz(tensors);
-  TempFile tmp(path, "save_npz");
-  tmp.write_all(bytes);
-  tmp.commit();
+  write_file(path, build_npz(tensors), "save_npz");
 }
 
 std::vector<std::pair<std::string, Tensor>> load_npz(const std::string& path) {

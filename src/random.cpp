@@ -1,6 +1,8 @@
 #include "microtorch/random.hpp"
 
 #include <cmath>
+#include <cstring>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -34,6 +36,36 @@ std::int64_t Draws::integer(std::int64_t low, std::int64_t high) {
 void Generator::manual_seed(std::uint64_t seed) {
   std::lock_guard<std::mutex> lock(mutex_);
   engine_.seed(seed);
+}
+
+// mt19937_64's state is 312 words and an index; its stream operators write them in decimal.
+Tensor Generator::get_state() {
+  std::ostringstream text;
+  locked([&](Draws&) { text << engine_; });
+  std::istringstream in(text.str());
+  std::vector<std::uint64_t> words;
+  for (std::uint64_t w; in >> w;) words.push_back(w);
+  Tensor t = Tensor::empty({static_cast<std::int64_t>(words.size())}, Dtype::Int64);
+  std::memcpy(t.data<std::int64_t>(), words.data(), words.size() * sizeof(std::uint64_t));  // bits kept
+  return t;
+}
+
+void Generator::set_state(const Tensor& state) {
+  constexpr std::int64_t kWords = std::mt19937_64::state_size + 1;
+  if (!state.defined() || state.dtype() != Dtype::Int64 || state.shape() != Shape{kWords}) {
+    throw ValueError(fmt::format("Generator::set_state: expects the int64 [{}] tensor get_state() gives, got {}", kWords,
+                                 state.defined() ? fmt::format("{} {}", dtype_name(state.dtype()), shape_str(state.shape()))
+                                                 : std::string("an undefined tensor")));
+  }
+  std::ostringstream text;
+  for (std::int64_t i = 0; i < kWords; ++i) text << static_cast<std::uint64_t>(state.data<std::int64_t>()[i]) << ' ';
+  std::istringstream in(text.str());
+  std::mt19937_64 engine;
+  in >> engine;
+  if (in.fail() || static_cast<std::uint64_t>(state.data<std::int64_t>()[kWords - 1]) > std::mt19937_64::state_size) {
+    throw ValueError("Generator::set_state: the tensor is not a generator state (its index is out of range)");
+  }
+  locked([&](Draws&) { engine_ = engine; });
 }
 
 double Generator::uniform() { return locked([](Draws& d) { return d.uniform(); }); }

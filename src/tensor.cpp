@@ -26,6 +26,21 @@ std::shared_ptr<TensorImpl> make_impl(std::shared_ptr<Storage> storage, Shape sh
   return impl;
 }
 
+Tensor wrap_external(void* data, const Shape& shape, Dtype dtype, std::function<void(void*)> deleter) {
+  const std::int64_t n = numel_of(shape, "from_blob");
+  if (data == nullptr && n > 0) {
+    throw ValueError(fmt::format("from_blob: a null pointer for {} elements of shape {}", n, shape_str(shape)));
+  }
+  auto storage = visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return std::make_shared<Storage>(Storage{Buffer<T>()});
+  });
+  storage->external = std::shared_ptr<void>(data, [deleter = std::move(deleter)](void* p) {
+    if (deleter) deleter(p);
+  });
+  return Tensor(make_impl(std::move(storage), shape, dtype));
+}
+
 void throw_dtype_access(Dtype have, Dtype want, const char* what) {
   throw DtypeError(fmt::format("{}: the tensor holds {} but {} was requested; convert first with .to(k{})", what,
                                dtype_name(have), dtype_name(want),

@@ -310,3 +310,15 @@ TEST_CASE("gradcheck: Linear, LayerNorm, Embedding and masked MeanPool") {
   CHECK(mt::gradcheck([&](auto& in) { return pool.forward(in[0], keep); }, {s}));
   CHECK_THROWS_MSG(lin.forward(rand64({2, 4})), mt::ShapeError, "linear", "[2, 4]", "in_features");
 }
+
+TEST_CASE("MultiheadAttention: a key_padding_mask laid out the other way round suggests batch_first") {
+  mt::nn::MultiheadAttention mha(8, 2);  // PyTorch's default layout: [L, N, E]
+  const Tensor x = mt::randn({3, 5, 8});  // meant as [N = 3, L = 5, E = 8]
+  const Tensor padding = mt::zeros({3, 5}, mt::kBool);
+  CHECK_THROWS_MSG(mha.forward(x, x, x, {.key_padding_mask = padding}), mt::ShapeError, "[N, S] = [5, 3]",
+                   "construct it with {.batch_first = true}");
+  mt::nn::MultiheadAttention first(8, 2, {.batch_first = true});
+  const Tensor lnx = mt::randn({5, 3, 8});  // meant as [L = 5, N = 3, E]
+  CHECK_THROWS_MSG(first.forward(lnx, lnx, lnx, {.key_padding_mask = mt::zeros({3, 5}, mt::kBool)}), mt::ShapeError,
+                   "batch_first = true", "are yours [L, N, E]?");
+}

@@ -49,7 +49,6 @@ struct TwoLayer : mt::nn::Module {
     fc2 = register_module("fc2", std::make_shared<mt::nn::Linear>(4, 2));
   }
   Tensor forward(const Tensor& x) override { return fc2->forward(mt::relu(fc1->forward(x))); }
-  std::string type_name() const override { return "TwoLayer"; }
 };
 
 }  // namespace

@@ -142,14 +142,12 @@ struct Affine : mt::nn::Module {
   Tensor weight, bias;
   Affine(std::int64_t in, std::int64_t out)
       : weight(register_parameter("weight", mt::randn({out, in}))), bias(register_parameter("bias", mt::randn({out}))) {}
-  std::string type_name() const override { return "Affine"; }
 };
 
 struct Scale : mt::nn::Module {
   Tensor weight, bias;
   explicit Scale(std::int64_t n)
       : weight(register_parameter("weight", mt::randn({n}))), bias(register_parameter("bias", mt::randn({n}))) {}
-  std::string type_name() const override { return "Scale"; }
 };
 
 /// proj (a Linear's parameters), norm (a LayerNorm's) and two buffers: int64 and bool.
@@ -162,7 +160,6 @@ struct Net : mt::nn::Module {
         norm(register_module("norm", std::make_shared<Scale>(2))),
         steps(register_buffer("steps", mt::randint(0, 100, {}))),
         keep(register_buffer("keep", mt::rand({2}) > 0.5)) {}
-  std::string type_name() const override { return "Net"; }
 };
 
 /// The PyTorch forward of nn.Linear then nn.LayerNorm, from core ops:

@@ -331,7 +331,6 @@ struct TwoParams : mt::nn::Module {
     small = register_parameter("small", mt::zeros({4}));
     large = register_parameter("large", mt::zeros({std::int64_t{1} << 24}));  // 64 MiB of float32
   }
-  std::string type_name() const override { return "TwoParams"; }
 };
 }  // namespace
 

@@ -157,3 +157,26 @@ TEST_CASE("Linear and MultiheadAttention use PyTorch's initialisation bounds") {
   CHECK_FALSE(nobias.bias.defined());
   CHECK(nobias.named_parameters().size() == 1);
 }
+
+namespace user_code {
+struct Residual : nn::Module {  // no type_name(): the default names it after the class
+  std::shared_ptr<nn::Linear> fc = register_module("fc", std::make_shared<nn::Linear>(2, 2));
+  Tensor forward(const Tensor& x) override { return x + fc->forward(x); }
+};
+template <class T>
+struct Wrapper : nn::Module {
+  std::shared_ptr<T> inner = register_module("inner", std::make_shared<T>());
+};
+}  // namespace user_code
+
+TEST_CASE("a user module needs no type_name(): the default is its class name without namespaces or templates") {
+  user_code::Wrapper<user_code::Residual> m;
+  CHECK(m.type_name() == "Wrapper");
+  CHECK(m.inner->type_name() == "Residual");
+  CHECK(nn::Linear(2, 3).type_name() == "Linear");
+  CHECK(nn::ModuleList<nn::Linear>().type_name() == "ModuleList");
+  const std::string s = m.summary();
+  CHECK(s.find("Wrapper()") != std::string::npos);
+  CHECK(s.find("(inner): Residual()") != std::string::npos);
+  CHECK(s.find("(fc): Linear(in_features=2, out_features=2") != std::string::npos);
+}

@@ -520,7 +520,7 @@ TEST_CASE("positional encodings match the sinusoidal table of the PyTorch tutori
     check_unary("sinusoidal_pe", m);
   }
   SUBCASE("learned: weight loads from a state dict and gets x's gradient summed over the batch") {
-    nn::LearnedPositionalEncoding m(6, 4);
+    nn::LearnedPositionalEncoding m(4, 6);  // d_model 4, max_len 6
     check_unary("learned_pe", m);
   }
 }

@@ -8,7 +8,12 @@
 #include <string>
 
 #include "helpers.hpp"
+#include "microtorch/io.hpp"
+#include "microtorch/nn/checkpoint.hpp"
+#include "microtorch/nn/layers.hpp"
+#include "microtorch/nn/loss.hpp"
 #include "microtorch/nn/optim.hpp"
+#include "microtorch/random.hpp"
 
 using mt::Tensor;
 namespace optim = mt::optim;
@@ -246,4 +251,115 @@ TEST_CASE("invalid schedules are refused") {
   CHECK_THROWS_MSG(optim::CosineWithWarmup(sgd, 20, 10), mt::ValueError, "CosineWithWarmup", "warmup_steps 20",
                    "total_steps 10");
   CHECK_THROWS_MSG(optim::CosineWithWarmup(sgd, 0, 10, 1.0), mt::ValueError, "min_lr");
+}
+
+namespace {
+
+// A small model with dropout, for resuming a run.
+struct Resumable : mt::nn::Module {
+  std::shared_ptr<mt::nn::Linear> fc1, fc2;
+  std::shared_ptr<mt::nn::Dropout> drop;
+  Resumable() {
+    fc1 = register_module("fc1", std::make_shared<mt::nn::Linear>(4, 8));
+    drop = register_module("drop", std::make_shared<mt::nn::Dropout>(0.25));
+    fc2 = register_module("fc2", std::make_shared<mt::nn::Linear>(8, 1));
+  }
+  Tensor forward(const Tensor& x) override { return fc2->forward(drop->forward(mt::tanh(fc1->forward(x)))); }
+};
+
+// Everything a run is: the model, its optimizer and schedule, the dropout stream.
+template <class Opt>
+struct Run {
+  Resumable model;
+  mt::Generator gen{7};
+  Opt opt;
+  optim::StepLR schedule;
+  template <class Options>
+  explicit Run(const Options& o) : opt(model.parameters(), o), schedule(opt, 3, 0.5) {}
+
+  std::vector<float> steps(int n, const Tensor& x, const Tensor& y) {
+    mt::GeneratorGuard use(gen);
+    std::vector<float> losses;
+    for (int i = 0; i < n; ++i) {
+      opt.zero_grad();
+      Tensor loss = mt::nn::functional::mse_loss(model.forward(x), y);
+      loss.backward();
+      opt.step();
+      schedule.step();
+      losses.push_back(loss.item<float>());
+    }
+    return losses;
+  }
+  void save(const std::string& dir) {
+    mt::nn::save(model, dir + "/model.npz");
+    mt::save_npz(opt.state_dict(), dir + "/optim.npz");
+    mt::save_npz(schedule.state_dict(), dir + "/schedule.npz");
+    mt::save_npy(gen.get_state(), dir + "/rng.npy");
+  }
+  void load(const std::string& dir) {
+    mt::nn::load(model, dir + "/model.npz");
+    opt.load_state_dict(mt::load_npz(dir + "/optim.npz"));
+    schedule.load_state_dict(mt::load_npz(dir + "/schedule.npz"));
+    gen.set_state(mt::load_npy(dir + "/rng.npy"));
+  }
+};
+
+template <class Opt, class Options>
+void check_resume(const Options& options) {
+  mt::manual_seed(11);
+  const Tensor x = mt::randn({16, 4}), y = mt::randn({16, 1});
+  testing::TempDir dir;
+  mt::manual_seed(5);
+  Run<Opt> straight(options);
+  mt::manual_seed(5);
+  Run<Opt> stopped(options);
+  const auto first = straight.steps(5, x, y);
+  CHECK(stopped.steps(5, x, y) == first);
+  stopped.save(dir.path);
+  const auto rest = straight.steps(5, x, y);
+
+  mt::manual_seed(99);  // another initialisation, then the checkpoint
+  Run<Opt> resumed(options);
+  resumed.load(dir.path);
+  CHECK(resumed.opt.lr() == stopped.opt.lr());  // the schedule's step came back with it
+  CHECK(resumed.steps(5, x, y) == rest);          // bit for bit
+  CHECK(resumed.opt.lr() == straight.opt.lr());
+  for (std::size_t i = 0; i < straight.opt.params().size(); ++i) {
+    CHECK(mt::equal(resumed.opt.params()[i], straight.opt.params()[i]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("optimizer, schedule and generator state: a resumed run continues bit for bit") {
+  SUBCASE("Adam with amsgrad") { check_resume<optim::Adam>(optim::AdamOptions{.lr = 0.01, .amsgrad = true}); }
+  SUBCASE("AdamW") { check_resume<optim::AdamW>(optim::AdamWOptions{.lr = 0.01}); }
+  SUBCASE("SGD with nesterov momentum") {
+    check_resume<optim::SGD>(optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true});
+  }
+}
+
+TEST_CASE("optimizer load_state_dict checks every entry first and lists the problems") {
+  Resumable m;
+  optim::Adam opt(m.parameters(), {.lr = 0.01});
+  m.fc1->weight.sum().backward();
+  opt.step();
+  const mt::NamedTensors good = opt.state_dict();
+  CHECK(good.size() == 1 + 3);  // lr, then step, exp_avg, exp_avg_sq of the one stepped parameter
+  CHECK(good[1].first == "state.0.step");
+  mt::NamedTensors bad = good;
+  bad[2].second = mt::zeros({3});                        // exp_avg of the wrong shape
+  bad.emplace_back("state.9.exp_avg", mt::zeros({1}));    // no parameter 9
+  bad.emplace_back("state.1.exp_avg", mt::zeros({8}));    // a lone buffer
+  optim::Adam fresh(m.parameters(), {.lr = 0.5});
+  CHECK_THROWS_MSG(fresh.load_state_dict(bad), mt::ValueError, "Adam: load_state_dict", "state.0.exp_avg: expected float32 [8, 4]",
+                   "state.9.exp_avg: unexpected key", "state.1: has 1 of the 3 buffers");
+  CHECK(fresh.lr() == 0.5);  // nothing changed
+  CHECK(fresh.state_dict().size() == 1);
+  optim::SGD sgd(m.parameters(), {.lr = 0.1, .momentum = 0.9});
+  CHECK_THROWS_MSG(sgd.load_state_dict(good), mt::ValueError, "SGD", "state.0.step: unexpected key",
+                   "state.<i>.momentum_buffer");
+  fresh.load_state_dict(good);
+  CHECK(fresh.lr() == 0.01);
+  CHECK(fresh.state(0).step == 1);
 }

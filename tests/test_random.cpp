@@ -68,3 +68,20 @@ TEST_CASE("xavier and kaiming initializers use PyTorch's fans and gains") {
   CHECK_THROWS_MSG(mt::init::xavier_uniform_(v), mt::ShapeError, "at least 2 dims", "[3]");
   CHECK_THROWS_MSG(mt::init::kaiming_uniform_(w, 0.0, "fan_avg"), mt::ValueError, "fan_in");
 }
+
+TEST_CASE("a generator's state saved with get_state continues the stream exactly after set_state") {
+  mt::Generator gen(123);
+  gen.uniform();
+  const Tensor state = gen.get_state();
+  CHECK(state.dtype() == mt::kInt64);
+  CHECK(state.shape() == mt::Shape{313});
+  std::vector<double> first;
+  for (int i = 0; i < 5; ++i) first.push_back(gen.normal());
+  mt::Generator other(999);
+  other.set_state(state);
+  for (int i = 0; i < 5; ++i) CHECK(other.normal() == first[static_cast<std::size_t>(i)]);
+  CHECK_THROWS_MSG(other.set_state(mt::zeros({3})), mt::ValueError, "set_state", "[313]");
+  Tensor bad = state.clone();
+  bad.data<std::int64_t>()[312] = 100000;
+  CHECK_THROWS_MSG(other.set_state(bad), mt::ValueError, "not a generator state");
+}

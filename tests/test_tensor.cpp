@@ -86,3 +86,54 @@ TEST_CASE("size, dim and numel with negative dims") {
   CHECK(t.numel() == 24);
   CHECK_THROWS_MSG(t.size(3), mt::IndexError, "dim 3", "-3 .. 2");
 }
+
+TEST_CASE("tensors from user data: values with a shape, std::vector of each element type, back to std::vector") {
+  const Tensor a = mt::tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(a.dtype() == mt::kFloat32);
+  CHECK(a.shape() == mt::Shape{2, 3});
+  CHECK(a.at<float>({1, 2}) == 6.0f);
+  CHECK(mt::tensor({1, 2}, {2}, mt::kFloat64).dtype() == mt::kFloat64);
+  CHECK_THROWS_MSG(mt::tensor({1, 2, 3}, {2, 2}), mt::ShapeError, "3 values", "[2, 2]");
+  CHECK(mt::tensor(std::vector<double>{1.5, 2.5}, {2, 1}).dtype() == mt::kFloat64);
+  const Tensor ints = mt::tensor(std::vector<int>{4, -5, 6}, {3});
+  CHECK(ints.dtype() == mt::kInt64);
+  CHECK(ints.to_vector<std::int64_t>() == std::vector<std::int64_t>{4, -5, 6});
+  const Tensor bits = mt::tensor(std::vector<bool>{true, false, true}, {3});
+  CHECK(bits.dtype() == mt::kBool);
+  CHECK(bits.to_vector<bool>() == std::vector<bool>{true, false, true});
+  CHECK(a.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(a.to_vector<double>() == std::vector<double>{1, 2, 3, 4, 5, 6});  // converted
+  CHECK(mt::tensor(std::vector<float>{}, {0, 3}).numel() == 0);
+}
+
+TEST_CASE("from_blob is a view of the caller's memory: no copy, writes go through, the deleter runs last") {
+  std::vector<float> buf{1, 2, 3, 4};
+  Tensor v = mt::from_blob(buf.data(), {2, 2});
+  CHECK(v.data<float>() == buf.data());
+  buf[0] = 10;
+  CHECK(v.at<float>({0, 0}) == 10.0f);
+  v.mul_(2.0);
+  CHECK(buf[3] == 8.0f);
+  CHECK(mt::equal(v.clone() * 1.0, v));  // clone() copies out of the blob
+  CHECK_THROWS_MSG(mt::from_blob(static_cast<float*>(nullptr), {2}), mt::ValueError, "from_blob", "null");
+
+  // The deleter waits for every sharer: a view, and a tensor saved for backward.
+  int released = 0;
+  {
+    auto* mem = new double[3]{1, 2, 3};
+    Tensor w = mt::from_blob(mem, {3}, [&released](void* p) {
+      delete[] static_cast<double*>(p);
+      ++released;
+    });
+    w.requires_grad_();
+    Tensor loss = (w * w).sum();  // mul saves w
+    w = Tensor();
+    CHECK(released == 0);
+    loss.backward();
+  }
+  CHECK(released == 1);
+  std::vector<double> wmem{1, 2};
+  Tensor w = mt::from_blob(wmem.data(), {2}).requires_grad_();
+  (w * w).sum().backward();
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{2, 4});
+}

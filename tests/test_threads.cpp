@@ -42,7 +42,6 @@ struct Net : nn::Module {
     auto [y, w] = attn->forward(tokens, tokens, tokens);
     return head->forward(y.mean({1}));
   }
-  std::string type_name() const override { return "Net"; }
 };
 
 struct Run {

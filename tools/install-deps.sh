@@ -15,6 +15,7 @@ PACKAGES=(
   pkg-config
   meson
   ninja-build
+  cmake               # tools/check-install.sh: a CMake project using find_package(microtorch)
   libxtensor-dev
   xtl-dev
   libxsimd-dev

@@ -4,7 +4,8 @@
 # UndefinedBehaviorSanitizer + LeakSanitizer and under ThreadSanitizer, and a short bounded
 # run of every libFuzzer target. Ends with one line:
 #
-#   tests: N passed, M failed (release P/T, notebooks P/T, asan+ubsan P/T, tsan P/T, fuzz P/T targets)
+#   tests: N passed, M failed (release P/T, notebooks P/T, readme P/T, install P/T, asan+ubsan P/T, tsan P/T,
+#                              fuzz P/T targets)
 #
 # N and M add up every doctest case of both suites and every fuzz target; a crash, a
 # sanitizer report or a fuzzer finding counts as a failure, and the exit status is
@@ -15,6 +16,7 @@
 #   ASAN_EXCLUDE='...'  doctest -tce patterns the sanitizer passes leave out
 #   FUZZ_SECONDS=10     per fuzz target
 #   NOTEBOOKS=1         0 skips the notebooks (tools/run_notebooks.py); NOTEBOOK_ARGS its options
+#   INSTALL_CHECK=1     0 skips tools/check-install.sh (install to a prefix, two consumers)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +29,7 @@ ASAN_EXCLUDE=${ASAN_EXCLUDE:-}
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 NOTEBOOKS=${NOTEBOOKS:-1}
 NOTEBOOK_ARGS=${NOTEBOOK_ARGS:-}
+INSTALL_CHECK=${INSTALL_CHECK:-1}
 
 total_passed=0
 total_failed=0
@@ -75,6 +78,30 @@ if [[ $NOTEBOOKS != 0 ]] && ! $fuzz_only; then
   nbsummary=$(grep -a '^notebooks: ' "$nblog" | tail -n 1)
   tally notebooks "$nbrc" "$(sed -nE 's/^notebooks: ([0-9]+) passed.*/\1/p' <<<"$nbsummary")" \
     "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$nbsummary")" "$nblog"
+fi
+
+# Every C++ example of README.md compiled and run (tools/check_readme.py).
+if ! $fuzz_only; then
+  echo
+  echo "== README.md: every C++ example compiled (C++20) and run"
+  rlog=$BUILD/readme-check.log
+  python3 tools/check_readme.py --build "$BUILD" 2>&1 | tee "$rlog"
+  rrc=${PIPESTATUS[0]}
+  rsummary=$(grep -a '^readme: [0-9]* passed' "$rlog" | tail -n 1)
+  tally readme "$rrc" "$(sed -nE 's/^readme: ([0-9]+) passed.*/\1/p' <<<"$rsummary")" \
+    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$rsummary")" "$rlog"
+fi
+
+# The library installed into a prefix and used by a pkg-config and a CMake project.
+if [[ $INSTALL_CHECK != 0 ]] && ! $fuzz_only; then
+  echo
+  echo "== install: a library-only build into a temporary prefix, used by two out-of-tree projects"
+  ilog=$BUILD/install-check.log
+  tools/check-install.sh 2>&1 | tee "$ilog"
+  irc=${PIPESTATUS[0]}
+  isummary=$(grep -a '^check-install: [0-9]* passed' "$ilog" | tail -n 1)
+  tally install "$irc" "$(sed -nE 's/^check-install: ([0-9]+) passed.*/\1/p' <<<"$isummary")" \
+    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$isummary")" "$ilog"
 fi
 
 if [[ -n $ASAN_BUILD ]] && ! $fuzz_only; then

@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """Move weights between PyTorch state dicts and microtorch checkpoints (numpy .npz).
 
 A microtorch checkpoint (`nn::save` / `save_npz` in C++) is a numpy .npz archive with one

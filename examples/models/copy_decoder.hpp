@@ -31,7 +31,7 @@ struct TinyDecoder : nn::Module {
   bool causal;
   TinyDecoder(std::int64_t len, std::int64_t dim, bool causal_) : causal(causal_) {
     tok = register_module("tok", std::make_shared<nn::Embedding>(kVocab, dim));
-    pos = register_module("pos", std::make_shared<nn::LearnedPositionalEncoding>(len, dim));
+    pos = register_module("pos", std::make_shared<nn::LearnedPositionalEncoding>(dim, len));
     attn = register_module("attn", std::make_shared<nn::MultiheadAttention>(dim, 2, nn::MultiheadAttentionOptions{.batch_first = true}));
     ff = register_module("ff", std::make_shared<nn::Linear>(dim, dim));
     head = register_module("head", std::make_shared<nn::Linear>(dim, kVocab));

@@ -7,12 +7,15 @@
 // their input when no copy is needed, the others copy into fresh contiguous storage.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <tuple>
 #include <type_traits>
 #include <vector>
 
+#include <fmt/format.h>
 #include <xtensor/xarray.hpp>
 
 #include "microtorch/mask.hpp"
@@ -42,6 +45,22 @@ class NestedList {
 
 /// tensor({{1, 2}, {3, 4}}); float32 unless options say otherwise.
 Tensor tensor(const NestedList& values, Options options = {});
+/// tensor({1, 2, 3, 4, 5, 6}, {2, 3}): flat values in row-major order and a shape holding
+/// exactly as many elements (ShapeError otherwise); float32 unless options say otherwise.
+Tensor tensor(std::initializer_list<double> values, const Shape& shape, Options options = {});
+/// A copy of `values` in `shape` (row-major), of T's dtype: float -> float32, double ->
+/// float64, bool -> bool, any other integer type -> int64.
+template <class T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape);
+/// A tensor over memory you own, without a copy (torch::from_blob): `data` holds the
+/// numel(shape) elements of T (float, double, std::int64_t or bool) in row-major order. It
+/// must stay alive, and unmoved, as long as the tensor or anything sharing its memory lives:
+/// views (reshape, view, detach), and tensors a recorded op saved for backward. Writes through
+/// the tensor (in-place ops, optimizer steps) write your memory. `deleter`, when given, is
+/// called with `data` once the last of them is gone. For a copy instead, use tensor(vector,
+/// shape) or from_blob(...).clone().
+template <class T>
+Tensor from_blob(T* data, const Shape& shape, std::function<void(void*)> deleter = nullptr);
 Tensor scalar_tensor(double value, Options options = {});
 Tensor empty(const Shape& shape, Options options = {});
 Tensor zeros(const Shape& shape, Options options = {});
@@ -243,5 +262,27 @@ TensorList split(const Tensor& x, std::int64_t split_size, std::int64_t dim = 0)
 /// Pieces of the given sizes along dim (they must add up to x.size(dim)).
 TensorList split(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t dim = 0);
 TensorList chunk(const Tensor& x, std::int64_t chunks, std::int64_t dim = 0);
+
+// ---- templates ---------------------------------------------------------------------------
+
+template <class T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape) {
+  using Stored = std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bool>, T,
+                                    std::int64_t>;
+  static_assert(std::is_arithmetic_v<T>, "tensor(vector, shape): the vector must hold numbers or bools");
+  const std::int64_t n = numel_of(shape, "tensor");
+  if (n != static_cast<std::int64_t>(values.size())) {
+    throw ShapeError(fmt::format("tensor: {} values cannot fill shape {} ({} elements)", values.size(), shape_str(shape), n));
+  }
+  Tensor t = Tensor::empty(shape, dtype_of_v<Stored>);
+  std::copy(values.begin(), values.end(), t.data<Stored>());  // element by element: std::vector<bool> too
+  return t;
+}
+
+template <class T>
+Tensor from_blob(T* data, const Shape& shape, std::function<void(void*)> deleter) {
+  return detail::wrap_external(const_cast<std::remove_const_t<T>*>(data), shape, dtype_of_v<std::remove_const_t<T>>,
+                               std::move(deleter));
+}
 
 }  // namespace microtorch

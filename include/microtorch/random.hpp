@@ -56,6 +56,11 @@ class Generator {
     Draws d(engine_);
     return f(d);
   }
+  /// The engine's whole state as an int64 tensor (PyTorch's get_rng_state): save it with a
+  /// checkpoint, and set_state() continues the stream exactly where it was.
+  Tensor get_state();
+  /// Restores a get_state(); anything else throws ValueError.
+  void set_state(const Tensor& state);
   /// Single draws, each under the lock.
   double uniform();
   double normal();

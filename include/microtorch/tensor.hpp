@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -41,6 +42,9 @@ struct Storage {
   /// note it for the tensors their backward reads, and backward refuses to run when it
   /// has moved since (PyTorch's "modified by an inplace operation").
   std::uint64_t version = 0;
+  /// Memory the tensor does not own (from_blob), used instead of `buffer`; its deleter
+  /// (the caller's, or none) runs when the last tensor sharing it dies.
+  std::shared_ptr<void> external;
 };
 
 /// What a Tensor handle points to. Users never touch it directly.
@@ -130,6 +134,9 @@ class Tensor {
   /// A copy of the data as an xtensor array; converts to T when dtype() differs.
   template <class T>
   xt::xarray<T> to_xarray() const;
+  /// A copy of the data, row-major, as a std::vector; converts to T when dtype() differs.
+  template <class T>
+  std::vector<T> to_vector() const;
   /// The value of a one-element tensor, converted to T.
   template <class T = double>
   T item() const;
@@ -227,11 +234,15 @@ class Tensor {
 };
 
 using TensorList = std::vector<Tensor>;
+/// Named tensors in order, e.g. {"0.weight", W}, {"0.bias", b}: state dicts, .npz archives.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // ---- implementation of the templates -----------------------------------------------
 
 namespace detail {
 std::shared_ptr<TensorImpl> make_impl(std::shared_ptr<Storage> storage, Shape shape, Dtype dtype);
+/// A tensor over external memory (from_blob in ops.hpp).
+Tensor wrap_external(void* data, const Shape& shape, Dtype dtype, std::function<void(void*)> deleter);
 [[noreturn]] void throw_dtype_access(Dtype have, Dtype want, const char* what);
 std::size_t flat_index(const Shape& shape, const std::vector<std::int64_t>& index);
 }  // namespace detail
@@ -252,13 +263,21 @@ Tensor Tensor::from_array(E&& e) {
 template <class T>
 T* Tensor::data() const {
   if (impl().dtype != dtype_of_v<T>) detail::throw_dtype_access(impl().dtype, dtype_of_v<T>, "data");
-  return std::get<Buffer<T>>(impl().storage->buffer).data();
+  const Storage& s = *impl().storage;
+  return s.external ? static_cast<T*>(s.external.get()) : const_cast<T*>(std::get<Buffer<T>>(s.buffer).data());
 }
 
 template <class T>
 xt::xarray<T> Tensor::to_xarray() const {
   const Tensor converted = detach().to(dtype_of_v<T>);
   return xt::xarray<T>(converted.array<T>());
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  const Tensor converted = detach().to(dtype_of_v<T>);
+  const T* p = converted.data<T>();
+  return std::vector<T>(p, p + numel());
 }
 
 template <class T>

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "microtorch/error.hpp"
+#include "microtorch/io.hpp"
 
 namespace microtorch::lower {
 
@@ -20,13 +21,6 @@ namespace {
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
-}
-
-void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.flush();
-  if (!f) throw IoError(fmt::format("emit: cannot write {}", path.string()));
 }
 
 // An integer literal of a C type that never needs a conversion (INT_MIN has no literal).
@@ -210,11 +204,11 @@ void emit_c(const Program& p, const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) throw IoError(fmt::format("emit: cannot create {}: {}", dir, ec.message()));
   const std::filesystem::path d(dir);
-  write_file(d / (p.name + ".h"), header_text(p));
-  write_file(d / (p.name + ".c"), source_text(p));
-  write_file(d / "mt_kernels.h", runtime_header());
-  write_file(d / "mt_kernels.c", runtime_source());
-  write_file(d / (p.name + "_report.txt"), report(p) + "\n" + p.format_table() + "\n" + p.memory_plan());
+  microtorch::write_file((d / (p.name + ".h")).string(), header_text(p), "emit_c");
+  microtorch::write_file((d / (p.name + ".c")).string(), source_text(p), "emit_c");
+  microtorch::write_file((d / "mt_kernels.h").string(), runtime_header(), "emit_c");
+  microtorch::write_file((d / "mt_kernels.c").string(), runtime_source(), "emit_c");
+  microtorch::write_file((d / (p.name + "_report.txt")).string(), report(p) + "\n" + p.format_table() + "\n" + p.memory_plan(), "emit_c");
 }
 
 void emit_check(const Program& p, const std::vector<std::vector<std::int64_t>>& inputs, const std::string& dir) {
@@ -248,7 +242,7 @@ void emit_check(const Program& p, const std::vector<std::vector<std::int64_t>>& 
       N, output_type(p), inputs.size(), p.name);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  write_file(std::filesystem::path(dir) / (p.name + "_check.c"), c);
+  microtorch::write_file((std::filesystem::path(dir) / (p.name + "_check.c")).string(), c, "emit_check");
 }
 
 std::string expected_check_output(Simulator& sim, const std::vector<std::vector<std::int64_t>>& inputs) {

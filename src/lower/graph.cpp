@@ -2,9 +2,8 @@
 #include "microtorch/lower/graph.hpp"
 
 #include <cmath>
-#include <fstream>
+#include <filesystem>
 #include <limits>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -380,30 +379,20 @@ Graph Graph::from_json(const json& j, const std::vector<std::pair<std::string, T
 
 void save(const Graph& graph, const std::string& prefix) {
   const std::string json_path = prefix + ".json", npz_path = prefix + ".npz";
+  const std::filesystem::path dir = std::filesystem::path(prefix).parent_path();
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  if (ec) throw IoError(fmt::format("save: cannot create the directory {}: {}", dir.string(), ec.message()));
   save_npz(graph.weights(), npz_path);
-  const std::string text = graph.to_json().dump(1);
-  const std::string tmp = json_path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text << '\n';
-    f.flush();
-    if (!f) throw IoError(fmt::format("save: cannot write {}", tmp));
-  }
-  if (std::rename(tmp.c_str(), json_path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw IoError(fmt::format("save: cannot rename {} to {}", tmp, json_path));
-  }
+  write_file(json_path, graph.to_json().dump(1) + "\n", "save");
 }
 
 Graph load(const std::string& prefix) {
   const std::string json_path = prefix + ".json", npz_path = prefix + ".npz";
-  std::ifstream f(json_path, std::ios::binary);
-  if (!f) throw IoError(fmt::format("load: cannot open {}", json_path));
-  std::stringstream ss;
-  ss << f.rdbuf();
+  const std::string text = read_file(json_path, "load");  // regular files only; IoError names the file
   json j;
   try {
-    j = json::parse(ss.str());
+    j = json::parse(text);
   } catch (const json::exception& e) {
     throw IoError(fmt::format("load: {} is not valid JSON: {}", json_path, e.what()));
   }

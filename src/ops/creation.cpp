@@ -48,6 +48,10 @@ Tensor tensor(const NestedList& values, Options options) {
   return finish(t, options);
 }
 
+Tensor tensor(std::initializer_list<double> values, const Shape& shape, Options options) {
+  return finish(tensor(std::vector<double>(values), shape), options);
+}
+
 Tensor scalar_tensor(double value, Options options) { return full({}, value, options); }
 
 Tensor empty(const Shape& shape, Options options) {

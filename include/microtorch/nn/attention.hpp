@@ -19,7 +19,6 @@ class ScaledDotProductAttention : public Module {
   /// (output [N.., L, Dv], weights [N.., L, S]).
   std::tuple<Tensor, Tensor> forward(const Tensor& q, const Tensor& k, const Tensor& v, const Mask& mask = Mask(),
                                      bool is_causal = false);
-  std::string type_name() const override { return "ScaledDotProductAttention"; }
   std::string extra_repr() const override;
   double dropout, scale;
 };
@@ -67,7 +66,6 @@ class MultiheadAttention : public Module {
                                      const MhaForwardOptions& options = {});
   /// Self-attention on one input: forward(x, x, x).
   Tensor forward(const Tensor& x) override;
-  std::string type_name() const override { return "MultiheadAttention"; }
   std::string extra_repr() const override;
   void reset_parameters();
 

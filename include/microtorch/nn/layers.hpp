@@ -24,7 +24,6 @@ class Linear : public Module {
  public:
   Linear(std::int64_t in_features, std::int64_t out_features, LinearOptions options = {});
   Tensor forward(const Tensor& x) override;
-  std::string type_name() const override { return "Linear"; }
   std::string extra_repr() const override;
   void reset_parameters();
 
@@ -38,7 +37,6 @@ class Embedding : public Module {
  public:
   Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, Dtype dtype = Dtype::Float32);
   Tensor forward(const Tensor& indices) override;
-  std::string type_name() const override { return "Embedding"; }
   std::string extra_repr() const override;
 
   Tensor weight;
@@ -56,7 +54,6 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(Shape normalized_shape, LayerNormOptions options = {});
   Tensor forward(const Tensor& x) override;
-  std::string type_name() const override { return "LayerNorm"; }
   std::string extra_repr() const override;
 
   Tensor weight, bias;
@@ -70,7 +67,6 @@ class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x) override;
-  std::string type_name() const override { return "Dropout"; }
   std::string extra_repr() const override;
   double p;
 };
@@ -78,14 +74,12 @@ class Dropout : public Module {
 class ReLU : public Module {
  public:
   Tensor forward(const Tensor& x) override { return relu(x); }
-  std::string type_name() const override { return "ReLU"; }
 };
 
 class GELU : public Module {
  public:
   explicit GELU(std::string approximate = "none") : approximate(std::move(approximate)) {}
   Tensor forward(const Tensor& x) override { return gelu(x, approximate); }
-  std::string type_name() const override { return "GELU"; }
   std::string extra_repr() const override { return "approximate=" + approximate; }
   std::string approximate;
 };
@@ -93,26 +87,22 @@ class GELU : public Module {
 class Tanh : public Module {
  public:
   Tensor forward(const Tensor& x) override { return tanh(x); }
-  std::string type_name() const override { return "Tanh"; }
 };
 
 class Sigmoid : public Module {
  public:
   Tensor forward(const Tensor& x) override { return sigmoid(x); }
-  std::string type_name() const override { return "Sigmoid"; }
 };
 
 class Identity : public Module {
  public:
   Tensor forward(const Tensor& x) override { return x; }
-  std::string type_name() const override { return "Identity"; }
 };
 
 class Softmax : public Module {
  public:
   explicit Softmax(std::int64_t dim) : dim(dim) {}
   Tensor forward(const Tensor& x) override { return softmax(x, dim); }
-  std::string type_name() const override { return "Softmax"; }
   std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
   std::int64_t dim;
 };
@@ -121,7 +111,6 @@ class LogSoftmax : public Module {
  public:
   explicit LogSoftmax(std::int64_t dim) : dim(dim) {}
   Tensor forward(const Tensor& x) override { return log_softmax(x, dim); }
-  std::string type_name() const override { return "LogSoftmax"; }
   std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
   std::int64_t dim;
 };
@@ -133,7 +122,6 @@ class MeanPool : public Module {
   explicit MeanPool(std::int64_t dim = 1) : dim(dim) {}
   Tensor forward(const Tensor& x) override { return mean(x, {dim}); }
   Tensor forward(const Tensor& x, const Tensor& keep);
-  std::string type_name() const override { return "MeanPool"; }
   std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
   std::int64_t dim;
 };
@@ -145,7 +133,6 @@ class Sequential : public Module {
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
   void push_back(std::shared_ptr<Module> module);
   Tensor forward(const Tensor& x) override;
-  std::string type_name() const override { return "Sequential"; }
   std::size_t size() const { return children().size(); }
   std::shared_ptr<Module> operator[](std::size_t i) const;
 };
@@ -161,7 +148,6 @@ class ModuleList : public Module {
   const std::shared_ptr<M>& operator[](std::size_t i) const { return items_.at(i); }
   auto begin() const { return items_.begin(); }
   auto end() const { return items_.end(); }
-  std::string type_name() const override { return "ModuleList"; }
 
  private:
   std::vector<std::shared_ptr<M>> items_;

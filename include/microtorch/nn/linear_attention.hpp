@@ -30,7 +30,6 @@ class LinearAttention : public Module {
   LinearAttention(std::int64_t embed_dim, std::int64_t num_heads = 1, LinearAttentionOptions options = {});
   Tensor forward(const Tensor& x) override { return forward(x, x, x); }
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value);
-  std::string type_name() const override { return "LinearAttention"; }
   std::string extra_repr() const override;
 
   std::int64_t embed_dim, num_heads, head_dim;

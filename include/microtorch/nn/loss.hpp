@@ -124,7 +124,6 @@ class CrossEntropyLoss : public Module {
   explicit CrossEntropyLoss(functional::CrossEntropyOptions options = {});
   Tensor forward(const Tensor& logits, const Tensor& target);
   Tensor operator()(const Tensor& logits, const Tensor& target) { return forward(logits, target); }
-  std::string type_name() const override { return "CrossEntropyLoss"; }
   std::string extra_repr() const override;
   const functional::CrossEntropyOptions& options() const { return options_; }
 
@@ -140,7 +139,6 @@ class NLLLoss : public Module {
   explicit NLLLoss(functional::NLLLossOptions options = {});
   Tensor forward(const Tensor& log_probs, const Tensor& target);
   Tensor operator()(const Tensor& log_probs, const Tensor& target) { return forward(log_probs, target); }
-  std::string type_name() const override { return "NLLLoss"; }
   std::string extra_repr() const override;
 
  private:
@@ -155,7 +153,6 @@ class MSELoss : public Module {
   explicit MSELoss(Reduction reduction = Reduction::Mean) : reduction_(reduction) {}
   Tensor forward(const Tensor& input, const Tensor& target);
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
-  std::string type_name() const override { return "MSELoss"; }
   std::string extra_repr() const override;
 
  private:
@@ -170,7 +167,6 @@ class BCEWithLogitsLoss : public Module {
   explicit BCEWithLogitsLoss(functional::BCEWithLogitsOptions options = {});
   Tensor forward(const Tensor& logits, const Tensor& target);
   Tensor operator()(const Tensor& logits, const Tensor& target) { return forward(logits, target); }
-  std::string type_name() const override { return "BCEWithLogitsLoss"; }
   std::string extra_repr() const override;
 
  private:

@@ -13,8 +13,7 @@
 
 namespace microtorch::nn {
 
-/// Named tensors in registration order, e.g. {"0.weight", W}, {"0.bias", b}.
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using microtorch::NamedTensors;
 
 /// A layer or a model. Subclasses register their parameters, buffers and child modules in
 /// the constructor and implement forward():
@@ -41,8 +40,10 @@ class Module {
   virtual Tensor forward(const Tensor& input);
   Tensor operator()(const Tensor& input) { return forward(input); }
 
-  /// "Linear", "MultiheadAttention", ... and the arguments shown after it in summary().
-  virtual std::string type_name() const = 0;
+  /// "Linear", "MultiheadAttention", ...: by default the class's own name, without
+  /// namespaces or template arguments, so a user's module needs no override.
+  virtual std::string type_name() const;
+  /// The arguments summary() shows after the type name.
   virtual std::string extra_repr() const { return ""; }
 
   NamedTensors named_parameters(bool recurse = true) const;

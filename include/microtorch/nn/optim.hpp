@@ -17,6 +17,10 @@
 //       t < warmup:  lr = base_lr * t / warmup                  (linear from 0)
 //       else:        lr = min_lr + (base_lr - min_lr) * (1 + cos(pi * min(1, (t - warmup) / (total - warmup)))) / 2
 //
+// Resuming: optimizers and schedulers have state_dict() / load_state_dict() (named tensors,
+// so save_npz writes them next to the model's checkpoint); with the default generator's
+// state (random.hpp) a resumed run continues bit for bit as if it had never stopped.
+//
 // Updates run under a NoGradGuard as raw loops over the parameter data (float32 or
 // float64, in the parameter's precision); parameters whose grad is undefined are skipped
 // (their state, including Adam's step count, does not advance). The gradients themselves
@@ -75,9 +79,29 @@ class Optimizer {
   void set_lr(double lr);
   const std::vector<Tensor>& params() const { return params_; }
 
+  /// Everything an exact resume needs (PyTorch's optimizer.state_dict(), flattened into
+  /// named tensors for save_npz): "lr" (0-d float64), and for each parameter i that has been
+  /// stepped its buffers "state.<i>.<name>" (SGD with momentum: momentum_buffer; Adam and
+  /// AdamW: step (0-d int64), exp_avg, exp_avg_sq, and max_exp_avg_sq with amsgrad). The
+  /// tensors are copies.
+  NamedTensors state_dict() const;
+  /// Restores a state_dict() into an optimizer of the same kind and options over parameters
+  /// of the same shapes and dtypes, in the same order. Every key, shape and dtype is checked
+  /// before anything changes (ValueError lists every problem); a parameter's buffers come
+  /// all together or not at all.
+  void load_state_dict(const NamedTensors& state);
+
  protected:
   /// Validates the parameter list (non-empty, floating leaves, no duplicates) and lr.
   Optimizer(std::vector<Tensor> params, double lr, const char* name);
+
+  /// The names of the buffers this optimizer keeps per parameter, each with whether it is a
+  /// 0-d int64 counter (else a tensor of the parameter's shape and dtype).
+  virtual std::vector<std::pair<std::string, bool>> state_names() const = 0;
+  /// Parameter i's buffers by name, all of state_names() or none (not stepped yet).
+  virtual NamedTensors param_state(std::size_t i) const = 0;
+  /// Replaces parameter i's buffers (checked by load_state_dict; empty: not stepped yet).
+  virtual void set_param_state(std::size_t i, const NamedTensors& buffers) = 0;
 
   std::vector<Tensor> params_;
   double lr_;
@@ -101,6 +125,11 @@ class SGD : public Optimizer {
   const SGDOptions& options() const { return options_; }
   /// The momentum buffer of parameter i (undefined before its first step or without momentum).
   const Tensor& momentum_buffer(std::size_t i) const { return buffers_.at(i); }
+
+ protected:
+  std::vector<std::pair<std::string, bool>> state_names() const override;
+  NamedTensors param_state(std::size_t i) const override;
+  void set_param_state(std::size_t i, const NamedTensors& buffers) override;
 
  private:
   SGDOptions options_;
@@ -144,6 +173,11 @@ class Adam : public Optimizer {
   const AdamOptions& options() const { return options_; }
   const AdamParamState& state(std::size_t i) const { return state_.at(i); }
 
+ protected:
+  std::vector<std::pair<std::string, bool>> state_names() const override;
+  NamedTensors param_state(std::size_t i) const override;
+  void set_param_state(std::size_t i, const NamedTensors& buffers) override;
+
  private:
   AdamOptions options_;
   std::vector<AdamParamState> state_;
@@ -156,6 +190,11 @@ class AdamW : public Optimizer {
   std::string name() const override { return "AdamW"; }
   const AdamWOptions& options() const { return options_; }
   const AdamParamState& state(std::size_t i) const { return state_.at(i); }
+
+ protected:
+  std::vector<std::pair<std::string, bool>> state_names() const override;
+  NamedTensors param_state(std::size_t i) const override;
+  void set_param_state(std::size_t i, const NamedTensors& buffers) override;
 
  private:
   AdamWOptions options_;
@@ -183,6 +222,10 @@ class LRScheduler {
   double base_lr() const { return base_lr_; }
   /// The lr at step t, without changing anything.
   virtual double lr_at(std::int64_t t) const = 0;
+  /// "last_step" (0-d int64) and "base_lr" (0-d float64): what a resumed run needs.
+  NamedTensors state_dict() const;
+  /// Restores them (checked first) and sets the optimizer's lr for that step.
+  void load_state_dict(const NamedTensors& state);
 
  protected:
   explicit LRScheduler(Optimizer& optimizer) : optimizer_(optimizer), base_lr_(optimizer.lr()) {}

@@ -38,7 +38,6 @@ class TransformerEncoderLayer : public Module {
   TransformerEncoderLayer(std::int64_t d_model, std::int64_t nhead, TransformerEncoderLayerOptions options = {});
   Tensor forward(const Tensor& src) override { return forward(src, EncoderForwardOptions{}); }
   Tensor forward(const Tensor& src, const EncoderForwardOptions& options);
-  std::string type_name() const override { return "TransformerEncoderLayer"; }
   std::string extra_repr() const override;
 
   TransformerEncoderLayerOptions options;
@@ -61,7 +60,6 @@ class TransformerEncoder : public Module {
                      TransformerEncoderLayerOptions options = {}, bool final_norm = false);
   Tensor forward(const Tensor& src) override { return forward(src, EncoderForwardOptions{}); }
   Tensor forward(const Tensor& src, const EncoderForwardOptions& options);
-  std::string type_name() const override { return "TransformerEncoder"; }
 
   std::shared_ptr<ModuleList<TransformerEncoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;  // null without final_norm
@@ -74,17 +72,16 @@ class SinusoidalPositionalEncoding : public Module {
  public:
   SinusoidalPositionalEncoding(std::int64_t d_model, std::int64_t max_len = 512, Dtype dtype = Dtype::Float32);
   Tensor forward(const Tensor& x) override;
-  std::string type_name() const override { return "SinusoidalPositionalEncoding"; }
   std::string extra_repr() const override;
   Tensor pe;
 };
 
-/// Adds a learned [max_len, E] table ("weight", N(0, 1) initialised) to [N, L, E].
+/// Adds a learned [max_len, E] table ("weight", N(0, 1) initialised) to [N, L, E]. Takes
+/// its sizes in the order SinusoidalPositionalEncoding does: (d_model, max_len).
 class LearnedPositionalEncoding : public Module {
  public:
-  LearnedPositionalEncoding(std::int64_t max_len, std::int64_t d_model, Dtype dtype = Dtype::Float32);
+  LearnedPositionalEncoding(std::int64_t d_model, std::int64_t max_len = 512, Dtype dtype = Dtype::Float32);
   Tensor forward(const Tensor& x) override;
-  std::string type_name() const override { return "LearnedPositionalEncoding"; }
   std::string extra_repr() const override;
   Tensor weight;
 };
