@@ -27,7 +27,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "attention_kernels.hpp"
@@ -541,23 +543,60 @@ MICROTORCH_ATTENTION_TILES(Avx2, MICROTORCH_TARGET_AVX2)
 MICROTORCH_ATTENTION_TILES(Baseline, )
 #endif
 
-// f(Isa{}) for the ISA this CPU runs.
+enum class IsaLevel { baseline, avx2, avx512 };
+
+// The ISA the kernels run: the best one compiled that this CPU has, at most MICROTORCH_ISA
+// when it is set (avx512, avx2 or baseline), so that a lesser ISA's kernels can be tested
+// and measured on a better CPU. Decided once.
+IsaLevel isa() {
+  static const IsaLevel level = [] {
+    IsaLevel cap = IsaLevel::avx512;
+    if (const char* env = std::getenv("MICROTORCH_ISA"); env && *env) {
+      const std::string want = env;
+      if (want == "avx2") {
+        cap = IsaLevel::avx2;
+      } else if (want == "baseline") {
+        cap = IsaLevel::baseline;
+      } else if (want != "avx512") {
+        throw ValueError(fmt::format("MICROTORCH_ISA: expected avx512, avx2 or baseline, got '{}'", want));
+      }
+    }
+#if defined(MICROTORCH_ISAS_AVX512)
+    if (cap >= IsaLevel::avx512 && __builtin_cpu_supports("avx512f")) return IsaLevel::avx512;
+#endif
+#if defined(MICROTORCH_ISAS_AVX2)
+    if (cap >= IsaLevel::avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      return IsaLevel::avx2;
+    }
+#endif
+#if defined(MICROTORCH_ISAS_BASELINE)
+    return IsaLevel::baseline;
+#elif defined(MICROTORCH_ISAS_AVX2)
+    return IsaLevel::avx2;  // the build's -march fixed it: nothing lesser is compiled
+#else
+    return IsaLevel::avx512;
+#endif
+  }();
+  return level;
+}
+
+// f(Isa{}) for isa().
 template <class F>
 decltype(auto) on_isa(F&& f) {
-  switch (simd::isa()) {
+  switch (isa()) {
 #if defined(MICROTORCH_ISAS_AVX512)
-    case simd::IsaLevel::avx512:
+    case IsaLevel::avx512:
       return f(simd::Avx512{});
 #endif
 #if defined(MICROTORCH_ISAS_AVX2)
-    case simd::IsaLevel::avx2:
+    case IsaLevel::avx2:
       return f(simd::Avx2{});
 #endif
     default:
 #if defined(MICROTORCH_ISAS_BASELINE)
       return f(simd::Baseline{});
 #else
-      std::abort();
+      std::abort();  // unreachable: isa() returns a compiled ISA
 #endif
   }
 }

@@ -6,12 +6,11 @@
 //
 // Kernels that keep a tile of accumulators in registers (gemm_tiles.hpp) need the vector
 // width and register count of the ISA they run on instead: the Isa structs below name each
-// one's vectors and tile, MICROTORCH_TARGET_* compiles a function for it, and isa() says
-// which one this CPU runs (attention_blocks.cpp).
+// one's vectors and tile, MICROTORCH_TARGET_* compiles a function for it, and
+// MICROTORCH_ISAS_* say which ones the build compiles (attention_tiles.cpp picks one).
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -169,26 +168,6 @@ template <class V, class T>
 #else
 #define MICROTORCH_ISAS_BASELINE 1
 #endif
-
-enum class IsaLevel { baseline, avx2, avx512 };
-
-/// The best compiled ISA this CPU runs (decided once).
-inline IsaLevel isa() {
-  static const IsaLevel level = [] {
-#if defined(MICROTORCH_ISAS_AVX512)
-    if (__builtin_cpu_supports("avx512f")) return IsaLevel::avx512;
-#endif
-#if defined(MICROTORCH_ISAS_AVX2)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return IsaLevel::avx2;
-#endif
-#if defined(MICROTORCH_ISAS_BASELINE)
-    return IsaLevel::baseline;
-#else
-    std::abort();  // built for an ISA this CPU lacks: its first vector instruction would trap anyway
-#endif
-  }();
-  return level;
-}
 
 // 2^t for t <= 0 (a softmax's exponent, in base 2, after the row max is subtracted):
 // n = round(t), f = t - n in [-1/2, 1/2], 2^f = 1 + f P(f) (Cephes' exp2f polynomial,
