@@ -275,6 +275,21 @@ template <class Isa, class T>
   }
 }
 
+// C = A B^T for a block of rows of A (lda apart) and the keys j0 .. j0 + width of B, whose
+// transpose B^T (K x keys) is packed in panels (pack_transposed): the scores q k^T and dO v^T.
+template <class Isa, class T>
+[[gnu::always_inline]] inline void times_panels(std::int64_t rows, std::int64_t width, std::int64_t K, const T* a,
+                                                std::int64_t lda, const T* panels, std::int64_t j0, T* c,
+                                                std::int64_t ldc) {
+  constexpr int P = kPanelOf<Isa, T>;
+  Gemm<T> g;
+  g.M = rows, g.N = width, g.K = K;
+  g.a = a, g.a_row = lda, g.a_col = 1;
+  g.b = panels + (j0 / P) * K * P, g.ldb = P, g.b_panel = K * P;
+  g.c = c, g.ldc = ldc;
+  gemm_tiled(Isa{}, g);
+}
+
 // ---- forward ----------------------------------------------------------------------------------
 
 // One block of query rows of one matrix, its K^T and v packed in kt and v.
@@ -295,12 +310,7 @@ template <class Isa, class T>
   if (S == 0) std::fill(z.o, z.o + rows * z.ldv, T(0));
   for (std::int64_t j0 = 0; j0 < S; j0 += z.chunk) {
     const std::int64_t cols = std::min(z.chunk, S - j0), width = round_up(cols, W);
-    Gemm<T> scores;  // S_ij = q_i k_j^T
-    scores.M = rows, scores.N = width, scores.K = D;
-    scores.a = a.q + i0 * a.ldq, scores.a_row = a.ldq, scores.a_col = 1;
-    scores.b = kt + (j0 / P) * D * P, scores.ldb = P, scores.b_panel = D * P;
-    scores.c = z.s, scores.ldc = z.lds;
-    gemm_tiled(Isa{}, scores);
+    times_panels<Isa>(rows, width, D, a.q + i0 * a.ldq, a.ldq, kt, j0, z.s, z.lds);  // S_ij = q_i k_j^T
     for (std::int64_t r = 0; r < rows; ++r) {
       T* t = z.s + r * z.lds;
       const T* bias = a.bias ? a.bias + (i0 + r) * a.bias_row_stride + j0 * a.bias_col_stride : nullptr;
@@ -419,12 +429,7 @@ template <class Isa, class T>
       if (saved) {
         at = a.weights + i0 * S + j0, lda = S;
       } else {
-        Gemm<T> scores;  // S_ij = q_i k_j^T
-        scores.M = rows, scores.N = width, scores.K = D;
-        scores.a = z.q + i0 * z.ldd, scores.a_row = z.ldd, scores.a_col = 1;
-        scores.b = z.kt + (j0 / P) * D * P, scores.ldb = P, scores.b_panel = D * P;
-        scores.c = z.s, scores.ldc = LT;
-        gemm_tiled(Isa{}, scores);
+        times_panels<Isa>(rows, width, D, z.q + i0 * z.ldd, z.ldd, z.kt, j0, z.s, LT);  // S_ij = q_i k_j^T
         for (std::int64_t r = 0; r < rows; ++r) {  // A = e^(S - m) / l
           T* t = z.s + r * LT;
           const T* bias = a.bias ? a.bias + (i0 + r) * a.bias_row_stride + j0 * a.bias_col_stride : nullptr;
@@ -434,12 +439,7 @@ template <class Isa, class T>
         }
       }
       if (want_ds) {
-        Gemm<T> dp;  // dP_ij = dO_i v_j^T
-        dp.M = rows, dp.N = width, dp.K = Dv;
-        dp.a = z.dout + i0 * z.lddv, dp.a_row = z.lddv, dp.a_col = 1;
-        dp.b = z.vt + (j0 / P) * Dv * P, dp.ldb = P, dp.b_panel = Dv * P;
-        dp.c = z.dp, dp.ldc = LT;
-        gemm_tiled(Isa{}, dp);
+        times_panels<Isa>(rows, width, Dv, z.dout + i0 * z.lddv, z.lddv, z.vt, j0, z.dp, LT);  // dP_ij = dO_i v_j^T
         for (std::int64_t r = 0; r < rows; ++r) {  // dS = A (dA - rowsum(dA A)), dA = dP M; kept as scale dS
           T* ds = z.dp + r * LT;
           const T* ar = at + r * lda;

@@ -116,21 +116,18 @@ struct Avx512 {
   typedef double D __attribute__((vector_size(64)));
   typedef std::int32_t I __attribute__((vector_size(64)));
   static constexpr int kRows = 6, kVectors = 4;
-  static constexpr const char* kName = "avx512";
 };
 struct Avx2 {
   typedef float F __attribute__((vector_size(32)));
   typedef double D __attribute__((vector_size(32)));
   typedef std::int32_t I __attribute__((vector_size(32)));
   static constexpr int kRows = 6, kVectors = 2;
-  static constexpr const char* kName = "avx2";
 };
 struct Baseline {  // SSE2 on x86-64, NEON on AArch64: 16-byte vectors everywhere
   typedef float F __attribute__((vector_size(16)));
   typedef double D __attribute__((vector_size(16)));
   typedef std::int32_t I __attribute__((vector_size(16)));
   static constexpr int kRows = 6, kVectors = 2;
-  static constexpr const char* kName = "baseline";
 };
 
 template <class Isa, class T>
