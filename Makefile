@@ -2,14 +2,18 @@
 #
 #   make demo      install missing packages, configure, build, then train the Iris transformer,
 #                  lower it to int16/int8 firmware and verify it on QEMU (examples/demo.cpp)
-#   make test      the same, then the doctest suite, the notebooks, the suite again under
-#                  ASan + UBSan (build-asan) and under TSan (build-tsan), every C++
-#                  example of README.md compiled and run (tools/check_readme.py), the
-#                  library installed into a prefix and used by a pkg-config and a CMake
+#   make test      the same, then the doctest suite, the API reference check (make docs),
+#                  the notebooks, the suite again under ASan + UBSan (build-asan) and under
+#                  TSan (build-tsan), every C++ example of README.md compiled and run
+#                  (tools/check_readme.py), the demo's figures rendered (tools/check_svg.py),
+#                  the library installed into a prefix and used by a pkg-config and a CMake
 #                  project (tools/check-install.sh), and a short run of each libFuzzer target
 #                  (build-fuzz, clang); last line: "tests: N passed, M failed (release ...,
-#                  notebooks ..., readme ..., install ..., asan+ubsan ..., tsan ..., fuzz ...)"
-#                  (tools/run-tests.sh)
+#                  docs ..., notebooks ..., readme ..., pictures ..., install ..., asan+ubsan ...,
+#                  tsan ..., fuzz ...)" (tools/run-tests.sh)
+#   make docs      the API reference, generated from the header comments by Doxygen
+#                  (docs/Doxyfile) into $(BUILD)/docs/html/index.html; fails when a public
+#                  symbol has no description or Doxygen warns (tools/check_docs.py)
 #   make notebooks only the notebooks (examples/notebooks, run by tools/run_notebooks.py)
 #   make fuzz      longer fuzzing: FUZZ_SECONDS per target (default 600)
 #   make bench     benchmarks/ next to PyTorch in one process (tools/bench_table.py): one table
@@ -21,7 +25,7 @@
 #            TEST_ARGS='-tc=*matmul*' (doctest options),
 #            NOTEBOOK_ARGS='02_attention' (tools/run_notebooks.py options; NOTEBOOKS=0 skips them),
 #            SANITIZE=0 (skip the ASan/UBSan and TSan passes), FUZZ_SECONDS=n (per target; 0 skips),
-#            INSTALL_CHECK=0 (skip the install check),
+#            INSTALL_CHECK=0 (skip the install check), DOCS_CHECK=0 (skip the API reference check),
 #            DEMO_OUT=dir (demo output, default demo-output), DESTDIR=... (make install).
 SHELL := bash
 BUILD = build
@@ -32,6 +36,7 @@ DEMO_OUT = demo-output
 NOTEBOOKS = 1
 NOTEBOOK_ARGS =
 INSTALL_CHECK = 1
+DOCS_CHECK = 1
 # The sanitizer pass: its own build directory (-O1, no debug info, no examples: it is built
 # on every clean CI run). It leaves out the cases that cross-compile and run firmware under
 # QEMU or compile emitted C: their scripts run that C under ASan + UBSan themselves.
@@ -45,7 +50,7 @@ TSAN_BUILD = build-tsan
 FUZZ_BUILD = build-fuzz
 FUZZ_SECONDS = 10
 
-.PHONY: deps build build-asan build-tsan build-fuzz test notebooks fuzz demo bench bench-mcu install clean
+.PHONY: deps build build-asan build-tsan build-fuzz test notebooks docs fuzz demo bench bench-mcu install clean
 
 deps:
 	@tools/install-deps.sh
@@ -74,7 +79,7 @@ build-fuzz: deps
 # when anything failed (a crash or a sanitizer report counts as a failure).
 test: build $(if $(filter 1,$(SANITIZE)),build-asan build-tsan) $(if $(filter-out 0,$(FUZZ_SECONDS)),build-fuzz)
 	@BUILD=$(BUILD) TEST_ARGS='$(TEST_ARGS)' ASAN_EXCLUDE='$(ASAN_EXCLUDE)' FUZZ_SECONDS=$(FUZZ_SECONDS) \
-	  NOTEBOOKS=$(NOTEBOOKS) NOTEBOOK_ARGS='$(NOTEBOOK_ARGS)' INSTALL_CHECK=$(INSTALL_CHECK) \
+	  NOTEBOOKS=$(NOTEBOOKS) NOTEBOOK_ARGS='$(NOTEBOOK_ARGS)' INSTALL_CHECK=$(INSTALL_CHECK) DOCS_CHECK=$(DOCS_CHECK) \
 	  ASAN_BUILD=$(if $(filter 1,$(SANITIZE)),$(ASAN_BUILD)) TSAN_BUILD=$(if $(filter 1,$(SANITIZE)),$(TSAN_BUILD)) \
 	  FUZZ_BUILD=$(FUZZ_BUILD) tools/run-tests.sh
 
@@ -85,6 +90,10 @@ fuzz: build-fuzz
 
 notebooks: build
 	@python3 tools/run_notebooks.py --build $(BUILD) $(NOTEBOOK_ARGS)
+
+# Needs Doxygen (installed by deps), not the build.
+docs: deps
+	@python3 tools/check_docs.py --build $(BUILD)
 
 demo: build
 	$(BUILD)/examples/demo $(DEMO_OUT)

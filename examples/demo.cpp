@@ -20,13 +20,14 @@
 
 #include <fmt/core.h>
 
-#include <microtorch/display.hpp>
+#include <microtorch/plot.hpp>
 #include <microtorch/io.hpp>
 #include <microtorch/lower/emit.hpp>
 #include <microtorch/lower/graph.hpp>
 #include <microtorch/lower/quantize.hpp>
 #include <microtorch/lower/simulate.hpp>
 
+#include "models/iris_figures.hpp"
 #include "models/iris_transformer.hpp"
 #include "progress.hpp"
 
@@ -127,38 +128,21 @@ int main(int argc, char** argv) {
   fmt::print("[1/4] training the Iris transformer: {} train / {} test flowers, {} parameters, Adam lr={}, batch {}\n",
              data.x_train.size(0), data.x_test.size(0), model.num_parameters(), opt.lr, opt.batch);
   Progress progress(opt.epochs, batches, opt.batch);
-  std::vector<double> epoch_loss;
-  double loss_sum = 0;
-  std::int64_t loss_n = 0;
-  iris_transformer::train(
-      model, data, opt,
-      [&](int epoch, std::int64_t b, double loss) {
-        progress.batch(epoch, b, loss);
-        loss_sum += loss, ++loss_n;
-      },
-      [&](int epoch) {
-        epoch_loss.push_back(loss_sum / static_cast<double>(loss_n));
-        loss_sum = 0, loss_n = 0;
-        progress.epoch(epoch, iris_transformer::accuracy(model, data.x_train, data.y_train));
-      });
+  iris_transformer::History history;
+  history = iris_transformer::train_with_history(
+      model, data, opt, [&](int epoch, std::int64_t b, double loss) { progress.batch(epoch, b, loss); },
+      [&](int epoch) { progress.epoch(epoch, history.train_accuracy.back() / 100); });
 
   // ---- 2. float ----------------------------------------------------------------------------
   const double float_acc = iris_transformer::accuracy(model, data.x_test, data.y_test);
-  fmt::print("[2/4] float32 test accuracy {:.1f}% (final training loss {:.4f})\n", 100 * float_acc, epoch_loss.back());
+  fmt::print("[2/4] float32 test accuracy {:.1f}% (final training loss {:.4f})\n", 100 * float_acc,
+             history.train_loss.back());
 
-  // Pictures: the loss curve, and the attention of the test flowers (mean per head).
-  std::ofstream(out_dir + "/loss_curve.svg")
-      << mt::display::LineChart{epoch_loss, "Iris transformer: mean training loss per epoch"}.svg();
-  {
-    mt::NoGradGuard no_grad;
-    const mt::Tensor w = model.attention_weights(data.x_test).mean({0});  // [2 heads, 4, 4]
-    const std::vector<std::string> queries = {"token 0", "token 1", "token 2", "token 3"};
-    const std::vector<std::string> keys = {"h0 t0", "h0 t1", "h0 t2", "h0 t3", "h1 t0", "h1 t1", "h1 t2", "h1 t3"};
-    std::ofstream(out_dir + "/attention.svg")
-        << mt::display::Heatmap{mt::cat({w.select(0, 0), w.select(0, 1)}, 1), queries, keys,
-                                "attention of the 30 test flowers (mean), heads 0 and 1"}
-               .svg();
-  }
+  // Pictures (examples/models/iris_figures.hpp): loss and accuracy per epoch, the attention of
+  // the held-out flowers per head, their confusion matrix.
+  mt::write_file(out_dir + "/training.svg", iris_transformer::training_figure(history));
+  mt::write_file(out_dir + "/attention.svg", iris_transformer::attention_figure(model, data));
+  mt::write_file(out_dir + "/confusion.svg", iris_transformer::confusion_figure(model, data));
 
   // ---- 3. lower, emit, verify -------------------------------------------------------------
   const lower::Graph graph = lower::trace(model, {1, 4});
@@ -190,7 +174,7 @@ int main(int argc, char** argv) {
          r.relative_error <= (r.bits == 16 ? 0.01 : 0.04);
   }
   fmt::print("\noutput in {}/: firmware_int16/ and firmware_int8/ (C sources, <name>_report.txt, saturation.txt, "
-             "verification.txt), loss_curve.svg, attention.svg, iris_transformer.json/.npz (the traced graph) and "
+             "verification.txt), training.svg, attention.svg, confusion.svg, iris_transformer.json/.npz (the traced graph) and "
              "calibration.npy\n",
              out_dir);
   fmt::print("lower it again from the command line: build/tools/lower/microtorch-lower {0}/iris_transformer -c "

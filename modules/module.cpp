@@ -205,7 +205,8 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
       writes.emplace_back(t, std::move(src));
     }
   }
-  for (auto& [dst, src] : writes) {
+  for (const auto& write : writes) {
+    const Tensor &dst = write.first, &src = write.second;  // (a lambda may not capture structured bindings in C++17)
     visit_dtype(dst.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       std::copy_n(src.template data<T>(), dst.numel(), dst.template data<T>());

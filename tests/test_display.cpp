@@ -1,9 +1,12 @@
 // Rich display for notebooks: the HTML table of a tensor, the SVG heat map of attention
 // weights, and the mime bundles xeus-cling asks for.
+#include <cstdlib>
 #include <string>
 
 #include "helpers.hpp"
 #include "microtorch/display.hpp"
+#include "microtorch/io.hpp"
+#include "../examples/models/iris_figures.hpp"
 
 namespace display = mt::display;
 
@@ -70,34 +73,55 @@ TEST_CASE("display: escape makes text safe for HTML and SVG") {
   CHECK(display::escape("plain") == "plain");
 }
 
-TEST_CASE("display: Heatmap draws one cell per weight, darker for larger, with escaped labels") {
+TEST_CASE("display: Heatmap draws one cell per weight, darker for larger, with escaped labels and a colour bar") {
   const mt::Tensor w = mt::tensor({{1.0, 0.0, 0.0}, {0.5, 0.5, 0.0}});
   const display::Heatmap map{w, {"<q0>", "q1"}, {"a&b", "k1", "k2"}, "causal"};
   const std::string s = map.svg();
   INFO(s);
   CHECK(s.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
   CHECK(s.find("</svg>") == s.size() - 6);
-  CHECK(count(s, "<rect") == 6);
+  CHECK(count(s, "</title></rect>") == 6);  // one cell per weight
   CHECK(s.find("&lt;q0&gt;") != std::string::npos);
   CHECK(s.find("a&amp;b") != std::string::npos);
   CHECK(s.find("<q0>") == std::string::npos);
   CHECK(s.find(">causal</text>") != std::string::npos);
-  CHECK(count(s, "fill=\"#08306b\"") == 1);   // the 1.0 cell: darkest
-  CHECK(count(s, "fill=\"#f7fbff\"") == 3);   // the three 0.0 cells: white
+  CHECK(count(s, "fill=\"#08306b\" stroke") == 1);  // the 1.0 cell: darkest
+  CHECK(count(s, "fill=\"#f7fbff\" stroke") == 3);  // the three 0.0 cells: white
   CHECK(s.find(">0.50</text>") != std::string::npos);  // values written in small maps
   CHECK(s.find("<title>q1 &#8594; k1: 0.5</title>") != std::string::npos);
+  CHECK(s.find(">key</text>") != std::string::npos);    // axis names
+  CHECK(s.find(">query</text>") != std::string::npos);
+  CHECK(s.find("url(#microtorch-shade)") != std::string::npos);  // the colour bar, 0 to 1 in round ticks
+  CHECK(s.find(">0.0</text>") != std::string::npos);
+  CHECK(s.find(">1.0</text>") != std::string::npos);
 }
 
 TEST_CASE("display: Heatmap takes [1, L, S] weights, default labels, and rejects what it cannot draw") {
   const std::string s = display::Heatmap{mt::full({1, 2, 2}, 0.25)}.svg();
-  CHECK(count(s, "<rect") == 4);
+  CHECK(count(s, "</title></rect>") == 4);
   CHECK(s.find("<title>1 &#8594; 0: 0.25</title>") != std::string::npos);
   CHECK_THROWS_AS((display::Heatmap{mt::zeros({2, 2, 2})}.svg()), mt::ShapeError);
   CHECK_THROWS_AS((display::Heatmap{mt::zeros({2, 2}), {"only one"}}.svg()), mt::ValueError);
   // 20 x 20: no numbers in the cells, tooltips still there
   const std::string big = display::Heatmap{mt::zeros({20, 20})}.svg();
-  CHECK(count(big, "<rect") == 400);
-  CHECK(count(big, "text-anchor=\"middle\"") == 0);
+  CHECK(count(big, "</title></rect>") == 400);
+  CHECK(count(big, "font-size=\"9\"") == 0);
+  // 64 x 64: smaller cells, every other label (they would overlap)
+  const std::string huge = display::Heatmap{mt::zeros({64, 64})}.svg();
+  CHECK(count(huge, "text-anchor=\"end\"") == 32);
+}
+
+TEST_CASE("display: a confusion matrix counts predictions per true class") {
+  const mt::Tensor predicted = mt::tensor(std::vector<std::int64_t>{0, 1, 1, 2, 2, 2}, {6});
+  const mt::Tensor target = mt::tensor(std::vector<std::int64_t>{0, 1, 2, 2, 2, 0}, {6});
+  const display::Heatmap m = display::confusion_matrix(predicted, target, {"a", "b", "c"});
+  CHECK(mt::equal(m.weights, mt::tensor({{1, 0, 1}, {0, 1, 0}, {0, 1, 2}}, mt::kFloat64)));
+  const std::string s = m.svg();
+  CHECK(s.find(">predicted</text>") != std::string::npos);
+  CHECK(s.find(">2</text>") != std::string::npos);  // counts written as integers
+  CHECK(s.find("<title>c &#8594; c: 2</title>") != std::string::npos);
+  CHECK_THROWS_MSG(display::confusion_matrix(predicted, target, {"a", "b"}), mt::IndexError, "outside the 2 classes");
+  CHECK_THROWS_AS(display::confusion_matrix(predicted.to(mt::kFloat32), target, {"a", "b", "c"}), mt::ShapeError);
 }
 
 #ifdef MICROTORCH_DISPLAY_HAS_JSON
@@ -114,18 +138,62 @@ TEST_CASE("display: mime bundles for xeus-cling, found by argument-dependent loo
 }
 #endif
 
-TEST_CASE("display: LineChart draws the series as one polyline spanning the plot, with its range on the axis") {
+TEST_CASE("display: LineChart draws each series over round ticks with gridlines and a legend") {
   const display::LineChart chart{{4.0, 2.0, 1.0, 0.5}, "loss <curve>"};
   const std::string svg = chart.svg();
-  CHECK(svg.find("<polyline") != std::string::npos);
+  INFO(svg);
+  CHECK(count(svg, "<polyline") == 1);
   CHECK(svg.find("loss &lt;curve&gt;") != std::string::npos);
-  CHECK(svg.find(">4<") != std::string::npos);    // the top of the y range
-  CHECK(svg.find(">0.5<") != std::string::npos);  // the bottom
-  // four points: first at the left edge (x = 60) and top, last at the right edge and bottom
-  CHECK(svg.find("points=\"60.0,32.0 ") != std::string::npos);  // below the title
-  CHECK(svg.find(" 464.0,200.0\"") != std::string::npos);
+  for (const char* tick : {">0<", ">1<", ">2<", ">3<", ">4<"}) CHECK(svg.find(tick) != std::string::npos);
+  CHECK(count(svg, "stroke=\"#e0e0e0\"") == 5 + 4);  // gridlines: y at 0..4, x at epochs 1..4
+  // the first point is the top left corner of the plot (epoch 1, value 4 = the top tick)
+  const auto frame = svg.find("fill=\"none\" stroke=\"#888888\"");
+  REQUIRE(frame != std::string::npos);
+  const std::string rect = svg.substr(svg.rfind("<rect", frame), frame - svg.rfind("<rect", frame));
+  const std::string x = rect.substr(rect.find("x=\"") + 3), y = rect.substr(rect.find("y=\"") + 3);
+  CHECK(svg.find("points=\"" + x.substr(0, x.find('"')) + "," + y.substr(0, y.find('"')) + " ") != std::string::npos);
+
+  display::LineChart two{.title = "train and validation"};
+  two.series = {{"train", {3, 2, 1.5, 1.2}}, {"validation", {3.5, 2.5, 2, 2.2}}};
+  const std::string s2 = two.svg();
+  CHECK(count(s2, "<polyline") == 2);
+  CHECK(s2.find(">train</text>") != std::string::npos);  // the legend
+  CHECK(s2.find(">validation</text>") != std::string::npos);
+
   const display::LineChart log_chart{{100.0, 10.0, 1.0}, "", "step", "loss", true};
-  CHECK(log_chart.svg().find("(log)") != std::string::npos);
+  const std::string s3 = log_chart.svg();
+  CHECK(s3.find("(log scale)") != std::string::npos);
+  CHECK(s3.find(">100<") != std::string::npos);
   CHECK_THROWS_AS(display::LineChart{{}}.svg(), mt::ValueError);
   CHECK_THROWS_AS((display::LineChart{{1.0, 0.0}, "", "x", "y", true}.svg()), mt::ValueError);
+}
+
+TEST_CASE("display: a title too long for the picture is set smaller or broken into lines, never cut") {
+  const std::string title(40, 'w');
+  const std::string words = "a title with many words that would run far past the right edge of a small heat map";
+  const std::string a = display::Heatmap{mt::eye(2), {}, {}, words}.svg();
+  CHECK(count(a, "font-weight=\"bold\"") >= 3);  // several lines
+  const std::string joined = display::side_by_side({a, a});
+  CHECK(joined.find("<svg x=\"0\" y=\"0\"") != std::string::npos);
+  CHECK(count(joined, "class=\"microtorch-heatmap\"") == 2);
+}
+
+TEST_CASE("display: the demo's figures (training curves, attention per head, confusion matrix)") {
+  // The figures make demo draws, from a shorter training run; with MICROTORCH_FIGURES_DIR set
+  // they are written there, and tools/check_svg.py renders them (make test).
+  iris_transformer::IrisTransformer model;
+  const iris_transformer::Split data = iris_transformer::split();
+  const auto h = iris_transformer::train_with_history(model, data, {.epochs = 30},
+                                                      [](int, std::int64_t, double) {}, [](int) {});
+  REQUIRE(h.train_loss.size() == 30);
+  CHECK(h.train_loss.back() < h.train_loss.front());
+  CHECK(h.test_accuracy.back() > 80);
+  const std::vector<std::pair<std::string, std::string>> figures = {
+      {"training.svg", iris_transformer::training_figure(h)},
+      {"attention.svg", iris_transformer::attention_figure(model, data)},
+      {"confusion.svg", iris_transformer::confusion_figure(model, data)}};
+  for (const auto& [name, svg] : figures) {
+    CHECK(svg.rfind("<svg", 0) == 0);
+    if (const char* dir = std::getenv("MICROTORCH_FIGURES_DIR")) mt::write_file(std::string(dir) + "/" + name, svg);
+  }
 }

@@ -26,12 +26,15 @@ PACKAGES=(
   libzip-dev          # meson.build: dependency('libzip')
   nlohmann-json3-dev  # meson.build: dependency('nlohmann_json'), the graph IR's JSON (src/lower/graph.cpp)
   libcli11-dev        # tools/lower: the microtorch-lower command line
+  doxygen             # the API reference: make docs, and its check in make test (tools/check_docs.py)
   gcc-arm-none-eabi   # Cortex-M cross compiler: tools/mcu/run_kernels_qemu.sh, lowering tests
   picolibc-arm-none-eabi
   qemu-system-arm     # runs the Cortex-M builds (mps2-an385 / mps2-an386)
   libbenchmark-dev    # Google Benchmark: benchmarks/ (make bench)
   clang               # the libFuzzer targets in tests/fuzz (make test, make fuzz)
   libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes
+  librsvg2-bin        # rsvg-convert: tools/check_svg.py renders the demo's figures
+  clang-tools-22      # clang-repl: tools/run_notebooks.py runs the notebooks cell by cell (bookworm-security)
 )
 PACKAGES+=("$@")
 

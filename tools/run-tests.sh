@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # tools/run-tests.sh — what `make test` runs once the builds are done: the doctest suite
-# (release build; its attention cases again on the AVX2 and baseline kernels), the
-# notebooks, the same suite under AddressSanitizer + UndefinedBehaviorSanitizer +
-# LeakSanitizer and under ThreadSanitizer, and a short bounded run of every libFuzzer
-# target. Ends with one line:
+# (release build; its attention cases again on the AVX2 and baseline kernels), the API
+# reference check, the notebooks, the same suite under AddressSanitizer +
+# UndefinedBehaviorSanitizer + LeakSanitizer and under ThreadSanitizer, and a short bounded
+# run of every libFuzzer target. Ends with one line:
 #
-#   tests: N passed, M failed (release P/T, avx2 P/T, baseline P/T, notebooks P/T, readme P/T, install P/T,
-#                              asan+ubsan P/T, tsan P/T, fuzz P/T targets)
+#   tests: N passed, M failed (release P/T, avx2 P/T, baseline P/T, docs P/T, notebooks P/T, readme P/T,
+#                              pictures P/T, install P/T, asan+ubsan P/T, tsan P/T, fuzz P/T targets)
 #
 # N and M add up every doctest case of both suites and every fuzz target; a crash, a
 # sanitizer report or a fuzzer finding counts as a failure, and the exit status is
@@ -18,6 +18,7 @@
 #   FUZZ_SECONDS=10     per fuzz target
 #   NOTEBOOKS=1         0 skips the notebooks (tools/run_notebooks.py); NOTEBOOK_ARGS its options
 #   INSTALL_CHECK=1     0 skips tools/check-install.sh (install to a prefix, two consumers)
+#   DOCS_CHECK=1        0 skips tools/check_docs.py (the API reference: one check per header)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +32,7 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 NOTEBOOKS=${NOTEBOOKS:-1}
 NOTEBOOK_ARGS=${NOTEBOOK_ARGS:-}
 INSTALL_CHECK=${INSTALL_CHECK:-1}
+DOCS_CHECK=${DOCS_CHECK:-1}
 
 total_passed=0
 total_failed=0
@@ -61,6 +63,18 @@ run_suite() {
     "$(sed -nE 's/.*[|] *([0-9]+) failed.*/\1/p' <<<"$summary")" "$log"
 }
 
+# run_check LABEL PREFIX LOG COMMAND...: runs a checker whose last summary line is
+# "PREFIX: N passed, M failed" and tallies it.
+run_check() {
+  local label=$1 prefix=$2 log=$3
+  shift 3
+  "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]} summary
+  summary=$(grep -a "^$prefix: [0-9]* passed" "$log" | tail -n 1)
+  tally "$label" "$rc" "$(sed -nE "s/^$prefix: ([0-9]+) passed.*/\1/p" <<<"$summary")" \
+    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$summary")" "$log"
+}
+
 fuzz_only=false
 [[ ${1:-} == --fuzz-only ]] && fuzz_only=true  # make fuzz
 
@@ -80,40 +94,40 @@ if ! $fuzz_only; then
   done
 fi
 
+# The API reference built with Doxygen, one check per header: every public symbol
+# described, no Doxygen warning. "check-docs: N passed, M failed".
+if [[ $DOCS_CHECK != 0 ]] && ! $fuzz_only; then
+  echo
+  echo "== docs: the API reference from the headers (docs/Doxyfile), every public symbol described"
+  run_check docs check-docs "$BUILD/docs-check.log" python3 tools/check_docs.py --build "$BUILD"
+fi
+
 # Each notebook compiled and run as a program: "notebooks: N passed, M failed".
 if [[ $NOTEBOOKS != 0 ]] && ! $fuzz_only; then
   echo
-  nblog=$BUILD/notebooks-last-run.log
   # shellcheck disable=SC2086
-  python3 tools/run_notebooks.py --build "$BUILD" $NOTEBOOK_ARGS 2>&1 | tee "$nblog"
-  nbrc=${PIPESTATUS[0]}
-  nbsummary=$(grep -a '^notebooks: ' "$nblog" | tail -n 1)
-  tally notebooks "$nbrc" "$(sed -nE 's/^notebooks: ([0-9]+) passed.*/\1/p' <<<"$nbsummary")" \
-    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$nbsummary")" "$nblog"
+  run_check notebooks notebooks "$BUILD/notebooks-last-run.log" python3 tools/run_notebooks.py --build "$BUILD" $NOTEBOOK_ARGS
 fi
 
 # Every C++ example of README.md compiled and run (tools/check_readme.py).
 if ! $fuzz_only; then
   echo
   echo "== README.md: every C++ example compiled (C++20) and run"
-  rlog=$BUILD/readme-check.log
-  python3 tools/check_readme.py --build "$BUILD" 2>&1 | tee "$rlog"
-  rrc=${PIPESTATUS[0]}
-  rsummary=$(grep -a '^readme: [0-9]* passed' "$rlog" | tail -n 1)
-  tally readme "$rrc" "$(sed -nE 's/^readme: ([0-9]+) passed.*/\1/p' <<<"$rsummary")" \
-    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$rsummary")" "$rlog"
+  run_check readme readme "$BUILD/readme-check.log" python3 tools/check_readme.py --build "$BUILD"
+fi
+
+# The demo's figures rendered by rsvg-convert: they render, and no text leaves the canvas.
+if ! $fuzz_only; then
+  echo
+  echo "== pictures: the demo's figures rendered with rsvg-convert (tools/check_svg.py)"
+  run_check pictures pictures "$BUILD/pictures-check.log" python3 tools/check_svg.py --build "$BUILD"
 fi
 
 # The library installed into a prefix and used by a pkg-config and a CMake project.
 if [[ $INSTALL_CHECK != 0 ]] && ! $fuzz_only; then
   echo
   echo "== install: a library-only build into a temporary prefix, used by two out-of-tree projects"
-  ilog=$BUILD/install-check.log
-  tools/check-install.sh 2>&1 | tee "$ilog"
-  irc=${PIPESTATUS[0]}
-  isummary=$(grep -a '^check-install: [0-9]* passed' "$ilog" | tail -n 1)
-  tally install "$irc" "$(sed -nE 's/^check-install: ([0-9]+) passed.*/\1/p' <<<"$isummary")" \
-    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$isummary")" "$ilog"
+  run_check install check-install "$BUILD/install-check.log" tools/check-install.sh
 fi
 
 if [[ -n $ASAN_BUILD ]] && ! $fuzz_only; then

@@ -1,123 +1,112 @@
 #!/usr/bin/env python3
-"""Run the xeus-cling notebooks as C++ programs: what `make test` uses to test them.
+"""Run the notebooks the way a Jupyter C++ kernel does: what `make test` uses to test them.
 
-xeus-cling (the `xcpp17` Jupyter kernel) is not packaged for Debian, so each notebook is
-turned into one C++ program, compiled against the built library and run:
+xeus-cling and xeus-cpp keep one C++ interpreter alive per notebook and hand it one cell at
+a time; a cell sees everything the cells before it declared. clang-repl (Debian's
+clang-tools-22) is the incremental interpreter xeus-cpp is built on, so each notebook is fed
+to one long-lived clang-repl, cell by cell, in order:
 
-  * cells tagged `definition` (cell metadata "tags") go to namespace scope, in order:
-    includes, functions, structs, templates;
-  * every other code cell runs, in order, inside one `main()`, so a variable of one cell
-    is visible in the next, as in the notebook;
-  * `#pragma cling ...` lines (how the notebook finds headers and the library) are
-    dropped: the runner passes -I, -L, -l and an rpath instead; other preprocessor lines
-    of a running cell are moved to the top of the program;
-  * the last line of a running cell without a final `;` is what Jupyter would display: it
-    becomes `notebook_show(<line>);`, which calls the same `mime_bundle_repr` xeus-cling
-    would (found by argument-dependent lookup), checks that it gives a non-empty bundle and
-    prints its text/plain part; values without one are printed with operator<<;
-  * `#line` directives map compiler errors and CHECK failures to `<notebook> cell N`.
+  * the interpreter starts as the xeus-cpp kernelspec in examples/notebooks/kernels/ starts
+    it: its -I/-D/-std flags, and libmicrotorch preloaded (LD_PRELOAD) from --build;
+  * `#pragma cling ...` lines (how xeus-cling finds headers and the library) are left in:
+    clang-repl ignores them, as xeus-cpp does;
+  * the last line of a cell without a final `;` is what Jupyter displays: it becomes
+    `notebook_runner::show(<line>);`, which calls the same `mime_bundle_repr` the kernels
+    use (argument-dependent lookup), checks that it gives a non-empty bundle and prints its
+    text/plain part; values without one are printed with operator<<;
+  * each cell is written to <build>/notebooks/<notebook>/cell_NN.cpp and sent as one input,
+    `#include "<that file>"`, so the interpreter gets the cell's text with its lines, and a
+    compiler error names the cell's file and line;
+  * after each cell a marker is printed, so every line of output, every compiler error and
+    the point where the interpreter died belong to one cell.
 
-Cells check their own results (examples/notebooks/check.hpp): a failed CHECK or any
-uncaught exception ends the program with a non-zero status naming the cell, and a
-notebook that does not compile or run fails.
+A cell fails when it does not compile, when it throws (the interpreter ends with the
+exception's message), or when a CHECK in it fails (examples/notebooks/check.hpp throws).
+Before running anything, each cell is also checked for what cling (xeus-cling) cannot do
+although clang-repl can, so that a notebook passing here runs in both kernels:
+  * a structured binding at the top level of a cell (`auto [a, b] = f();`): cling leaves
+    its names undeclared in later cells (root-project/cling issue 193);
+  * an RAII guard at the top level (`mt::NoGradGuard g;`): it would live for the rest of
+    the session; put it in a `{ ... }` block;
+  * a magic (`%timeit`): not C++;
+  * a lambda inside a top-level statement other than `auto f = [](...) {...};`: clang-repl 22
+    crashes compiling one inside an expression statement, a { } block or a try block; and
+    a top-level lambda that captures: clang-repl makes cell variables globals, where a
+    lambda may not capture (it needs no capture to use them).
 
-  python3 tools/run_notebooks.py --build build                 # every examples/notebooks/*.ipynb
-  python3 tools/run_notebooks.py --build build 02_attention    # the notebooks whose name contains it
-  python3 tools/run_notebooks.py --build build --list          # show the generated programs' cells
+  python3 tools/run_notebooks.py --build build                # every examples/notebooks/*.ipynb
+  python3 tools/run_notebooks.py --build build 02_attention   # the notebooks whose name contains it
+  python3 tools/run_notebooks.py --build build 02 -v          # ... printing every cell's output
 
-The programs are written to <build>/notebooks/<name>.cpp; the last line printed is
-`notebooks: N passed, M failed`; the exit status is 1 when any failed.
+The last line printed is `notebooks: N passed, M failed`; the exit status is 1 when any failed.
 """
 
 import argparse
 import json
 import os
 import re
-import shlex
+import shutil
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KERNEL = "xcpp17"
-DEFINITION_TAG = "definition"
+NOTEBOOKS = os.path.join(ROOT, "examples", "notebooks")
+KERNELSPEC = os.path.join(NOTEBOOKS, "kernels", "xcpp17-microtorch", "kernel.json")
+KERNEL_NAMES = ("xcpp17", "xcpp17-microtorch")  # xeus-cling's, and the xeus-cpp kernelspec above
+CLANG_REPL = ["clang-repl", "/usr/lib/llvm-22/bin/clang-repl"]
+MARK = "@@notebook-cell-done"
 
-PRAGMA_CLING = re.compile(r"^\s*#\s*pragma\s+cling\b")
-PREPROCESSOR = re.compile(r"^\s*#")
-
-PRELUDE = r"""// Generated by tools/run_notebooks.py from {source}; do not edit.
-#include <cstdio>
-#include <exception>
+# Displays a cell's last value as the kernels do: through mime_bundle_repr when an overload
+# exists for the type (ADL), else operator<<. Sent once, before the first display.
+RUNTIME = r"""#include <cstdio>
 #include <iostream>
-#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
-"""
-
-# Displays a cell's last value as xeus-cling would: through mime_bundle_repr when an
-# overload exists for the type (ADL), else operator<<.
-RUNTIME = r"""
-namespace notebook_runner {{
-inline int cell = 0;
-inline const char* const notebook = "{name}";
-
+namespace notebook_runner {
 template <class T, class = void>
-struct has_mime : std::false_type {{}};
+struct has_mime : std::false_type {};
 template <class T>
-struct has_mime<T, std::void_t<decltype(mime_bundle_repr(std::declval<const T&>()))>> : std::true_type {{}};
+struct has_mime<T, std::void_t<decltype(mime_bundle_repr(std::declval<const T&>()))>> : std::true_type {};
 template <class T, class = void>
-struct has_ostream : std::false_type {{}};
+struct has_ostream : std::false_type {};
 template <class T>
-struct has_ostream<T, std::void_t<decltype(std::declval<std::ostream&>() << std::declval<const T&>())>> : std::true_type {{}};
-
-struct BadDisplay : std::runtime_error {{
-  using std::runtime_error::runtime_error;
-}};
-
+struct has_ostream<T, std::void_t<decltype(std::declval<std::ostream&>() << std::declval<const T&>())>> : std::true_type {};
 template <class T>
-void show(const T& value) {{
-  if constexpr (has_mime<T>::value) {{
+void show(const T& value) {
+  if constexpr (has_mime<T>::value) {
     const auto bundle = mime_bundle_repr(value);
-    if (!bundle.is_object() || bundle.empty()) throw BadDisplay("mime_bundle_repr gave an empty bundle");
-    for (auto it = bundle.begin(); it != bundle.end(); ++it) {{
-      if (!it.value().is_string() || it.value().template get<std::string>().empty()) {{
-        throw BadDisplay("mime_bundle_repr: empty " + it.key() + " representation");
-      }}
-    }}
+    if (!bundle.is_object() || bundle.empty()) throw std::runtime_error("mime_bundle_repr gave an empty bundle");
     std::string mimes;
-    for (auto it = bundle.begin(); it != bundle.end(); ++it) mimes += (mimes.empty() ? "" : ", ") + it.key();
+    for (auto it = bundle.begin(); it != bundle.end(); ++it) {
+      if (!it.value().is_string() || it.value().template get<std::string>().empty()) {
+        throw std::runtime_error("mime_bundle_repr: empty " + it.key() + " representation");
+      }
+      mimes += (mimes.empty() ? "" : ", ") + it.key();
+    }
     std::cout << "[display: " << mimes << "]\n";
     if (bundle.contains("text/plain")) std::cout << bundle["text/plain"].template get<std::string>() << "\n";
-  }} else if constexpr (has_ostream<T>::value) {{
+  } else if constexpr (has_ostream<T>::value) {
     std::cout << value << "\n";
-  }} else {{
+  } else {
     std::cout << "[a value without a display]\n";
-  }}
-}}
-}}  // namespace notebook_runner
-"""
-
-MAIN_HEAD = r"""
-int main() {
-  try {
-"""
-
-MAIN_TAIL = r"""
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "%s: cell %d failed: %s\n", notebook_runner::notebook, notebook_runner::cell, e.what());
-    return 1;
-  } catch (...) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "%s: cell %d failed: unknown exception\n", notebook_runner::notebook, notebook_runner::cell);
-    return 1;
   }
-  std::printf("%s: all cells ran\n", notebook_runner::notebook);
-  return 0;
+  std::cout << std::flush;
 }
-"""
+}  // namespace notebook_runner"""
+
+CONTROL = re.compile(r"^(for|if|else|while|do|switch|try|catch|return|namespace|using|template|struct|class)\b")
+STRUCTURED_BINDING = re.compile(r"^\s*(?:const\s+|static\s+)*auto\s*&{0,2}\s*\[")
+GUARD = re.compile(r"^\s*(?:[\w:]+::)?(NoGradGuard|DetectAnomalyGuard|GeneratorGuard|TraceGuard)\s+\w+")
+LAMBDA = re.compile(r"\[[^\[\]]*\]\s*(\(|\{|mutable\b)")
+NAMED_LAMBDA = re.compile(r"^\s*(?:const\s+)?auto\s+\w+\s*=\s*\[")
+
+
+LAMBDA_HINT = ("clang-repl 22 (xeus-cpp's interpreter) crashes compiling a lambda inside a top-level expression "
+               "statement, { } block or try block; name the lambda first (auto f = [...](...) { ... };) and use f")
 
 
 class NotebookError(Exception):
@@ -127,9 +116,6 @@ class NotebookError(Exception):
 def cell_source(cell):
     src = cell.get("source", "")
     return "".join(src) if isinstance(src, list) else src
-
-
-CONTROL = re.compile(r"^(for|if|else|while|do|switch|try|catch|return|namespace|using|template|struct|class)\b")
 
 
 def strip_comment(line):
@@ -151,11 +137,20 @@ def strip_comment(line):
     return line
 
 
-def display_line(line):
-    """The expression Jupyter would display: a last line that does not end a statement.
+def top_level_lines(lines):
+    """The (index, text) of lines that start at brace depth 0 (not inside a function body or block)."""
+    depth = 0
+    out = []
+    for i, line in enumerate(lines):
+        code = strip_comment(line)
+        if depth == 0:
+            out.append((i, code))
+        depth += code.count("{") - code.count("}")
+    return out
 
-    `x`, `f(x)` and `Heatmap{w}` are displayed; `x;`, `}`, `for (...) { ... }` are not.
-    """
+
+def display_line(line):
+    """The expression Jupyter would display: a last line that does not end a statement."""
     code = strip_comment(line).strip()
     if not code or code.startswith(("#", "/*", "*", "{", "}")) or CONTROL.match(code):
         return None
@@ -166,151 +161,164 @@ def display_line(line):
     return code
 
 
-def translate(path):
-    """The C++ program for one notebook, and the number of code cells."""
+def cells_of(path):
+    """[(cell number, code to send, needs the display runtime)] for one notebook."""
     with open(path, encoding="utf-8") as f:
         nb = json.load(f)
     name = os.path.basename(path)
     if nb.get("nbformat") != 4:
         raise NotebookError(f"{name}: nbformat {nb.get('nbformat')} (expected 4)")
     kernel = nb.get("metadata", {}).get("kernelspec", {}).get("name")
-    if kernel != KERNEL:
-        raise NotebookError(f"{name}: kernel {kernel!r}, expected {KERNEL!r} (xeus-cling C++17)")
-    rel = os.path.relpath(path, ROOT)
-    hoisted, definitions, body = [], [], []
-    code_cells = 0
+    if kernel not in KERNEL_NAMES:
+        raise NotebookError(f"{name}: kernel {kernel!r}, expected one of {KERNEL_NAMES}")
+    out = []
     for number, cell in enumerate(nb.get("cells", []), start=1):
         if cell.get("cell_type") != "code":
             continue
-        code_cells += 1
         where = f"{name} cell {number}"
-        tags = cell.get("metadata", {}).get("tags", [])
         lines = cell_source(cell).split("\n")
-        kept = []  # (line number in the cell, text)
-        for i, line in enumerate(lines, start=1):
-            if PRAGMA_CLING.match(line):
-                continue
-            if DEFINITION_TAG not in tags and PREPROCESSOR.match(line):
-                hoisted.append(f'#line {i} "{where}"\n{line}')
-                continue
-            if line.lstrip().startswith("%"):
-                raise NotebookError(f"{where}: magics ({line.strip()}) have no C++ equivalent; the runner cannot run them")
-            kept.append((i, line))
-        if DEFINITION_TAG in tags:
-            definitions.append(f'#line 1 "{where}"\n' + "\n".join(lines_with_blanks(lines)))
-            continue
-        while kept and not kept[-1][1].strip():
-            kept.pop()
-        if kept:
-            expr = display_line(kept[-1][1])
+        for i, code in top_level_lines(lines):
+            if code.lstrip().startswith("%"):
+                raise NotebookError(f"{where}, line {i + 1}: magics ({code.strip()}) are not C++")
+            if STRUCTURED_BINDING.match(code):
+                raise NotebookError(f"{where}, line {i + 1}: a structured binding at the top level of a cell "
+                                    f"(`{code.strip()}`): cling leaves its names undeclared in later cells; use "
+                                    "std::tie or std::get")
+            if GUARD.match(code):
+                raise NotebookError(f"{where}, line {i + 1}: `{code.strip()}` at the top level of a cell lives for "
+                                    "the rest of the session; put it and the code it guards in a { ... } block")
+            if NAMED_LAMBDA.match(code) and re.search(r"=\s*\[[^\]]", code):
+                raise NotebookError(f"{where}, line {i + 1}: a lambda at the top level of a cell captures "
+                                    f"(`{code.strip()}`): clang-repl declares cell variables as globals, where a "
+                                    "lambda may not capture; write [] (the cell variables are visible without it)")
+            if LAMBDA.search(code) and not NAMED_LAMBDA.match(code):
+                raise NotebookError(f"{where}, line {i + 1}: a lambda inside a statement at the top level of a cell: "
+                                    f"{LAMBDA_HINT}")
+        while lines and not lines[-1].strip():
+            lines.pop()
+        shown = False
+        if lines:
+            expr = display_line(lines[-1])
             if expr is not None:
-                kept[-1] = (kept[-1][0], f"notebook_runner::show({expr});")
-        text = [f"notebook_runner::cell = {number};"]
-        previous = None
-        for i, line in kept:
-            if previous is None or i != previous + 1:
-                text.append(f'#line {i} "{where}"')
-            text.append(line)
-            previous = i
-        body.append("\n".join(text))
-    program = PRELUDE.format(source=rel)
-    program += "\n".join(hoisted) + "\n"
-    program += "\n\n".join(definitions) + "\n"
-    program += '#line 1 "tools/run_notebooks.py runtime"\n' + RUNTIME.format(name=name)
-    program += MAIN_HEAD + "\n\n".join(body) + "\n" + MAIN_TAIL
-    return program, code_cells
+                lines[-1] = f"notebook_runner::show({expr});"
+                shown = True
+        out.append((number, "\n".join(lines), shown))
+    return out
 
 
-def lines_with_blanks(lines):
-    """A definition cell's lines with its `#pragma cling` lines blanked (line numbers kept)."""
-    return ["" if PRAGMA_CLING.match(line) else line for line in lines]
+def kernelspec_flags():
+    """The interpreter flags of the xeus-cpp kernelspec, with its relative paths resolved from
+    the notebooks' folder (where Jupyter starts the kernel)."""
+    with open(KERNELSPEC, encoding="utf-8") as f:
+        spec = json.load(f)
+    argv = spec["argv"]
+    flags = argv[argv.index("{connection_file}") + 1:]
+    out = []
+    for flag in flags:
+        if flag.startswith("-I") and not os.path.isabs(flag[2:]):
+            flag = "-I" + os.path.normpath(os.path.join(NOTEBOOKS, flag[2:]))
+        out.append(flag)
+    return out
 
 
-def pkg_config(*args):
-    try:
-        out = subprocess.run(["pkg-config", *args], check=True, capture_output=True, text=True).stdout
-        return shlex.split(out)
-    except (OSError, subprocess.CalledProcessError):
-        return None
+def find_clang_repl():
+    for c in CLANG_REPL:
+        if shutil.which(c):
+            return shutil.which(c)
+    return None
 
 
-def compile_flags(build, opt):
-    cflags = pkg_config("--cflags", "fmt", "xtensor") or []
-    libs = pkg_config("--libs", "fmt") or ["-lfmt"]
-    build = os.path.abspath(build)
-    return (["-std=c++17", opt, "-DXTENSOR_USE_XSIMD", "-w",
-             "-I" + os.path.join(ROOT, "include"), "-I" + os.path.join(ROOT, "examples"), *cflags],
-            ["-L" + build, "-lmicrotorch", "-Wl,-rpath," + build, *libs])
-
-
-def run_one(path, args, flags):
+def run_one(path, args, repl):
     name = os.path.splitext(os.path.basename(path))[0]
-    out_dir = os.path.join(os.path.abspath(args.build), "notebooks")
-    os.makedirs(out_dir, exist_ok=True)
-    cpp, exe = os.path.join(out_dir, name + ".cpp"), os.path.join(out_dir, name)
     log = []
     try:
-        program, cells = translate(path)
+        cells = cells_of(path)
     except (NotebookError, json.JSONDecodeError, OSError) as e:
         return False, f"FAIL {name}: {e}", log
-    with open(cpp, "w", encoding="utf-8") as f:
-        f.write(program)
-    cflags, libs = flags
+    flags = kernelspec_flags()
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = os.path.join(os.path.abspath(args.build), "libmicrotorch.so")  # the kernelspec's, from --build
+    # Each cell is written to a file and sent as one input, `#include "<file>"`: the
+    # interpreter reads it with its lines (preprocessor lines anywhere, diagnostics with
+    # the cell's own line numbers), exactly as a kernel receives a cell's text.
+    cell_dir = os.path.join(os.path.abspath(args.build), "notebooks", name)
+    os.makedirs(cell_dir, exist_ok=True)
+
+    def as_input(label, code):
+        path = os.path.join(cell_dir, label + ".cpp")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(code + "\n")
+        return f'#include "{path}"\n'
+
+    stdin = ["#include <cstdio>\n", "std::setvbuf(stdout, nullptr, _IONBF, 0);\n"]
+    runtime_sent = False
+    for number, code, shown in cells:
+        if shown and not runtime_sent:
+            stdin.append(as_input("display_runtime", RUNTIME))
+            runtime_sent = True
+        stdin.append(as_input(f"cell_{number:02d}", code))
+        stdin.append(f'std::printf("\\n{MARK} {number}\\n");\n')
     t0 = time.time()
-    cc = subprocess.run([args.cxx, *cflags, cpp, "-o", exe, *libs], capture_output=True, text=True)
-    t1 = time.time()
-    if cc.returncode != 0:
-        log.append(cc.stderr[-6000:])
-        return False, f"FAIL {name}: does not compile ({cpp})", log
-    # Run where the notebook lives, as Jupyter would (relative paths in cells).
     try:
-        r = subprocess.run([exe], capture_output=True, text=True, cwd=os.path.dirname(path), timeout=args.timeout)
+        # stdout and stderr in one pipe, in order (stdout is unbuffered in the session)
+        r = subprocess.run([repl] + [f"-Xcc={f}" for f in flags], input="".join(stdin), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, cwd=os.path.dirname(path), env=env,
+                           timeout=args.timeout)
     except subprocess.TimeoutExpired:
         return False, f"FAIL {name}: still running after {args.timeout} s", log
-    t2 = time.time()
-    if args.verbose or r.returncode != 0:
-        log.append(r.stdout[-8000:])
-    if r.returncode != 0:
-        log.append(r.stderr[-4000:])
-        return False, f"FAIL {name}: exit status {r.returncode}", log
-    return True, f"PASS {name}: {cells} code cells (compile {t1 - t0:.1f} s, run {t2 - t1:.1f} s)", log
+    seconds = time.time() - t0
+    # Split the output at the markers: segment k belongs to cells[k].
+    segments, current = [], []
+    for line in r.stdout.split("\n"):
+        if line.startswith(MARK):
+            segments.append("\n".join(current))
+            current = []
+        else:
+            current.append(line)
+    tail = "\n".join(current)
+    for k, (number, _, _) in enumerate(cells):
+        text = segments[k] if k < len(segments) else tail
+        error = re.search(r"(:\d+:\d+: error:|^error: )", text, re.M) or (k >= len(segments))
+        if args.verbose or error:
+            log.append(f"--- cell {number}\n{text.strip()}")
+        if error:
+            why = "did not compile" if k < len(segments) else f"stopped the interpreter (exit status {r.returncode})"
+            if r.returncode == -11 and k >= len(segments):
+                why += f": the interpreter crashed ({LAMBDA_HINT})"
+            return False, f"FAIL {name}: cell {number} {why}", log
+    return True, f"PASS {name}: {len(cells)} code cells, one interpreter, {seconds:.1f} s", log
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("filters", nargs="*", help="run only the notebooks whose file name contains one of these")
     ap.add_argument("--build", default="build", help="the Meson build directory holding libmicrotorch (default: build)")
-    ap.add_argument("--notebooks", default=os.path.join(ROOT, "examples", "notebooks"))
-    ap.add_argument("--cxx", default=os.environ.get("CXX", "c++"))
-    ap.add_argument("--opt", default="-O1", help="optimisation flag (default -O1: compiling is the cost)")
-    ap.add_argument("-j", "--jobs", type=int, default=2, help="notebooks compiled at once (default 2)")
-    ap.add_argument("--timeout", type=int, default=600, help="seconds a notebook program may run")
-    ap.add_argument("--list", action="store_true", help="print the generated programs instead of running them")
-    ap.add_argument("-v", "--verbose", action="store_true", help="print each program's output")
+    ap.add_argument("--notebooks", default=NOTEBOOKS)
+    ap.add_argument("-j", "--jobs", type=int, default=2, help="notebooks run at once (default 2)")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds a notebook may run")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print each cell's output")
     args = ap.parse_args()
 
     paths = sorted(os.path.join(args.notebooks, f) for f in os.listdir(args.notebooks) if f.endswith(".ipynb"))
     if args.filters:
         paths = [p for p in paths if any(s in os.path.basename(p) for s in args.filters)]
+    repl = find_clang_repl()
+    problem = None
     if not paths:
-        print("run_notebooks: no notebooks found", file=sys.stderr)
-        print("notebooks: 0 passed, 1 failed")
-        return 1
-    if args.list:
-        for p in paths:
-            print(translate(p)[0])
-        return 0
-    lib = [f for f in ("libmicrotorch.so", "libmicrotorch.dylib", "libmicrotorch.a") if os.path.exists(os.path.join(args.build, f))]
-    if not lib:
-        print(f"run_notebooks: no libmicrotorch in {args.build}; build first (make build or ninja -C {args.build})", file=sys.stderr)
-        print(f"notebooks: 0 passed, {len(paths)} failed")
+        problem = "no notebooks found"
+    elif repl is None:
+        problem = "clang-repl not found (Debian: apt-get install clang-tools-22; tools/install-deps.sh installs it)"
+    elif not os.path.exists(os.path.join(args.build, "libmicrotorch.so")):
+        problem = f"no libmicrotorch.so in {args.build}; build first (make build)"
+    if problem:
+        print(f"run_notebooks: {problem}", file=sys.stderr)
+        print(f"notebooks: 0 passed, {max(1, len(paths))} failed")
         return 1
 
-    flags = compile_flags(args.build, args.opt)
     t0 = time.time()
     passed = failed = 0
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for ok, line, log in pool.map(lambda p: run_one(p, args, flags), paths):
+        for ok, line, log in pool.map(lambda p: run_one(p, args, repl), paths):
             print(line, flush=True)
             for chunk in log:
                 if chunk.strip():

@@ -1,11 +1,25 @@
-// microtorch/autograd.hpp — the reverse-mode tape: nodes, the engine, grad mode, gradcheck.
-//
-// Every differentiable op computes its result, then calls record(): the output gets a
-// Node holding the op's name, attributes, its input edges and the backward closure that
-// belongs to the op. Tensor::backward() walks those nodes in reverse topological order
-// (iteratively, so a 10,000-op chain is fine), sums the gradient flowing into each
-// input, and un-broadcasts it to the input's shape with sum_to(). The same records are
-// what a tracing pass reads: the graph is the IR.
+/// \file
+/// The reverse-mode tape: nodes, the engine, grad mode, anomaly mode, gradcheck.
+///
+/// Every differentiable op computes its result, then calls autograd::record(): the output
+/// gets a Node holding the op's name, attributes, its input edges and the backward closure
+/// that belongs to the op. Tensor::backward() walks those nodes in reverse topological order
+/// (iteratively, so a 10,000-op chain is fine), sums the gradient flowing into each
+/// input, and un-broadcasts it to the input's shape with sum_to(). The same records are
+/// what a tracing pass reads: the graph is the IR.
+///
+/// A custom op is written the same way as the built-in ones:
+///
+/// \code
+///   // y = e^x ;  dL/dx = dL/dy * e^x  (reuse y)
+///   Tensor my_exp(const Tensor& x) {
+///     Tensor y = Tensor::from_array(xt::exp(x.array<float>()));
+///     return autograd::record(y, "my_exp", {x}, autograd::Saved{y},
+///                             [](const Tensor& gy, const autograd::NeedsGrad&, const TensorList& saved) {
+///                               return TensorList{gy * saved[0]};
+///                             });
+///   }
+/// \endcode
 #pragma once
 
 #include <cstdint>
@@ -23,17 +37,25 @@
 
 namespace microtorch {
 
-/// Is the tape recording? On by default; off inside a NoGradGuard.
+/// Is the tape recording on this thread? On by default; off inside a NoGradGuard.
 bool is_grad_enabled();
+/// Switches recording on or off for this thread (torch.set_grad_enabled); prefer NoGradGuard,
+/// which restores the previous mode.
 void set_grad_enabled(bool enabled);
 
-/// RAII: no graph is recorded while it lives (inference, optimizer updates).
+/// RAII: no graph is recorded on this thread while it lives (inference, optimizer updates),
+/// as torch::NoGradGuard.
 class NoGradGuard {
  public:
+  /// Turns recording off, remembering the previous mode.
   NoGradGuard() : previous_(is_grad_enabled()) { set_grad_enabled(false); }
+  /// Restores the mode the guard found.
   ~NoGradGuard() { set_grad_enabled(previous_); }
+  ///@{
+  /// Not copyable: exactly one guard restores the previous mode.
   NoGradGuard(const NoGradGuard&) = delete;
   NoGradGuard& operator=(const NoGradGuard&) = delete;
+  ///@}
 
  private:
   bool previous_;
@@ -43,30 +65,42 @@ class NoGradGuard {
 /// While on, every op checks its floating output and every backward step checks the
 /// gradients it produced; the first NaN or Inf that an op *creates* (its inputs were
 /// finite) throws AnomalyError naming the op, its input and output shapes, the element,
-/// and the chain of recorded ops that made its inputs, e.g.
-///   anomaly: LogBackward (op #3 of the forward) produced NaN in the gradient of input 0 ...
+/// and the chain of recorded ops that made its inputs, for example
+///
+///     anomaly: LogBackward (op #3 of the forward) produced NaN in the gradient of input 0 ...
+///
 /// Infinities are not anomalies in ops told to write them (masked_fill(x, m, -inf)) or
 /// when an input already holds one (scores + an additive -inf mask). Costs one check of a
 /// thread-local flag per op when off; a pass over each output and gradient when on.
+/// is_anomaly_enabled() tells whether it is on for this thread.
 bool is_anomaly_enabled();
+/// Switches anomaly mode on or off for this thread (see is_anomaly_enabled).
 void set_detect_anomaly(bool enabled);
 
-/// RAII: anomaly mode on (or off) while it lives.
+/// RAII: anomaly mode on (or off) on this thread while it lives (torch.autograd.detect_anomaly).
 class DetectAnomalyGuard {
  public:
+  /// Sets anomaly mode to `enabled`, remembering the previous mode.
   explicit DetectAnomalyGuard(bool enabled = true) : previous_(is_anomaly_enabled()) { set_detect_anomaly(enabled); }
+  /// Restores the mode the guard found.
   ~DetectAnomalyGuard() { set_detect_anomaly(previous_); }
+  ///@{
+  /// Not copyable: exactly one guard restores the previous mode.
   DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
   DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+  ///@}
 
  private:
   bool previous_;
 };
 
+/// The tape's records and the tools to write a differentiable op of your own: record(),
+/// Saved, Node, sum_to(), and the tracing that the lowering pass uses.
 namespace autograd {
 
 /// An attribute of a recorded op (a dim, a scale, a shape, ...).
 using Attr = std::variant<std::int64_t, double, bool, std::string, Shape>;
+/// The named attributes of a recorded op, in order: `{{"dim", -1}, {"keepdim", true}}`.
 using Attrs = std::vector<std::pair<std::string, Attr>>;
 /// needs[i] is true when input i wants a gradient; backward may skip the others.
 using NeedsGrad = std::vector<bool>;
@@ -83,51 +117,58 @@ using BackwardFn =
 /// edited returned indices, an optimizer stepped a weight). Backward closures read tensor
 /// values only through this list, so no saved value escapes the check.
 struct Saved {
-  TensorList tensors;
+  TensorList tensors;  ///< in the order backward receives them
+  /// Nothing saved: the backward reads no tensor values.
   Saved() = default;
+  /// `Saved{x, y}`: the listed tensors.
   Saved(std::initializer_list<Tensor> t) : tensors(t) {}
+  /// A list built at run time.
   explicit Saved(TensorList t) : tensors(std::move(t)) {}
 };
 
 /// One saved tensor on a node: the tensor (detached), its memory's version when saved, and
 /// what it was to the op (for error messages).
 struct SavedTensor {
-  static constexpr int kOutput = -1;  // the op's output
-  static constexpr int kOther = -2;   // made by the op (indices, weights, statistics)
-  Tensor tensor;
-  std::uint64_t version = 0;
-  int role = kOther;  // or the index of the input it is
+  static constexpr int kOutput = -1;  ///< role of the op's output
+  static constexpr int kOther = -2;   ///< role of a tensor made by the op (indices, weights, statistics)
+  Tensor tensor;                      ///< the saved value, detached
+  std::uint64_t version = 0;          ///< its memory's Tensor::version() when saved
+  int role = kOther;                  ///< kOutput, kOther, or the index of the input it is
 };
 
 /// Where the gradient of one input goes: the node that produced it, or the leaf itself.
 struct Edge {
-  std::shared_ptr<Node> node;
-  std::shared_ptr<TensorImpl> leaf;
-  Shape shape;
-  Dtype dtype = Dtype::Float32;
-  bool requires_grad = false;
+  std::shared_ptr<Node> node;        ///< the producing op's node; null for a leaf or a constant
+  std::shared_ptr<TensorImpl> leaf;  ///< the leaf that requires grad; null otherwise
+  Shape shape;                       ///< the input's shape (gradients are summed back to it)
+  Dtype dtype = Dtype::Float32;      ///< the input's dtype (gradients are converted to it)
+  bool requires_grad = false;        ///< whether the input wanted a gradient
   /// Only while a trace is active (see TraceGuard): the input tensor itself, so the tracer
   /// can read constants (a scalar in `x * 0.5`, an attention mask) and fold subgraphs that
   /// do not depend on the traced input. Empty in normal autograd.
   std::shared_ptr<TensorImpl> value;
 };
 
-/// One recorded op.
+/// One recorded op: what Tensor::grad_fn() returns and what the lowering pass reads.
 class Node {
  public:
-  std::string op;           // "matmul", "softmax", ...
-  Attrs attrs;              // {"dim", -1}, ...
-  std::vector<Edge> inputs;
-  BackwardFn backward;      // empty once the graph has been freed
-  std::vector<SavedTensor> saved;  // what backward reads; freed with it
-  Shape shape;              // of the output
-  Dtype dtype = Dtype::Float32;
-  std::weak_ptr<TensorImpl> output;  // for retain_grad(); weak, so no cycle
-  std::int64_t anomaly_seq = 0;  // 1, 2, ... for ops recorded in anomaly mode, else 0
+  std::string op;                    ///< the op's name: "matmul", "softmax", ...
+  Attrs attrs;                       ///< its attributes: {"dim", -1}, ...
+  std::vector<Edge> inputs;          ///< one edge per input, in order
+  BackwardFn backward;               ///< empty once the graph has been freed
+  std::vector<SavedTensor> saved;    ///< what backward reads; freed with it
+  Shape shape;                       ///< the output's shape
+  Dtype dtype = Dtype::Float32;      ///< the output's dtype
+  std::weak_ptr<TensorImpl> output;  ///< the output, for retain_grad(); weak, so no cycle
+  std::int64_t anomaly_seq = 0;      ///< 1, 2, ... for ops recorded in anomaly mode, else 0
 
+  /// An empty record; record_node() fills it.
   Node() = default;
+  ///@{
+  /// Not copyable: tensors and edges point to a node by identity.
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
+  ///@}
   /// Frees the chain of producers iteratively: dropping a 100,000-op graph cannot
   /// overflow the stack through nested shared_ptr destructors.
   ~Node();
@@ -148,10 +189,15 @@ bool is_tracing();
 /// backward behaves as usual.
 class TraceGuard {
  public:
+  /// Starts tracing on this thread.
   TraceGuard();
+  /// Restores the tracing state the guard found.
   ~TraceGuard();
+  ///@{
+  /// Not copyable: exactly one guard restores the previous state.
   TraceGuard(const TraceGuard&) = delete;
   TraceGuard& operator=(const TraceGuard&) = delete;
+  ///@}
 
  private:
   bool previous_;

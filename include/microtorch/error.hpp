@@ -1,7 +1,9 @@
-// microtorch/error.hpp — the exceptions microtorch throws.
-//
-// Every message names the op, the shapes involved and a fix, e.g.
-//   matmul: inner dimensions differ: [2, 3] @ [4, 5]; did you forget transpose(-2, -1)?
+/// \file
+/// The exceptions microtorch throws: Error and one subclass per kind of mistake.
+///
+/// Every message names the op, the shapes involved and a fix, for example
+///
+///     matmul: inner dimensions differ: [2, 3] @ [4, 5]; did you forget transpose(-2, -1)?
 #pragma once
 
 #include <stdexcept>

@@ -1,11 +1,12 @@
-// microtorch/io.hpp — tensors to and from numpy's .npy files (via xtensor's xnpy) and
-// named tensors to and from numpy's .npz archives (via libzip).
-//
-// \code
-//   using namespace microtorch;
-//   save_npz({{"weight", w}, {"out_proj.bias", b}}, "ckpt.npz");   // np.load("ckpt.npz")["weight"]
-//   for (auto& [name, t] : load_npz("ckpt.npz")) fmt::print("{} {}\n", name, t.shape());
-// \endcode
+/// \file
+/// Tensors to and from numpy's .npy files (via xtensor's xnpy) and named tensors to and
+/// from numpy's .npz archives (via libzip). Writes are atomic; reads check everything.
+///
+/// \code
+///   using namespace microtorch;
+///   save_npz({{"weight", w}, {"out_proj.bias", b}}, "ckpt.npz");   // np.load("ckpt.npz")["weight"]
+///   for (auto& [name, t] : load_npz("ckpt.npz")) fmt::print("{} {}\n", name, t.shape());
+/// \endcode
 #pragma once
 
 #include <string>

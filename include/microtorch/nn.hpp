@@ -1,4 +1,5 @@
-// microtorch/nn.hpp — every module, loss, optimizer and data utility in one include.
+/// \file
+/// Every module, loss, optimizer and data utility in one include (and microtorch.hpp).
 #pragma once
 
 #include "microtorch/microtorch.hpp"
@@ -11,3 +12,7 @@
 #include "microtorch/nn/module.hpp"
 #include "microtorch/nn/optim.hpp"
 #include "microtorch/nn/transformer.hpp"
+
+/// \namespace microtorch::nn
+/// Modules with PyTorch's names, constructor arguments and state-dict keys: the Module base,
+/// layers, attention, the transformer encoder, losses and checkpoints.

@@ -1,10 +1,14 @@
-// microtorch/ops.hpp — the differentiable operations, PyTorch's names and semantics.
-//
-// Dims may be negative (-1 is the last). Elementwise binary ops broadcast NumPy-style and
-// promote dtypes bool < int64 < float32 < float64 (a C++ number adopts the tensor's dtype
-// unless it is a fraction meeting an integer tensor, which gives float32).
-// Shape ops return new tensors; reshape/view/flatten/squeeze/unsqueeze share memory with
-// their input when no copy is needed, the others copy into fresh contiguous storage.
+/// \file
+/// The differentiable operations, with PyTorch's names and semantics.
+///
+/// Dims may be negative (-1 is the last). Elementwise binary ops broadcast NumPy-style and
+/// promote dtypes bool < int64 < float32 < float64 (a C++ number adopts the tensor's dtype
+/// unless it is a fraction meeting an integer tensor, which gives float32).
+/// Shape ops return new tensors; reshape/view/flatten/squeeze/unsqueeze share memory with
+/// their input when no copy is needed, the others copy into fresh contiguous storage.
+/// Every op records itself on the autograd tape when an input requires grad (see
+/// autograd.hpp); int64 and bool results are not differentiable. Most ops are also
+/// methods of Tensor (`x.sum()`, `x.reshape({2, -1})`).
 #pragma once
 
 #include <algorithm>
@@ -24,12 +28,19 @@
 namespace microtorch {
 
 // ---- creation (ops/creation.cpp) --------------------------------------------------------
+/// \name Creation
+/// Options give the dtype (float32 unless said otherwise) and whether the result is a leaf
+/// that requires grad: `zeros({2, 3}, kFloat64)`, `ones({3}, Options().requires_grad(true))`.
+///@{
+
 /// Nested braces of numbers, as torch::tensor takes them: {{1, 2}, {3, 4}} is [2, 2],
 /// {{1}, {2}} is [2, 1], a bare number is 0-d. Ragged nesting is refused.
 class NestedList {
  public:
+  /// A single number (any arithmetic type, kept as a double): a 0-d entry.
   template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>>
   NestedList(T value) : value_(static_cast<double>(value)) {}  // NOLINT: implicit on purpose
+  /// A braced list of entries, one dim deeper than its items.
   NestedList(std::initializer_list<NestedList> items) : items_(items), is_list_(true) {}
 
   /// The shape of the nesting; throws ValueError when it is ragged.
@@ -43,7 +54,8 @@ class NestedList {
   bool is_list_ = false;
 };
 
-/// tensor({{1, 2}, {3, 4}}); float32 unless options say otherwise.
+/// A tensor from nested braces, as torch::tensor: `tensor({{1, 2}, {3, 4}})` is [2, 2];
+/// float32 unless options say otherwise. Ragged nesting throws ValueError.
 Tensor tensor(const NestedList& values, Options options = {});
 /// tensor({1, 2, 3, 4, 5, 6}, {2, 3}): flat values in row-major order and a shape holding
 /// exactly as many elements (ShapeError otherwise); float32 unless options say otherwise.
@@ -61,48 +73,100 @@ Tensor tensor(const std::vector<T>& values, const Shape& shape);
 /// shape) or from_blob(...).clone().
 template <class T>
 Tensor from_blob(T* data, const Shape& shape, std::function<void(void*)> deleter = nullptr);
+/// A 0-d tensor holding value.
 Tensor scalar_tensor(double value, Options options = {});
+/// A tensor of the given shape with uninitialised values (torch.empty). A negative size
+/// or more than kMaxNumel elements throw ShapeError.
 Tensor empty(const Shape& shape, Options options = {});
+/// A tensor of the given shape filled with 0.
 Tensor zeros(const Shape& shape, Options options = {});
+/// A tensor of the given shape filled with 1.
 Tensor ones(const Shape& shape, Options options = {});
+/// A tensor of the given shape filled with value (converted to the dtype).
 Tensor full(const Shape& shape, double value, Options options = {});
+/// empty() with the shape and dtype of t (never requiring grad).
 Tensor empty_like(const Tensor& t);
+/// zeros() with the shape and dtype of t (never requiring grad).
 Tensor zeros_like(const Tensor& t);
+/// ones() with the shape and dtype of t (never requiring grad).
 Tensor ones_like(const Tensor& t);
+/// full() with the shape and dtype of t (never requiring grad).
 Tensor full_like(const Tensor& t, double value);
-/// [start, end) in steps of `step` (int64 when all three are integral and no dtype given).
+/// 0, 1, ..., up to but excluding end: int64 when end is integral, float32 otherwise.
 Tensor arange(double end);
+/// [start, end) in steps of `step`: ceil((end - start) / step) values, int64 when all three
+/// are integral, float32 otherwise. A zero or non-finite step, or one pointing away from
+/// end, throws ValueError.
 Tensor arange(double start, double end, double step = 1.0);
+/// arange(start, end, step) with the dtype (and requires_grad) from options.
 Tensor arange(double start, double end, double step, Options options);
+/// `steps` evenly spaced values from start to end, both included (torch.linspace); steps < 0
+/// throws ValueError.
 Tensor linspace(double start, double end, std::int64_t steps, Options options = {});
+/// The n x n identity matrix.
 Tensor eye(std::int64_t n, Options options = {});
+/// The n x m matrix with ones on the main diagonal; negative sizes throw ValueError.
 Tensor eye(std::int64_t n, std::int64_t m, Options options = {});
+///@}
 
 // ---- elementwise (ops/elementwise.cpp, ops/unary.cpp) ------------------------------------
+/// \name Elementwise arithmetic and math
+/// Binary ops broadcast and promote (see the top of this file); arithmetic on two bool
+/// tensors throws DtypeError. Unary math on int64 or bool computes in float32, as torch.exp does.
+///@{
+
+/// a + b elementwise.
 Tensor add(const Tensor& a, const Tensor& b);
+/// a - b elementwise.
 Tensor sub(const Tensor& a, const Tensor& b);
+/// a * b elementwise.
 Tensor mul(const Tensor& a, const Tensor& b);
+/// a / b elementwise, true division: integer operands give float32.
 Tensor div(const Tensor& a, const Tensor& b);
+/// a ^ exponent elementwise (floating result; integer operands give float32).
 Tensor pow(const Tensor& a, const Tensor& exponent);
+/// a ^ exponent for a number exponent.
 Tensor pow(const Tensor& a, double exponent);
+/// The larger of a and b elementwise; NaN wins; on ties the gradient is split evenly.
 Tensor maximum(const Tensor& a, const Tensor& b);
+/// The smaller of a and b elementwise; NaN wins; on ties the gradient is split evenly.
 Tensor minimum(const Tensor& a, const Tensor& b);
 
+/// -x; bool tensors throw DtypeError (use logical_not).
 Tensor neg(const Tensor& x);
+/// e^x.
 Tensor exp(const Tensor& x);
+/// The natural logarithm (NaN below 0, -inf at 0, as in PyTorch).
 Tensor log(const Tensor& x);
+/// The square root (NaN below 0).
 Tensor sqrt(const Tensor& x);
+/// 1 / sqrt(x).
 Tensor rsqrt(const Tensor& x);
+/// |x|; the gradient is sign(x) (0 at 0).
 Tensor abs(const Tensor& x);
+/// The hyperbolic tangent.
 Tensor tanh(const Tensor& x);
+/// 1 / (1 + e^-x).
 Tensor sigmoid(const Tensor& x);
+/// max(x, 0); the gradient is 0 at x = 0.
 Tensor relu(const Tensor& x);
 /// GELU: exact x * Phi(x), or with approximate="tanh" 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))).
+/// Any other `approximate` throws ValueError.
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+/// min(max(x, min), max); min > max (or a NaN bound) throws ValueError. The gradient
+/// passes where min <= x <= max.
 Tensor clamp(const Tensor& x, double min, double max);
+/// max(x, min): clamp with no upper bound.
 Tensor clamp_min(const Tensor& x, double min);
+/// min(x, max): clamp with no lower bound.
 Tensor clamp_max(const Tensor& x, double max);
+///@}
 
+///@{
+
+/// `a + b`, `a - b`, `a * b`, `a / b` are add, sub, mul and div, and `-x` is neg. A C++ number
+/// on either side becomes a 0-d tensor of the tensor's dtype (a fraction meeting an integer
+/// tensor gives float32), so `x * 2` stays float32 and `ids + 1` stays int64.
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
@@ -116,14 +180,32 @@ Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
 Tensor operator-(const Tensor& x);
+///@}
 
 // ---- comparisons and logic, producing bool (ops/compare.cpp) -----------------------------
+/// \name Comparisons
+/// The results are bool tensors (never differentiable); operands broadcast. Comparisons
+/// run in the promoted dtype (bool compares as 0 < 1).
+///@{
+
+/// a == b elementwise.
 Tensor eq(const Tensor& a, const Tensor& b);
+/// a != b elementwise.
 Tensor ne(const Tensor& a, const Tensor& b);
+/// a < b elementwise.
 Tensor lt(const Tensor& a, const Tensor& b);
+/// a <= b elementwise.
 Tensor le(const Tensor& a, const Tensor& b);
+/// a > b elementwise.
 Tensor gt(const Tensor& a, const Tensor& b);
+/// a >= b elementwise.
 Tensor ge(const Tensor& a, const Tensor& b);
+///@}
+
+///@{
+
+/// `==`, `!=`, `<`, `<=`, `>`, `>=` are eq, ne, lt, le, gt and ge; a C++ number on the right
+/// becomes a 0-d tensor of the tensor's dtype (`x > 0` is a bool mask).
 Tensor operator==(const Tensor& a, const Tensor& b);
 Tensor operator!=(const Tensor& a, const Tensor& b);
 Tensor operator<(const Tensor& a, const Tensor& b);
@@ -136,69 +218,130 @@ Tensor operator<(const Tensor& a, double b);
 Tensor operator<=(const Tensor& a, double b);
 Tensor operator>(const Tensor& a, double b);
 Tensor operator>=(const Tensor& a, double b);
+///@}
+
+/// \name Logic
+///@{
+
+/// a AND b elementwise; any dtype, non-zero counting as true (torch.logical_and).
 Tensor logical_and(const Tensor& a, const Tensor& b);
+/// a OR b elementwise; non-zero counts as true.
 Tensor logical_or(const Tensor& a, const Tensor& b);
+/// a XOR b elementwise; non-zero counts as true.
 Tensor logical_xor(const Tensor& a, const Tensor& b);
+/// NOT a elementwise; non-zero counts as true.
 Tensor logical_not(const Tensor& a);
+///@}
+
+///@{
+
+/// `a & b`, `a | b`, `a ^ b` and `~a` are logical_and, logical_or, logical_xor and
+/// logical_not on bool tensors; other dtypes throw DtypeError (PyTorch's bitwise ops on
+/// integers are not offered).
 Tensor operator&(const Tensor& a, const Tensor& b);
 Tensor operator|(const Tensor& a, const Tensor& b);
 Tensor operator^(const Tensor& a, const Tensor& b);
 Tensor operator~(const Tensor& a);
-/// cond ? a : b, elementwise with broadcasting; cond must be bool.
+///@}
+
+/// \name Selection and tests
+///@{
+
+/// cond ? a : b, elementwise with broadcasting, in the promoted dtype of a and b; cond must
+/// be bool (DtypeError). The gradient reaches a where cond holds and b elsewhere.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-/// x with `value` wherever the bool `mask` (broadcast to x) is true.
+/// x with `value` wherever the bool `mask` (broadcast to x; ShapeError otherwise) is true;
+/// no gradient flows to the filled elements.
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 /// True when shapes, dtypes and all values are equal.
 bool equal(const Tensor& a, const Tensor& b);
-/// |a - b| <= atol + rtol * |b| everywhere (shapes must broadcast).
+/// |a - b| <= atol + rtol * |b| everywhere, compared in float64 (shapes must broadcast; a
+/// NaN anywhere gives false).
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 /// True when any element is NaN or +-Inf.
 bool has_nonfinite(const Tensor& x);
+///@}
 
 // ---- reductions (ops/reduce.cpp) ------------------------------------------------------
+/// \name Reductions
+/// Over all elements (a 0-d result), or over `dims` (empty: all), which are removed unless
+/// keepdim keeps them with size 1. A dim given twice throws IndexError.
+///@{
+
+/// The sum of all elements (int64 for int64 and bool tensors).
 Tensor sum(const Tensor& x);
+/// The sum over dims.
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim = false);
+/// The mean of all elements; an empty tensor throws ValueError.
 Tensor mean(const Tensor& x);
+/// The mean over dims; no elements to average throws ValueError.
 Tensor mean(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim = false);
 /// Variance; unbiased divides by n - 1 (Bessel), as torch.var does by default. No dims = all.
+/// Too few elements (n - 1 or n is 0) throw ValueError.
 Tensor var(const Tensor& x, const std::vector<std::int64_t>& dims = {}, bool unbiased = true, bool keepdim = false);
-/// log(sum(exp(x))) computed as m + log(sum(exp(x - m))), m = max: no overflow.
+/// log(sum(exp(x))) computed as m + log(sum(exp(x - m))), m = max: no overflow; rows of
+/// -inf give -inf. Floating tensors only.
 Tensor logsumexp(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim = false);
+/// The largest element (0-d); NaN propagates; ties share the gradient evenly. An empty
+/// tensor throws ValueError.
 Tensor max(const Tensor& x);
+/// The smallest element (0-d), like max().
 Tensor min(const Tensor& x);
-/// (values, indices) along `dim`; the gradient flows to the first index of each max.
+/// (values, indices) along `dim` (indices int64); the gradient flows to the first index of
+/// each max. An empty tensor throws ValueError.
 std::tuple<Tensor, Tensor> max(const Tensor& x, std::int64_t dim, bool keepdim = false);
+/// (values, indices) of the minimum along `dim`, like max(x, dim).
 std::tuple<Tensor, Tensor> min(const Tensor& x, std::int64_t dim, bool keepdim = false);
-/// Index of the first maximum of the flattened tensor, or along `dim` (int64).
+/// Index of the first maximum of the flattened tensor (int64, 0-d; not differentiable).
 Tensor argmax(const Tensor& x);
+/// Index of the first maximum along `dim` (int64; not differentiable).
 Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim = false);
+/// Index of the first minimum along `dim` (int64; not differentiable).
 Tensor argmin(const Tensor& x, std::int64_t dim, bool keepdim = false);
+///@}
 
 // ---- softmax family (ops/softmax.cpp) ----------------------------------------------------
-/// Fused and numerically stable: y = exp(x - max) / sum(exp(x - max)) along `dim`.
+/// \name Softmax
+///@{
+
+/// Fused and numerically stable: y = exp(x - max) / sum(exp(x - max)) along `dim`
+/// (integer inputs are computed in float32).
 Tensor softmax(const Tensor& x, std::int64_t dim);
 /// x - max - log(sum(exp(x - max))) along `dim`.
 Tensor log_softmax(const Tensor& x, std::int64_t dim);
+///@}
 
 // ---- matmul (ops/matmul.cpp) -----------------------------------------------------------
+/// \name Matrix products
+///@{
+
 /// PyTorch's matmul: 1-D x 1-D is a dot product; 1-D operands are promoted to a matrix
 /// and the added dim removed after; N-D operands are batches of matrices whose leading
-/// dims broadcast. Computed with BLAS (sgemm/dgemm).
+/// dims broadcast. Computed with BLAS (sgemm/dgemm). Operands must be floating (DtypeError;
+/// mixed float32/float64 promote); mismatched inner dims throw ShapeError naming both shapes.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
 /// y = x W^T + b with weight [out_features, in_features] (nn.Linear's layout) and x of
 /// shape [..., in_features]; b may be undefined. One BLAS call, the transpose folded in.
+/// Shapes that do not fit throw ShapeError; integer or mismatched dtypes DtypeError.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+///@}
 
 // ---- attention (ops/attention.cpp) -----------------------------------------------------
+/// \name Attention
+///@{
+
 /// softmax(q k^T * scale + mask) v over q [N.., L, D], k [N.., S, D], v [N.., S, Dv], with
 /// any number of leading dims (they broadcast). Returns (output [N.., L, Dv], weights
 /// [N.., L, S]). One fused primitive with its own backward, tiled as FlashAttention-2:
 /// backward recomputes the weights from two statistics per query row (the softmax's max
-/// and sum), so nothing L x S is saved beyond the weights returned. scale defaults to 1/sqrt(D); is_causal adds Mask::causal(L, S)
-/// (combined with `mask` when both are given); dropout_p drops weights (pass 0 in eval).
+/// and sum), so nothing L x S is saved beyond the weights returned. scale defaults to
+/// 1/sqrt(D); is_causal adds Mask::causal(L, S) (combined with `mask` when both are
+/// given); dropout_p drops weights (pass 0 in eval).
 /// Weights are returned for inspection and plots (not differentiable). A fully masked
-/// query row gives zero weights, zero output and zero gradient.
+/// query row gives zero weights, zero output and zero gradient. q, k, v must share one
+/// floating dtype (DtypeError); shapes that do not fit throw ShapeError; dropout_p outside
+/// [0, 1) throws ValueError.
 std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                                         const Mask& mask = Mask(), double dropout_p = 0.0,
                                                         bool is_causal = false, double scale = 0.0);
@@ -218,50 +361,83 @@ struct AttentionHeadsOptions {
 /// [N, L, H Dv], but without copying any head: BLAS reads each head where the projection
 /// wrote it. Returns (output [N, L, H Dv], weights [N, H, L, S] or, averaged, [N, L, S]).
 /// Without a graph to record and without per-head weights to return, no L x S buffer
-/// outlives a head. This is what nn::MultiheadAttention runs.
+/// outlives a head. This is what nn::MultiheadAttention runs. E and Ev must split into
+/// num_heads equal heads (ShapeError otherwise).
 std::tuple<Tensor, Tensor> multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                                 std::int64_t num_heads, const AttentionHeadsOptions& options = {});
 /// multi_head_attention with q, k, v packed along the last dim of one tensor
 /// [N, L, 3 H D], as one input projection produces them for self-attention.
 std::tuple<Tensor, Tensor> multi_head_attention_packed(const Tensor& qkv, std::int64_t num_heads,
                                                        const AttentionHeadsOptions& options = {});
+///@}
 
 // ---- normalisation (ops/norm.cpp) ----------------------------------------------------
+/// \name Normalisation
+///@{
+
 /// Layer normalisation over the trailing dims given by normalized_shape:
 /// y = (x - mean) / sqrt(var + eps) * weight + bias, var biased (divides by n), as
-/// torch.nn.functional.layer_norm. weight and bias may be undefined.
+/// torch.nn.functional.layer_norm. weight and bias may be undefined; when given they have
+/// normalized_shape and x's dtype. eps must be positive (ValueError).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+///@}
 
 // ---- shape ops (ops/shape.cpp) ---------------------------------------------------------
-/// One size may be -1 (inferred).
+/// \name Shape ops
+/// Dims may be negative; a dim out of range throws IndexError.
+///@{
+
+/// The same elements in another shape with as many elements (ShapeError otherwise),
+/// sharing memory with x; one size may be -1 (inferred).
 Tensor reshape(const Tensor& x, const Shape& shape);
 /// Like reshape; always shares memory with x.
 Tensor view(const Tensor& x, const Shape& shape);
+/// Merges dims start_dim..end_dim (inclusive) into one: [2, 3, 4] flattens to [24], or
+/// to [2, 12] with start_dim = 1. Shares memory.
 Tensor flatten(const Tensor& x, std::int64_t start_dim = 0, std::int64_t end_dim = -1);
+/// x with dims dim0 and dim1 swapped (a contiguous copy).
 Tensor transpose(const Tensor& x, std::int64_t dim0, std::int64_t dim1);
+/// x with its dims reordered: output dim i is input dim dims[i] (a contiguous copy). Every
+/// dim must appear once (ShapeError or IndexError otherwise).
 Tensor permute(const Tensor& x, const std::vector<std::int64_t>& dims);
+/// x with a size-1 dim inserted at `dim` (in [-dim()-1, dim()]); shares memory.
 Tensor unsqueeze(const Tensor& x, std::int64_t dim);
 /// Removes all size-1 dims, or only `dim` when it has size 1.
 Tensor squeeze(const Tensor& x);
+/// Removes `dim` when it has size 1; otherwise returns x unchanged (as PyTorch).
 Tensor squeeze(const Tensor& x, std::int64_t dim);
 /// Broadcasts to `shape`; -1 keeps a size. The result is a copy (not a strided view).
+/// Only size-1 dims expand (ShapeError otherwise).
 Tensor expand(const Tensor& x, const Shape& shape);
+/// expand() under NumPy's and PyTorch's other name.
 Tensor broadcast_to(const Tensor& x, const Shape& shape);
-/// x[start:end:step] along dim; start/end are clamped as in Python slicing.
+/// x[start:end:step] along dim; start/end are clamped as in Python slicing. step must be
+/// positive (ValueError).
 Tensor slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1);
+/// `length` entries of dim from `start` (negative start counts from the end); a range that
+/// does not fit throws IndexError.
 Tensor narrow(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t length);
-/// x[..., index, ...] with `dim` removed.
+/// x[..., index, ...] with `dim` removed; negative index counts from the end (IndexError
+/// when out of range).
 Tensor select(const Tensor& x, std::int64_t dim, std::int64_t index);
-/// Rows of x along dim picked by a 1-D int64 index tensor (repeats allowed).
+/// Rows of x along dim picked by a 1-D int64 index tensor (repeats allowed; DtypeError for
+/// another index dtype or shape, IndexError for an index out of range).
 Tensor index_select(const Tensor& x, std::int64_t dim, const Tensor& index);
+/// Concatenates along an existing dim; all sizes but dim must match (ShapeError), the
+/// list must be non-empty (ValueError) and dtypes promote.
 Tensor cat(const TensorList& tensors, std::int64_t dim = 0);
+/// Joins tensors of one shape along a new dim inserted at `dim`; an empty list throws
+/// ValueError, differing shapes ShapeError.
 Tensor stack(const TensorList& tensors, std::int64_t dim = 0);
-/// Pieces of `split_size` along dim (the last may be smaller).
+/// Pieces of `split_size` along dim (the last may be smaller); split_size <= 0 throws ValueError.
 TensorList split(const Tensor& x, std::int64_t split_size, std::int64_t dim = 0);
-/// Pieces of the given sizes along dim (they must add up to x.size(dim)).
+/// Pieces of the given sizes along dim (they must add up to x.size(dim); ShapeError otherwise).
 TensorList split(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t dim = 0);
+/// At most `chunks` pieces of ceil(size / chunks) along dim, as torch.chunk (the last may be
+/// smaller, and there may be fewer); chunks <= 0 throws ValueError.
 TensorList chunk(const Tensor& x, std::int64_t chunks, std::int64_t dim = 0);
+///@}
 
 // ---- templates ---------------------------------------------------------------------------
 

@@ -1,23 +1,26 @@
-// microtorch/parallel.hpp — the one thread setting.
-//
-// microtorch targets small models, where threads cost more than they give: by default
-// everything runs on one thread. MICROTORCH_NUM_THREADS=<n> in the environment, or
-// set_num_threads(n) in code, raises it (as torch.set_num_threads does) for BLAS and for
-// attention, whose batch x heads loop is then split over n threads (its kernels call no
-// BLAS, so the cores are never oversubscribed).
-//
-// Threads of your own: tensors, modules and optimizers hold no hidden shared state, so
-// independent models may be built, trained, saved and loaded in independent threads (a
-// tensor or module used by two threads at once needs your own lock, as in PyTorch). Random
-// draws are safe from any thread (random.hpp: GeneratorGuard gives a thread its own
-// stream). The setting below is process-wide, like torch.set_num_threads: set it at
-// start-up, or between steps, not while other threads run matmuls.
+/// \file
+/// The one thread setting, and what threads of your own may share.
+///
+/// microtorch targets small models, where threads cost more than they give: by default
+/// everything runs on one thread. `MICROTORCH_NUM_THREADS=<n>` in the environment, or
+/// set_num_threads(n) in code, raises it (as torch.set_num_threads does) for BLAS and for
+/// attention, whose batch x heads loop is then split over n threads (its kernels call no
+/// BLAS, so the cores are never oversubscribed).
+///
+/// Threads of your own: tensors, modules and optimizers hold no hidden shared state, so
+/// independent models may be built, trained, saved and loaded in independent threads (a
+/// tensor or module used by two threads at once needs your own lock, as in PyTorch). Random
+/// draws are safe from any thread (random.hpp: GeneratorGuard gives a thread its own
+/// stream). The setting below is process-wide, like torch.set_num_threads: set it at
+/// start-up, or between steps, not while other threads run matmuls.
 #pragma once
 
 namespace microtorch {
 
-/// Threads microtorch may use: BLAS within one matmul, or attention's batch x heads loop (>= 1).
+/// Sets the threads microtorch may use: BLAS within one matmul, or attention's batch x heads
+/// loop. Process-wide; n < 1 throws ValueError.
 void set_num_threads(int n);
+/// The current thread setting: 1 unless MICROTORCH_NUM_THREADS or set_num_threads raised it.
 int get_num_threads();
 
 }  // namespace microtorch

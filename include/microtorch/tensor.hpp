@@ -1,4 +1,5 @@
-// microtorch/tensor.hpp — the Tensor: a shared handle to an n-d array with autograd.
+/// \file
+/// The Tensor: a shared handle to an n-d array with autograd, and its creation Options.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +37,9 @@ template <class T>
 using Array = xt::xarray_container<Buffer<T>, xt::layout_type::row_major, xt::dynamic_shape<std::size_t>>;
 
 /// Memory shared by a tensor and the tensors that alias it (view, reshape, detach).
+/// Public because Tensor's inline templates reach it; user code goes through Tensor.
 struct Storage {
+  /// The elements, in a buffer of the tensor's dtype (unused when `external` is set).
   std::variant<Buffer<float>, Buffer<double>, Buffer<std::int64_t>, Buffer<bool>> buffer;
   /// Bumped by every in-place write (add_, copy_, an optimizer step, ...). Recorded ops
   /// note it for the tensors their backward reads, and backward refuses to run when it
@@ -44,30 +47,37 @@ struct Storage {
   std::uint64_t version = 0;
   /// Memory the tensor does not own (from_blob), used instead of `buffer`; its deleter
   /// (the caller's, or none) runs when the last tensor sharing it dies.
-  std::shared_ptr<void> external;
+  std::shared_ptr<void> external = nullptr;
 };
 
-/// What a Tensor handle points to. Users never touch it directly.
+/// What a Tensor handle points to. Public only because Tensor's inline templates and the
+/// autograd engine read it; users never touch it directly (use Tensor's methods).
 struct TensorImpl {
-  std::shared_ptr<Storage> storage;
-  Shape shape;
-  std::vector<std::size_t> xshape;  // the same sizes, in xtensor's type
-  std::int64_t numel = 1;           // numel_of(shape), checked once when the impl is made
-  Dtype dtype = Dtype::Float32;
-  bool requires_grad = false;
-  bool retains_grad = false;
-  std::shared_ptr<TensorImpl> grad;
-  std::shared_ptr<autograd::Node> grad_fn;
+  std::shared_ptr<Storage> storage;  ///< the memory, shared with aliasing tensors
+  Shape shape;                       ///< the sizes, outermost first
+  std::vector<std::size_t> xshape;   ///< the same sizes, in xtensor's type
+  std::int64_t numel = 1;            ///< numel_of(shape), checked once when the impl is made
+  Dtype dtype = Dtype::Float32;      ///< the element type
+  bool requires_grad = false;        ///< see Tensor::requires_grad()
+  bool retains_grad = false;         ///< set by Tensor::retain_grad()
+  std::shared_ptr<TensorImpl> grad;  ///< the accumulated gradient (null until a backward reaches it)
+  std::shared_ptr<autograd::Node> grad_fn;  ///< the op that produced this tensor; null for a leaf
 };
 
 /// Creation options in the libtorch style: `zeros({2, 3}, Options(kFloat64).requires_grad(true))`.
 /// A bare Dtype converts to Options, so `zeros({2, 3}, kFloat64)` works too.
 class Options {
  public:
+  /// Options of dtype d (float32 by default) that do not require grad; implicit, so a Dtype
+  /// can stand for Options.
   Options(Dtype d = Dtype::Float32) : dtype_(d) {}  // NOLINT: implicit on purpose
+  /// A copy with the dtype set to d.
   Options dtype(Dtype d) const { Options o = *this; o.dtype_ = d; return o; }
+  /// A copy that makes the new tensor a leaf requiring grad (floating dtypes only).
   Options requires_grad(bool r) const { Options o = *this; o.requires_grad_ = r; return o; }
+  /// The dtype of the tensors these options create.
   Dtype dtype() const { return dtype_; }
+  /// Whether the created tensors require grad.
   bool requires_grad() const { return requires_grad_; }
 
  private:
@@ -91,6 +101,7 @@ class Options {
 /// \endcode
 class Tensor {
  public:
+  /// An undefined tensor (`defined()` is false): a placeholder, like an unset `.grad`.
   Tensor() = default;
   /// Takes over the buffer of an Array (no copy).
   template <class T>
@@ -101,27 +112,50 @@ class Tensor {
   /// Evaluates any xtensor expression into a new tensor of its value type.
   template <class E>
   static Tensor from_array(E&& e);
-  /// A tensor of the given shape and dtype over a fresh, uninitialised buffer.
+  /// A tensor of the given shape and dtype over a fresh, uninitialised buffer. A negative
+  /// size or more than kMaxNumel elements throw ShapeError; memory the system refuses,
+  /// OutOfMemoryError.
   static Tensor empty(const Shape& shape, Dtype dtype);
+  /// Wraps an implementation record (a null pointer gives an undefined tensor). Public for
+  /// the library's own use (autograd hands out gradients this way); not needed in user code.
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  // ---- metadata --------------------------------------------------------------------
+  /// \name Metadata
+  /// On an undefined tensor every accessor throws ValueError, except defined(), is_same(),
+  /// shares_storage() (false) and impl_ptr() (null).
+  ///@{
+
+  /// True unless the tensor is default-constructed (or an unset grad()).
   bool defined() const { return impl_ != nullptr; }
+  /// The sizes, outermost first ([] for a 0-d tensor).
   const Shape& shape() const { return impl().shape; }
+  /// The same as shape() (libtorch's spelling).
   const Shape& sizes() const { return shape(); }
+  /// The size of one dim; negative dims count from the end; IndexError when out of range.
   std::int64_t size(std::int64_t dim) const;
+  /// The number of dims (0 for a scalar tensor).
   std::int64_t dim() const { return static_cast<std::int64_t>(shape().size()); }
+  /// The number of elements: the product of the sizes (1 for a 0-d tensor).
   std::int64_t numel() const { return impl().numel; }
+  /// The element type.
   Dtype dtype() const { return impl().dtype; }
+  /// True for float32 and float64 tensors.
   bool is_floating_point() const { return is_floating(dtype()); }
   /// True when both handles point to the same tensor.
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
   /// True when both tensors share memory (one is a view, reshape or detach of the other).
   bool shares_storage(const Tensor& o) const;
+  /// The implementation record, for microtorch's own ops and autograd (not needed in user code).
   TensorImpl& impl() const;
+  /// The shared pointer to the implementation record (null when undefined); for the library's own use.
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  ///@}
 
-  // ---- data access -----------------------------------------------------------------
+  /// \name Data access
+  /// Tensors are always contiguous and row-major. A T that does not match dtype() throws
+  /// DtypeError in data() and array(); the copying accessors convert instead.
+  ///@{
+
   /// Raw pointer to the contiguous row-major data; T must match dtype().
   template <class T>
   T* data() const;
@@ -137,43 +171,80 @@ class Tensor {
   /// A copy of the data, row-major, as a std::vector; converts to T when dtype() differs.
   template <class T>
   std::vector<T> to_vector() const;
-  /// The value of a one-element tensor, converted to T.
+  /// The value of a one-element tensor, converted to T (ValueError for more elements).
   template <class T = double>
   T item() const;
-  /// One element by index (negative indices count from the end), converted to T.
+  /// One element by index (negative indices count from the end), converted to T. Needs one
+  /// index per dim; IndexError names the index and the shape otherwise.
   template <class T = double>
   T at(const std::vector<std::int64_t>& index) const;
+  ///@}
 
-  // ---- autograd --------------------------------------------------------------------
+  /// \name Autograd
+  /// See autograd.hpp for the tape, grad mode and gradcheck.
+  ///@{
+
+  /// True when gradients will be computed for this tensor: a leaf marked with
+  /// requires_grad_(), or the output of a recorded op on such tensors. False when undefined.
   bool requires_grad() const { return defined() && impl().requires_grad; }
-  /// Marks a leaf as a parameter to differentiate; only floating dtypes can require grad.
+  /// Marks a leaf as a parameter to differentiate (PyTorch's `requires_grad_`). Only floating
+  /// dtypes can require grad (DtypeError); only leaves can be switched off (AutogradError).
   Tensor& requires_grad_(bool on = true);
   /// The accumulated gradient (undefined until a backward reaches this tensor).
   Tensor grad() const;
+  /// Sets the gradient to g (an undefined g clears it); g must have this tensor's shape
+  /// and dtype (ShapeError otherwise).
   void set_grad(const Tensor& g) const;
   /// Forgets the gradient (PyTorch's `zero_grad(set_to_none=True)`).
   void zero_grad() const;
-  /// Also keep .grad on a non-leaf tensor during backward.
+  /// Also keep .grad on a non-leaf tensor during backward; AutogradError when the tensor
+  /// does not require grad.
   void retain_grad() const;
+  /// True when no recorded op produced this tensor (tensors you create, parameters).
   bool is_leaf() const { return impl().grad_fn == nullptr; }
+  /// The recorded op that produced this tensor (PyTorch's `grad_fn`); null for a leaf.
   const std::shared_ptr<autograd::Node>& grad_fn() const { return impl().grad_fn; }
-  /// Backpropagates from this tensor. `gradient` may be omitted for one-element tensors.
-  /// The graph is freed afterwards unless retain_graph is true.
+  /// Backpropagates from this tensor, accumulating into the grad() of every leaf that
+  /// requires grad. `gradient` (dL/dthis, of this shape: ShapeError otherwise) may be
+  /// omitted for one-element tensors. The graph is freed afterwards unless retain_graph is
+  /// true. AutogradError when this tensor does not require grad, when the graph was already
+  /// freed, or when a tensor backward needs was modified in place since its op ran.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   /// The same data, cut from the graph (shares memory; requires_grad is false).
   Tensor detach() const;
+  ///@}
 
-  // ---- copies and in-place updates (refused on tensors the graph depends on) ----------
+  /// \name Copies and in-place updates
+  /// While grad mode is on, an in-place update throws AutogradError when it would corrupt the
+  /// graph: on a leaf that requires grad (update parameters inside a NoGradGuard, as optimizers
+  /// do), on a tensor produced by a recorded op, or from a source that requires grad.
+  ///@{
+
+  /// A copy of the data in new memory; recorded, so gradients flow back to this tensor.
   Tensor clone() const;
+  /// This tensor converted to dtype d (the same handle when it already has dtype d).
+  /// Differentiable into float32 and float64; int64 and bool results are not.
   Tensor to(Dtype d) const;
-  Tensor contiguous() const { return *this; }  // storage is always contiguous
+  /// Returns this tensor: storage is always contiguous (here for code written for PyTorch).
+  Tensor contiguous() const { return *this; }
+  /// Sets every element to value, converted to the dtype.
   Tensor& fill_(double value);
+  /// Sets every element to 0.
   Tensor& zero_() { return fill_(0.0); }
+  /// Copies src into this tensor's memory, converted to this dtype; src must broadcast to
+  /// this shape (ShapeError otherwise).
   Tensor& copy_(const Tensor& src);
-  /// this += alpha * other (other broadcasts to this shape).
+  /// this += alpha * other (other broadcasts to this shape; ShapeError otherwise). Bool
+  /// tensors throw DtypeError.
   Tensor& add_(const Tensor& other, double alpha = 1.0);
+  /// Multiplies every element by factor; bool tensors throw DtypeError.
   Tensor& mul_(double factor);
+  /// Fills with draws from U(low, high) of the current generator (random.hpp). Allowed on a
+  /// parameter (it is not recorded: initialisation); floating dtypes only (DtypeError); low >
+  /// high throws ValueError.
   Tensor& uniform_(double low = 0.0, double high = 1.0);
+  /// Fills with draws from N(mean, std^2) of the current generator, like uniform_; std < 0
+  /// throws ValueError.
   Tensor& normal_(double mean = 0.0, double std = 1.0);
   /// How many in-place writes the memory of this tensor has seen (shared by its views;
   /// PyTorch's `_version`).
@@ -181,12 +252,20 @@ class Tensor {
   /// Call after writing through data<T>() behind the tape's back (as optimizers do), so
   /// that a backward that still needs the old values refuses to run.
   void bump_version() const { ++impl().storage->version; }
+  ///@}
 
   // ---- method spellings of the free functions in ops.hpp -----------------------------
+  ///@{
+
+  /// The method spelling of the function of the same name in ops.hpp: `x.op(args...)` is
+  /// `op(x, args...)`, with the same result, gradient and errors.
   Tensor reshape(const Shape& shape) const;
   Tensor view(const Shape& shape) const;
   Tensor flatten(std::int64_t start_dim = 0, std::int64_t end_dim = -1) const;
   Tensor transpose(std::int64_t dim0, std::int64_t dim1) const;
+  /// The matrix transpose, as torch.Tensor.t(): transpose(0, 1) of a 2-D tensor, the tensor
+  /// itself for 0-D and 1-D; more dims throw ShapeError (use transpose(-2, -1)). There is
+  /// no free t().
   Tensor t() const;
   Tensor permute(const std::vector<std::int64_t>& dims) const;
   Tensor unsqueeze(std::int64_t dim) const;
@@ -228,11 +307,13 @@ class Tensor {
   Tensor logsumexp(const std::vector<std::int64_t>& dims, bool keepdim = false) const;
   Tensor softmax(std::int64_t dim) const;
   Tensor log_softmax(std::int64_t dim) const;
+  ///@}
 
  private:
   std::shared_ptr<TensorImpl> impl_;
 };
 
+/// A list of tensors: the inputs and results of ops such as cat, split and gradcheck.
 using TensorList = std::vector<Tensor>;
 /// Named tensors in order, e.g. {"0.weight", W}, {"0.bias", b}: state dicts, .npz archives.
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;

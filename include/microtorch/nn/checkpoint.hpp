@@ -1,17 +1,18 @@
-// microtorch/nn/checkpoint.hpp — a module's state dict to and from a numpy .npz file.
-//
-// The file holds one `<dotted name>.npy` array per parameter and buffer, exactly the keys
-// of state_dict(), so numpy opens it (`np.load("model.npz")["fc1.weight"]`) and
-// tools/state_dict_npz.py converts it to and from a PyTorch state dict:
-//
-// \code
-//   nn::save(*model, "model.npz");          // atomic: a crash leaves the old file intact
-//   nn::load(*model, "model.npz");          // strict: every key, shape and dtype must match
-//
-//   // weights trained in PyTorch:
-//   //   /usr/bin/python3 tools/state_dict_npz.py export model.pt model.npz
-//   nn::load(*model, "model.npz");
-// \endcode
+/// \file
+/// A module's state dict to and from a numpy .npz file.
+///
+/// The file holds one `<dotted name>.npy` array per parameter and buffer, exactly the keys
+/// of state_dict(), so numpy opens it (`np.load("model.npz")["fc1.weight"]`) and
+/// tools/state_dict_npz.py converts it to and from a PyTorch state dict:
+///
+/// \code
+///   nn::save(*model, "model.npz");          // atomic: a crash leaves the old file intact
+///   nn::load(*model, "model.npz");          // strict: every key, shape and dtype must match
+///
+///   // weights trained in PyTorch:
+///   //   /usr/bin/python3 tools/state_dict_npz.py export model.pt model.npz
+///   nn::load(*model, "model.npz");
+/// \endcode
 #pragma once
 
 #include <string>

@@ -1,5 +1,6 @@
-// microtorch/nn/module.hpp — the base of every layer: parameters, buffers, children,
-// train/eval, state dicts with PyTorch's dotted names.
+/// \file
+/// The base of every layer, nn::Module: parameters, buffers, children, train/eval, and
+/// state dicts with PyTorch's dotted names.
 #pragma once
 
 #include <cstdint>
@@ -30,14 +31,21 @@ using microtorch::NamedTensors;
 /// \endcode
 class Module {
  public:
+  /// An empty module in training mode; subclasses register their state in their constructor.
   Module() = default;
+  /// Virtual: modules are held and destroyed through std::shared_ptr<Module>.
   virtual ~Module() = default;
+  ///@{
+  /// Not copyable: a module's tensors are shared handles, so a copy would alias them (hold
+  /// modules by std::shared_ptr; copy weights with state_dict / load_state_dict).
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
+  ///@}
 
   /// The single-tensor forward (what Sequential calls). Modules with other signatures
   /// (MultiheadAttention) define their own forward and leave this one throwing.
   virtual Tensor forward(const Tensor& input);
+  /// forward(input), so a module can be called like a function: `y = (*model)(x)`.
   Tensor operator()(const Tensor& input) { return forward(input); }
 
   /// "Linear", "MultiheadAttention", ...: by default the class's own name, without
@@ -46,19 +54,29 @@ class Module {
   /// The arguments summary() shows after the type name.
   virtual std::string extra_repr() const { return ""; }
 
+  /// The parameters with dotted names ("fc1.weight"): this module's own in registration
+  /// order, then each child's (only the own ones when recurse is false). The tensors are
+  /// handles to the module's parameters, not copies.
   NamedTensors named_parameters(bool recurse = true) const;
+  /// The tensors of named_parameters(), e.g. for an optimizer.
   std::vector<Tensor> parameters(bool recurse = true) const;
+  /// The buffers (registered state that is not trained) with dotted names, like named_parameters.
   NamedTensors named_buffers(bool recurse = true) const;
+  /// The direct children with their names, in registration order.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  /// The direct children, in registration order.
   std::vector<std::shared_ptr<Module>> children() const;
   /// This module ("") and every descendant, depth-first, with dotted names.
   std::vector<std::pair<std::string, Module*>> named_modules();
   /// The parameter or buffer with this dotted name; throws ValueError when absent.
   Tensor get(const std::string& dotted_name) const;
 
+  /// Sets training mode (on) or evaluation mode for this module and every descendant.
   /// Dropout and friends behave differently in training; eval() switches them off.
   void train(bool on = true);
+  /// train(false): evaluation mode (dropout off).
   void eval() { train(false); }
+  /// True in training mode (the default for a new module).
   bool is_training() const { return training_; }
 
   /// Forgets every parameter's gradient.
@@ -80,11 +98,14 @@ class Module {
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
  protected:
-  /// Registers a parameter (a leaf requiring grad) and returns the handle to keep.
+  /// Registers a parameter (a leaf requiring grad) and returns the handle to keep. Names
+  /// must be non-empty, contain no '.' and be new in this module (ValueError otherwise).
   Tensor register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
-  /// Registers non-trained state that belongs in the state dict (running stats, masks).
+  /// Registers non-trained state that belongs in the state dict (running stats, masks),
+  /// with the same rules for names.
   Tensor register_buffer(const std::string& name, Tensor value);
-  /// Registers a child whose parameters appear as "<name>.<param>".
+  /// Registers a child under `name` and returns it: its parameter "weight" appears as
+  /// "name.weight". A null module or a bad name throws ValueError.
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
