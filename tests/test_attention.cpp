@@ -1,6 +1,8 @@
 // Attention: the fused SDPA against its composed definition and finite differences, and
 // the attention modules' shapes, gradients and errors.
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "helpers.hpp"
 #include "microtorch/nn.hpp"
@@ -36,6 +38,19 @@ TEST_CASE("SDPA equals softmax(q k^T / sqrt(D) + mask) v for any number of batch
     CHECK_CLOSE(out, reference_sdpa(q, k, v, bias, 1.0 / std::sqrt(6.0)), 1e-5, 1e-6);
     CHECK_CLOSE(mt::sum(w, {-1}), mt::ones(shape(4, 1)).squeeze(-1), 1e-5, 1e-6);
   }
+}
+
+TEST_CASE("get_cpu_capability names the kernels' ISA, capped by MICROTORCH_ISA") {
+  // make test runs this file again with MICROTORCH_ISA=avx2 and =baseline: those passes
+  // test the lesser kernels only if the cap took effect.
+  const std::string isa = mt::get_cpu_capability();
+  CHECK((isa == "avx512" || isa == "avx2" || isa == "baseline"));
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__)  // a build of every ISA (no -march)
+  const char* env = std::getenv("MICROTORCH_ISA");
+  const std::string cap = env ? env : "";
+  if (cap == "baseline") CHECK(isa == "baseline");
+  if (cap == "avx2") CHECK(isa == (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "avx2" : "baseline"));
+#endif
 }
 
 TEST_CASE("SDPA equals its definition on both sides of the fused kernel's block widths") {

@@ -82,15 +82,16 @@ if ! $fuzz_only; then
   # shellcheck disable=SC2086  # TEST_ARGS is a list of options
   run_suite release "$BUILD/tests/microtorch-tests" "$BUILD/tests/last-run.log" $TEST_ARGS
   # The attention kernels are compiled for AVX-512, AVX2 and the baseline ISA and run the
-  # best this CPU has; MICROTORCH_ISA caps it, so the attention and mask cases (against the
-  # composed definition and finite differences) run again on the two lesser ones
-  # (src/ops/attention_tiles.cpp).
+  # best this CPU has; MICROTORCH_ISA caps it, so the cases that check attention (against
+  # the composed definition, finite differences and the PyTorch fixtures, the additive
+  # bias's gradient among them) run again on the two lesser ones (src/ops/attention_tiles.cpp).
   for isa in avx2 baseline; do
     echo
     echo "== the attention cases again with MICROTORCH_ISA=$isa"
     # shellcheck disable=SC2086
     MICROTORCH_ISA=$isa run_suite "$isa" "$BUILD/tests/microtorch-tests" "$BUILD/tests/last-run-$isa.log" \
-      '-sf=*test_attention.cpp,*test_mask.cpp' $TEST_ARGS
+      '-sf=*test_attention.cpp,*test_mask.cpp,*test_oracle.cpp,*test_modules_oracle.cpp,*test_hostile_inputs.cpp' \
+      $TEST_ARGS
   done
 fi
 

@@ -32,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "microtorch/parallel.hpp"
+
 #include "attention_kernels.hpp"
 #include "gemm_tiles.hpp"
 #include "simd.hpp"
@@ -70,8 +72,9 @@ void gemm_tiled(simd::Baseline, const Gemm<double>& g) { simd::gemm_tiles<simd::
 
 // ---- shapes and workspace ---------------------------------------------------------------
 
-// Query rows per block (8 tiles of rows) and keys per chunk (a multiple of the panels):
-// a block's chunk of scores, 48 x 256 floats, stays in L1/L2 between the passes over it.
+// Query rows per block (16 tiles of rows) and keys per chunk (512 bytes of a row, a
+// multiple of the panels): a block's chunk of scores, 96 x 128 floats on AVX-512, stays in
+// L2 between the passes over it.
 template <class Isa, class T>
 struct Blocking {
   static constexpr int W = kLanesOf<Isa, T>, P = kPanelOf<Isa, T>;
@@ -624,3 +627,18 @@ void attention_tiles_backward(const AttentionGradMatrix<double>& a, double* w) {
 }
 
 }  // namespace microtorch::detail
+
+namespace microtorch {
+
+const char* get_cpu_capability() {
+  switch (detail::isa()) {
+    case detail::IsaLevel::avx512:
+      return "avx512";
+    case detail::IsaLevel::avx2:
+      return "avx2";
+    default:
+      return "baseline";
+  }
+}
+
+}  // namespace microtorch
