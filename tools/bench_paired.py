@@ -12,15 +12,17 @@ OpenBLAS. For each step and thread count it takes --rounds rounds; a round times
 of the reference cblas_sgemm 1024 x 1024 x 1024, the microtorch step, the sgemm again, and
 the PyTorch step (before the three in odd rounds, after them in even ones). A sample is as
 many runs as fill --sample-time; a row takes --rounds rounds, or fewer (5 at least) when
-they would take longer than --row-seconds (the long sequences). Per round:
+they would take longer than --row-seconds (the long sequences). The table shows each
+side's best round (its shortest time: what other processes on a shared machine add only
+ever lengthens a round), and from those:
 
     x faster      = PyTorch's time / microtorch's time
     GFLOP/s       = the step's GEMM FLOPs / microtorch's time
-    sgemm GFLOP/s = sgemm FLOPs / mean of the two sgemm times
+    sgemm GFLOP/s = sgemm FLOPs / the sgemm's time (a round's: the mean of its two samples)
     % sgemm       = GFLOP/s / sgemm GFLOP/s
 
-The sgemm runs at the row's thread count. The table shows the medians over the rounds, and
-the lowest and highest round's x faster. The microtorch side is timed inside C++ (no Python
+plus the lowest and highest x faster of a single round. The sgemm runs at the row's
+thread count. The microtorch side is timed inside C++ (no Python
 call in a sample). Without torch the PyTorch columns stay empty.
 
 PyTorch at n > 1 threads: torch.set_num_threads(n) sets its OpenMP threads, and Debian's
@@ -80,7 +82,7 @@ def timed_python(fn, runs):
 
 
 def measure(lib, name, threads, torch_fn, args):
-    """One table row: the medians over the rounds."""
+    """One table row: each side's best round."""
     handle = lib.mtb_step_new(name.encode())
     if not handle:
         sys.exit(f"bench_paired: the steps library does not know {name}")
@@ -126,21 +128,21 @@ def measure(lib, name, threads, torch_fn, args):
         lib.mtb_set_threads(threads)
         lib.mtb_step_free(handle)
     kind, _, shape = name.partition("/")
-    row = {"benchmark": kind, "shape": shape, "threads": threads,
-           "microtorch_us": statistics.median(t["mt"] for t in rounds) * 1e6}
+    def best(key):
+        return min(t[key] for t in rounds)
+
+    row = {"benchmark": kind, "shape": shape, "threads": threads, "microtorch_us": best("mt") * 1e6,
+           "rounds": len(rounds)}
     flops = lib.mtb_step_flops(name.encode())
-    row["rounds"] = len(rounds)
     if flops > 0:
-        sgemm_flops = 2.0 * SGEMM_N ** 3
-        row["gflops"] = statistics.median(flops / t["mt"] for t in rounds) / 1e9
-        row["sgemm_gflops"] = statistics.median(sgemm_flops / t["sgemm"] for t in rounds) / 1e9
-        row["sgemm_fraction"] = statistics.median(flops / (sgemm_flops / t["sgemm"]) / t["mt"] for t in rounds)
+        row["gflops"] = flops / best("mt") / 1e9
+        row["sgemm_gflops"] = 2.0 * SGEMM_N ** 3 / best("sgemm") / 1e9
+        row["sgemm_fraction"] = row["gflops"] / row["sgemm_gflops"]
     if torch_keys:
-        pt = min(torch_keys, key=lambda k: statistics.median(t[k] for t in rounds))
+        pt = min(torch_keys, key=best)
         ratios = [t[pt] / t["mt"] for t in rounds]
-        row.update(torch_us=statistics.median(t[pt] for t in rounds) * 1e6, torch_blas_threads=1 if pt == "pt_blas1"
-                   else threads, x_faster=statistics.median(ratios), x_faster_min=min(ratios),
-                   x_faster_max=max(ratios))
+        row.update(torch_us=best(pt) * 1e6, torch_blas_threads=1 if pt == "pt_blas1" else threads,
+                   x_faster=best(pt) / best("mt"), x_faster_min=min(ratios), x_faster_max=max(ratios))
     return row
 
 
@@ -179,7 +181,7 @@ def main():
     p.add_argument("--out", help="also write the rows as JSON here")
     args = p.parse_args()
     if args.rounds < 5:
-        sys.exit("bench_paired: --rounds must be at least 5 (the medians are the result)")
+        sys.exit("bench_paired: --rounds must be at least 5 (the best of several rounds is the result)")
     lib = load(args.build)
     names = [n for n in lib.mtb_step_names().decode().split("\n") if re.search(args.filter, n)]
     rows = []

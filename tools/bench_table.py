@@ -6,8 +6,8 @@
 The timings come from tools/bench_paired.py: every step of benchmarks/steps.hpp (matmul,
 softmax, MultiheadAttention forward / forward+backward / inference, the attention core's
 forward+backward, the Iris transformer's training step) at 1 and 2 threads, microtorch and
-PyTorch timed back to back in one process with the reference sgemm between them; medians
-over the rounds. "x faster" is PyTorch's time over microtorch's; "% sgemm" is the step's
+PyTorch timed back to back in one process with the reference sgemm between them; each
+side's best round. "x faster" is PyTorch's time over microtorch's; "% sgemm" is the step's
 GEMM FLOP rate over the cblas_sgemm 1024^3 FLOP rate measured beside it.
 
 Both libraries run as they come: PyTorch's CPU tensors live in glibc malloc, which hands
@@ -88,6 +88,21 @@ def choose_blas_core(exe):
     BASE_ENV["OPENBLAS_CORETYPE"] = core
     return (f"OpenBLAS kernels: {core} (OPENBLAS_CORETYPE={core} set for both libraries: this OpenBLAS "
             f"detects the CPU as {detected})")
+
+
+def machine_lines(exe):
+    """The CPU the run is on, and the instruction set microtorch's attention kernels ran."""
+    info = {}
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    cpu = (f"CPU: {info.get('model name', 'unknown')} (family {info.get('cpu family', '?')}, model "
+           f"{info.get('model', '?')}), {os.cpu_count()} logical cores")
+    isa = run([exe, "--cpu-capability"]).strip()
+    cap = os.environ.get("MICROTORCH_ISA")
+    return cpu, (f"microtorch attention kernels: {isa} (its own register tiles, src/ops/gemm_tiles.hpp"
+                 f"{f'; MICROTORCH_ISA={cap} from the environment' if cap else ''})")
 
 
 def have_torch():
@@ -183,7 +198,9 @@ def main():
     out_dir = os.path.join(args.build, "bench")
     os.makedirs(out_dir, exist_ok=True)
     blas_line = choose_blas_core(exe)
-    print(f"bench: {blas_line}", file=sys.stderr)
+    cpu_line, isa_line = machine_lines(exe)
+    for line in (cpu_line, isa_line, blas_line):
+        print(f"bench: {line}", file=sys.stderr)
     with_torch = have_torch()
     if not with_torch:
         print("bench: torch is not importable by this python (install python3-torch); microtorch columns only",
@@ -196,11 +213,11 @@ def main():
     peak_lines, peaks = peak_table(exe, with_torch)
     not_installed = "" if with_torch else "(not installed) "
     text = (f"microtorch and PyTorch {not_installed}timed back to back in one process (tools/bench_paired.py), "
-            f"medians of {args.rounds} rounds (5 at least for rows whose rounds would take longer than 40 s):\n\n{timings}\n\n"
+            f"best of {args.rounds} rounds per side (5 at least for rows whose rounds would take longer than 40 s):\n\n{timings}\n\n"
             f"The goal rows again, glibc keeping freed memory in the process ({' '.join(f'{k}={v}' for k, v in MALLOC_ENV_KEEP.items())}):"
             f"\n\n{keep_timings}\n\n{peak_lines}\n\nGoals:\n\n{goals_table(default_rows, keep_rows, peaks)}")
     load = os.getloadavg()
-    text += f"\n\n{blas_line}"
+    text += f"\n\n{cpu_line}\n{isa_line}\n{blas_line}"
     text += f"\nLoad average while measuring (1/5/15 min at the end): {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}\n"
     with open(os.path.join(out_dir, "table.md"), "w") as f:
         f.write(text)
