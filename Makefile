@@ -26,6 +26,7 @@
 #            NOTEBOOK_ARGS='02_attention' (tools/run_notebooks.py options; NOTEBOOKS=0 skips them),
 #            SANITIZE=0 (skip the ASan/UBSan and TSan passes), FUZZ_SECONDS=n (per target; 0 skips),
 #            INSTALL_CHECK=0 (skip the install check), DOCS_CHECK=0 (skip the API reference check),
+#            DEMO_CHECK=0 (skip running the demo and comparing its table with the README),
 #            DEMO_OUT=dir (demo output, default demo-output), DESTDIR=... (make install).
 SHELL := bash
 BUILD = build
@@ -37,6 +38,7 @@ NOTEBOOKS = 1
 NOTEBOOK_ARGS =
 INSTALL_CHECK = 1
 DOCS_CHECK = 1
+DEMO_CHECK = 1
 # The sanitizer pass: its own build directory (-O1, no debug info, no examples: it is built
 # on every clean CI run). It leaves out the cases that cross-compile and run firmware under
 # QEMU or compile emitted C: their scripts run that C under ASan + UBSan themselves.
@@ -79,7 +81,7 @@ build-fuzz: deps
 # when anything failed (a crash or a sanitizer report counts as a failure).
 test: build $(if $(filter 1,$(SANITIZE)),build-asan build-tsan) $(if $(filter-out 0,$(FUZZ_SECONDS)),build-fuzz)
 	@BUILD=$(BUILD) TEST_ARGS='$(TEST_ARGS)' ASAN_EXCLUDE='$(ASAN_EXCLUDE)' FUZZ_SECONDS=$(FUZZ_SECONDS) \
-	  NOTEBOOKS=$(NOTEBOOKS) NOTEBOOK_ARGS='$(NOTEBOOK_ARGS)' INSTALL_CHECK=$(INSTALL_CHECK) DOCS_CHECK=$(DOCS_CHECK) \
+	  NOTEBOOKS=$(NOTEBOOKS) NOTEBOOK_ARGS='$(NOTEBOOK_ARGS)' INSTALL_CHECK=$(INSTALL_CHECK) DOCS_CHECK=$(DOCS_CHECK) DEMO_CHECK=$(DEMO_CHECK) \
 	  ASAN_BUILD=$(if $(filter 1,$(SANITIZE)),$(ASAN_BUILD)) TSAN_BUILD=$(if $(filter 1,$(SANITIZE)),$(TSAN_BUILD)) \
 	  FUZZ_BUILD=$(FUZZ_BUILD) tools/run-tests.sh
 
@@ -95,8 +97,9 @@ notebooks: build
 docs: deps
 	@python3 tools/check_docs.py --build $(BUILD)
 
+# The same float kernels on every AVX2 CPU (tools/pinned-kernels.sh): the table is the README's.
 demo: build
-	$(BUILD)/examples/demo $(DEMO_OUT)
+	tools/pinned-kernels.sh $(BUILD)/examples/demo $(DEMO_OUT)
 
 # Two builds and emulator runs at a time; the work folder is emptied on every run.
 bench-mcu: build

@@ -128,10 +128,9 @@ int main(int argc, char** argv) {
   fmt::print("[1/4] training the Iris transformer: {} train / {} test flowers, {} parameters, Adam lr={}, batch {}\n",
              data.x_train.size(0), data.x_test.size(0), model.num_parameters(), opt.lr, opt.batch);
   Progress progress(opt.epochs, batches, opt.batch);
-  iris_transformer::History history;
-  history = iris_transformer::train_with_history(
+  const iris_transformer::History history = iris_transformer::train_with_history(
       model, data, opt, [&](int epoch, std::int64_t b, double loss) { progress.batch(epoch, b, loss); },
-      [&](int epoch) { progress.epoch(epoch, history.train_accuracy.back() / 100); });
+      [&](int epoch, const iris_transformer::History& h) { progress.epoch(epoch, h.train_accuracy.back() / 100); });
 
   // ---- 2. float ----------------------------------------------------------------------------
   const double float_acc = iris_transformer::accuracy(model, data.x_test, data.y_test);

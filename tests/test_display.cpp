@@ -184,7 +184,7 @@ TEST_CASE("display: the demo's figures (training curves, attention per head, con
   iris_transformer::IrisTransformer model;
   const iris_transformer::Split data = iris_transformer::split();
   const auto h = iris_transformer::train_with_history(model, data, {.epochs = 30},
-                                                      [](int, std::int64_t, double) {}, [](int) {});
+                                                      [](int, std::int64_t, double) {}, [](int, const iris_transformer::History&) {});
   REQUIRE(h.train_loss.size() == 30);
   CHECK(h.train_loss.back() < h.train_loss.front());
   CHECK(h.test_accuracy.back() > 80);

@@ -6,7 +6,7 @@
 # run of every libFuzzer target. Ends with one line:
 #
 #   tests: N passed, M failed (release P/T, avx2 P/T, baseline P/T, docs P/T, notebooks P/T, readme P/T,
-#                              pictures P/T, install P/T, asan+ubsan P/T, tsan P/T, fuzz P/T targets)
+#                              pictures P/T, demo P/T, install P/T, asan+ubsan P/T, tsan P/T, fuzz P/T targets)
 #
 # N and M add up every doctest case of both suites and every fuzz target; a crash, a
 # sanitizer report or a fuzzer finding counts as a failure, and the exit status is
@@ -19,6 +19,7 @@
 #   NOTEBOOKS=1         0 skips the notebooks (tools/run_notebooks.py); NOTEBOOK_ARGS its options
 #   INSTALL_CHECK=1     0 skips tools/check-install.sh (install to a prefix, two consumers)
 #   DOCS_CHECK=1        0 skips tools/check_docs.py (the API reference: one check per header)
+#   DEMO_CHECK=1        0 skips tools/check_demo.py (make demo's program and its README table)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,6 +34,7 @@ NOTEBOOKS=${NOTEBOOKS:-1}
 NOTEBOOK_ARGS=${NOTEBOOK_ARGS:-}
 INSTALL_CHECK=${INSTALL_CHECK:-1}
 DOCS_CHECK=${DOCS_CHECK:-1}
+DEMO_CHECK=${DEMO_CHECK:-1}
 
 total_passed=0
 total_failed=0
@@ -122,6 +124,13 @@ if ! $fuzz_only; then
   echo
   echo "== pictures: the demo's figures rendered with rsvg-convert (tools/check_svg.py)"
   run_check pictures pictures "$BUILD/pictures-check.log" python3 tools/check_svg.py --build "$BUILD"
+fi
+
+# make demo's program (train, lower, verify on QEMU) and its table against README.md.
+if [[ $DEMO_CHECK != 0 ]] && ! $fuzz_only; then
+  echo
+  echo "== demo: make demo's program run, its table compared with README.md (tools/check_demo.py)"
+  run_check demo demo "$BUILD/demo-check.log" python3 tools/check_demo.py --build "$BUILD"
 fi
 
 # The library installed into a prefix and used by a pkg-config and a CMake project.

@@ -22,7 +22,8 @@ struct History {
   std::vector<double> train_loss, test_loss, train_accuracy, test_accuracy;
 };
 
-/// train() that records a History (on top of any on_batch / on_epoch of the caller).
+/// train() that records a History (on top of any on_batch / on_epoch of the caller);
+/// `on_epoch(epoch, history)` sees the History so far, this epoch's entries included.
 template <class OnBatch, class OnEpoch>
 History train_with_history(IrisTransformer& model, const Split& data, const Options& o, OnBatch&& on_batch,
                            OnEpoch&& on_epoch) {
@@ -46,7 +47,7 @@ History train_with_history(IrisTransformer& model, const Split& data, const Opti
           h.test_accuracy.push_back(100 * accuracy(model, data.x_test, data.y_test));
           model.train();
         }
-        on_epoch(epoch);
+        on_epoch(epoch, static_cast<const History&>(h));
       });
   return h;
 }
