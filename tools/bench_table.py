@@ -217,8 +217,8 @@ def main():
             f"The goal rows again, glibc keeping freed memory in the process ({' '.join(f'{k}={v}' for k, v in MALLOC_ENV_KEEP.items())}):"
             f"\n\n{keep_timings}\n\n{peak_lines}\n\nGoals:\n\n{goals_table(default_rows, keep_rows, peaks)}")
     load = os.getloadavg()
-    text += f"\n\n{cpu_line}\n{isa_line}\n{blas_line}"
-    text += f"\nLoad average while measuring (1/5/15 min at the end): {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}\n"
+    text += f"\n\n- {cpu_line}\n- {isa_line}\n- {blas_line}"
+    text += f"\n- Load average while measuring (1/5/15 min at the end): {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}\n"
     with open(os.path.join(out_dir, "table.md"), "w") as f:
         f.write(text)
     print()
