@@ -4,6 +4,7 @@
 //   microtorch-bench --peak-memory=I                            peak bytes of one MHA
 //                                                               forward+backward at kShapes[I]
 //   microtorch-bench --blas-core                                the kernel set OpenBLAS chose
+//   microtorch-bench --cpu-capability                           the ISA microtorch's attention runs
 //
 // tools/bench_table.py runs both (each peak in a fresh process) and prints the table.
 #include <cstdio>
@@ -27,6 +28,10 @@ int main(int argc, char** argv) {
     }
     if (a == "--blas-core") {
       std::printf("%s\n", openblas_get_corename());
+      return 0;
+    }
+    if (a == "--cpu-capability") {
+      std::printf("%s\n", microtorch::get_cpu_capability());
       return 0;
     }
     if (a.rfind("--threads=", 0) == 0) {

@@ -30,35 +30,41 @@ class MhaStep : public Step {
  public:
   enum class Mode { forward, forward_backward, inference };
   MhaStep(const AttentionShape& s, Mode mode)
-      : mode_(mode), mha_(s.embed, s.heads, nn::MultiheadAttentionOptions{.batch_first = true}),
+      : mode_(mode), need_weights_(s.need_weights),
+        mha_(s.embed, s.heads, nn::MultiheadAttentionOptions{.batch_first = true}),
         x_(mt::randn({s.batch, s.seq, s.embed})) {}
 
   void run() override {
     if (mode_ == Mode::inference) {
       mt::NoGradGuard no_grad;
-      keep(std::get<0>(mha_.forward(x_, x_, x_)));
+      keep(std::get<0>(forward()));
       return;
     }
     if (mode_ == Mode::forward) {
-      keep(std::get<0>(mha_.forward(x_, x_, x_)));
+      keep(std::get<0>(forward()));
       return;
     }
     mha_.zero_grad();
-    std::get<0>(mha_.forward(x_, x_, x_)).sum().backward();
+    std::get<0>(forward()).sum().backward();
     keep(mha_.in_proj_weight.grad());
   }
 
  private:
+  std::tuple<mt::Tensor, mt::Tensor> forward() {
+    return mha_.forward(x_, x_, x_, {.need_weights = need_weights_});
+  }
+
   Seeded seeded_;
   Mode mode_;
+  bool need_weights_;
   nn::MultiheadAttention mha_;
   mt::Tensor x_;
 };
 
-class SdpaStep : public Step {
+class AttentionStep : public Step {
  public:
-  explicit SdpaStep(const AttentionShape& s) {
-    const mt::Shape shape{s.batch, s.heads, s.seq, s.embed / s.heads};
+  explicit AttentionStep(const AttentionShape& s) : heads_(s.heads), need_weights_(s.need_weights) {
+    const mt::Shape shape{s.batch, s.seq, s.embed};
     q_ = mt::randn(shape).requires_grad_();
     k_ = mt::randn(shape).requires_grad_();
     v_ = mt::randn(shape).requires_grad_();
@@ -66,12 +72,15 @@ class SdpaStep : public Step {
 
   void run() override {
     for (mt::Tensor* t : {&q_, &k_, &v_}) t->zero_grad();
-    std::get<0>(mt::scaled_dot_product_attention(q_, k_, v_)).sum().backward();
+    const mt::AttentionHeadsOptions options{.need_weights = need_weights_, .average_weights = true};
+    std::get<0>(mt::multi_head_attention(q_, k_, v_, heads_, options)).sum().backward();
     keep(q_.grad());
   }
 
  private:
   Seeded seeded_;
+  std::int64_t heads_;
+  bool need_weights_;
   mt::Tensor q_, k_, v_;
 };
 
@@ -125,7 +134,7 @@ class SoftmaxStep : public Step {
 
 constexpr std::array<std::int64_t, 2> kMatmulSizes{64, 256};
 constexpr std::array<std::array<std::int64_t, 2>, 2> kSoftmaxSizes{{{256, 16}, {16384, 512}}};
-constexpr std::array<const char*, 4> kAttentionKinds{"mha_fwd", "mha_fwd_bwd", "mha_infer", "sdpa_fwd_bwd"};
+constexpr std::array<const char*, 4> kAttentionKinds{"mha_fwd", "mha_fwd_bwd", "mha_infer", "attn_fwd_bwd"};
 
 // The kind and the attention shape of a name "<kind>/<NxLxExH>" (false when it is not one).
 bool attention_name(const std::string& name, std::string& kind, AttentionShape& shape) {
@@ -145,7 +154,7 @@ bool attention_name(const std::string& name, std::string& kind, AttentionShape& 
 
 std::string shape_tag(const AttentionShape& s) {
   return std::to_string(s.batch) + "x" + std::to_string(s.seq) + "x" + std::to_string(s.embed) + "x" +
-         std::to_string(s.heads);
+         std::to_string(s.heads) + (s.need_weights ? "" : "-noweights");
 }
 
 std::vector<std::string> step_names() {
@@ -173,7 +182,7 @@ std::unique_ptr<Step> make_step(const std::string& name) {
   if (kind == "mha_fwd") return std::make_unique<MhaStep>(s, MhaStep::Mode::forward);
   if (kind == "mha_fwd_bwd") return std::make_unique<MhaStep>(s, MhaStep::Mode::forward_backward);
   if (kind == "mha_infer") return std::make_unique<MhaStep>(s, MhaStep::Mode::inference);
-  return std::make_unique<SdpaStep>(s);
+  return std::make_unique<AttentionStep>(s);
 }
 
 double step_flops(const std::string& name) {
@@ -185,7 +194,7 @@ double step_flops(const std::string& name) {
   if (!attention_name(name, kind, s)) return 0;
   if (kind == "mha_fwd" || kind == "mha_infer") return mha_forward_flops(s);
   if (kind == "mha_fwd_bwd") return 3 * mha_forward_flops(s);
-  return 3 * sdpa_forward_flops(s);
+  return 3 * attention_forward_flops(s);
 }
 
 }  // namespace bench

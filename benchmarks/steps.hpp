@@ -8,12 +8,15 @@
 //   mha_fwd/<shape>               MultiheadAttention(E, H, batch_first) on x [N, L, E], graph recorded
 //   mha_fwd_bwd/<shape>           zero_grad, forward, loss = output.sum(), backward
 //   mha_infer/<shape>             forward under NoGradGuard
-//   sdpa_fwd_bwd/<shape>          scaled_dot_product_attention on q, k, v [N, H, L, E / H]
-//                                 that require grad, loss = output.sum(), backward
+//   attn_fwd_bwd/<shape>          the attention core alone: multi_head_attention on projected
+//                                 q, k, v [N, L, E] that require grad (the weights averaged over
+//                                 the heads, as MultiheadAttention returns them), loss =
+//                                 output.sum(), backward
 //   iris_train_step/batch:16      one Adam step of the Iris transformer (iris_model.hpp)
 //
-// <shape> is NxLxExH, one of kShapes. A step builds its module and inputs once (seeded
-// with 0); run() does one unit and keeps nothing of it.
+// <shape> is NxLxExH (with weights) or NxLxExH-noweights (need_weights = false), one of
+// kShapes. A step builds its module and inputs once (seeded with 0); run() does one unit
+// and keeps nothing of it.
 #pragma once
 
 #include <memory>
@@ -39,7 +42,7 @@ std::unique_ptr<Step> make_step(const std::string& name);
 /// GEMM FLOPs of one run (0 for steps that are not GEMM-bound).
 double step_flops(const std::string& name);
 
-/// "8x64x64x4": batch x seq x embed x heads.
+/// "8x64x64x4": batch x seq x embed x heads; "1x4096x512x8-noweights" without weights.
 std::string shape_tag(const AttentionShape& s);
 
 }  // namespace bench

@@ -1,6 +1,8 @@
 // Attention: the fused SDPA against its composed definition and finite differences, and
 // the attention modules' shapes, gradients and errors.
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "helpers.hpp"
 #include "microtorch/nn.hpp"
@@ -38,10 +40,24 @@ TEST_CASE("SDPA equals softmax(q k^T / sqrt(D) + mask) v for any number of batch
   }
 }
 
+TEST_CASE("get_cpu_capability names the kernels' ISA, capped by MICROTORCH_ISA") {
+  // make test runs this file again with MICROTORCH_ISA=avx2 and =baseline: those passes
+  // test the lesser kernels only if the cap took effect.
+  const std::string isa = mt::get_cpu_capability();
+  CHECK((isa == "avx512" || isa == "avx2" || isa == "baseline"));
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__)  // a build of every ISA (no -march)
+  const char* env = std::getenv("MICROTORCH_ISA");
+  const std::string cap = env ? env : "";
+  if (cap == "baseline") CHECK(isa == "baseline");
+  if (cap == "avx2") CHECK(isa == (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "avx2" : "baseline"));
+#endif
+}
+
 TEST_CASE("SDPA equals its definition on both sides of the fused kernel's block widths") {
-  // The forward runs 16 float / 8 double query rows at a time, transposes 16 x 16 (8 x 8)
-  // blocks of q, weights and dropout, and reads v in chunks of 16 (8) columns: lengths and
-  // widths below, at and above those, with tails in L, S, D and Dv.
+  // The tiles hold 6 rows x 4 vectors of 16 floats / 8 doubles (AVX-512; 2 vectors of 8 / 4
+  // on AVX2, of 4 / 2 on the baseline), K^T and v^T are packed in 16 x 16 (8 x 8) transposes,
+  // and rows shorter than a vector are padded: lengths and widths below, at and above
+  // those, with tails in L, S, D and Dv. (Longer rows and blocks: the next case.)
   mt::manual_seed(28);
   using Dims = std::array<std::int64_t, 4>;  // L, S, D, Dv
   for (const mt::Dtype dtype : {mt::kFloat32, mt::kFloat64}) {
@@ -94,6 +110,88 @@ TEST_CASE("SDPA equals its definition on both sides of the fused kernel's block 
       CHECK(nans(out_nan) == static_cast<double>(Dv));
     }
   }
+}
+
+TEST_CASE("attention over several query blocks and key chunks, with and without weights, equals its definition") {
+  // Query rows go 96 to a block; without weights the keys go 128 (64 doubles) to a chunk of
+  // the online softmax and backward recomputes the weights, with them a chunk is the whole
+  // row and backward reads them. Lengths across both, a row whose first chunk is all
+  // masked, a fully masked row, a key-broadcast bias and dropout, float and double.
+  mt::manual_seed(29);
+  const std::int64_t L = 197, S = 300, D = 20, Dv = 12;
+  for (const mt::Dtype dtype : {mt::kFloat32, mt::kFloat64}) {
+    CAPTURE(mt::dtype_name(dtype));
+    const double rtol = dtype == mt::kFloat32 ? 1e-5 : 1e-12, atol = dtype == mt::kFloat32 ? 1e-6 : 1e-13;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    Tensor q = mt::randn({1, L, D}, dtype).requires_grad_(), k = mt::randn({1, S, D}, dtype).requires_grad_(),
+           v = mt::randn({1, S, Dv}, dtype).requires_grad_();
+    const Tensor row = mt::arange(static_cast<double>(L)).reshape({L, 1});
+    const Tensor col = mt::arange(static_cast<double>(S)).reshape({1, S});
+    const Tensor bias = mt::randn({L, S}, dtype)
+                            .masked_fill((row == 100.0) & (col < 150.0), -INFINITY)  // its first chunks: nothing
+                            .masked_fill(row == 7.0, -INFINITY);                     // nothing at all
+    const Tensor g = mt::randn({1, L, Dv}, dtype);
+    auto grads_of = [&](const Tensor& y) {
+      for (Tensor* t : {&q, &k, &v}) t->zero_grad();
+      y.backward(g);
+      return mt::TensorList{q.grad(), k.grad(), v.grad()};
+    };
+    for (const Tensor& b : {bias, bias.narrow(1, 0, 1)}) {
+      CAPTURE(mt::shape_str(b.shape()));
+      const Tensor ref = reference_sdpa(q, k, v, b, scale);
+      const mt::TensorList ref_grads = grads_of(ref);
+      for (const bool need_weights : {true, false}) {
+        CAPTURE(need_weights);
+        auto [out, w] = mt::multi_head_attention(q, k, v, 1, {.mask = Mask::additive(b), .need_weights = need_weights});
+        CHECK_CLOSE(out, ref, rtol, atol);
+        if (need_weights) CHECK_CLOSE(w.squeeze(1), mt::softmax(mt::matmul(q, k.transpose(-2, -1)) * scale + b, -1), rtol, atol);
+        const mt::TensorList got = grads_of(out);
+        for (std::size_t i = 0; i < 3; ++i) CHECK_CLOSE(got[i], ref_grads[i], 10 * rtol, 10 * atol);
+      }
+    }
+    // dropout: the same draws with and without weights (P = A * M returned with them)
+    mt::manual_seed(30);
+    auto [dropped, p] = mt::multi_head_attention(q, k, v, 1, {.dropout_p = 0.3, .need_weights = true});
+    const mt::TensorList dropped_grads = grads_of(dropped);
+    mt::manual_seed(30);
+    const Tensor bare = std::get<0>(mt::multi_head_attention(q, k, v, 1, {.dropout_p = 0.3, .need_weights = false}));
+    const Tensor kept = (p != 0.0).to(dtype) * (1.0 / 0.7);
+    const Tensor ref = mt::matmul(mt::softmax(mt::matmul(q, k.transpose(-2, -1)) * scale, -1) * kept.squeeze(1), v);
+    CHECK_CLOSE(dropped, ref, rtol, atol);
+    CHECK_CLOSE(bare, ref, rtol, atol);
+    const mt::TensorList ref_grads = grads_of(ref), bare_grads = grads_of(bare);
+    for (std::size_t i = 0; i < 3; ++i) {
+      CHECK_CLOSE(dropped_grads[i], ref_grads[i], 10 * rtol, 10 * atol);
+      CHECK_CLOSE(bare_grads[i], ref_grads[i], 10 * rtol, 10 * atol);
+    }
+  }
+}
+
+TEST_CASE("attention without weights keeps nothing L x S for backward, also at S = 4096") {
+  // Backward recomputes the weights from two numbers per query row: the graph holds the
+  // inputs, the output and those, never an L x S buffer, however long the sequence.
+  mt::manual_seed(32);
+  const std::int64_t L = 64, S = 4096, H = 2, D = 8;
+  Tensor q = mt::randn({1, L, H * D}).requires_grad_(), k = mt::randn({1, S, H * D}).requires_grad_(),
+         v = mt::randn({1, S, H * D}).requires_grad_();
+  auto [out, none] = mt::multi_head_attention(q, k, v, H, {.need_weights = false});
+  CHECK_FALSE(none.defined());
+  for (const auto& saved : out.grad_fn()->saved) {
+    if (!saved.tensor.defined()) continue;
+    CAPTURE(mt::shape_str(saved.tensor.shape()));
+    CHECK(saved.tensor.numel() < L * S);
+  }
+  const Tensor g = mt::randn(out.shape());
+  out.backward(g);
+  const mt::TensorList grads{q.grad(), k.grad(), v.grad()};
+  for (Tensor* t : {&q, &k, &v}) t->zero_grad();
+  auto heads = [&](const Tensor& t, std::int64_t len) { return t.reshape({1, len, H, D}).transpose(1, 2); };
+  const Tensor ref = reference_sdpa(heads(q, L), heads(k, S), heads(v, S), Tensor(), 1.0 / std::sqrt(double(D)));
+  CHECK_CLOSE(out, ref.transpose(1, 2).reshape({1, L, H * D}), 1e-5, 1e-6);
+  ref.transpose(1, 2).reshape({1, L, H * D}).backward(g);
+  CHECK_CLOSE(grads[0], q.grad(), 1e-4, 1e-5);
+  CHECK_CLOSE(grads[1], k.grad(), 1e-4, 1e-5);
+  CHECK_CLOSE(grads[2], v.grad(), 1e-4, 1e-5);
 }
 
 TEST_CASE("gradcheck: SDPA with masks, causal, L != S, Dv != D, custom scale and broadcast batches") {

@@ -11,13 +11,18 @@ PyTorch's (tools/bench_torch.py, same names) in one Python process; both use the
 OpenBLAS. For each step and thread count it takes --rounds rounds; a round times one sample
 of the reference cblas_sgemm 1024 x 1024 x 1024, the microtorch step, the sgemm again, and
 the PyTorch step (before the three in odd rounds, after them in even ones). A sample is as
-many runs as fill --sample-time. Per round:
+many runs as fill --sample-time; a row takes --rounds rounds, or fewer (5 at least) when
+they would take longer than --row-seconds (the long sequences). The table shows each
+side's best round (its shortest time: what other processes on a shared machine add only
+ever lengthens a round), and from those:
 
-    x faster  = PyTorch's time / microtorch's time
-    % sgemm   = the step's GEMM FLOPs / (sgemm FLOPs / mean of the two sgemm times) / microtorch's time
+    x faster      = PyTorch's time / microtorch's time
+    GFLOP/s       = the step's GEMM FLOPs / microtorch's time
+    sgemm GFLOP/s = sgemm FLOPs / the sgemm's time (a round's: the mean of its two samples)
+    % sgemm       = GFLOP/s / sgemm GFLOP/s
 
-The sgemm runs at the row's thread count. The table shows the medians over the rounds, and
-the lowest and highest round's x faster. The microtorch side is timed inside C++ (no Python
+plus the lowest and highest x faster of a single round. The sgemm runs at the row's
+thread count. The microtorch side is timed inside C++ (no Python
 call in a sample). Without torch the PyTorch columns stay empty.
 
 PyTorch at n > 1 threads: torch.set_num_threads(n) sets its OpenMP threads, and Debian's
@@ -77,7 +82,7 @@ def timed_python(fn, runs):
 
 
 def measure(lib, name, threads, torch_fn, args):
-    """One table row: the medians over the rounds."""
+    """One table row: each side's best round."""
     handle = lib.mtb_step_new(name.encode())
     if not handle:
         sys.exit(f"bench_paired: the steps library does not know {name}")
@@ -103,14 +108,16 @@ def measure(lib, name, threads, torch_fn, args):
         if threads > 1:
             samplers["pt_blas1"] = torch_side(1)
     try:
-        runs = {}
+        runs, round_seconds = {}, 0.0
         for key, sample in samplers.items():  # warm-up, then size the samples
             deadline = time.perf_counter() + args.sample_time
             while time.perf_counter() < deadline:
                 sample(1)
-            runs[key] = max(1, math.ceil(args.sample_time / max(sample(1), 1e-7)))
+            once = max(sample(1), 1e-7)
+            runs[key] = max(1, math.ceil(args.sample_time / once))
+            round_seconds += runs[key] * once * (2 if key == "sgemm" else 1)
         rounds = []
-        for r in range(args.rounds):
+        for r in range(max(5, min(args.rounds, int(args.row_seconds / round_seconds)))):
             order = ["sgemm", "mt", "sgemm"]
             order = torch_keys + order if r % 2 else order + torch_keys
             t = {}
@@ -121,18 +128,21 @@ def measure(lib, name, threads, torch_fn, args):
         lib.mtb_set_threads(threads)
         lib.mtb_step_free(handle)
     kind, _, shape = name.partition("/")
-    row = {"benchmark": kind, "shape": shape, "threads": threads,
-           "microtorch_us": statistics.median(t["mt"] for t in rounds) * 1e6}
+    def best(key):
+        return min(t[key] for t in rounds)
+
+    row = {"benchmark": kind, "shape": shape, "threads": threads, "microtorch_us": best("mt") * 1e6,
+           "rounds": len(rounds)}
     flops = lib.mtb_step_flops(name.encode())
     if flops > 0:
-        sgemm_flops = 2.0 * SGEMM_N ** 3
-        row["sgemm_fraction"] = statistics.median(flops / (sgemm_flops / t["sgemm"]) / t["mt"] for t in rounds)
+        row["gflops"] = flops / best("mt") / 1e9
+        row["sgemm_gflops"] = 2.0 * SGEMM_N ** 3 / best("sgemm") / 1e9
+        row["sgemm_fraction"] = row["gflops"] / row["sgemm_gflops"]
     if torch_keys:
-        pt = min(torch_keys, key=lambda k: statistics.median(t[k] for t in rounds))
+        pt = min(torch_keys, key=best)
         ratios = [t[pt] / t["mt"] for t in rounds]
-        row.update(torch_us=statistics.median(t[pt] for t in rounds) * 1e6, torch_blas_threads=1 if pt == "pt_blas1"
-                   else threads, x_faster=statistics.median(ratios), x_faster_min=min(ratios),
-                   x_faster_max=max(ratios))
+        row.update(torch_us=best(pt) * 1e6, torch_blas_threads=1 if pt == "pt_blas1" else threads,
+                   x_faster=best(pt) / best("mt"), x_faster_min=min(ratios), x_faster_max=max(ratios))
     return row
 
 
@@ -142,9 +152,10 @@ def fmt_us(v):
 
 def table(rows):
     lines = ["| benchmark | shape | threads | microtorch µs | PyTorch µs | x faster | x faster, lowest – highest round "
-             "| % sgemm |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| GFLOP/s | sgemm GFLOP/s | % sgemm |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         frac = f"{100 * r['sgemm_fraction']:.0f}%" if "sgemm_fraction" in r else ""
+        rate = f"{r['gflops']:.0f} | {r['sgemm_gflops']:.0f}" if "gflops" in r else " | "
         if "torch_us" in r:
             star = "*" if r["torch_blas_threads"] != r["threads"] else ""
             pt, ratio = fmt_us(r["torch_us"]) + star, f"{r['x_faster']:.2f}"
@@ -152,7 +163,7 @@ def table(rows):
         else:
             pt = ratio = spread = "—"
         lines.append(f"| {r['benchmark']} | {r['shape']} | {r['threads']} | {fmt_us(r['microtorch_us'])} | {pt} | "
-                     f"{ratio} | {spread} | {frac} |")
+                     f"{ratio} | {spread} | {rate} | {frac} |")
     if any(r.get("torch_blas_threads", r["threads"]) != r["threads"] for r in rows):
         lines += ["", "\\* PyTorch's faster setting there: OpenBLAS at 1 thread under its OpenMP threads."]
     return "\n".join(lines)
@@ -163,12 +174,14 @@ def main():
     p.add_argument("--build", default="build")
     p.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
     p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--row-seconds", type=float, default=40.0,
+                   help="fewer rounds (5 at least) where --rounds would take longer than this")
     p.add_argument("--sample-time", type=float, default=0.02, help="seconds each sample lasts at least")
     p.add_argument("--filter", default="", help="only steps whose name matches this regular expression")
     p.add_argument("--out", help="also write the rows as JSON here")
     args = p.parse_args()
     if args.rounds < 5:
-        sys.exit("bench_paired: --rounds must be at least 5 (the medians are the result)")
+        sys.exit("bench_paired: --rounds must be at least 5 (the best of several rounds is the result)")
     lib = load(args.build)
     names = [n for n in lib.mtb_step_names().decode().split("\n") if re.search(args.filter, n)]
     rows = []

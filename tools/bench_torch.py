@@ -4,64 +4,72 @@
     /usr/bin/python3 tools/bench_torch.py --peak-memory 3      # bytes of MHA forward+backward at SHAPES[3]
 
 steps() maps each name to a function doing one run: nn.MultiheadAttention(E, H,
-batch_first=True) called as mha(x, x, x) with its defaults (need_weights=True), loss =
-output.sum(); SDPA is torch 1.13's F._scaled_dot_product_attention with the weights
-returned; matmul, softmax and the Iris transformer's Adam step as in steps.cpp.
-tools/bench_paired.py times them next to microtorch's.
+batch_first=True) called as mha(x, x, x, need_weights=...) (weights averaged over the heads,
+its default, or none for the -noweights shapes), loss = output.sum(); the attention core
+(attn_fwd_bwd) is torch 1.13's F._scaled_dot_product_attention on q, k, v [N, H, L, E / H]
+(its own layout) with the weights averaged over the heads when they are wanted, as
+nn.MultiheadAttention does; matmul, softmax and the Iris transformer's Adam step as in
+steps.cpp. tools/bench_paired.py times them next to microtorch's.
 """
 import argparse
 
 import torch
 import torch.nn.functional as F
 
-SHAPES = [(1, 16, 32, 2), (8, 64, 64, 4), (8, 128, 256, 8), (4, 512, 512, 8)]  # benchmarks/shapes.hpp
+# (N, L, E, H, need_weights); benchmarks/shapes.hpp lists the same seven.
+SHAPES = [(1, 16, 32, 2, True), (8, 64, 64, 4, True), (8, 128, 256, 8, True), (4, 512, 512, 8, True),
+          (1, 1024, 512, 8, False), (1, 2048, 512, 8, False), (1, 4096, 512, 8, False)]
 
 
 def tag(s):
-    return "x".join(str(v) for v in s)
+    return "x".join(str(v) for v in s[:4]) + ("" if s[4] else "-noweights")
 
 
 def make_mha(s):
     torch.manual_seed(0)
-    n, l, e, h = s
-    return torch.nn.MultiheadAttention(e, h, batch_first=True), torch.randn(n, l, e)
+    n, l, e, h, need_weights = s
+    mha = torch.nn.MultiheadAttention(e, h, batch_first=True)
+    x = torch.randn(n, l, e)
+    return lambda: mha(x, x, x, need_weights=need_weights), mha
 
 
 def mha_fwd(s):
-    mha, x = make_mha(s)
-    return lambda: mha(x, x, x)
+    forward, _ = make_mha(s)
+    return forward
 
 
 def mha_fwd_bwd(s):
-    mha, x = make_mha(s)
+    forward, mha = make_mha(s)
 
     def step():
         mha.zero_grad(set_to_none=True)
-        out, _ = mha(x, x, x)
+        out, _ = forward()
         out.sum().backward()
 
     return step
 
 
 def mha_infer(s):
-    mha, x = make_mha(s)
+    forward, _ = make_mha(s)
 
     def step():
         with torch.no_grad():
-            mha(x, x, x)
+            forward()
 
     return step
 
 
-def sdpa_fwd_bwd(s):
+def attn_fwd_bwd(s):
     torch.manual_seed(0)
-    n, l, e, h = s
+    n, l, e, h, need_weights = s
     q, k, v = (torch.randn(n, h, l, e // h, requires_grad=True) for _ in range(3))
 
     def step():
         for t in (q, k, v):
             t.grad = None
-        out, _ = F._scaled_dot_product_attention(q, k, v, None, 0.0, True, False)
+        out, weights = F._scaled_dot_product_attention(q, k, v, None, 0.0, need_weights, False)
+        if need_weights:
+            weights.mean(1)
         out.sum().backward()
 
     return step
@@ -117,7 +125,7 @@ def steps():
         out[f"mha_fwd/{tag(s)}"] = mha_fwd(s)
         out[f"mha_fwd_bwd/{tag(s)}"] = mha_fwd_bwd(s)
         out[f"mha_infer/{tag(s)}"] = mha_infer(s)
-        out[f"sdpa_fwd_bwd/{tag(s)}"] = sdpa_fwd_bwd(s)
+        out[f"attn_fwd_bwd/{tag(s)}"] = attn_fwd_bwd(s)
     out["iris_train_step/batch:16"] = iris_train_step()
     return out
 

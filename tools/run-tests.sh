@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # tools/run-tests.sh — what `make test` runs once the builds are done: the doctest suite
-# (release build), the API reference check, the notebooks, the same suite under AddressSanitizer +
+# (release build; its attention cases again on the AVX2 and baseline kernels), the API
+# reference check, the notebooks, the same suite under AddressSanitizer +
 # UndefinedBehaviorSanitizer + LeakSanitizer and under ThreadSanitizer, and a short bounded
 # run of every libFuzzer target. Ends with one line:
 #
-#   tests: N passed, M failed (release P/T, docs P/T, notebooks P/T, readme P/T, pictures P/T, demo P/T, install P/T,
-#                              asan+ubsan P/T, tsan P/T, fuzz P/T targets)
+#   tests: N passed, M failed (release P/T, avx2 P/T, baseline P/T, docs P/T, notebooks P/T, readme P/T,
+#                              pictures P/T, demo P/T, install P/T, asan+ubsan P/T, tsan P/T, fuzz P/T targets)
 #
 # N and M add up every doctest case of both suites and every fuzz target; a crash, a
 # sanitizer report or a fuzzer finding counts as a failure, and the exit status is
@@ -82,6 +83,18 @@ fuzz_only=false
 if ! $fuzz_only; then
   # shellcheck disable=SC2086  # TEST_ARGS is a list of options
   run_suite release "$BUILD/tests/microtorch-tests" "$BUILD/tests/last-run.log" $TEST_ARGS
+  # The attention kernels are compiled for AVX-512, AVX2 and the baseline ISA and run the
+  # best this CPU has; MICROTORCH_ISA caps it, so the cases that check attention (against
+  # the composed definition, finite differences and the SDPA fixtures, the additive bias's
+  # gradient among them) run again on the two lesser ones (src/ops/attention_tiles.cpp).
+  for isa in avx2 baseline; do
+    echo
+    echo "== the attention cases again with MICROTORCH_ISA=$isa"
+    # shellcheck disable=SC2086
+    MICROTORCH_ISA=$isa run_suite "$isa" "$BUILD/tests/microtorch-tests" "$BUILD/tests/last-run-$isa.log" \
+      '-sf=*test_attention.cpp,*test_mask.cpp,*test_oracle.cpp,*test_hostile_inputs.cpp' \
+      $TEST_ARGS
+  done
 fi
 
 # The API reference built with Doxygen, one check per header: every public symbol

@@ -333,9 +333,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 
 /// softmax(q k^T * scale + mask) v over q [N.., L, D], k [N.., S, D], v [N.., S, Dv], with
 /// any number of leading dims (they broadcast). Returns (output [N.., L, Dv], weights
-/// [N.., L, S]). One fused primitive with its own backward: the L x S weights are the only
-/// saved intermediate. scale defaults to 1/sqrt(D); is_causal adds Mask::causal(L, S)
-/// (combined with `mask` when both are given); dropout_p drops weights (pass 0 in eval).
+/// [N.., L, S]). One fused primitive with its own backward, tiled as FlashAttention-2:
+/// backward recomputes the weights from two statistics per query row (the softmax's max
+/// and sum), so nothing L x S is saved beyond the weights returned. scale defaults to
+/// 1/sqrt(D); is_causal adds Mask::causal(L, S) (combined with `mask` when both are
+/// given); dropout_p drops weights (pass 0 in eval).
 /// Weights are returned for inspection and plots (not differentiable). A fully masked
 /// query row gives zero weights, zero output and zero gradient. q, k, v must share one
 /// floating dtype (DtypeError); shapes that do not fit throw ShapeError; dropout_p outside

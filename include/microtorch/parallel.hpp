@@ -1,5 +1,6 @@
 /// \file
-/// The one thread setting, and what threads of your own may share.
+/// The one thread setting, the instruction set of microtorch's own kernels, and what
+/// threads of your own may share.
 ///
 /// microtorch targets small models, where threads cost more than they give: by default
 /// everything runs on one thread. `MICROTORCH_NUM_THREADS=<n>` in the environment, or
@@ -22,5 +23,14 @@ namespace microtorch {
 void set_num_threads(int n);
 /// The current thread setting: 1 unless MICROTORCH_NUM_THREADS or set_num_threads raised it.
 int get_num_threads();
+
+/// The instruction set the attention kernels run on: "avx512", "avx2" or "baseline" (SSE2
+/// on x86-64; the compiler's default elsewhere). It is the best one the build compiled that
+/// this CPU has, at most `MICROTORCH_ISA=avx512|avx2|baseline` from the environment, as
+/// PyTorch's ATEN_CPU_CAPABILITY caps its kernels (torch.backends.cpu.get_cpu_capability()).
+/// A build with -march=native or -march=haswell compiles only that one, which the cap cannot
+/// lower. Chosen once, at the first call or the first attention; any other MICROTORCH_ISA
+/// throws ValueError.
+const char* get_cpu_capability();
 
 }  // namespace microtorch

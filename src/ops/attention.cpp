@@ -2,8 +2,9 @@
 // per-matrix kernels of attention_kernels.hpp (the math is written out there).
 //
 // Both describe their operands as batches of matrices in place (offsets + leading
-// dimension) and share one driver, attention(), which runs the forward, saves the L x S
-// weights (the only saved intermediate) and records the backward. SDPA takes q [N.., L, D]
+// dimension) and share one driver, attention(), which runs the forward, saves two
+// statistics per query row (and the L x S weights only when the caller takes them per
+// matrix) and records the backward. SDPA takes q [N.., L, D]
 // with broadcasting leading dims; multi_head_attention takes the projections [N, L, H D]
 // as they come out of a Linear, so no head is ever transposed into its own buffer.
 #include <cmath>
@@ -81,6 +82,14 @@ detail::MaskBias<T> mask_bias(const Tensor& bias, const Shape& batch) {
   return b;
 }
 
+// batch + [L, S]: the shape of the scores, weights, dropout multipliers and dbias.
+Shape scores_shape(const Layout& lay) {
+  Shape s = lay.batch;
+  s.push_back(lay.dims.L);
+  s.push_back(lay.dims.S);
+  return s;
+}
+
 // What the caller wants back as weights: the per-matrix P, their mean over groups of
 // `group` matrices (the heads), or nothing.
 struct WeightsWanted {
@@ -93,9 +102,7 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
                                      autograd::Attrs attrs) {
   const auto& d = lay->dims;
   const Dtype dtype = inputs[0].dtype();
-  Shape weights_shape = lay->batch;
-  weights_shape.push_back(d.L);
-  weights_shape.push_back(d.S);
+  const Shape weights_shape = scores_shape(*lay);
   mask.check_broadcast(weights_shape, op);
   const Tensor bias = mask.as_additive(dtype);  // requires grad when a learned additive bias does
   TensorList recorded = inputs;
@@ -105,10 +112,12 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
     NoGradGuard no_grad;
     dropped = (rand(weights_shape, dtype) >= dropout_p).to(dtype) * (1.0 / (1.0 - dropout_p));
   }
-  // The L x S buffers are kept only for backward or when returned per matrix.
-  const bool keep = autograd::needs_recording(recorded) || (wanted.need && !wanted.average);
-  const Tensor weights = keep ? Tensor::empty(weights_shape, dtype) : Tensor();
-  const Tensor probs = keep && dropped.defined() ? Tensor::empty(weights_shape, dtype) : weights;
+  // An L x S buffer per matrix exists only when the caller asks for the weights per matrix:
+  // A (P with dropout, where backward also reads A * M from it). Backward recomputes A from
+  // two saved statistics per query row (the softmax's max and 1 / sum).
+  const bool per_matrix = wanted.need && !wanted.average;
+  const Tensor weights = per_matrix && !dropped.defined() ? Tensor::empty(weights_shape, dtype) : Tensor();
+  const Tensor probs = per_matrix && dropped.defined() ? Tensor::empty(weights_shape, dtype) : weights;
   Tensor average;
   if (wanted.need && wanted.average) {
     Shape avg_shape(lay->batch.begin(), lay->batch.end() - 1);
@@ -116,6 +125,10 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
     avg_shape.push_back(d.S);
     average = Tensor::empty(avg_shape, dtype);
   }
+  Shape stats_shape = lay->batch;
+  stats_shape.push_back(d.L);
+  stats_shape.push_back(2);
+  const Tensor stats = autograd::needs_recording(recorded) ? Tensor::empty(stats_shape, dtype) : Tensor();
   Tensor out = Tensor::empty(lay->out_shape, dtype);
   auto data = [](auto tag, const Tensor& t) {
     using T = typename decltype(tag)::type;
@@ -131,26 +144,30 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
                                  operand(tag, lay->v), mask_bias<T>(bias, lay->batch), data(tag, dropped),
                                  data(tag, weights), dropped.defined() ? data(tag, probs) : nullptr,
                                  data(tag, average), wanted.average ? wanted.group : 1,
-                                 matrices(out.data<T>(), lay->out_offsets, lay->out_ld));
+                                 matrices(out.data<T>(), lay->out_offsets, lay->out_ld), data(tag, stats));
     return 0;
   });
-  // Saved: the inputs, then A, P and M (P is A and M undefined without dropout). The
-  // weights handed back to the caller are A or P themselves, so an in-place edit of them is
-  // caught by the saved version, not silently differentiated through.
+  // Saved: the inputs (and the bias), A, P, M (each undefined when not made; P is A without
+  // dropout), the row statistics, and the output when A is not kept (backward's rowsum(dO O)). The weights handed back to the caller are A or P
+  // themselves, which backward reads, so an in-place edit of them is caught by the saved
+  // version, not silently differentiated through.
   const std::size_t n_in = inputs.size();
-  autograd::Saved saved(inputs);
-  saved.tensors.insert(saved.tensors.end(), {weights, probs, dropped});
+  autograd::Saved saved(recorded);
+  const std::size_t n_saved = recorded.size();
+  saved.tensors.insert(saved.tensors.end(), {weights, probs, dropped, stats, weights.defined() ? Tensor() : out});
   out = autograd::record(
       out, op, recorded, saved,
-      [lay, n_in, scale, op](const Tensor& g, const autograd::NeedsGrad& needs, const TensorList& s) {
-        const Tensor &weights = s[n_in], &probs = s[n_in + 1], &dropped = s[n_in + 2];
+      [lay, n_in, n_saved, scale, op](const Tensor& g, const autograd::NeedsGrad& needs, const TensorList& s) {
+        const Tensor &weights = s[n_saved], &probs = s[n_saved + 1], &dropped = s[n_saved + 2];
+        const Tensor &stats = s[n_saved + 3], &out = s[n_saved + 4];
+        const Tensor bias = n_saved > n_in ? s[n_in] : Tensor();
         TensorList grads(needs.size());
         for (const Operand* o : {&lay->q, &lay->k, &lay->v}) {
           if (needs[o->input] && !grads[o->input].defined()) grads[o->input] = Tensor::empty(o->grad_shape, g.dtype());
         }
-        // d bias = dS, of the weights' shape; the engine sums it back to the bias's shape
+        // d bias = dS, of the scores' shape; the engine sums it back to the bias's shape
         const bool bias_grad = needs.size() > n_in && needs[n_in];
-        if (bias_grad) grads[n_in] = Tensor::empty(weights.shape(), g.dtype());
+        if (bias_grad) grads[n_in] = Tensor::empty(scores_shape(*lay), g.dtype());
         detail::visit_floating(g.dtype(), op, [&](auto tag) {
           using T = typename decltype(tag)::type;
           auto in = [&](const Operand& o) {
@@ -159,12 +176,13 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
           auto grad = [&](const Operand& o) {
             return needs[o.input] ? matrices(grads[o.input].data<T>(), o.grad_offsets, o.grad_ld) : Matrices<T>();
           };
-          detail::attention_backward<T>(lay->dims, static_cast<T>(scale), in(lay->q), in(lay->k), in(lay->v),
-                                        weights.data<T>(), dropped.defined() ? dropped.data<T>() : nullptr,
-                                        probs.data<T>(), matrices(static_cast<const T*>(g.data<T>()),
-                                                                     lay->out_offsets, lay->out_ld),
-                                        grad(lay->q), grad(lay->k), grad(lay->v),
-                                        bias_grad ? grads[n_in].data<T>() : nullptr);
+          auto ptr = [](const Tensor& t) { return t.defined() ? static_cast<const T*>(t.data<T>()) : nullptr; };
+          detail::attention_backward<T>(
+              lay->dims, static_cast<T>(scale), in(lay->q), in(lay->k), in(lay->v), mask_bias<T>(bias, lay->batch),
+              ptr(dropped), ptr(weights), dropped.defined() ? ptr(probs) : nullptr,
+              ptr(stats), out.defined() ? matrices(static_cast<const T*>(out.data<T>()), lay->out_offsets, lay->out_ld) : Matrices<const T>(),
+              matrices(static_cast<const T*>(g.data<T>()), lay->out_offsets, lay->out_ld), grad(lay->q),
+              grad(lay->k), grad(lay->v), bias_grad ? grads[n_in].data<T>() : nullptr);
           return 0;
         });
         return grads;

@@ -6,19 +6,25 @@
 // ld = D; head h of batch n in a projection [N, L, H D] has offset n L H D + h D and
 // ld = H D, so heads are split and merged without copies.
 //
-// Forward, per matrix i (attention_rows):
+// Forward, per matrix i (attention_tiles.cpp):
 //   S = scale q k^T + bias            (blocked entries are -inf)
 //   A = softmax_rows(S)               (a fully blocked row gives A = 0)
 //   P = A * M                         (dropout: M holds 0 or 1 / (1 - p); otherwise P = A)
 //   O = P v
-// Backward, per matrix i (attention_rows_backward), from the saved A (and M, P):
+// and per row two statistics, m = max_j S_j and 1 / l, l = sum_j e^(S_j - m) (both 0 for
+// a fully blocked row).
+// Backward, per matrix i, from the statistics (A = e^(S - m) / l recomputed unless saved):
 //   dv = P^T dO,  dP = dO v^T,  dA = dP * M,
 //   dS = A * (dA - rowsum(dA * A)),  dq = scale dS k,  dk = scale dS^T q,  dbias = dS
-// Both run fused over blocks of 16 query rows (attention_rows.cpp), in a small scratch per
-// thread. Matrices are independent, so they are spread over microtorch's threads.
+// Both are tiled as FlashAttention-2 is: no L x S matrix exists unless the caller asks for
+// the weights, and a thread's workspace holds O((L + S) D) elements. Matrices are
+// independent, so they are spread over microtorch's threads; the kernels call no BLAS (their own register tiles,
+// gemm_tiles.hpp), so a parallel region never touches OpenBLAS's process-wide threads.
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -49,42 +55,50 @@ struct MaskBias {
   std::int64_t row_stride = 0, col_stride = 0;
 };
 
-/// q, k and v of one matrix in place (rows ld apart).
+/// q, k, v and the additive mask of one matrix in place (rows ld apart; bias element
+/// (r, j) at bias[r bias_row_stride + j bias_col_stride], col stride 0 or 1).
 template <class T>
 struct AttentionOperands {
   AttentionDims dims;
   T scale = 1;
   const T *q = nullptr, *k = nullptr, *v = nullptr;
   std::int64_t ldq = 0, ldk = 0, ldv = 0;
+  const T* bias = nullptr;
+  std::int64_t bias_row_stride = 0, bias_col_stride = 0;
 
   AttentionOperands() = default;
   AttentionOperands(const AttentionDims& d, T s, const Matrices<const T>& q_, const Matrices<const T>& k_,
-                    const Matrices<const T>& v_, std::size_t i)
-      : dims(d), scale(s), q(q_[i]), k(k_[i]), v(v_[i]), ldq(q_.ld), ldk(k_.ld), ldv(v_.ld) {}
+                    const Matrices<const T>& v_, const MaskBias<T>& b, std::size_t i)
+      : dims(d), scale(s), q(q_[i]), k(k_[i]), v(v_[i]), ldq(q_.ld), ldk(k_.ld), ldv(v_.ld) {
+    if (b.m) bias = b.m[i], bias_row_stride = b.row_stride, bias_col_stride = b.col_stride;
+  }
 };
 
-/// One matrix of the forward: its operands, bias element (r, j) at bias[r bias_row_stride
-/// + j bias_col_stride]; drop, weights, probs and average are contiguous [L, S] and null
-/// when absent. average receives average_weight P, added to it unless average_first.
+/// One matrix of the forward: its operands; drop, weights (A), probs (P) and average are
+/// contiguous [L, S] and null when absent; average receives average_weight P, added to it
+/// unless average_first; stats ([L, 2]: m and 1 / l per row) is written when not null.
 template <class T>
 struct AttentionMatrix : AttentionOperands<T> {
   using AttentionOperands<T>::AttentionOperands;
-  const T* bias = nullptr;
-  std::int64_t bias_row_stride = 0, bias_col_stride = 0;
   const T* drop = nullptr;
   T *weights = nullptr, *probs = nullptr, *average = nullptr;
   T average_weight = 1;
   bool average_first = true;
   T* out = nullptr;
   std::int64_t ldo = 0;
+  T* stats = nullptr;
 };
 
-/// One matrix of the backward: the forward's operands, its saved weights (and dropout
-/// multipliers and probs), dout, and the gradients wanted (null when not).
+/// One matrix of the backward: the forward's operands, dropout multipliers, row statistics
+/// and output (or its A and P when it kept them: read instead of recomputed), dout, and the
+/// gradients wanted (null when not).
 template <class T>
 struct AttentionGradMatrix : AttentionOperands<T> {
   using AttentionOperands<T>::AttentionOperands;
-  const T *weights = nullptr, *drop = nullptr, *probs = nullptr;
+  const T *drop = nullptr, *weights = nullptr, *probs = nullptr;
+  const T* stats = nullptr;
+  const T* out = nullptr;  // read when weights is null
+  std::int64_t ldo = 0;
   const T* dout = nullptr;
   std::int64_t lddo = 0;
   T *dq = nullptr, *dk = nullptr, *dv = nullptr;
@@ -92,69 +106,97 @@ struct AttentionGradMatrix : AttentionOperands<T> {
   T* dbias = nullptr;  // dS, contiguous [L, S], when the additive bias wants a gradient
 };
 
-/// Elements of the scratch attention_rows and attention_rows_backward need: transposed
-/// blocks of at most 16 query rows (attention_rows.cpp).
-inline std::int64_t attention_rows_scratch(const AttentionDims& d) { return (std::max(d.D, d.Dv) + 4 * d.S) * 16; }
+/// Elements of the workspace one thread needs for matrices of these dims: forward of a group
+/// of matrices (with whole rows when it writes weights, probs or an average) or backward of
+/// one (with whole rows when it reads the saved weights).
+template <class T>
+std::int64_t attention_workspace(const AttentionDims& d, bool backward, bool whole_rows, std::int64_t group = 1);
 
-/// O (and A, P, the average when wanted) of one matrix, a block of query rows at a time.
-void attention_rows(const AttentionMatrix<float>& a, float* scratch);
-void attention_rows(const AttentionMatrix<double>& a, double* scratch);
-/// dq, dk, dv (those wanted) of one matrix.
-void attention_rows_backward(const AttentionGradMatrix<float>& a, float* scratch);
-void attention_rows_backward(const AttentionGradMatrix<double>& a, double* scratch);
+/// O, the row statistics (and A, P, the average when wanted) of `count` matrices: the heads
+/// one average covers, run block by block (each block of query rows through every head).
+void attention_tiles(const AttentionMatrix<float>* a, std::int64_t count, float* workspace);
+void attention_tiles(const AttentionMatrix<double>* a, std::int64_t count, double* workspace);
+/// dq, dk, dv, dbias (those wanted) of one matrix.
+void attention_tiles_backward(const AttentionGradMatrix<float>& a, float* workspace);
+void attention_tiles_backward(const AttentionGradMatrix<double>& a, double* workspace);
 
-/// Fills out, and weights (A, [count, L, S]) and probs (P, with dropout) when given.
-/// average, when given, receives the mean of P over each group of `group` consecutive
-/// matrices (the heads of one batch element), [count / group, L, S]; a group never
-/// straddles two threads.
+/// A thread's workspace, 64-byte aligned.
+template <class T>
+class Workspace {
+ public:
+  explicit Workspace(std::int64_t elements)
+      : buffer_(new unsigned char[static_cast<std::size_t>(elements) * sizeof(T) + 64]) {}
+  T* get() const {
+    const auto p = reinterpret_cast<std::uintptr_t>(buffer_.get());
+    return reinterpret_cast<T*>((p + 63) / 64 * 64);
+  }
+
+ private:
+  std::unique_ptr<unsigned char[]> buffer_;
+};
+
+/// Fills out, stats (when given: [count, L, 2]), and weights (A, [count, L, S]) and probs (P,
+/// with dropout) when given. average, when given, receives the mean of P over each group of
+/// `group` consecutive matrices (the heads of one batch element), [count / group, L, S]; a
+/// group never straddles two threads.
 template <class T>
 void attention_forward(const AttentionDims& d, T scale, const Matrices<const T>& q, const Matrices<const T>& k,
                        const Matrices<const T>& v, const MaskBias<T>& bias, const T* drop, T* weights, T* probs,
-                       T* average, std::int64_t group, const Matrices<T>& out) {
+                       T* average, std::int64_t group, const Matrices<T>& out, T* stats) {
   const std::int64_t LS = d.L * d.S;
   const double flops = 2.0 * static_cast<double>(LS) * static_cast<double>(d.D + d.Dv) * static_cast<double>(group);
+  const bool whole_rows = weights || probs || average;
   parallel_for(d.count / group, flops, [&](std::int64_t begin, std::int64_t end) {
-    const std::unique_ptr<T[]> scratch(new T[static_cast<std::size_t>(attention_rows_scratch(d))]);
-    for (std::int64_t ii = begin * group; ii < end * group; ++ii) {
-      const auto i = static_cast<std::size_t>(ii);
-      AttentionMatrix<T> a(d, scale, q, k, v, i);
-      if (bias.m) a.bias = bias.m[i], a.bias_row_stride = bias.row_stride, a.bias_col_stride = bias.col_stride;
-      if (drop) a.drop = drop + ii * LS;
-      if (weights) a.weights = weights + ii * LS;
-      if (probs) a.probs = probs + ii * LS;
-      if (average) {  // mean over the group = sum of P / group
-        a.average = average + (ii / group) * LS;
-        a.average_weight = T(1) / static_cast<T>(group);
-        a.average_first = ii % group == 0;
+    const Workspace<T> workspace(attention_workspace<T>(d, false, whole_rows, group));
+    std::vector<AttentionMatrix<T>> heads(static_cast<std::size_t>(group));
+    for (std::int64_t g = begin; g < end; ++g) {
+      for (std::int64_t h = 0; h < group; ++h) {
+        const std::int64_t ii = g * group + h;
+        const auto i = static_cast<std::size_t>(ii);
+        AttentionMatrix<T>& a = heads[static_cast<std::size_t>(h)];
+        a = AttentionMatrix<T>(d, scale, q, k, v, bias, i);
+        if (drop) a.drop = drop + ii * LS;
+        if (weights) a.weights = weights + ii * LS;
+        if (probs) a.probs = probs + ii * LS;
+        if (average) {  // mean over the group = sum of P / group
+          a.average = average + g * LS;
+          a.average_weight = T(1) / static_cast<T>(group);
+          a.average_first = h == 0;
+        }
+        a.out = out[i], a.ldo = out.ld;
+        if (stats) a.stats = stats + ii * 2 * d.L;
       }
-      a.out = out[i], a.ldo = out.ld;
-      attention_rows(a, scratch.get());
+      attention_tiles(heads.data(), group, workspace.get());
     }
   });
 }
 
 /// Writes dq, dk, dv (each only when present) and dbias ([count, L, S], when not null) from
-/// dout; weights/drop/probs as saved by attention_forward.
+/// dout, given the forward's stats ([count, L, 2]), out and drop; weights (A) and probs (P)
+/// are read instead of recomputed when not null (out is then not read).
 template <class T>
 void attention_backward(const AttentionDims& d, T scale, const Matrices<const T>& q, const Matrices<const T>& k,
-                        const Matrices<const T>& v, const T* weights, const T* drop, const T* probs,
-                        const Matrices<const T>& dout, const Matrices<T>& dq, const Matrices<T>& dk,
-                        const Matrices<T>& dv, T* dbias) {
+                        const Matrices<const T>& v, const MaskBias<T>& bias, const T* drop, const T* weights,
+                        const T* probs, const T* stats, const Matrices<const T>& out, const Matrices<const T>& dout,
+                        const Matrices<T>& dq, const Matrices<T>& dk, const Matrices<T>& dv, T* dbias) {
   const std::int64_t LS = d.L * d.S;
   const double flops = 4.0 * static_cast<double>(LS) * static_cast<double>(d.D + d.Dv);
   parallel_for(d.count, flops, [&](std::int64_t begin, std::int64_t end) {
-    const std::unique_ptr<T[]> scratch(new T[static_cast<std::size_t>(attention_rows_scratch(d))]);
+    const Workspace<T> workspace(attention_workspace<T>(d, true, weights != nullptr));
     for (std::int64_t ii = begin; ii < end; ++ii) {
       const auto i = static_cast<std::size_t>(ii);
-      AttentionGradMatrix<T> a(d, scale, q, k, v, i);
-      a.weights = weights + ii * LS;
-      if (drop) a.drop = drop + ii * LS, a.probs = probs + ii * LS;
+      AttentionGradMatrix<T> a(d, scale, q, k, v, bias, i);
+      if (drop) a.drop = drop + ii * LS;
+      if (weights) a.weights = weights + ii * LS;
+      if (probs) a.probs = probs + ii * LS;
+      a.stats = stats + ii * 2 * d.L;
+      if (out) a.out = out[i], a.ldo = out.ld;
       a.dout = dout[i], a.lddo = dout.ld;
       if (dq) a.dq = dq[i], a.lddq = dq.ld;
       if (dk) a.dk = dk[i], a.lddk = dk.ld;
       if (dv) a.dv = dv[i], a.lddv = dv.ld;
       if (dbias) a.dbias = dbias + ii * LS;
-      attention_rows_backward(a, scratch.get());
+      attention_tiles_backward(a, workspace.get());
     }
   });
 }

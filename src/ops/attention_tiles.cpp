@@ -1,0 +1,644 @@
+// The fused forward and backward of one attention matrix (declared in attention_kernels.hpp),
+// tiled as FlashAttention-2 (Dao, 2023) tiles them.
+//
+// Forward, per block i of kBlockRows query rows, over chunks j of keys (online softmax):
+//   S_ij = scale q_i k_j^T + bias_ij                            (gemm: rows of q x panels of K^T)
+//   m_i' = max(m_i, rowmax S_ij),  E_ij = e^(S_ij - m_i'),  c_i = e^(m_i - m_i')
+//   l_i' = c_i l_i + rowsum E_ij,  O_i' = c_i O_i + (E * M)_ij v_j   (gemm: rows of E x rows of v)
+// then O_i / l_i is the output, and m_i and 1 / l_i are kept for backward. When weights are
+// wanted (returned or averaged) a chunk is the whole row, so that A = E / l is exact in it.
+//
+// Backward, FlashAttention-2's loop order: per chunk j of keys (dk_j and dv_j add up in
+// place) and block i of query rows (dq_i adds up over the chunks):
+//   A_ij = e^(S_ij - m_i) / l_i,  dP_ij = dO_i v_j^T,  dA_ij = dP_ij M_ij
+//   dS_ij = A_ij (dA_ij - D_i)   (= dbias),  D_i = rowsum(dA_i A_i) = rowsum(dO_i O_i)
+//   dv_j += (A * M)_ij^T dO_i,  dq_i += scale dS_ij k_j,  dk_j += scale dS_ij^T q_i
+// When the forward kept A (the caller took the weights per matrix), A is read instead of
+// recomputed and a chunk is the whole row, so D_i is summed from the very dA that dS uses,
+// as PyTorch's softmax backward does, and each row of dS sums to zero up to rounding.
+// Without the saved A, D_i comes from the output, and the tiles stay in L1/L2 however long
+// the rows.
+//
+// Every product is a simd::gemm_tiles call on register tiles; the elementwise steps run
+// along rows in whole vectors. K^T and v^T are packed once per matrix into panels of the
+// tiles' width, other operands into zero-padded rows, so the tiles never see a ragged edge.
+// A fully masked row (every score -inf) has m = -inf, E = 0, l = 0: its output, weights
+// and gradients are 0. A NaN in a row makes that row's output NaN.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "microtorch/parallel.hpp"
+
+#include "attention_kernels.hpp"
+#include "gemm_tiles.hpp"
+#include "simd.hpp"
+
+namespace microtorch::detail {
+
+namespace {
+
+using simd::kLanesOf;
+using simd::kPanelOf;
+using simd::load_vec;
+using simd::store_vec;
+using simd::VecOf;
+
+template <class T>
+constexpr T kLog2e = T(1.4426950408889634074);
+template <class T>
+constexpr T kLn2 = T(0.69314718055994530942);
+
+constexpr std::int64_t round_up(std::int64_t n, std::int64_t m) { return (n + m - 1) / m * m; }
+
+// ---- the register-tiled products, compiled once per ISA -------------------------------
+
+#if defined(MICROTORCH_ISAS_AVX512)
+MICROTORCH_TARGET_AVX512 void gemm_tiled(simd::Avx512, const Gemm<float>& g) { simd::gemm_tiles<simd::Avx512>(g); }
+MICROTORCH_TARGET_AVX512 void gemm_tiled(simd::Avx512, const Gemm<double>& g) { simd::gemm_tiles<simd::Avx512>(g); }
+#endif
+#if defined(MICROTORCH_ISAS_AVX2)
+MICROTORCH_TARGET_AVX2 void gemm_tiled(simd::Avx2, const Gemm<float>& g) { simd::gemm_tiles<simd::Avx2>(g); }
+MICROTORCH_TARGET_AVX2 void gemm_tiled(simd::Avx2, const Gemm<double>& g) { simd::gemm_tiles<simd::Avx2>(g); }
+#endif
+#if defined(MICROTORCH_ISAS_BASELINE)
+void gemm_tiled(simd::Baseline, const Gemm<float>& g) { simd::gemm_tiles<simd::Baseline>(g); }
+void gemm_tiled(simd::Baseline, const Gemm<double>& g) { simd::gemm_tiles<simd::Baseline>(g); }
+#endif
+
+// ---- shapes and workspace ---------------------------------------------------------------
+
+// Query rows per block (16 tiles of rows) and keys per chunk (512 bytes of a row, a
+// multiple of the panels): a block's chunk of scores, 96 x 128 floats on AVX-512, stays in
+// L2 between the passes over it.
+template <class Isa, class T>
+struct Blocking {
+  static constexpr int W = kLanesOf<Isa, T>, P = kPanelOf<Isa, T>;
+  static constexpr std::int64_t kBlockRows = 16 * Isa::kRows;
+  static constexpr std::int64_t kChunk = round_up(512 / static_cast<std::int64_t>(sizeof(T)), P);
+};
+
+// Sub-buffers carved out of the workspace, each starting on a 64-byte boundary (a null
+// base only counts).
+template <class T>
+class Carve {
+ public:
+  explicit Carve(T* base) : base_(base) {}
+  T* take(std::int64_t n) {
+    T* p = base_ ? base_ + used_ : nullptr;
+    used_ += round_up(n, 64 / static_cast<std::int64_t>(sizeof(T)));
+    return p;
+  }
+  std::int64_t used() const { return used_; }
+
+ private:
+  T* base_;
+  std::int64_t used_ = 0;
+};
+
+// K^T and v of each matrix of a group, and one block's tiles.
+template <class Isa, class T>
+struct ForwardBuffers {
+  using B = Blocking<Isa, T>;
+  std::int64_t chunk, lds, ldv, kt_size, v_size;
+  T *kt, *v, *s, *o;  // K^T panels [D x S] and v rows [S x ldv] per matrix; scores [rows x lds], O [rows x ldv]
+  ForwardBuffers(const AttentionDims& d, bool whole_rows, std::int64_t count, T* base) {
+    Carve<T> carve(base);
+    const std::int64_t S_panels = round_up(d.S, B::P);
+    chunk = whole_rows ? std::max<std::int64_t>(S_panels, B::P) : B::kChunk;
+    lds = chunk + B::W;  // not a power of two: a tile's column walks through every L1 set
+    ldv = round_up(std::max<std::int64_t>(d.Dv, 1), B::W);
+    kt_size = round_up(S_panels * d.D, 16), v_size = round_up(d.S * ldv, 16);
+    kt = carve.take(count * kt_size);
+    v = carve.take(count * v_size);
+    s = carve.take(B::kBlockRows * lds);
+    o = carve.take(B::kBlockRows * ldv);
+    end = carve.used();
+  }
+  std::int64_t end;
+};
+
+// With the saved A, a chunk is the whole row (rowsum(dA A) is then summed in the tile);
+// otherwise kChunk keys.
+template <class Isa, class T>
+struct BackwardBuffers {
+  using B = Blocking<Isa, T>;
+  std::int64_t chunk, ldt, ldd, lddv;
+  T *kt, *k, *vt, *q, *dout, *dq, *dk, *dv, *s, *dp, *di;
+  BackwardBuffers(const AttentionDims& d, bool saved_weights, T* base) {
+    Carve<T> carve(base);
+    const std::int64_t S_panels = std::max<std::int64_t>(round_up(d.S, B::P), B::P);
+    chunk = saved_weights ? S_panels : B::kChunk;
+    ldt = chunk + B::W;  // as ForwardBuffers::lds
+    ldd = round_up(std::max<std::int64_t>(d.D, 1), B::W);
+    lddv = round_up(std::max<std::int64_t>(d.Dv, 1), B::W);
+    kt = carve.take(saved_weights ? 0 : S_panels * d.D);  // K^T panels, for the recomputed scores
+    vt = carve.take(S_panels * d.Dv);                    // v^T panels, for dP
+    k = carve.take(d.S * ldd);                           // rows of k, q and dO (and of dq, dk and dv
+    q = carve.take(d.L * ldd);                           // when not a whole number of vectors)
+    dout = carve.take(d.L * lddv);
+    dq = carve.take(d.L * ldd);
+    dk = carve.take(d.S * ldd);
+    dv = carve.take(d.S * lddv);
+    s = carve.take(saved_weights ? 0 : B::kBlockRows * ldt);  // a block's chunk of A (then A * M)
+    dp = carve.take(B::kBlockRows * ldt);                      // ... of dP (then scale dS)
+    di = carve.take(saved_weights ? 0 : d.L);                    // rowsum(dO * O)
+    end = carve.used();
+  }
+  std::int64_t end;
+};
+
+template <class Isa, class T>
+std::int64_t workspace_for(const AttentionDims& d, bool backward, bool whole_rows, std::int64_t group) {
+  return backward ? BackwardBuffers<Isa, T>(d, whole_rows, nullptr).end
+                  : ForwardBuffers<Isa, T>(d, whole_rows, group, nullptr).end;
+}
+
+// ---- elementwise helpers ------------------------------------------------------------------
+
+template <class Isa, class T, class V>
+[[gnu::always_inline]] inline V exp2_lanes(V t) {
+  if constexpr (std::is_same_v<T, float>) {
+    return simd::exp2_nonpositive<V, typename Isa::I>(t);
+  } else {
+    for (int l = 0; l < kLanesOf<Isa, T>; ++l) t[l] = std::exp2(t[l]);
+    return t;
+  }
+}
+
+// p[0 .. n) as a vector (n < lanes: `fill` past n).
+template <class V, class T>
+[[gnu::always_inline]] inline V load_first(const T* p, std::int64_t n, T fill) {
+  constexpr int W = sizeof(V) / sizeof(T);
+  if (n >= W) return load_vec<V>(p);
+  V v = V{} + fill;
+  for (std::int64_t l = 0; l < n; ++l) v[l] = p[l];
+  return v;
+}
+
+template <class V, class T>
+[[gnu::always_inline]] inline void store_first(T* p, V v, std::int64_t n) {
+  constexpr int W = sizeof(V) / sizeof(T);
+  if (n >= W) return store_vec(p, v);
+  for (std::int64_t l = 0; l < n; ++l) p[l] = v[l];
+}
+
+// Lane folds; the max skips NaN (a NaN row still turns NaN through its exponentials).
+template <class V>
+[[gnu::always_inline]] inline auto max_lanes(V v) {
+  auto m = v[0];
+  for (int l = 1; l < static_cast<int>(sizeof(V) / sizeof(m)); ++l) m = v[l] > m ? v[l] : m;
+  return m;
+}
+template <class V>
+[[gnu::always_inline]] inline auto sum_lanes(V v) {
+  auto s = v[0];
+  for (int l = 1; l < static_cast<int>(sizeof(V) / sizeof(s)); ++l) s += v[l];
+  return s;
+}
+
+// The scores of one row of a chunk in place, s = scale s + bias, -inf past `cols` (up to
+// the lanes); returns their max. bias is the row's first element (stride 0 or 1), or null.
+template <class V, class T>
+[[gnu::always_inline]] inline T scores_row(T* s, std::int64_t cols, std::int64_t width, T scale, const T* bias,
+                                           std::int64_t bias_stride) {
+  constexpr int W = sizeof(V) / sizeof(T);
+  const T minus_inf = -std::numeric_limits<T>::infinity();
+  V vmax = V{} + minus_inf;
+  for (std::int64_t j = 0; j < width; j += W) {
+    V x = load_vec<V>(s + j) * scale;
+    if (bias) x += bias_stride == 0 ? V{} + bias[0] : load_first<V>(bias + j, cols - j, T(0));
+    if (cols - j < W) {
+      for (int l = static_cast<int>(cols - j); l < W; ++l) x[l] = minus_inf;
+    }
+    store_vec(s + j, x);
+    vmax = x > vmax ? x : vmax;
+  }
+  return max_lanes(vmax);
+}
+
+// e^(x - shift) = 2^((x - shift) log2 e): the difference first, exact for the scores near
+// the max that matter, so the exponent carries no rounding of the scores' magnitude.
+template <class Isa, class T, class V>
+[[gnu::always_inline]] inline V exp_shifted(V x, T shift) {
+  return exp2_lanes<Isa, T>((x - shift) * kLog2e<T>);
+}
+
+// dst[r ldd + c] = src[r ld + c] for c < cols, 0 up to ldd.
+template <class T>
+void pack_rows(const T* src, std::int64_t ld, std::int64_t rows, std::int64_t cols, T* dst, std::int64_t ldd) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::copy_n(src + r * ld, cols, dst + r * ldd);
+    std::fill(dst + r * ldd + cols, dst + (r + 1) * ldd, T(0));
+  }
+}
+
+// Rows of a gradient that the tiles write and add to in whole vectors: the gradient itself
+// when a row is a whole number of vectors, otherwise a zero-padded buffer in the
+// workspace. (Operands read as B are always packed into contiguous rows: in place, their
+// rows would sit a power of two apart in many layouts, all in a few L1 sets.)
+template <class T>
+struct VectorRows {
+  T* p;
+  std::int64_t ld;
+};
+template <int W, class T>
+VectorRows<T> vector_rows_out(T* dst, std::int64_t ld, std::int64_t cols, T* buffer, std::int64_t ld_buffer) {
+  return cols % W == 0 ? VectorRows<T>{dst, ld} : VectorRows<T>{buffer, ld_buffer};
+}
+
+// The transpose of `count` rows of K elements (ld apart), as panels of P columns:
+// dst[(n / P) K P + k P + n % P] = src[n ld + k], zero for n in [count, count rounded up to
+// the lanes). Blocks of W x W go through simd::transpose.
+template <class Isa, class T>
+[[gnu::always_inline]] inline void pack_transposed(const T* src, std::int64_t ld, std::int64_t count,
+                                                   std::int64_t K, T* dst) {
+  using V = VecOf<Isa, T>;
+  constexpr int W = kLanesOf<Isa, T>, P = kPanelOf<Isa, T>;
+  auto at = [&](std::int64_t n, std::int64_t k) { return dst + (n / P) * K * P + k * P + n % P; };
+  const std::int64_t width = round_up(count, W);
+  for (std::int64_t n0 = 0; n0 < width; n0 += W) {
+    std::int64_t k0 = 0;
+    if (n0 + W <= count) {
+      for (; k0 + W <= K; k0 += W) {
+        V x[W];
+        for (int r = 0; r < W; ++r) x[r] = load_vec<V>(src + (n0 + r) * ld + k0);
+        simd::transpose(x);
+        for (int c = 0; c < W; ++c) store_vec(at(n0, k0 + c), x[c]);
+      }
+    }
+    for (std::int64_t k = k0; k < K; ++k) {
+      T* p = at(n0, k);
+      for (int r = 0; r < W; ++r) p[r] = n0 + r < count ? src[(n0 + r) * ld + k] : T(0);
+    }
+  }
+}
+
+// C = A B^T for a block of rows of A (lda apart) and the keys j0 .. j0 + width of B, whose
+// transpose B^T (K x keys) is packed in panels (pack_transposed): the scores q k^T and dO v^T.
+template <class Isa, class T>
+[[gnu::always_inline]] inline void times_panels(std::int64_t rows, std::int64_t width, std::int64_t K, const T* a,
+                                                std::int64_t lda, const T* panels, std::int64_t j0, T* c,
+                                                std::int64_t ldc) {
+  constexpr int P = kPanelOf<Isa, T>;
+  Gemm<T> g;
+  g.M = rows, g.N = width, g.K = K;
+  g.a = a, g.a_row = lda, g.a_col = 1;
+  g.b = panels + (j0 / P) * K * P, g.ldb = P, g.b_panel = K * P;
+  g.c = c, g.ldc = ldc;
+  gemm_tiled(Isa{}, g);
+}
+
+// ---- forward ----------------------------------------------------------------------------------
+
+// One block of query rows of one matrix, its K^T and v packed in kt and v.
+template <class Isa, class T>
+[[gnu::always_inline]] inline void forward_block(const AttentionMatrix<T>& a, const ForwardBuffers<Isa, T>& z,
+                                                 const T* kt, const T* v, std::int64_t i0) {
+  using V = VecOf<Isa, T>;
+  using B = Blocking<Isa, T>;
+  constexpr int W = B::W, P = B::P;
+  constexpr std::int64_t BR = B::kBlockRows;
+  const T minus_inf = -std::numeric_limits<T>::infinity();
+  const std::int64_t L = a.dims.L, S = a.dims.S, D = a.dims.D, Dv = a.dims.Dv;
+  const bool whole_rows = a.weights || a.probs || a.average;
+  const std::int64_t rows = std::min(BR, L - i0);
+  T m[BR], l[BR], correction[BR];
+  std::fill(m, m + rows, minus_inf);
+  std::fill(l, l + rows, T(0));
+  if (S == 0) std::fill(z.o, z.o + rows * z.ldv, T(0));
+  for (std::int64_t j0 = 0; j0 < S; j0 += z.chunk) {
+    const std::int64_t cols = std::min(z.chunk, S - j0), width = round_up(cols, W);
+    times_panels<Isa>(rows, width, D, a.q + i0 * a.ldq, a.ldq, kt, j0, z.s, z.lds);  // S_ij = q_i k_j^T
+    for (std::int64_t r = 0; r < rows; ++r) {
+      T* t = z.s + r * z.lds;
+      const T* bias = a.bias ? a.bias + (i0 + r) * a.bias_row_stride + j0 * a.bias_col_stride : nullptr;
+      const T m_new = std::max(m[r], scores_row<V>(t, cols, width, a.scale, bias, a.bias_col_stride));
+      const T shift = m_new == minus_inf ? T(0) : m_new;  // a fully masked row: e^-inf = 0
+      correction[r] = std::exp(m[r] - shift);
+      V sum{};
+      for (std::int64_t j = 0; j < width; j += W) {
+        const V e = exp_shifted<Isa>(load_vec<V>(t + j), shift);
+        store_vec(t + j, e);
+        sum += e;
+      }
+      l[r] = correction[r] * l[r] + sum_lanes(sum);
+      m[r] = m_new;
+      const T* drop = a.drop ? a.drop + (i0 + r) * S + j0 : nullptr;
+      const std::int64_t row = (i0 + r) * S + j0;
+      if (whole_rows) {  // the one chunk: A = E / l exactly, P = A * M; O is corrected as in any chunk
+        const T inv = l[r] == T(0) ? T(0) : T(1) / l[r];
+        for (std::int64_t j = 0; j < width; j += W) {
+          V e = load_vec<V>(t + j), x = inv * e;
+          if (a.weights) store_first(a.weights + row + j, x, cols - j);
+          if (drop) {
+            const V mj = load_first<V>(drop + j, cols - j, T(0));
+            x *= mj, e *= mj;
+            if (a.probs) store_first(a.probs + row + j, x, cols - j);
+            store_vec(t + j, e);
+          }
+          if (a.average) {
+            T* avg = a.average + row + j;
+            const V prior = a.average_first ? V{} : load_first<V>(avg, cols - j, T(0));
+            store_first(avg, prior + a.average_weight * x, cols - j);
+          }
+        }
+      } else if (drop) {
+        for (std::int64_t j = 0; j < width; j += W) {
+          store_vec(t + j, load_vec<V>(t + j) * load_first<V>(drop + j, cols - j, T(0)));
+        }
+      }
+    }
+    Gemm<T> pv;  // O_i = c_i O_i + P_ij v_j
+    pv.M = rows, pv.N = Dv, pv.K = cols;
+    pv.a = z.s, pv.a_row = z.lds, pv.a_col = 1;
+    pv.b = v + j0 * z.ldv, pv.ldb = z.ldv, pv.b_panel = P;
+    pv.c = z.o, pv.ldc = z.ldv;
+    pv.into = j0 == 0 ? Into::overwrite : Into::rescale, pv.row_scale = correction;
+    gemm_tiled(Isa{}, pv);
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {  // O / l; A's shift and 1 / l for backward
+    const T inv = l[r] == T(0) ? T(0) : T(1) / l[r];
+    T* out = a.out + (i0 + r) * a.ldo;
+    for (std::int64_t j = 0; j < Dv; ++j) out[j] = inv * z.o[r * z.ldv + j];
+    if (a.stats) {
+      a.stats[2 * (i0 + r)] = m[r] == minus_inf ? T(0) : m[r];
+      a.stats[2 * (i0 + r) + 1] = inv;
+    }
+  }
+}
+
+// A group of matrices (the heads one average covers) block by block, each block through
+// every matrix, so that the block's rows of the average stay in cache between the heads.
+template <class Isa, class T>
+[[gnu::always_inline]] inline void forward_body(const AttentionMatrix<T>* a, std::int64_t count, T* workspace) {
+  const AttentionDims& d = a[0].dims;
+  const bool whole_rows = a[0].weights || a[0].probs || a[0].average;
+  const ForwardBuffers<Isa, T> z(d, whole_rows, count, workspace);
+  for (std::int64_t h = 0; h < count; ++h) {
+    pack_transposed<Isa>(a[h].k, a[h].ldk, d.S, d.D, z.kt + h * z.kt_size);
+    pack_rows(a[h].v, a[h].ldv, d.S, d.Dv, z.v + h * z.v_size, z.ldv);
+  }
+  for (std::int64_t i0 = 0; i0 < d.L; i0 += Blocking<Isa, T>::kBlockRows) {
+    for (std::int64_t h = 0; h < count; ++h) forward_block(a[h], z, z.kt + h * z.kt_size, z.v + h * z.v_size, i0);
+  }
+}
+
+// ---- backward ---------------------------------------------------------------------------------
+
+template <class Isa, class T>
+[[gnu::always_inline]] inline void backward_body(const AttentionGradMatrix<T>& a, T* workspace) {
+  using V = VecOf<Isa, T>;
+  using B = Blocking<Isa, T>;
+  constexpr int W = B::W, P = B::P;
+  constexpr std::int64_t BR = B::kBlockRows;
+  const std::int64_t L = a.dims.L, S = a.dims.S, D = a.dims.D, Dv = a.dims.Dv;
+  const bool saved = a.weights != nullptr;
+  const BackwardBuffers<Isa, T> z(a.dims, saved, workspace);
+  const std::int64_t BC = z.chunk, LT = z.ldt;
+  const bool want_ds = a.dq || a.dk || a.dbias;
+  if (!saved) pack_transposed<Isa>(a.k, a.ldk, S, D, z.kt);
+  if (want_ds) pack_transposed<Isa>(a.v, a.ldv, S, Dv, z.vt);
+  if (a.dq) pack_rows(a.k, a.ldk, S, D, z.k, z.ldd);
+  pack_rows(a.q, a.ldq, L, D, z.q, z.ldd);
+  pack_rows(a.dout, a.lddo, L, Dv, z.dout, z.lddv);
+  const VectorRows<T> dq_out = vector_rows_out<W>(a.dq, a.lddq, D, z.dq, z.ldd);
+  const VectorRows<T> dk_out = vector_rows_out<W>(a.dk, a.lddk, D, z.dk, z.ldd);
+  const VectorRows<T> dv_out = vector_rows_out<W>(a.dv, a.lddv, Dv, z.dv, z.lddv);
+  for (std::int64_t j = 0; L == 0 && j < S; ++j) {  // otherwise written by the first block
+    if (a.dk) std::fill(dk_out.p + j * dk_out.ld, dk_out.p + j * dk_out.ld + D, T(0));
+    if (a.dv) std::fill(dv_out.p + j * dv_out.ld, dv_out.p + j * dv_out.ld + Dv, T(0));
+  }
+  for (std::int64_t i = 0; a.dq && S == 0 && i < L; ++i) std::fill(dq_out.p + i * dq_out.ld, dq_out.p + i * dq_out.ld + D, T(0));
+  if (!saved && want_ds) {  // rowsum(dA A) = rowsum(dO O), summed in double
+    for (std::int64_t i = 0; i < L; ++i) {
+      const T* o = a.out + i * a.ldo;
+      const T* g = a.dout + i * a.lddo;
+      double sum = 0;
+      for (std::int64_t c = 0; c < Dv; ++c) sum += static_cast<double>(g[c]) * static_cast<double>(o[c]);
+      z.di[i] = static_cast<T>(sum);
+    }
+  }
+  for (std::int64_t j0 = 0; j0 < S; j0 += BC) {
+    const std::int64_t cols = std::min(BC, S - j0), width = round_up(cols, W);
+    for (std::int64_t i0 = 0; i0 < L; i0 += BR) {
+      const std::int64_t rows = std::min(BR, L - i0);
+      const T* at = z.s;  // A_ij, rows lda apart
+      std::int64_t lda = LT;
+      if (saved) {
+        at = a.weights + i0 * S + j0, lda = S;
+      } else {
+        times_panels<Isa>(rows, width, D, z.q + i0 * z.ldd, z.ldd, z.kt, j0, z.s, LT);  // S_ij = q_i k_j^T
+        for (std::int64_t r = 0; r < rows; ++r) {  // A = e^(S - m) / l
+          T* t = z.s + r * LT;
+          const T* bias = a.bias ? a.bias + (i0 + r) * a.bias_row_stride + j0 * a.bias_col_stride : nullptr;
+          scores_row<V>(t, cols, width, a.scale, bias, a.bias_col_stride);
+          const T shift = a.stats[2 * (i0 + r)], inv = a.stats[2 * (i0 + r) + 1];
+          for (std::int64_t j = 0; j < width; j += W) store_vec(t + j, inv * exp_shifted<Isa>(load_vec<V>(t + j), shift));
+        }
+      }
+      if (want_ds) {
+        times_panels<Isa>(rows, width, Dv, z.dout + i0 * z.lddv, z.lddv, z.vt, j0, z.dp, LT);  // dP_ij = dO_i v_j^T
+        for (std::int64_t r = 0; r < rows; ++r) {  // dS = A (dA - rowsum(dA A)), dA = dP M; kept as scale dS
+          T* ds = z.dp + r * LT;
+          const T* ar = at + r * lda;
+          const T* drop = a.drop ? a.drop + (i0 + r) * S + j0 : nullptr;
+          T d;
+          if (saved) {  // the whole row is here
+            V dot{};
+            for (std::int64_t j = 0; j < width; j += W) {
+              V da = load_vec<V>(ds + j);
+              if (drop) da *= load_first<V>(drop + j, cols - j, T(0));
+              store_vec(ds + j, da);
+              dot += da * load_first<V>(ar + j, cols - j, T(0));
+            }
+            d = sum_lanes(dot);
+          } else {
+            d = z.di[i0 + r];
+            for (std::int64_t j = 0; drop && j < width; j += W) {
+              store_vec(ds + j, load_vec<V>(ds + j) * load_first<V>(drop + j, cols - j, T(0)));
+            }
+          }
+          T* dbias = a.dbias ? a.dbias + (i0 + r) * S + j0 : nullptr;
+          for (std::int64_t j = 0; j < width; j += W) {
+            const V x = load_first<V>(ar + j, cols - j, T(0)) * (load_vec<V>(ds + j) - d);
+            if (dbias) store_first(dbias + j, x, cols - j);
+            store_vec(ds + j, a.scale * x);
+          }
+        }
+      }
+      if (a.dv) {
+        const T* pd = at;  // (A * M)_ij
+        std::int64_t ldpd = lda;
+        if (a.probs) {
+          pd = a.probs + i0 * S + j0, ldpd = S;
+        } else if (a.drop) {  // A is ours here (a saved A exists only without dropout)
+          for (std::int64_t r = 0; r < rows; ++r) {
+            T* ar = z.s + r * LT;
+            const T* drop = a.drop + (i0 + r) * S + j0;
+            for (std::int64_t j = 0; j < width; j += W) {
+              store_vec(ar + j, load_vec<V>(ar + j) * load_first<V>(drop + j, cols - j, T(0)));
+            }
+          }
+        }
+        Gemm<T> dv;  // dv_j += (A * M)_ij^T dO_i
+        dv.M = cols, dv.N = Dv, dv.K = rows;
+        dv.a = pd, dv.a_row = 1, dv.a_col = ldpd;
+        dv.b = z.dout + i0 * z.lddv, dv.ldb = z.lddv, dv.b_panel = P;
+        dv.c = dv_out.p + j0 * dv_out.ld, dv.ldc = dv_out.ld, dv.into = i0 == 0 ? Into::overwrite : Into::add;
+        gemm_tiled(Isa{}, dv);
+      }
+      if (a.dq) {
+        Gemm<T> dq;  // dq_i += scale dS_ij k_j
+        dq.M = rows, dq.N = D, dq.K = cols;
+        dq.a = z.dp, dq.a_row = LT, dq.a_col = 1;
+        dq.b = z.k + j0 * z.ldd, dq.ldb = z.ldd, dq.b_panel = P;
+        dq.c = dq_out.p + i0 * dq_out.ld, dq.ldc = dq_out.ld, dq.into = j0 == 0 ? Into::overwrite : Into::add;
+        gemm_tiled(Isa{}, dq);
+      }
+      if (a.dk) {
+        Gemm<T> dk;  // dk_j += scale dS_ij^T q_i
+        dk.M = cols, dk.N = D, dk.K = rows;
+        dk.a = z.dp, dk.a_row = 1, dk.a_col = LT;
+        dk.b = z.q + i0 * z.ldd, dk.ldb = z.ldd, dk.b_panel = P;
+        dk.c = dk_out.p + j0 * dk_out.ld, dk.ldc = dk_out.ld, dk.into = i0 == 0 ? Into::overwrite : Into::add;
+        gemm_tiled(Isa{}, dk);
+      }
+    }
+  }
+  auto flush = [](const VectorRows<T>& from, T* to, std::int64_t ld, std::int64_t rows, std::int64_t cols) {
+    if (to && from.p != to) {
+      for (std::int64_t r = 0; r < rows; ++r) std::copy_n(from.p + r * from.ld, cols, to + r * ld);
+    }
+  };
+  flush(dq_out, a.dq, a.lddq, L, D);
+  flush(dk_out, a.dk, a.lddk, S, D);
+  flush(dv_out, a.dv, a.lddv, S, Dv);
+}
+
+// ---- one entry point per ISA and dtype --------------------------------------------------
+
+#define MICROTORCH_ATTENTION_TILES(Isa, TARGET)                                                            \
+  TARGET void forward(simd::Isa, const AttentionMatrix<float>* a, std::int64_t n, float* w) {               \
+    forward_body<simd::Isa>(a, n, w);                                                                       \
+  }                                                                                                         \
+  TARGET void forward(simd::Isa, const AttentionMatrix<double>* a, std::int64_t n, double* w) {             \
+    forward_body<simd::Isa>(a, n, w);                                                                       \
+  }                                                                                                         \
+  TARGET void backward(simd::Isa, const AttentionGradMatrix<float>& a, float* w) {                          \
+    backward_body<simd::Isa>(a, w);                                                                         \
+  }                                                                                                         \
+  TARGET void backward(simd::Isa, const AttentionGradMatrix<double>& a, double* w) {                        \
+    backward_body<simd::Isa>(a, w);                                                                         \
+  }
+
+#if defined(MICROTORCH_ISAS_AVX512)
+MICROTORCH_ATTENTION_TILES(Avx512, MICROTORCH_TARGET_AVX512)
+#endif
+#if defined(MICROTORCH_ISAS_AVX2)
+MICROTORCH_ATTENTION_TILES(Avx2, MICROTORCH_TARGET_AVX2)
+#endif
+#if defined(MICROTORCH_ISAS_BASELINE)
+MICROTORCH_ATTENTION_TILES(Baseline, )
+#endif
+
+enum class IsaLevel { baseline, avx2, avx512 };
+
+// The ISA the kernels run: the best one compiled that this CPU has, at most MICROTORCH_ISA
+// when it is set (avx512, avx2 or baseline), so that a lesser ISA's kernels can be tested
+// and measured on a better CPU. Decided once.
+IsaLevel isa() {
+  static const IsaLevel level = [] {
+    IsaLevel cap = IsaLevel::avx512;
+    if (const char* env = std::getenv("MICROTORCH_ISA"); env && *env) {
+      const std::string want = env;
+      if (want == "avx2") {
+        cap = IsaLevel::avx2;
+      } else if (want == "baseline") {
+        cap = IsaLevel::baseline;
+      } else if (want != "avx512") {
+        throw ValueError(fmt::format("MICROTORCH_ISA: expected avx512, avx2 or baseline, got '{}'", want));
+      }
+    }
+#if defined(MICROTORCH_ISAS_AVX512)
+    if (cap >= IsaLevel::avx512 && __builtin_cpu_supports("avx512f")) return IsaLevel::avx512;
+#endif
+#if defined(MICROTORCH_ISAS_AVX2)
+    if (cap >= IsaLevel::avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      return IsaLevel::avx2;
+    }
+#endif
+#if defined(MICROTORCH_ISAS_BASELINE)
+    return IsaLevel::baseline;
+#elif defined(MICROTORCH_ISAS_AVX2)
+    return IsaLevel::avx2;  // the build's -march fixed it: nothing lesser is compiled
+#else
+    return IsaLevel::avx512;
+#endif
+  }();
+  return level;
+}
+
+// f(Isa{}) for isa().
+template <class F>
+decltype(auto) on_isa(F&& f) {
+  switch (isa()) {
+#if defined(MICROTORCH_ISAS_AVX512)
+    case IsaLevel::avx512:
+      return f(simd::Avx512{});
+#endif
+#if defined(MICROTORCH_ISAS_AVX2)
+    case IsaLevel::avx2:
+      return f(simd::Avx2{});
+#endif
+    default:
+#if defined(MICROTORCH_ISAS_BASELINE)
+      return f(simd::Baseline{});
+#else
+      std::abort();  // unreachable: isa() returns a compiled ISA
+#endif
+  }
+}
+
+}  // namespace
+
+template <class T>
+std::int64_t attention_workspace(const AttentionDims& d, bool backward, bool whole_rows, std::int64_t group) {
+  return on_isa([&](auto isa) { return workspace_for<decltype(isa), T>(d, backward, whole_rows, group); });
+}
+template std::int64_t attention_workspace<float>(const AttentionDims&, bool, bool, std::int64_t);
+template std::int64_t attention_workspace<double>(const AttentionDims&, bool, bool, std::int64_t);
+
+void attention_tiles(const AttentionMatrix<float>* a, std::int64_t count, float* w) {
+  on_isa([&](auto isa) { forward(isa, a, count, w); });
+}
+void attention_tiles(const AttentionMatrix<double>* a, std::int64_t count, double* w) {
+  on_isa([&](auto isa) { forward(isa, a, count, w); });
+}
+void attention_tiles_backward(const AttentionGradMatrix<float>& a, float* w) {
+  on_isa([&](auto isa) { backward(isa, a, w); });
+}
+void attention_tiles_backward(const AttentionGradMatrix<double>& a, double* w) {
+  on_isa([&](auto isa) { backward(isa, a, w); });
+}
+
+}  // namespace microtorch::detail
+
+namespace microtorch {
+
+const char* get_cpu_capability() {
+  switch (detail::isa()) {
+    case detail::IsaLevel::avx512:
+      return "avx512";
+    case detail::IsaLevel::avx2:
+      return "avx2";
+    default:
+      return "baseline";
+  }
+}
+
+}  // namespace microtorch

@@ -1,0 +1,123 @@
+// Internal: C (+)= A B on register tiles, the inner loops of the fused attention kernels
+// (attention_tiles.cpp).
+//
+// BLIS's micro-kernel design: a tile of Isa::kRows rows x Isa::kVectors vectors of C stays
+// in registers while k runs; each step loads kVectors vectors of row k of B and broadcasts
+// kRows scalars of column k of A into kRows x kVectors FMAs, so each load feeds several
+// FMAs (AVX-512: 24 FMAs per 4 vector loads and 6 broadcasts).
+//
+// A is read one scalar at a time through a row and a column stride, so a matrix and its
+// transpose are both read in place. B is read in whole vectors from panels of P = kVectors
+// x lanes columns: B(k, n) = b[(n / P) b_panel + k ldb + n % P] (a row-major matrix is the
+// case b_panel = P; a packed panel is b_panel = K ldb, ldb = P). C is row-major. B and C
+// are read and written up to N rounded up to the lanes, so their rows must extend that far
+// (packed, zero-padded buffers).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "simd.hpp"
+
+namespace microtorch::detail {
+
+/// How a product meets C.
+enum class Into {
+  overwrite,  ///< C = A B
+  add,        ///< C += A B
+  rescale,    ///< C = s_i C + A B (row i times row_scale[i]: an online softmax's correction)
+};
+
+/// One product C (+)= A B, M x N with inner dimension K.
+template <class T>
+struct Gemm {
+  std::int64_t M = 0, N = 0, K = 0;
+  const T* a = nullptr;
+  std::int64_t a_row = 0, a_col = 0;  // A(i, k) = a[i a_row + k a_col]
+  const T* b = nullptr;
+  std::int64_t ldb = 0, b_panel = 0;  // B(k, n) = b[(n / P) b_panel + k ldb + n % P]
+  T* c = nullptr;
+  std::int64_t ldc = 0;
+  Into into = Into::overwrite;
+  const T* row_scale = nullptr;  // Into::rescale
+};
+
+namespace simd {
+
+// MR x NV vectors of C from K steps; A and C start at the tile's first row, B at its first column.
+template <class V, int MR, int NV, class T>
+[[gnu::always_inline]] inline void gemm_tile(std::int64_t K, const T* a, std::int64_t a_row, std::int64_t a_col,
+                                             const T* b, std::int64_t ldb, T* c, std::int64_t ldc, Into into,
+                                             const T* row_scale) {
+  constexpr int W = sizeof(V) / sizeof(T);
+  V acc[MR][NV];  // every loop over it unrolled, so that it lives in registers
+  _Pragma("GCC unroll 8") for (int r = 0; r < MR; ++r) {
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] = V{};
+  }
+  for (std::int64_t k = 0; k < K; ++k, a += a_col, b += ldb) {
+    V bk[NV];
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) bk[v] = load_vec<V>(b + v * W);
+    _Pragma("GCC unroll 8") for (int r = 0; r < MR; ++r) {
+      const T ark = a[r * a_row];
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] += ark * bk[v];
+    }
+  }
+  if (into == Into::add) {
+    _Pragma("GCC unroll 8") for (int r = 0; r < MR; ++r) {
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] += load_vec<V>(c + r * ldc + v * W);
+    }
+  } else if (into == Into::rescale) {
+    _Pragma("GCC unroll 8") for (int r = 0; r < MR; ++r) {
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] += row_scale[r] * load_vec<V>(c + r * ldc + v * W);
+    }
+  }
+  _Pragma("GCC unroll 8") for (int r = 0; r < MR; ++r) {
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) store_vec(c + r * ldc + v * W, acc[r][v]);
+  }
+}
+
+// The tile for mr <= MR rows and nv <= NV vectors, each shape compiled once.
+template <class V, int MR, int NV, class T>
+[[gnu::always_inline]] inline void gemm_tile_upto(int mr, int nv, std::int64_t K, const T* a, std::int64_t a_row,
+                                                  std::int64_t a_col, const T* b, std::int64_t ldb, T* c,
+                                                  std::int64_t ldc, Into into, const T* row_scale) {
+  if constexpr (MR > 1) {
+    if (mr < MR) return gemm_tile_upto<V, MR - 1, NV>(mr, nv, K, a, a_row, a_col, b, ldb, c, ldc, into, row_scale);
+  }
+  if constexpr (NV > 1) {
+    if (nv < NV) return gemm_tile_upto<V, MR, NV - 1>(mr, nv, K, a, a_row, a_col, b, ldb, c, ldc, into, row_scale);
+  }
+  gemm_tile<V, MR, NV>(K, a, a_row, a_col, b, ldb, c, ldc, into, row_scale);
+}
+
+/// Columns of one panel of B: a tile's width.
+template <class Isa, class T>
+constexpr int kPanelOf = Isa::kVectors * kLanesOf<Isa, T>;
+
+/// g.c (+)= g.a g.b. K runs in slices of 128, so that the slice of a panel of B that all
+/// the tiles of a column of C read stays in L1 (32 KiB at most on AVX-512).
+template <class Isa, class T>
+[[gnu::always_inline]] inline void gemm_tiles(const Gemm<T>& g) {
+  using V = VecOf<Isa, T>;
+  constexpr int W = kLanesOf<Isa, T>, MR = Isa::kRows, NV = Isa::kVectors, P = kPanelOf<Isa, T>;
+  constexpr std::int64_t kSlice = 128;
+  std::int64_t k0 = 0;
+  do {
+    const std::int64_t kc = std::min(kSlice, g.K - k0);
+    const Into into = k0 == 0 ? g.into : Into::add;
+    for (std::int64_t n0 = 0; n0 < g.N; n0 += P) {
+      const int nv = static_cast<int>(std::min<std::int64_t>(NV, (g.N - n0 + W - 1) / W));
+      const T* b = g.b + (n0 / P) * g.b_panel + k0 * g.ldb;
+      for (std::int64_t m0 = 0; m0 < g.M; m0 += MR) {
+        const int mr = static_cast<int>(std::min<std::int64_t>(MR, g.M - m0));
+        gemm_tile_upto<V, MR, NV>(mr, nv, kc, g.a + m0 * g.a_row + k0 * g.a_col, g.a_row, g.a_col, b, g.ldb,
+                                  g.c + m0 * g.ldc + n0, g.ldc, into, g.row_scale ? g.row_scale + m0 : nullptr);
+      }
+    }
+    k0 += kSlice;
+  } while (k0 < g.K);
+}
+
+}  // namespace simd
+
+}  // namespace microtorch::detail
