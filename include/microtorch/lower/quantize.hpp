@@ -111,7 +111,7 @@ enum class WeightRounding {
 struct QuantOptions {
   int activation_bits = 16;  ///< 16 or 8: the default precision of every layer's output
   int weight_bits = 0;       ///< 16 or 8; 0 = same as activation_bits (int16 x int8 is "16x8")
-  std::vector<LayerPrecision> precision;  ///< per-layer exceptions to the two above
+  std::vector<LayerPrecision> precision{};  ///< per-layer exceptions to the two above
   Scheme scheme = Scheme::Affine;
   bool per_channel = true;   ///< one weight scale per output channel (not in PowerOfTwo)
   WeightRounding rounding = WeightRounding::ErrorFeedback;
@@ -127,7 +127,7 @@ struct QuantOptions {
   /// ("%12") or module path.
   RangeMethod range = RangeMethod::MinMax;
   double percentile = 99.99;
-  std::vector<std::pair<std::string, RangeMethod>> ranges;
+  std::vector<std::pair<std::string, RangeMethod>> ranges{};
   /// Activation scales cover the chosen range [lo, hi] widened at each end by margin *
   /// (hi - lo) / 2 (margin * hi for a symmetric range), so that inputs a little beyond the
   /// calibration data do not saturate (real-valued scales; power-of-two scales round up to
