@@ -17,8 +17,10 @@
 #   make notebooks only the notebooks (examples/notebooks, run by tools/run_notebooks.py)
 #   make fuzz      longer fuzzing: FUZZ_SECONDS per target (default 600)
 #   make bench     benchmarks/ next to PyTorch in one process (tools/bench_table.py): one table
-#   make bench-mcu attention blocks lowered to Cortex-M4 firmware, measured under QEMU
-#                  (table on stdout and in $(BUILD)/mcu-bench.md; README "MCU benchmark")
+#   make bench-mcu the runtime kernels (tools/mcu/bench_kernels.sh) and attention blocks lowered
+#                  to firmware, measured under QEMU on Cortex-M0/M4/M7/M33, portable C and DSP
+#                  variants side by side (tables on stdout and in $(BUILD)/mcu-bench.md;
+#                  README "MCU benchmark")
 #   make bench-lower the lowering schemes on the PyTorch-trained transformers and Iris:
 #                  accuracy, int8 share, flash, arena, Cortex-M4 instructions (QEMU); table on
 #                  stdout and in $(BUILD)/lower-bench.md (README "Lowering schemes benchmark")
@@ -106,7 +108,9 @@ demo: build
 
 # Two builds and emulator runs at a time; the work folder is emptied on every run.
 bench-mcu: build
-	$(BUILD)/benchmarks/mcu/microtorch-mcu-bench --jobs 2 --work $(BUILD)/mcu-bench --out $(BUILD)/mcu-bench.md
+	@set -o pipefail; { echo "### Kernels"; echo; tools/mcu/bench_kernels.sh; echo; } | tee $(BUILD)/mcu-bench.md
+	@set -o pipefail; { echo "### Attention blocks"; echo; \
+	  $(BUILD)/benchmarks/mcu/microtorch-mcu-bench --jobs 2 --work $(BUILD)/mcu-bench; } | tee -a $(BUILD)/mcu-bench.md
 
 # Fifteen firmwares (three models x five schemes), each verified and counted under QEMU; the
 # float kernels pinned as for the demo, so the Iris model trains to the same bits everywhere.

@@ -199,11 +199,19 @@ void save(Node& n, const Saved& saved, const TensorList& inputs, const Tensor& o
   for (const Tensor& t : saved.tensors) {
     SavedTensor s;
     if (t.defined()) {
-      s.tensor = t.detach();
       s.version = t.version();
-      if (t.shares_storage(out)) s.role = SavedTensor::kOutput;
-      for (std::size_t i = 0; i < inputs.size() && s.role == SavedTensor::kOther; ++i) {
-        if (t.shares_storage(inputs[i])) s.role = static_cast<int>(i);
+      // An input itself is kept as it is: its node came before this one, so holding it makes
+      // no cycle. Anything else (the output, a tensor the op made) is kept detached, since
+      // it may point back at this node (node -> tensor -> grad_fn -> node would never free).
+      for (std::size_t i = 0; i < inputs.size() && !s.tensor.defined(); ++i) {
+        if (t.is_same(inputs[i])) s.tensor = t, s.role = static_cast<int>(i);
+      }
+      if (!s.tensor.defined()) {
+        s.tensor = t.detach();
+        if (t.shares_storage(out)) s.role = SavedTensor::kOutput;
+        for (std::size_t i = 0; i < inputs.size() && s.role == SavedTensor::kOther; ++i) {
+          if (t.shares_storage(inputs[i])) s.role = static_cast<int>(i);
+        }
       }
     }
     n.saved.push_back(std::move(s));

@@ -18,21 +18,24 @@ namespace {
 }  // namespace
 
 std::int64_t numel_of(const Shape& s, const char* op) {
-  // n is the product of the sizes; nonzero that of the non-zero sizes, which must fit too.
-  std::int64_t n = 1, nonzero = 1;
+  // The product of the non-zero sizes must fit too (a 0 beside [2^40, 2^40] is refused), so
+  // no shape derived from this one by dropping dims can overflow. Overflow is caught by the
+  // compiler's checked multiply (no division on this path, which every tensor takes).
+  std::int64_t nonzero = 1;
+  bool zero = false;
   for (auto d : s) {
-    if (d < 0) {
-      throw ShapeError(fmt::format("{}: shape {} has a negative size {}; sizes must be >= 0", op, shape_str(s), d));
-    }
-    if (d == 0) {
-      n = 0;
+    if (d <= 0) {
+      if (d < 0) {
+        throw ShapeError(fmt::format("{}: shape {} has a negative size {}; sizes must be >= 0", op, shape_str(s), d));
+      }
+      zero = true;
       continue;
     }
-    if (nonzero > kMaxNumel / d) too_large(op, fmt::format("shape {}", shape_str(s)));
-    nonzero *= d;
-    n *= d;
+    if (__builtin_mul_overflow(nonzero, d, &nonzero) || nonzero > kMaxNumel) {
+      too_large(op, fmt::format("shape {}", shape_str(s)));
+    }
   }
-  return n;
+  return zero ? 0 : nonzero;
 }
 
 std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* op) {
@@ -41,8 +44,9 @@ std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* op) {
 }
 
 std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* op) {
-  if (b != 0 && a > kMaxNumel / b) too_large(op, fmt::format("the size {} * {}", a, b));
-  return a * b;
+  std::int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r) || r > kMaxNumel) too_large(op, fmt::format("the size {} * {}", a, b));
+  return r;
 }
 
 std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim, const char* op) {

@@ -145,10 +145,11 @@ TEST_CASE("the graph is freed after backward: nodes and saved tensors are releas
     loss = (h * h).sum();  // mul saves h twice
     root = loss.grad_fn();
   }
-  CHECK_FALSE(inner.expired());  // still reachable from loss
-  CHECK(h_impl.expired());       // the tensor handle is gone, its data lives in saved copies
+  CHECK_FALSE(inner.expired());   // still reachable from loss
+  CHECK_FALSE(h_impl.expired());  // mul saved its input h itself (exp saved a detached copy)
   loss.backward();
   CHECK(inner.expired());   // backward unlinked the graph
+  CHECK(h_impl.expired());  // and released what it saved
   CHECK_FALSE(root.expired());  // the output still names its grad_fn, as in PyTorch
   loss = Tensor();
   CHECK(root.expired());

@@ -1,6 +1,7 @@
 // microtorch-mcu-bench — reference attention blocks lowered to fixed-point firmware and
-// measured on an emulated Cortex-M4: instructions per inference, flash, arena and RAM,
-// streaming vs two-pass attention.
+// measured on emulated Cortex-M0 and M4: instructions per inference, flash, arena and RAM; on
+// Cortex-M4 both the portable C kernels (-DMT_NO_DSP) and the DSP variants, so the "before"
+// and "after" come from one run; streaming vs two-pass attention at L = 128.
 //
 // Every configuration is a model traced, calibrated, quantized and emitted with the public
 // lowering API (trace -> calibrate -> quantize -> emit_c):
@@ -14,13 +15,14 @@
 // Instructions per inference: the firmware's check program (lower::emit_check) runs
 // <name>_run RUNS times on one fixed input and prints the output; it is built twice
 // (-DCHECK_RUNS=1 and =2) by the emitted folder's Makefile (`make count-elfs`, the recipe of
-// tools/mcu/run_firmware_qemu.sh: arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb -O2, picolibc,
-// semihosting) and run on qemu-system-arm -M mps2-an386 with the instruction-counting plugin
-// tools/mcu/insncount.c. The difference of the two whole-program counts is one inference
-// (startup and printing cancel). Both outputs must equal the host simulator's, so every
-// measured firmware is also checked bit-exact. Flash and RAM come from lower::firmware_size
-// (`make size`: model + kernels linked for cortex-m4 with unused sections removed), the arena
-// from Program::arena_bytes.
+// tools/mcu/run_firmware_qemu.sh: arm-none-eabi-gcc -mcpu=<cpu> -mthumb -O2, picolibc,
+// semihosting; build/<target>/ per target) and run on the CPU's QEMU board (kTargets) with the
+// instruction-counting plugin tools/mcu/insncount.c. The difference of the two whole-program
+// counts is one inference (startup and printing cancel). Every output must equal the host
+// simulator's, so every measured firmware is also checked bit-exact on every core. Flash and
+// RAM come from lower::firmware_size (`make size`: model + kernels linked for cortex-m4, DSP
+// variants included, with unused sections removed; and for cortex-m0), the arena from
+// Program::arena_bytes.
 //
 //   microtorch-mcu-bench [--out FILE] [--work DIR] [--jobs N] [--filter TEXT] [--source DIR]
 //
@@ -115,24 +117,34 @@ struct Config {
 std::vector<Config> configurations() {
   std::vector<Config> out;
   for (const std::int64_t L : {32, 64, 128}) {
-    for (const std::int64_t E : {32, 64}) {
-      for (const std::int64_t H : {2, 4}) {
-        for (const int bits : {8, 16}) {
-          for (const auto k : {lower::AttentionKernel::Streaming, lower::AttentionKernel::TwoPass}) {
-            out.push_back({false, L, E, H, bits, k});
-          }
-        }
+    for (const std::int64_t E : {16, 32}) {
+      for (const std::int64_t H : {1, 2, 4}) {
+        for (const int bits : {8, 16}) out.push_back({false, L, E, H, bits, lower::AttentionKernel::Streaming});
       }
     }
   }
-  // The single attention block of the arena goal: L = 128, head dim P = 16, int8.
-  for (const bool sdpa : {false, true}) {
-    for (const auto k : {lower::AttentionKernel::Streaming, lower::AttentionKernel::TwoPass}) {
-      out.push_back({sdpa, 128, 16, 1, 8, k});
-    }
-  }
+  // The attention core alone at L = 128, head dim P = 16, and the two-pass kernel beside the
+  // streaming one (its L x S buffer is the memory baseline).
+  for (const int bits : {8, 16}) out.push_back({true, 128, 16, 1, bits, lower::AttentionKernel::Streaming});
+  for (const bool sdpa : {false, true}) out.push_back({sdpa, 128, 16, 1, 8, lower::AttentionKernel::TwoPass});
   return out;
 }
+
+// The CPUs: QEMU board, the board's memory (mps2-an505 boots in the secure state: its secure
+// aliases), extra compiler flags. "m4-c" is the Cortex-M4 with the portable C kernels.
+struct Target {
+  const char *name, *label, *cpu, *board, *flash, *ram, *flags;
+};
+constexpr Target kTargets[] = {
+    {"m0", "Cortex-M0", "cortex-m0", "mps2-an385", "0x0", "0x20000000", ""},
+    {"m4-c", "M4 portable C", "cortex-m4", "mps2-an386", "0x0", "0x20000000", "-DMT_NO_DSP"},
+    {"m4", "M4 DSP", "cortex-m4", "mps2-an386", "0x0", "0x20000000", ""},
+    // Cortex-M7 ("cortex-m7", "mps2-an500") and M33 ("cortex-m33", "mps2-an505", flash
+    // 0x10000000, RAM 0x38000000) run the same DSP variants; tools/mcu/bench_kernels.sh
+    // measures them per kernel and the firmware checks run them. Left out here to keep the
+    // run short on two shared cores.
+};
+constexpr std::size_t kNumTargets = sizeof kTargets / sizeof kTargets[0];
 
 // ---- one measurement -------------------------------------------------------------------
 
@@ -142,8 +154,8 @@ struct Job {
   std::string dir;
   std::string expected;  // the simulator's line for the one input
   // results
-  std::int64_t insns[2] = {-1, -1};
-  lower::FirmwareSize size;
+  std::int64_t insns[kNumTargets] = {};  // one inference per target
+  lower::FirmwareSize size, size_m0;
   std::string error;
 };
 
@@ -158,40 +170,57 @@ std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-// Builds the check program with -DCHECK_RUNS=1 and =2 through the folder's Makefile (the one
-// recipe, as tools/mcu/run_firmware_qemu.sh), runs both under the counting plugin, requires
-// the simulator's output from both, and sizes the firmware (lower::firmware_size).
+// Per target: builds the check program with -DCHECK_RUNS=1 and =2 through the folder's
+// Makefile (the one recipe, as tools/mcu/run_firmware_qemu.sh; the board's memory map and
+// the target's flags passed to it), runs both under the counting plugin and requires the
+// simulator's output from both; then sizes the firmware (lower::firmware_size).
 void measure(Job& j, const std::string& plugin) {
   const std::string& d = j.dir;
-  if (sh(fmt::format("make --no-print-directory -C '{}' CPU=cortex-m4 count-elfs", d), d + "/build.log")) {
-    j.error = "build failed: " + slurp(d + "/build.log");
-    return;
-  }
-  for (const int runs : {1, 2}) {
-    const std::string elf = fmt::format("{}/build/cortex-m4/count{}.elf", d, runs);
-    const std::string out = fmt::format("{}/run{}.txt", d, runs), count = fmt::format("{}/insns{}.txt", d, runs);
-    const int rc = sh(fmt::format("timeout 600 qemu-system-arm -M mps2-an386 -display none -serial null -monitor none "
-                                  "-semihosting-config enable=on,target=native -plugin '{}' -d plugin -D '{}' "
-                                  "-kernel '{}' </dev/null",
-                                  plugin, count, elf),
-                      out);
-    if (rc != 0) {
-      j.error = fmt::format("qemu exited with {}: {}", rc, slurp(out));
+  for (std::size_t t = 0; t < kNumTargets; ++t) {
+    const Target& tg = kTargets[t];
+    const std::string b = fmt::format("build/{}", tg.name);
+    const std::string link = fmt::format(
+        "--specs=picolibc.specs --oslib=semihost --crt0=semihost -Wl,--gc-sections -Wl,--defsym=__flash={} "
+        "-Wl,--defsym=__flash_size=1M -Wl,--defsym=__ram={} -Wl,--defsym=__ram_size=256K "
+        "-Wl,--defsym=__stack_size=16K",
+        tg.flash, tg.ram);
+    if (sh(fmt::format("make --no-print-directory -C '{}' CPU={} B={} OPT='-O2 {}' BOARD_LINK='{}' count-elfs", d,
+                       tg.cpu, b, tg.flags, link),
+           fmt::format("{}/build-{}.log", d, tg.name))) {
+      j.error = fmt::format("{} build failed: {}", tg.name, slurp(fmt::format("{}/build-{}.log", d, tg.name)));
       return;
     }
-    if (slurp(out) != j.expected) {
-      j.error = fmt::format("firmware output differs from the simulator (want '{}'): {}", j.expected, slurp(out));
-      return;
+    std::int64_t counts[2] = {0, 0};
+    for (const int runs : {1, 2}) {
+      const std::string elf = fmt::format("{}/{}/count{}.elf", d, b, runs);
+      const std::string out = fmt::format("{}/run-{}-{}.txt", d, tg.name, runs);
+      const std::string count = fmt::format("{}/insns-{}-{}.txt", d, tg.name, runs);
+      const int rc = sh(fmt::format("timeout 600 qemu-system-arm -M {} -display none -serial null -monitor none "
+                                    "-semihosting-config enable=on,target=native -plugin '{}' -d plugin -D '{}' "
+                                    "-kernel '{}' </dev/null",
+                                    tg.board, plugin, count, elf),
+                        out);
+      if (rc != 0) {
+        j.error = fmt::format("{}: qemu exited with {}: {}", tg.name, rc, slurp(out));
+        return;
+      }
+      if (slurp(out) != j.expected) {
+        j.error = fmt::format("{}: firmware output differs from the simulator (want '{}'): {}", tg.name, j.expected,
+                              slurp(out));
+        return;
+      }
+      unsigned long long v = 0;
+      if (std::sscanf(slurp(count).c_str(), "insns: %llu", &v) != 1) {
+        j.error = "no instruction count in " + count;
+        return;
+      }
+      counts[runs - 1] = static_cast<std::int64_t>(v);
     }
-    unsigned long long v = 0;
-    if (std::sscanf(slurp(count).c_str(), "insns: %llu", &v) != 1) {
-      j.error = "no instruction count in " + count;
-      return;
-    }
-    j.insns[runs - 1] = static_cast<std::int64_t>(v);
+    j.insns[t] = counts[1] - counts[0];
   }
   try {
     j.size = lower::firmware_size(j.program, d, "cortex-m4");
+    j.size_m0 = lower::firmware_size(j.program, d, "cortex-m0");
   } catch (const std::exception& e) {
     j.error = e.what();
   }
@@ -331,22 +360,28 @@ int main(int argc, char** argv) {
   for (auto& t : workers) t.join();
   std::cerr << fmt::format("microtorch-mcu-bench: built, ran and sized in {:.0f} s\n", seconds(t1, std::chrono::steady_clock::now()));
 
-  std::string table =
-      "| config | bits | kernel | instructions/inference | flash B | arena B | RAM B |\n"
-      "|---|---|---|---:|---:|---:|---:|\n";
+  std::string table = "| config | bits | kernel | MACs |";
+  for (const Target& t : kTargets) table += fmt::format(" {} |", t.label);
+  table += " M4 DSP instr/MAC | M4 speed-up | flash B (M4 / M0) | arena B | RAM B |\n|---|---|---|---:|";
+  for (std::size_t t = 0; t < kNumTargets; ++t) table += "---:|";
+  table += "---:|---:|---:|---:|---:|\n";
   int failures = 0;
   for (const Job& j : all) {
     const Config& c = j.config;
+    const std::int64_t macs = j.program.total_macs();
+    table += fmt::format("| {} | int{} | {} | {} |", c.label(), c.bits, c.kernel_name(), thousands(macs));
     if (!j.error.empty()) {
       ++failures;
       std::cerr << fmt::format("microtorch-mcu-bench: {}: {}\n", c.id(), j.error);
-      table += fmt::format("| {} | int{} | {} | failed | | {} | |\n", c.label(), c.bits, c.kernel_name(),
-                         thousands(j.program.arena_bytes));
+      for (std::size_t t = 0; t < kNumTargets; ++t) table += " failed |";
+      table += fmt::format(" | | | {} | |\n", thousands(j.program.arena_bytes));
       continue;
     }
-    table += fmt::format("| {} | int{} | {} | {} | {} | {} | {} |\n", c.label(), c.bits, c.kernel_name(),
-                         thousands(j.insns[1] - j.insns[0]), thousands(j.size.flash()), thousands(j.program.arena_bytes),
-                         thousands(j.size.ram()));
+    for (std::size_t t = 0; t < kNumTargets; ++t) table += fmt::format(" {} |", thousands(j.insns[t]));
+    const std::int64_t m4c = j.insns[1], m4 = j.insns[2];  // kTargets: m0, m4-c, m4
+    table += fmt::format(" {:.2f} | {:.2f}x | {} / {} | {} | {} |\n", macs ? double(m4) / double(macs) : 0.0,
+                         m4 ? double(m4c) / double(m4) : 0.0, thousands(j.size.flash()), thousands(j.size_m0.flash()),
+                         thousands(j.program.arena_bytes), thousands(j.size.ram()));
   }
   std::cout << table << std::flush;
   if (!out_file.empty()) {

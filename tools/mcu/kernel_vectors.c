@@ -1,8 +1,8 @@
 /* kernel_vectors.c - runs every microtorch runtime kernel on fixed pseudo-random and extreme
- * inputs and prints one FNV-1a hash per case. Built for the host and for Cortex-M0/M4 by
+ * inputs and prints one FNV-1a hash per case. Built for the host and for Cortex-M0/M4/M7/M33 by
  * tools/mcu/run_kernels_qemu.sh, which requires the printed text to be byte-identical.
  *
- * Inputs come from a 32-bit LCG in this file (no libc rand), hashes are over the values
+ * Inputs come from a 32-bit LCG (lcg_inputs.h: no libc rand), hashes are over the values
  * serialised little-endian, so the text depends only on the kernels' integer results.
  * Static buffers only (fits the 64 KB RAM of the mps2 recipe). */
 #include <stdint.h>
@@ -12,27 +12,8 @@
 
 /* ---- inputs ---------------------------------------------------------------------- */
 
-static uint32_t lcg_state = 12345u;
-
-static uint32_t lcg(void) {
-  lcg_state = lcg_state * 1664525u + 1013904223u;
-  return lcg_state;
-}
-
-/* uniform in [lo, hi] (hi - lo < 2^16) */
-static int32_t rnd(int32_t lo, int32_t hi) {
-  return lo + (int32_t)((lcg() >> 16) % (uint32_t)(hi - lo + 1));
-}
-
-static void fill16(int16_t *x, int n, int32_t lo, int32_t hi) {
-  int i;
-  for (i = 0; i < n; ++i) x[i] = (int16_t)rnd(lo, hi);
-}
-
-static void fill8(int8_t *x, int n, int32_t lo, int32_t hi) {
-  int i;
-  for (i = 0; i < n; ++i) x[i] = (int8_t)rnd(lo, hi);
-}
+#define LCG_SEED 12345u
+#include "lcg_inputs.h"
 
 static void fill32(int32_t *x, int n) {
   int i;
@@ -164,6 +145,21 @@ static void linear(void) {
   mt_linear_s16_s16_s8(a16, b16, bias64, y8, 4, 32, 16, 0, rq, 1, -9, -128), h8(y8, 64);
   mt_linear_s16_s16_s16(a16, b16, bias64, y16, 4, 32, 16, 0, rq, 1, 0, -32768), h16(y16, 64);
   h_end("linear s16 in");
+  /* the shapes of the DSP variants' edges: inputs not a multiple of 8 / 4 / 2, an odd channel
+   * count, biases below 2^30, per-channel shifts outside [1, 31] and m = 0 */
+  for (i = 0; i < 16; ++i) bias32[i] = bias32[i] / 4, bias64[i] = bias64[i] / 4, rq[2 * i + 1] = rnd(-2, 40);
+  h_begin();
+  for (i = 1; i <= 27; i += 2) {
+    mt_linear_s8_s8_s8(a8, b8, bias32, y8, 3, i, 15, 0, rq, 1, -7, -128), h8(y8, 45);
+    mt_linear_s8_s8_s16(a8, b8, bias32, y16, 2, i + 1, 5, i + 3, rq, 0, 0, -32768), h16(y16, 10);
+    mt_linear_s16_s16_s8(a16, b16, bias64, y8, 3, i, 15, 0, rq, 1, 4, -128), h8(y8, 45);
+    mt_linear_s16_s16_s16(a16, b16, 0, y16, 2, i + 1, 5, i + 2, rq, 1, 0, -32768), h16(y16, 10);
+    mt_linear_s16_s8_s16(a16, b8, bias64, y16, 3, i + 2, 7, 0, rq, 1, 0, -32768), h16(y16, 21);
+    mt_linear_s16_s8_s8(a16, b8, 0, y8, 2, i + 3, 4, i + 5, rq, 0, 1, -128), h8(y8, 8);
+    mt_linear_s8_s16_s8(a8, b16, bias32, y8, 3, i, 9, 0, rq, 1, 2, -128), h8(y8, 27);
+    mt_linear_s8_s16_s16(a8, b16, 0, y16, 2, i + 1, 3, i + 1, rq, 1, 0, -32768), h16(y16, 6);
+  }
+  h_end("linear odd shapes");
 }
 
 static void matmul(void) {

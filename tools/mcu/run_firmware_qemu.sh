@@ -6,11 +6,13 @@
 # step passes.
 #
 #   1. <name>.c and mt_kernels.c compile warning-free (-std=c99 -Wall -Wextra -Wconversion -Werror)
-#      with the host's cc and with arm-none-eabi-gcc for cortex-m0, cortex-m4 and cortex-m7; the
-#      M0 objects may call no division and no float helper;
+#      with the host's cc and with arm-none-eabi-gcc for cortex-m0, cortex-m4, cortex-m7 and
+#      cortex-m33; the M0 objects may call no division and no float helper;
 #   2. the check program on the host (-O2) prints expected.txt exactly;
 #   3. the same under -fsanitize=undefined,address -fno-sanitize-recover=all: no report;
-#   4. Cortex-M4 build on QEMU mps2-an386 and Cortex-M0 build on mps2-an385 print it too.
+#   4. on QEMU, every kernel variant prints it too: the Cortex-M0 build (portable C) on
+#      mps2-an385, the DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500) and M33
+#      (mps2-an505, linked at its secure aliases: BOARD_LINK passed to the Makefile).
 #
 #   5. (COUNT_INSTRUCTIONS=1) instructions per inference on Cortex-M4: the check program
 #      built with -DCHECK_RUNS=1 and =2 runs under the counting plugin tools/mcu/insncount.c;
@@ -42,10 +44,13 @@ need() { wait "${pid[$1]}" || { bad "build $1"; sed 's/^/   /' "$work/$1.log" | 
 start host host
 start san san
 for cpu in cortex-m0 cortex-m4 cortex-m7; do start "$cpu" CPU=$cpu check-elf; done
+start cortex-m33 CPU=cortex-m33 check-elf "BOARD_LINK=--specs=picolibc.specs --oslib=semihost --crt0=semihost \
+-Wl,--gc-sections -Wl,--defsym=__flash=0x10000000 -Wl,--defsym=__flash_size=1M -Wl,--defsym=__ram=0x38000000 \
+-Wl,--defsym=__ram_size=256K -Wl,--defsym=__stack_size=16K"
 
-echo "== 1. warning-free C99 builds (host, cortex-m0, cortex-m4, cortex-m7)"
+echo "== 1. warning-free C99 builds (host, cortex-m0, cortex-m4, cortex-m7, cortex-m33)"
 ok=1
-for b in host cortex-m7 cortex-m4 cortex-m0; do need $b || ok=0; done
+for b in host cortex-m33 cortex-m7 cortex-m4 cortex-m0; do need $b || ok=0; done
 if [[ $ok -eq 1 ]]; then
   undef=$(arm-none-eabi-nm -u "$work/cortex-m0/$name.o" | awk '{print $NF}' | tr '\n' ' ')
   echo "   all compile with -std=c99 -Wall -Wextra -Wconversion -Werror; $name.c on cortex-m0 calls: ${undef:-nothing}"
@@ -81,8 +86,8 @@ qemu() { # board elf out [extra args...]
     -kernel "$elf" >"$out" 2>&1
 }
 
-echo "== 4. QEMU: cortex-m4 on mps2-an386, cortex-m0 code on mps2-an385"
-for pair in cortex-m4:mps2-an386 cortex-m0:mps2-an385; do
+echo "== 4. QEMU: cortex-m0 code on mps2-an385, cortex-m4 on mps2-an386, cortex-m7 on mps2-an500, cortex-m33 on mps2-an505"
+for pair in cortex-m0:mps2-an385 cortex-m4:mps2-an386 cortex-m7:mps2-an500 cortex-m33:mps2-an505; do
   cpu=${pair%%:*} board=${pair##*:}
   [[ -f $work/$cpu/check.elf ]] || continue
   rc=0
@@ -112,7 +117,7 @@ if [[ ${COUNT_INSTRUCTIONS:-0} == 1 && $fail -eq 0 ]]; then
 fi
 
 if [[ $fail -eq 0 ]]; then
-  echo "run_firmware_qemu: PASS ($name: host == UBSan/ASan host == cortex-m4 == cortex-m0 == simulator)"
+  echo "run_firmware_qemu: PASS ($name: host == UBSan/ASan host == cortex-m0 == cortex-m4 == cortex-m7 == cortex-m33 == simulator)"
 else
   echo "run_firmware_qemu: FAIL"
 fi

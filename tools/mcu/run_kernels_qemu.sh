@@ -4,13 +4,15 @@
 # behaviour. Exit status 0 only when every step passes.
 #
 #   1. compile mt_kernels.c warning-free (-std=c99 -Wall -Wextra -Wconversion -Werror) with
-#      gcc and with arm-none-eabi-gcc for cortex-m0 / m4 / m7; the M0 object may call no
+#      gcc and with arm-none-eabi-gcc for cortex-m0 / m4 / m7 / m33; the M0 object may call no
 #      division and no float helper (only __aeabi_lmul / llsl / llsr, memset);
 #   2. run tools/mcu/kernel_vectors.c on the host (gcc -O2): the reference text;
 #   3. the same under -fsanitize=undefined,address -fno-sanitize-recover: no report, same text;
-#   4. Cortex-M4 build (-mcpu=cortex-m4) on QEMU mps2-an386, and Cortex-M0 code
-#      (-mcpu=cortex-m0: no divide, no DSP) on mps2-an385 (Cortex-M3 board, runs v6-M code);
-#      both outputs must equal the host's byte for byte (semihosting, picolibc).
+#   4. every kernel variant on its core under QEMU: Cortex-M0 code (-mcpu=cortex-m0: no
+#      divide, no DSP: the portable C) on mps2-an385 (a Cortex-M3 board, runs v6-M code), and
+#      the Armv7E-M DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500) and M33
+#      (mps2-an505, its secure memory map); every output must equal the host's (the portable
+#      C, which the simulator runs) byte for byte (semihosting, picolibc).
 #
 #   tools/mcu/run_kernels_qemu.sh            # all steps
 #   KEEP=dir tools/mcu/run_kernels_qemu.sh   # keep the builds and outputs in dir
@@ -33,8 +35,11 @@ done
 
 warn=(-std=c99 -Wall -Wextra -Wconversion -Werror)
 arm_link=(--specs=picolibc.specs --oslib=semihost --crt0=semihost
-  -Wl,--defsym=__flash=0x0 -Wl,--defsym=__flash_size=1M
-  -Wl,--defsym=__ram=0x20000000 -Wl,--defsym=__ram_size=256K -Wl,--defsym=__stack_size=16K)
+  -Wl,--defsym=__flash_size=1M -Wl,--defsym=__ram_size=256K -Wl,--defsym=__stack_size=16K)
+memory_map() { # cpu: where its board has flash and RAM (mps2-an505 boots secure: the secure aliases)
+  if [[ $1 == cortex-m33 ]]; then echo -Wl,--defsym=__flash=0x10000000 -Wl,--defsym=__ram=0x38000000
+  else echo -Wl,--defsym=__flash=0x0 -Wl,--defsym=__ram=0x20000000; fi
+}
 fail=0
 step() { printf '== %s\n' "$*"; }
 bad() { printf 'FAIL: %s\n' "$*"; fail=1; }
@@ -56,7 +61,7 @@ need() { # name: wait for that build; report its log on failure
   fi
 }
 start k-host gcc "${warn[@]}" -O2 -c "$rt/mt_kernels.c" -o "$work/k-host.o"
-for cpu in cortex-m0 cortex-m4 cortex-m7; do
+for cpu in cortex-m0 cortex-m4 cortex-m7 cortex-m33; do
   start k-$cpu arm-none-eabi-gcc -mcpu=$cpu -mthumb "${warn[@]}" -O2 -c "$rt/mt_kernels.c" -o "$work/k-$cpu.o"
 done
 start vectors-san gcc -std=c99 -O1 -g -fno-omit-frame-pointer -fsanitize=undefined,address \
@@ -65,21 +70,21 @@ link() { # cpu: kernel_vectors.c + that cpu's kernel object
   if [[ $1 == host ]]; then
     gcc "${warn[@]}" -O2 -I"$rt" "$here/kernel_vectors.c" "$work/k-host.o" -o "$work/vectors-host"
   else
-    arm-none-eabi-gcc -mcpu="$1" -mthumb "${warn[@]}" -O2 -I"$rt" "${arm_link[@]}" \
+    # shellcheck disable=SC2046
+    arm-none-eabi-gcc -mcpu="$1" -mthumb "${warn[@]}" -O2 -I"$rt" "${arm_link[@]}" $(memory_map "$1") \
       "$here/kernel_vectors.c" "$work/k-$1.o" -o "$work/vectors-$1.elf"
   fi
 }
-for cpu in host cortex-m4 cortex-m0; do
+for cpu in host cortex-m4 cortex-m0 cortex-m7 cortex-m33; do
   if need k-$cpu; then start vectors-$cpu link $cpu; else start vectors-$cpu false; fi
 done
 
-step "1. warning-free C99 builds of mt_kernels.c (host, cortex-m0, cortex-m4, cortex-m7)"
+step "1. warning-free C99 builds of mt_kernels.c (host, cortex-m0, cortex-m4, cortex-m7, cortex-m33)"
 ok=1
-for n in k-cortex-m7; do need $n || ok=0; done # the others were awaited above
-for n in k-host k-cortex-m0 k-cortex-m4; do [[ -f $work/$n.o ]] || ok=0; done
+for n in k-host k-cortex-m0 k-cortex-m4 k-cortex-m7 k-cortex-m33; do [[ -f $work/$n.o ]] || ok=0; done # awaited above
 if [[ $ok -eq 1 ]]; then
   undef=$(arm-none-eabi-nm -u "$work/k-cortex-m0.o" | awk '{print $NF}' | tr '\n' ' ')
-  echo "   all four compile with ${warn[*]}; the cortex-m0 object calls: ${undef:-nothing}"
+  echo "   all five compile with ${warn[*]}; the cortex-m0 object calls: ${undef:-nothing}"
   if grep -Eq 'div|mod|__aeabi_[fd]|2f|2d|f2|d2|sf3|df3|float|fix' <<<"$undef"; then
     bad "the cortex-m0 build needs a division or float helper"
   fi
@@ -122,12 +127,14 @@ run_qemu() { # cpu board
   fi
 }
 
-step "4. Cortex-M4 (mps2-an386) and Cortex-M0 code (mps2-an385) under QEMU"
-run_qemu cortex-m4 mps2-an386
+step "4. Cortex-M0 code (mps2-an385) and the DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500), M33 (mps2-an505) under QEMU"
 run_qemu cortex-m0 mps2-an385
+run_qemu cortex-m4 mps2-an386
+run_qemu cortex-m7 mps2-an500
+run_qemu cortex-m33 mps2-an505
 
 if [[ $fail -eq 0 ]]; then
-  echo "run_kernels_qemu: PASS (host == UBSan/ASan host == cortex-m4 == cortex-m0)"
+  echo "run_kernels_qemu: PASS (host == UBSan/ASan host == cortex-m0 == cortex-m4 == cortex-m7 == cortex-m33)"
 else
   echo "run_kernels_qemu: FAIL"
 fi

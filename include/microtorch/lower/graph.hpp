@@ -1,25 +1,27 @@
-// microtorch/lower/graph.hpp — step 1 of the lowering pipeline: trace a model's forward
-// pass for one fixed input shape into a graph IR, print it, save it and load it back.
-//
-// The graph is the IR: trace() runs the forward under an autograd::TraceGuard, so every op
-// leaves the same Node record autograd builds for backward (op name, attributes, input
-// edges), and walks those records from the output in topological order. Subgraphs that
-// depend on neither the input nor a parameter (an additive attention mask built from
-// Mask::causal, a scalar in `x * 0.5`) are folded into constants holding their values.
-// Ops are recorded whatever they are; the later lowering passes reject the ones they do
-// not support, naming the op.
-//
-// \code
-//   auto model = std::make_shared<Mlp>();            // Linear(4, 32) - ReLU - Linear(32, 3)
-//   lower::Graph g = lower::trace(*model, {2, 4});
-//   fmt::print("{}", g.to_string());
-//   //   graph(%0: float32[2, 4]) -> %5
-//   //   %3 = linear(%0, fc1.weight, fc1.bias)  [2, 4] -> [2, 32]
-//   //   %4 = relu(%3)  [2, 32] -> [2, 32]
-//   //   %5 = linear(%4, fc2.weight, fc2.bias)  [2, 32] -> [2, 3]
-//   lower::save(g, "out/mlp");                      // out/mlp.json + out/mlp.npz
-//   lower::Graph same = lower::load("out/mlp");
-// \endcode
+/// \file
+/// Step 1 of the lowering pipeline: trace a model's forward pass for one fixed input shape
+/// into a graph IR, print it, save it and load it back.
+///
+/// The graph is the IR: trace() runs the forward under an autograd::TraceGuard, so every op
+/// leaves the same Node record autograd builds for backward (op name, attributes, input
+/// edges), and walks those records from the output in topological order. Subgraphs that
+/// depend on neither the input nor a parameter (an additive attention mask built from
+/// Mask::causal, a scalar in `x * 0.5`) are folded into constants holding their values.
+/// Ops are recorded whatever they are; the later lowering passes reject the ones they do
+/// not support, naming the op.
+///
+/// \code
+///   auto model = std::make_shared<Mlp>();            // Linear(4, 32) - ReLU - Linear(32, 3)
+///   model->eval();
+///   lower::Graph g = lower::trace(*model, {2, 4});
+///   fmt::print("{}", g.to_string());
+///   //   graph(%0: float32[2, 4]) -> %5
+///   //   %3 = linear(%0, fc1.weight, fc1.bias)  [2, 4] -> [2, 32]
+///   //   %4 = relu(%3)  [2, 32] -> [2, 32]
+///   //   %5 = linear(%4, fc2.weight, fc2.bias)  [2, 32] -> [2, 3]
+///   lower::save(g, "out/mlp");                      // out/mlp.json + out/mlp.npz
+///   lower::Graph same = lower::load("out/mlp");
+/// \endcode
 #pragma once
 
 #include <cstdint>
@@ -42,34 +44,36 @@ enum class ValueKind {
   Constant,   ///< a tensor the trace folded (scalar, mask, ...); its data is kept
   OpOutput,   ///< the result of a node
 };
+/// The kind's name as messages print it: "input", "parameter", "constant", "op".
 std::string_view kind_name(ValueKind k);
 
 /// One tensor of the graph. Values are numbered 0.. in the order the graph lists them.
 struct Value {
-  std::int64_t id = -1;
-  ValueKind kind = ValueKind::OpOutput;
-  Shape shape;
-  Dtype dtype = Dtype::Float32;
+  std::int64_t id = -1;      ///< its index in Graph::values; nodes and listings call it `%id`
+  ValueKind kind = ValueKind::OpOutput;  ///< where it comes from
+  Shape shape;               ///< its shape (fixed: the graph is traced for one input shape)
+  Dtype dtype = Dtype::Float32;  ///< its dtype
   std::string name;  ///< dotted name for parameters ("fc1.weight"), empty otherwise
   Tensor data;       ///< parameters and constants: the value (a copy taken at trace time)
 };
 
 /// One op: `output = op(inputs...)` with autograd's attributes.
 struct Node {
-  std::string op;
-  autograd::Attrs attrs;
+  std::string op;            ///< the op's name as autograd records it ("linear", "softmax", ...)
+  autograd::Attrs attrs;     ///< its attributes (dim, eps, ...) as autograd records them
   std::vector<std::int64_t> inputs;  ///< value ids (-1 for an absent optional input)
-  std::int64_t output = -1;
+  std::int64_t output = -1;  ///< the id of the value it computes
 };
 
 /// A traced forward pass for one input shape: values, nodes in topological order (every
 /// node's inputs are defined before it), the input and the output.
 struct Graph {
-  std::vector<Value> values;
-  std::vector<Node> nodes;
-  std::int64_t input = -1;
-  std::int64_t output = -1;
+  std::vector<Value> values;  ///< every value, indexed by Value::id
+  std::vector<Node> nodes;    ///< the ops, in topological order
+  std::int64_t input = -1;    ///< the id of the input value
+  std::int64_t output = -1;   ///< the id of the output value
 
+  /// The value with id `id`; IndexError when there is none.
   const Value& value(std::int64_t id) const;
 
   /// One line per node: `%5 = linear(%0, fc1.weight, fc1.bias)  [2, 4] -> [2, 32]`, with
@@ -134,3 +138,9 @@ void save(const Graph& graph, const std::string& prefix);
 Graph load(const std::string& prefix);
 
 }  // namespace microtorch::lower
+
+/// \namespace microtorch::lower
+/// The lowering of a trained model to static fixed-point C for microcontrollers: trace
+/// (graph.hpp), calibrate and quantize (quantize.hpp), the Program (program.hpp), its host
+/// Simulator (simulate.hpp), the firmware (emit.hpp), accuracy against the float model
+/// (accuracy.hpp) and automatic mixed precision (precision.hpp).

@@ -1,15 +1,23 @@
-// microtorch/lower/program.hpp — the lowered model: a straight list of calls to the C99
-// integer kernels (src/lower/runtime/mt_kernels.h) over typed buffers.
-//
-// quantize() (quantize.hpp) turns a traced Graph into a Program; simulate() (simulate.hpp)
-// executes it on the host by calling the kernels, and emit_c() (emit.hpp) prints the very
-// same calls as C. Because both read one Program and the kernels are one C file, the
-// firmware computes what the simulator computes, bit for bit.
-//
-// Buffers hold integers. A fixed-point buffer stores the real values scale * (q - zero_point)
-// (a power-of-two scale 2^-frac is a Q format). Integer tables (shapes, strides, token ids,
-// attention keep-bits and parameters, requantization multipliers, argmax results) have no
-// scale.
+/// \file
+/// The lowered model: a straight list of calls to the C99 integer kernels
+/// (src/lower/runtime/mt_kernels.h) over typed buffers.
+///
+/// quantize() (quantize.hpp) turns a traced Graph into a Program; the Simulator
+/// (simulate.hpp) executes it on the host by calling the kernels, and emit_c() (emit.hpp)
+/// prints the very same calls as C. Because both read one Program and the kernels are one C
+/// file, the firmware computes what the simulator computes, bit for bit.
+///
+/// Buffers hold integers. A fixed-point buffer stores the real values
+/// `scale * (q - zero_point)` (a power-of-two scale 2^-frac is a Q format). Integer tables
+/// (shapes, strides, token ids, attention keep-bits and parameters, requantization
+/// multipliers, argmax results) have no scale.
+///
+/// \code
+///   lower::Program p = lower::quantize(graph, calibration, {.activation_bits = 8});
+///   fmt::print("{}{}{}", p.to_string(), p.format_table(), p.memory_plan());
+///   const lower::Buffer& out = p.buffer(p.output);   // its type, scale, zero point, size
+///   fmt::print("{} MACs, {} weight bytes, arena {} bytes\n", p.total_macs(), p.weight_bytes(), p.arena_bytes);
+/// \endcode
 #pragma once
 
 #include <cstdint>
@@ -23,12 +31,22 @@
 namespace microtorch::lower {
 
 /// Element type of a buffer (its C type).
-enum class Elem { S8, S16, S32, S64, U8 };
+enum class Elem {
+  S8,   ///< int8_t: int8 activations and weights
+  S16,  ///< int16_t: int16 activations and weights
+  S32,  ///< int32_t: biases of int8 layers, requantization multipliers, parameter tables, token ids, argmax results
+  S64,  ///< int64_t: biases of int16 layers, wide accumulators (attention scratch)
+  U8    ///< uint8_t: bit masks (attention keep-bits)
+};
+/// Bytes of one element: 1, 2, 4 or 8.
 int elem_bytes(Elem e);
-std::string_view elem_ctype(Elem e);  ///< "int16_t", ...
+std::string_view elem_ctype(Elem e);  ///< The C type's name: "int16_t", ...
+/// The smallest value of the C type (INT8_MIN, ..., 0 for U8).
 std::int64_t elem_min(Elem e);
+/// The largest value of the C type (INT8_MAX, ..., UINT8_MAX for U8).
 std::int64_t elem_max(Elem e);
 
+/// What a buffer is for, which decides where the firmware keeps it.
 enum class BufferKind {
   Input,       ///< the caller's input array (`in`)
   Output,      ///< the caller's output array (`out`)
@@ -36,21 +54,27 @@ enum class BufferKind {
   Scratch,     ///< kernel working memory (attention accumulators), placed in the arena
   Weight,      ///< constant data: `static const` arrays (flash)
 };
+/// The kind's name as listings print it: "input", "output", "activation", "scratch", "weight".
 std::string_view buffer_kind_name(BufferKind k);
 
+/// One array of the program: its C type and size, its number format (fixed-point buffers) or
+/// its values (weights and tables), and, once plan_memory() has run, its place in the arena.
 struct Buffer {
-  std::int64_t id = -1;
-  BufferKind kind = BufferKind::Activation;
-  Elem elem = Elem::S16;
+  std::int64_t id = -1;       ///< index in Program::buffers (Program::add_buffer sets it)
+  BufferKind kind = BufferKind::Activation;  ///< where it lives
+  Elem elem = Elem::S16;      ///< its C element type
   std::int64_t size = 0;      ///< elements
   std::string name;           ///< C identifier part: "fc1_weight", "t8"
   std::string origin;         ///< what it holds: "fc1.weight", "%8 = linear", "attention scratch"
   bool fixed_point = true;    ///< false for integer tables (no scale)
   double scale = 1.0;         ///< real value = scale * (q - zero_point)
-  std::int32_t zero_point = 0;
+  std::int32_t zero_point = 0;  ///< the integer that stands for 0.0 (non-zero only in affine int8 tensors)
   /// Weights quantized per output channel: the scale of each row (`scale` is the largest).
   std::vector<double> channel_scales;
-  double lo = 0, hi = 0;      ///< the calibrated range the scale covers (activations)
+  ///@{
+  /// The calibrated range [lo, hi] the scale covers (activations; 0 for weights and tables).
+  double lo = 0, hi = 0;
+  ///@}
   std::vector<std::int64_t> data;  ///< Weight: the values
   /// Parameter tables: the runtime's name of each entry (MT_ATTN_L, ...), emitted as
   /// designated initializers.
@@ -58,34 +82,47 @@ struct Buffer {
   std::int64_t graph_value = -1;   ///< the graph value it holds, if any
   // Set by plan_memory():
   std::int64_t offset = -1;          ///< Activation/Scratch: byte offset in the arena
-  std::int64_t first_step = -1, last_step = -1;  ///< steps that write / read it
+  ///@{
+  /// Activation/Scratch: the index of the first step that writes it and of the last step
+  /// that reads it (its lifetime in the arena).
+  std::int64_t first_step = -1, last_step = -1;
+  ///@}
 
+  /// Its size in bytes: size * elem_bytes(elem).
   std::int64_t bytes() const { return size * elem_bytes(elem); }
+  /// True for Activation and Scratch buffers, the ones plan_memory() places in the arena.
   bool in_arena() const { return kind == BufferKind::Activation || kind == BufferKind::Scratch; }
 };
 
-/// The power-of-two exponent of a scale that is one (2^-frac), if it is.
+/// The exponent frac of a scale that is a power of two (scale = 2^-frac), or nullopt when
+/// the scale is not a power of two or not positive.
 std::optional<int> pow2_frac(double scale);
 /// "Q3.12" for a power-of-two scale without zero point, else "s=0.0123" (", z=-7").
 std::string format_name(Elem elem, double scale, std::int32_t zero_point);
 
 /// One argument of a kernel call, in the C signature's order.
 struct Arg {
-  enum class Kind { Buffer, Int };
-  Kind kind = Kind::Int;
+  /// What the argument passes.
+  enum class Kind {
+    Buffer,  ///< a pointer: `buffer` + `offset` elements
+    Int      ///< an integer: `value`
+  };
+  Kind kind = Kind::Int;     ///< which of the fields below it uses
   std::int64_t buffer = -1;  ///< Buffer: buffer id (-1: a NULL pointer)
   std::int64_t offset = 0;   ///< Buffer: element offset into it
   std::int64_t value = 0;    ///< Int: the value
+  /// A pointer to element `offset` of buffer `id` (-1: NULL).
   static Arg buf(std::int64_t id, std::int64_t offset = 0) { return {Kind::Buffer, id, offset, 0}; }
+  /// An integer argument.
   static Arg num(std::int64_t v) { return {Kind::Int, -1, 0, v}; }
 };
 
 /// One kernel call: `kernel(args...)`. Kernels that return a status (embedding lookups)
 /// make the firmware's run function return non-zero.
 struct Step {
-  std::string kernel;
-  std::vector<Arg> args;
-  bool returns_status = false;
+  std::string kernel;        ///< the runtime function called: "mt_linear_s8_s8_s8", ...
+  std::vector<Arg> args;     ///< its arguments in the C signature's order
+  bool returns_status = false;  ///< the kernel returns a status (non-zero: bad data, such as an out-of-range token id)
   std::int64_t node = -1;   ///< index of the graph node it implements (-1: layout copy of the input)
   std::string label;        ///< "%8 = linear(attn.in_proj_weight)" — for listings and C comments
   std::int64_t macs = 0;    ///< multiply-accumulates
@@ -98,42 +135,60 @@ struct Step {
 struct Probe {
   std::int64_t value = -1;  ///< graph value id
   std::int64_t step = -1;   ///< -1: before the first step (the input)
+  ///@{
+  /// The buffer that holds it, and the element offset of its first element there.
   std::int64_t buffer = -1, offset = 0;
-  Shape shape;
-  std::vector<std::int64_t> strides;
-  double scale = 1.0;
-  std::int32_t zero_point = 0;
+  ///@}
+  Shape shape;               ///< the graph value's shape
+  std::vector<std::int64_t> strides;  ///< element strides of the view, one per dim of `shape`
+  double scale = 1.0;        ///< real value = scale * (q - zero_point) (the largest scale when `segments` is set)
+  std::int32_t zero_point = 0;  ///< see `scale`
   std::vector<double> segments;  ///< per equal group of the last dim, when the parts differ
   std::vector<std::int32_t> segment_zeros;  ///< their zero points (empty: 0)
 };
 
+/// The lowered model: buffers and the kernel calls over them, in execution order, plus what
+/// the listings and the per-layer error report need (labels, probes, warnings). quantize()
+/// builds it; the Simulator runs it and emit_c() writes it as C.
 struct Program {
-  std::string name = "model";
+  std::string name = "model";  ///< C identifier prefix of the firmware (`<name>.h`, `<name>_run`)
   int activation_bits = 16;  ///< the default precision (layers may differ: QuantOptions::precision)
-  int weight_bits = 16;
-  std::string scheme;        ///< "power-of-two", "symmetric per-channel", "affine per-channel"
-  std::vector<Buffer> buffers;
-  std::vector<Step> steps;
-  std::int64_t input = -1, output = -1;  ///< buffer ids
+  int weight_bits = 16;      ///< the default weight precision (QuantOptions::weight_bits, 0 resolved)
+  std::string scheme;        ///< the number formats, e.g. "affine, per-channel weights" (scheme_name + weights)
+  std::vector<Buffer> buffers;  ///< every array, indexed by Buffer::id
+  std::vector<Step> steps;      ///< the kernel calls, in execution order
+  ///@{
+  /// The ids of the Input and the Output buffer.
+  std::int64_t input = -1, output = -1;
+  ///@}
+  ///@{
+  /// The graph input's and output's shapes (what quantize_input() takes and
+  /// dequantize_output() returns).
   Shape input_shape, output_shape;
+  ///@}
   std::int64_t arena_bytes = 0;  ///< set by plan_memory()
   std::vector<Probe> probes;     ///< one per graph value the program computes
   /// What the lowering had to approximate beyond rounding, one line each, naming the tensor
   /// (a calibrated range outside the formats the kernels support: clamped, so its values
   /// round to 0 or saturate). report() lists them first; microtorch-lower prints them.
   std::vector<std::string> warnings;
-  /// Text appended to report() (and so to the firmware's <name>_report.txt): the accuracy on
+  /// Text appended to report() (and so to the firmware's `<name>_report.txt`): the accuracy on
   /// evaluation data and the per-layer table (layer_report), the precision search's choices.
   std::string evaluation;
 
+  /// The buffer with id `id`; IndexError when there is none.
   const Buffer& buffer(std::int64_t id) const;
+  /// The buffer with id `id`, to modify; IndexError when there is none.
   Buffer& buffer(std::int64_t id);
-  std::int64_t add_buffer(Buffer b);  ///< assigns the id; returns it
+  std::int64_t add_buffer(Buffer b);  ///< Appends `b`, assigning its id; returns the id.
 
+  /// Bytes of every Weight buffer (quantized parameters, constants and integer tables: flash).
   std::int64_t weight_bytes() const;
+  /// Multiply-accumulates of one inference: the sum of Step::macs.
   std::int64_t total_macs() const;
 
-  /// One line per step: `mt_linear_s16_w16(t3, fc1_weight, fc1_bias, ...)  ; %3 = linear ...`.
+  /// A header line (name, precision, scheme, steps, MACs), then one line per step:
+  /// `mt_linear_s16_w16(t3, fc1_weight, fc1_bias, ...)  ; %3 = linear ...`.
   std::string to_string() const;
   /// The arena: one line per placed buffer (offset, bytes, live steps), then the total and
   /// the bytes an unshared layout would need.

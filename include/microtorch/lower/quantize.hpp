@@ -1,31 +1,40 @@
-// microtorch/lower/quantize.hpp — steps 2 and 3 of the lowering pipeline: calibrate a traced
-// graph on representative inputs, choose a number format per tensor, lower every node to
-// integer kernel calls (a Program) and plan one static arena for it.
-//
-// \code
-//   lower::Graph g = lower::trace(model, {1, 4});
-//   lower::Calibration cal = lower::calibrate(g, train_x);     // [N, 4]: runs g on each row
-//   lower::Program p = lower::quantize(g, cal, {.activation_bits = 8});
-//   fmt::print("{}\n{}", p.format_table(), p.memory_plan());
-// \endcode
-//
-// Number formats (QuantOptions::scheme). A tensor of int8 or int16 integers q stands for
-// scale * (q - zero_point).
-//   - Affine (the default): real-valued scales; int8 activations with a zero point, so
-//     that a lopsided range (after a relu, a GELU, a softmax, the model's input) gets all
-//     256 levels; tensors that feed kernels without zero points (attention, matmul of
-//     activations, row division) and int16 tensors are symmetric. Weights symmetric with one
-//     scale per output channel (per_channel), rounded with error feedback (rounding); biases
-//     int32 (int8 inputs) or int64 in the accumulator's scale. Requantization by an int32
-//     multiplier and a shift, rounded once (mt_kernels.h).
-//   - Symmetric: as Affine without zero points.
-//   - PowerOfTwo: every scale a power of two (a Q format), per-tensor weights: requantization
-//     is a rounding shift, no multiply (cheaper on cores without a fast multiplier).
-// The scale of an activation covers its calibrated range (range: the min/max seen, or a
-// percentile, or the clipping that minimises the quantization error); values beyond it
-// saturate (the simulator counts them). int8 functions of one tensor (tanh, sigmoid, GELU)
-// are 256-entry tables computed at lowering time. Rounding everywhere: to nearest, ties away
-// from zero, then saturation (mt_kernels.h).
+/// \file
+/// Steps 2 and 3 of the lowering pipeline: calibrate a traced graph on representative
+/// inputs, choose a number format per tensor, lower every node to integer kernel calls (a
+/// Program) and plan one static arena for it.
+///
+/// \code
+///   lower::Graph g = lower::trace(model, {1, 4});
+///   lower::Calibration cal = lower::calibrate(g, train_x);     // [N, 4]: runs g on each row
+///   lower::Program p = lower::quantize(g, cal, {.activation_bits = 8});
+///   fmt::print("{}\n{}", p.format_table(), p.memory_plan());
+/// \endcode
+///
+/// Number formats (QuantOptions::scheme). A tensor of int8 or int16 integers q stands for
+/// `scale * (q - zero_point)`.
+///   - Affine (the default): real-valued scales; int8 activations with a zero point, so
+///     that a lopsided range (after a relu, a GELU, a softmax, the model's input) gets all
+///     256 levels; tensors that feed kernels without zero points (attention, matmul of
+///     activations, row division) and int16 tensors are symmetric. Weights symmetric with one
+///     scale per output channel (per_channel), rounded with error feedback (rounding); biases
+///     int32 (int8 inputs) or int64 (int16 inputs) in the accumulator's scale.
+///   - Symmetric: as Affine without zero points.
+///   - PowerOfTwo: every scale a power of two (a Q format), per-tensor weights: requantization
+///     is a rounding shift, no multiply (cheaper on cores without a fast multiplier).
+///
+/// Requantization (an accumulator x in scale s_x to an output in scale s_y) multiplies by the
+/// real ratio r = s_x / s_y written as an int32 multiplier and a shift,
+/// r = m * 2^-(31 + s) with |m| in [2^30, 2^31) (gemmlowp's quantized multiplier and shift, as
+/// in TFLite and CMSIS-NN; see Multiplier): y = round(x * m * 2^-(31 + s)). The product is
+/// exact in 64 bits and rounded once; gemmlowp rounds twice
+/// (SaturatingRoundingDoublingHighMul, then RoundingDivideByPOT) and can differ by one unit
+/// near ties (mt_kernels.h).
+///
+/// The scale of an activation covers its calibrated range (range: the min/max seen, or a
+/// percentile, or the clipping that minimises the quantization error), widened by `margin`;
+/// values beyond it saturate (the simulator counts them). int8 functions of one tensor (tanh,
+/// sigmoid, GELU) are 256-entry tables computed at lowering time. Rounding everywhere: to
+/// nearest, ties away from zero, then saturation (mt_kernels.h).
 #pragma once
 
 #include <cstdint>
@@ -41,13 +50,19 @@ namespace microtorch::lower {
 /// Per graph value (index = value id): the range seen over the calibration samples, and for
 /// activations the histogram of their values.
 struct Calibration {
-  static constexpr std::int64_t kBins = 2048;
+  static constexpr std::int64_t kBins = 2048;  ///< Bins of each histogram.
   std::vector<double> absmax;    ///< largest |value| (finite values)
-  std::vector<double> min, max;  ///< smallest and largest value (the range always holds 0)
+  ///@{
+  /// Smallest and largest value (finite values; the range always holds 0).
+  std::vector<double> min, max;
+  ///@}
   /// largest |value| per index of the last dim (activations): the ranges of the parts of a
   /// packed tensor (q | k | v of an attention projection, head by head)
   std::vector<std::vector<double>> channel_absmax;
-  std::vector<std::vector<double>> channel_min, channel_max;  ///< likewise, per index of the last dim
+  ///@{
+  /// Smallest and largest value per index of the last dim (activations), like channel_absmax.
+  std::vector<std::vector<double>> channel_min, channel_max;
+  ///@}
   /// kBins counts over [min, max] for the input and op outputs (empty for constants, or
   /// when min == max).
   std::vector<std::vector<double>> histogram;
@@ -55,7 +70,7 @@ struct Calibration {
   /// major; empty for other values), which weight rounding uses to place rounding errors
   /// where the inputs do not see them.
   std::vector<std::vector<double>> gram;
-  std::int64_t samples = 0;
+  std::int64_t samples = 0;  ///< how many inputs the graph ran on
 };
 
 /// How an activation's range is chosen from its calibration (QuantOptions::range).
@@ -65,10 +80,12 @@ enum class RangeMethod {
   Mse,         ///< the clipping that minimises the expected squared error: rounding noise
                ///< of the step it implies plus the clipping of what lies beyond
 };
+/// The method's name as reports print it: "min/max", "percentile", "MSE".
 std::string_view range_method_name(RangeMethod m);
 
-/// The range [lo, hi] an activation gets from its calibration at `bits` (symmetric:
-/// lo = -hi unless `affine`). MinMax for values without a histogram.
+/// The range [lo, hi] graph value `value` gets from its calibration with `method` at `bits`
+/// (symmetric: lo = -hi unless `affine`). `percentile` (in %, clamped to [0, 100]) is
+/// Percentile's share of values kept. MinMax for values without a histogram.
 std::pair<double, double> choose_range(const Calibration& cal, std::int64_t value, RangeMethod method, int bits,
                                        bool affine, double percentile = 99.99);
 
@@ -85,7 +102,12 @@ enum class AttentionKernel {
 };
 
 /// How scales are chosen (see the top of this header).
-enum class Scheme { Affine, Symmetric, PowerOfTwo };
+enum class Scheme {
+  Affine,      ///< real-valued scales, zero points for int8 activations that allow them
+  Symmetric,   ///< real-valued scales, no zero points
+  PowerOfTwo   ///< scales 2^-frac (Q formats), per-tensor weights: requantization is a shift
+};
+/// The scheme's name as reports print it: "affine", "symmetric", "power-of-two".
 std::string_view scheme_name(Scheme s);
 
 /// The precision of one layer (or node), overriding QuantOptions' defaults: `match` is a
@@ -96,7 +118,7 @@ std::string_view scheme_name(Scheme s);
 /// attention after its in_proj). An int8 layer's sensitive values still get sensitive_bits.
 /// A match that names no node is an error (ValueError listing the modules).
 struct LayerPrecision {
-  std::string match;
+  std::string match;        ///< a module path ("encoder.layers.0") or a node ("%12")
   int activation_bits = 8;  ///< 8 or 16: the node's output
   int weight_bits = 0;      ///< 8 or 16; 0 = as activation_bits ("16x8": 16, 8)
 };
@@ -108,13 +130,16 @@ enum class WeightRounding {
                   ///< not yet rounded using the calibration inputs' correlations (linear layers)
 };
 
+/// Options of quantize(): precision, number formats, ranges, the attention kernel and the
+/// firmware's name. Invalid bit widths, an invalid name (check_firmware_name) and a
+/// `precision` or `ranges` entry that names no node throw ValueError from quantize().
 struct QuantOptions {
   int activation_bits = 16;  ///< 16 or 8: the default precision of every layer's output
   int weight_bits = 0;       ///< 16 or 8; 0 = same as activation_bits (int16 x int8 is "16x8")
   std::vector<LayerPrecision> precision{};  ///< per-layer exceptions to the two above
-  Scheme scheme = Scheme::Affine;
+  Scheme scheme = Scheme::Affine;  ///< how scales are chosen (see the top of this header)
   bool per_channel = true;   ///< one weight scale per output channel (not in PowerOfTwo)
-  WeightRounding rounding = WeightRounding::ErrorFeedback;
+  WeightRounding rounding = WeightRounding::ErrorFeedback;  ///< how weights are rounded to integers
   /// Where int8 activations cost the most accuracy, int8 layers keep `sensitive_bits` (16;
   /// 8 = everything int8) for: the residual stream (adds of two activations, the values they
   /// add and where those come from through view ops and adds of constants, such as a token
@@ -126,14 +151,16 @@ struct QuantOptions {
   /// MinMax: clipping logits costs more than it saves). `ranges` overrides it per value
   /// ("%12") or module path.
   RangeMethod range = RangeMethod::MinMax;
-  double percentile = 99.99;
+  double percentile = 99.99;  ///< Percentile: the share of values kept, in % (the tails saturate)
+  /// Per-value exceptions to `range`: (`"%12"` or a module path, method); the last entry that
+  /// matches a value wins.
   std::vector<std::pair<std::string, RangeMethod>> ranges{};
   /// Activation scales cover the chosen range [lo, hi] widened at each end by margin *
   /// (hi - lo) / 2 (margin * hi for a symmetric range), so that inputs a little beyond the
   /// calibration data do not saturate (real-valued scales; power-of-two scales round up to
   /// the next power of two anyway).
   double margin = 0.25;
-  AttentionKernel attention = AttentionKernel::Streaming;
+  AttentionKernel attention = AttentionKernel::Streaming;  ///< how attention is lowered
   std::string name = "model";  ///< C identifier prefix of the emitted firmware
 };
 
@@ -158,10 +185,13 @@ int choose_frac(double absmax, int bits, bool* clamped = nullptr);
 /// (m rounded to nearest), or m = 0 and r = 2^-s exactly (a power of two: a shift, no
 /// multiply).
 struct Multiplier {
-  std::int32_t m = 0;
-  int s = 0;
-  double value() const;  ///< the ratio it represents
+  std::int32_t m = 0;    ///< the multiplier, |m| in [2^30, 2^31) with the sign of r; 0: a plain shift
+  int s = 0;             ///< the shift: r = m * 2^-(31 + s), or 2^-s when m = 0
+  double value() const;  ///< The ratio it represents.
 };
+/// The Multiplier of r: |r| = mant * 2^e with mant in [0.5, 1) gives m = round(mant * 2^31)
+/// (with r's sign) and s = -e; a positive power of two gives m = 0 and s exactly. r = 0 or
+/// not finite gives m = 0, s = 127: a shift that rounds every value to 0.
 Multiplier multiplier(double r);
 
 /// Throws ValueError unless `name` can name a firmware: a C identifier (letters, digits and

@@ -1,12 +1,14 @@
-// microtorch/lower/simulate.hpp — run a lowered Program on the host with the runtime's C
-// kernels (the same mt_kernels.c the firmware compiles), one call per Step.
-//
-// \code
-//   lower::Simulator sim(program);
-//   auto q = lower::quantize_input(program, x);          // float -> the input format
-//   auto y = sim.run(q);                                  // integers, bit-exact with the firmware
-//   Tensor yf = lower::dequantize_output(program, y);     // -> float (or sim.forward(x))
-// \endcode
+/// \file
+/// Run a lowered Program on the host with the runtime's C kernels (the same mt_kernels.c the
+/// firmware compiles), one call per Step.
+///
+/// \code
+///   lower::Simulator sim(program);
+///   auto q = lower::quantize_input(program, x);          // float -> the input format
+///   auto y = sim.run(q);                                  // integers, bit-exact with the firmware
+///   Tensor yf = lower::dequantize_output(program, y);     // -> float (or sim.forward(x))
+///   fmt::print("{}", sim.saturation_report());            // values at the limits of their type
+/// \endcode
 #pragma once
 
 #include <cstdint>
@@ -22,14 +24,20 @@ namespace microtorch::lower {
 /// against this by comparing outputs bit for bit.
 class Simulator {
  public:
+  /// Takes the program and allocates every buffer (weights filled in, the rest zero). Each
+  /// step is checked against its kernel's C signature (kernel name, number of arguments,
+  /// buffer element types, integers within their C types): ValueError naming the step when
+  /// one does not match.
   explicit Simulator(Program program);
+  /// The program it runs.
   const Program& program() const { return program_; }
 
   /// Runs one inference. `input` holds the input buffer's integers (token ids for an
   /// embedding model), `program.buffer(program.input).size` of them. Returns the output
-  /// buffer's integers. ValueError when a value does not fit the input's C type.
+  /// buffer's integers. ShapeError when `input` has another size, ValueError when a value
+  /// does not fit the input's C type.
   std::vector<std::int64_t> run(const std::vector<std::int64_t>& input);
-  /// Float in, float out: quantize_input, run, dequantize_output.
+  /// Float in, float out: quantize_input, run, dequantize_output (and their errors).
   Tensor forward(const Tensor& x);
 
   /// The status the firmware's run function would return: 0, or 1 when a kernel reported
@@ -43,6 +51,7 @@ class Simulator {
   /// Summed over every run() so far: per buffer, the elements found at the limits of their
   /// type (a value there was saturated, or landed exactly on the limit), and the elements seen.
   const std::vector<std::int64_t>& limit_counts() const { return limit_counts_; }
+  /// How many times run() has completed.
   std::int64_t runs() const { return runs_; }
   /// One line per fixed-point activation with its format and the share of its values at the
   /// limits over all runs: the place to look when a lowered model drifts from the float one.
@@ -67,11 +76,13 @@ class Simulator {
   void* ptr(std::int64_t buffer, std::int64_t offset = 0);
 };
 
-/// float -> the input buffer's integers (round half away from zero, saturate); token ids
-/// pass through unchanged (checked to fit int32).
+/// float -> the input buffer's integers: q = round(x / scale) + zero_point (half away from
+/// zero), saturated to the input's C type; token ids pass through unchanged (ValueError
+/// unless they fit int32). ShapeError unless x has the program's input_shape, ValueError for
+/// a NaN or infinite element.
 std::vector<std::int64_t> quantize_input(const Program& program, const Tensor& x);
 /// The output buffer's integers -> float (scale * (q - zero_point)), shaped like the graph output; int64
-/// for integer outputs (argmax).
+/// for integer outputs (argmax). ShapeError unless `q` has the output buffer's size.
 Tensor dequantize_output(const Program& program, const std::vector<std::int64_t>& q);
 
 }  // namespace microtorch::lower

@@ -8,9 +8,13 @@
  * Rules every kernel follows
  *   - No malloc, no stdio, no float or double, no division or modulo (Cortex-M0 has no
  *     divide instruction): reciprocals come from a fixed-point Newton iteration.
- *   - Only <stdint.h>. No compiler builtins; the code is plain portable C99 (the compiler
- *     may still turn a zeroing loop into a memset call, and on Cortex-M0 64-bit multiplies
- *     and shifts into __aeabi_lmul / __aeabi_llsl / __aeabi_llsr from libgcc).
+ *   - Only <stdint.h>. The reference bodies are plain portable C99 (the compiler may still
+ *     turn a zeroing loop into a memset call, and on Cortex-M0 64-bit multiplies and shifts
+ *     into __aeabi_lmul / __aeabi_llsl / __aeabi_llsr from libgcc). Where the target has
+ *     the Armv7E-M DSP extension (__ARM_FEATURE_DSP: Cortex-M4, M7, M33), optimized variants
+ *     of some kernels (mt_kernels.c says which) use the ACLE intrinsics of <arm_acle.h>;
+ *     they compute the same integers (checked under QEMU on each core); -DMT_NO_DSP turns
+ *     them off.
  *   - No undefined or implementation-defined integer behaviour: no signed overflow, no
  *     shift of a negative value in either direction (rounding works on magnitudes), no
  *     shift by >= the width. Every narrowing saturates. Clean under -fsanitize=undefined.
@@ -121,10 +125,37 @@ static inline int32_t mt_rshift_s32(int32_t x, int shift) {
  * for |m| in [2^30, 2^31) (any sign), or m = 0: round(x * 2^-s). Exact for |x| < 2^47. */
 int32_t mt_rq(int64_t x, int32_t m, int s);
 
+/* mt_rq32 in its common case 1 <= s <= 31 (a ratio below 1/2, m != 0), p = x m: |p| <= 2^62,
+ * so |result| <= 2^30 needs no saturation, and sign(p) floor(|p| 2^-(31+s) + 1/2) equals
+ * floor((t + 2^(s-1)) 2^-s) with t = floor((p - [p < 0]) 2^-31) (a tie of a negative p moves
+ * down); t is formed with an offset of 2^31 (p + 2^62 >= 0), so only unsigned 32-bit shifts
+ * remain (Cortex-M4: SMULL and 14 single-cycle instructions, no branch). */
+static inline int32_t mt_rq32_common(int32_t x, int32_t m, int s) {
+  const int64_t p = (int64_t)x * m;
+  const uint32_t t = (uint32_t)(((uint64_t)p - (uint64_t)(p < 0) + ((uint64_t)1 << 62)) >> 31);
+  return (int32_t)((t >> s) + ((t >> (s - 1)) & 1u)) - (int32_t)(1u << (31 - s));
+}
+
+/* mt_rq32 for -30 <= s <= 0 (a ratio of at least 1/2, m != 0): the same identity with
+ * sh = 31 + s in [1, 31], on 64 bits (t = floor((p - [p < 0]) 2^-(sh-1)) may need 33 bits,
+ * offset by 2^(32-s)), saturated to int32. */
+static inline int32_t mt_rq32_large(int32_t x, int32_t m, int s) {
+  const int64_t p = (int64_t)x * m;
+  const uint64_t u = ((uint64_t)p - (uint64_t)(p < 0) + ((uint64_t)1 << 62)) >> (30 + s);
+  const uint64_t r = (u + 1u) >> 1, off = (uint64_t)1 << (31 - s); /* r - off is the result */
+  if (r >= off + 0x7FFFFFFFu) return INT32_MAX;
+  if (r <= off - 0x80000000u) return INT32_MIN;
+  return (int32_t)((int64_t)r - (int64_t)off);
+}
+
 /* The same for an int32 x (the int8 kernels' accumulators): one 32 x 32 -> 64-bit multiply. */
 static inline int32_t mt_rq32(int32_t x, int32_t m, int s) {
   uint64_t p, a;
   int neg, sh;
+#ifndef __ARM_ARCH_6M__ /* Armv6-M (Cortex-M0) has no 32 x 32 -> 64 multiply: the magnitudes below are cheaper there */
+  if ((uint32_t)s - 1u < 31u && m != 0) return mt_rq32_common(x, m, s);        /* 1 <= s <= 31 */
+  if ((uint32_t)s + 30u < 31u && m != 0) return mt_rq32_large(x, m, s);         /* -30 <= s <= 0 */
+#endif
   if (m == 0) return mt_rshift_s32(x, s);
   a = x < 0 ? (uint64_t)(0u - (uint32_t)x) : (uint64_t)(uint32_t)x;
   neg = (x < 0) != (m < 0);

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# tools/mcu/bench_kernels.sh — instructions per call of the runtime kernels on emulated
+# Cortex-M0 / M4 / M7 / M33, each Armv7E-M core twice: the portable C kernels
+# (-DMT_NO_DSP) and the DSP variants its feature macros select. One markdown table on stdout.
+#
+# tools/mcu/kernel_bench.c runs one kernel REPS times; built per CPU (arm-none-eabi-gcc -O2,
+# picolibc, semihosting) and run under QEMU with the counting plugin tools/mcu/insncount.c for
+# REPS = 1 and 2: the difference is one call. Every build must print the same output hash
+# (the DSP variants are bit-exact with the portable C), or the script fails.
+#
+#   tools/mcu/bench_kernels.sh [KERNEL...]      (default: every kernel of kernel_bench.c)
+#   KEEP=dir tools/mcu/bench_kernels.sh         keep builds and logs in dir
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+rt=$root/src/lower/runtime
+if [[ -n ${KEEP:-} ]]; then work=$KEEP; mkdir -p "$work"; else work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; fi
+for tool in gcc arm-none-eabi-gcc arm-none-eabi-nm qemu-system-arm; do
+  command -v "$tool" >/dev/null || { echo "bench_kernels: $tool not found (tools/install-deps.sh installs it)" >&2; exit 2; }
+done
+
+kernels=("$@")
+[[ ${#kernels[@]} -gt 0 ]] || kernels=(linear_s8 linear_s16 softmax_s8 softmax_s16 attention_s8 attention_s16)
+
+# build: name cpu board flash ram extra-flags
+builds=(
+  "m0|cortex-m0|mps2-an385|0x0|0x20000000|"
+  "m4-c|cortex-m4|mps2-an386|0x0|0x20000000|-DMT_NO_DSP"
+  "m4|cortex-m4|mps2-an386|0x0|0x20000000|"
+  "m7-c|cortex-m7|mps2-an500|0x0|0x20000000|-DMT_NO_DSP"
+  "m7|cortex-m7|mps2-an500|0x0|0x20000000|"
+  "m33-c|cortex-m33|mps2-an505|0x10000000|0x38000000|-DMT_NO_DSP"
+  "m33|cortex-m33|mps2-an505|0x10000000|0x38000000|"
+)
+if [[ -n ${ONLY:-} ]]; then # ONLY=m0,m4: a subset of the builds (while tuning)
+  keep=(); for b in "${builds[@]}"; do [[ ,$ONLY, == *,${b%%|*},* ]] && keep+=("$b"); done; builds=("${keep[@]}")
+fi
+gcc -O2 -shared -fPIC -o "$work/libinsncount.so" "$here/insncount.c"
+pids=()
+for b in "${builds[@]}"; do
+  IFS='|' read -r name cpu board flash ram flags <<<"$b"
+  # shellcheck disable=SC2086
+  arm-none-eabi-gcc -mcpu=$cpu -mthumb -std=c99 -Wall -Wextra -Wconversion -Werror -O2 $flags -I"$rt" \
+    --specs=picolibc.specs --oslib=semihost --crt0=semihost \
+    -Wl,--defsym=__flash=$flash -Wl,--defsym=__flash_size=1M -Wl,--defsym=__ram=$ram \
+    -Wl,--defsym=__ram_size=256K -Wl,--defsym=__stack_size=16K \
+    "$here/kernel_bench.c" "$rt/mt_kernels.c" -o "$work/$name.elf" >"$work/$name.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || { cat "$work"/*.log >&2; echo "bench_kernels: build failed" >&2; exit 1; }; done
+
+count() { # name board kernel reps -> instructions; output line in $work/<name>-<kernel>-<reps>.txt
+  local out=$work/$1-$3-$4
+  timeout 600 qemu-system-arm -M "$2" -display none -serial null -monitor none \
+    -semihosting-config enable=on,target=native,arg=kernel_bench,arg="$3",arg="$4" \
+    -plugin "$work/libinsncount.so" -d plugin -D "$out.insns" -kernel "$work/$1.elf" </dev/null >"$out.txt" 2>&1
+  sed -n 's/^insns: \([0-9]*\).*/\1/p' "$out.insns"
+}
+thousands() { sed ':a;s/\B[0-9]\{3\}\>/,&/;ta' <<<"$1"; }
+
+declare -A n
+fail=0
+for k in "${kernels[@]}"; do
+  for b in "${builds[@]}"; do
+    IFS='|' read -r name cpu board _ <<<"$b"
+    c1=$(count "$name" "$board" "$k" 1) c2=$(count "$name" "$board" "$k" 2)
+    n[$k,$name]=$((c2 - c1))
+    line=$(cat "$work/$name-$k-1.txt")
+    n[$k,hash,$name]=$line
+    first=${builds[0]%%|*}
+    if [[ $line != "$(cat "$work/$name-$k-2.txt")" || $line != "${n[$k,hash,$first]}" ]]; then
+      echo "bench_kernels: $k on $name ($cpu) prints '$line', $first printed '${n[$k,hash,$first]}'" >&2
+      fail=1
+    fi
+  done
+done
+
+# Anchors: Cortex-M4 instruction counts of other libraries on the same shapes, as measured for
+# the project's Cortex-M speed work (arm-none-eabi-gcc -O2, QEMU mps2-an386, same inputs,
+# outputs checked); quoted, not re-run here (neither library is a dependency).
+declare -A cmsis=([linear_s8]=502,328 [softmax_s8]=8,358,507 [attention_s8]="10,486,950 (composed)")
+declare -A tinymind=([attention_s8]="6,873,407 (incl. projections)")
+cell() { [[ -n ${n[$1,$2]:-} ]] && thousands "${n[$1,$2]}" || echo -; }
+echo "| kernel | MACs | Cortex-M0 | M4 portable | M4 DSP | M4 instr/MAC | M4 speed-up | M7 portable | M7 DSP | M33 portable | M33 DSP | CMSIS-NN M4 (quoted) | tinymind M4 (quoted) |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+for k in "${kernels[@]}"; do
+  first=${builds[0]%%|*}
+  macs=$(sed -n 's/.* macs \([0-9]*\) .*/\1/p' "$work/$first-$k-1.txt")
+  per=-
+  [[ $macs -gt 0 && -n ${n[$k,m4]:-} ]] && per=$(awk -v a="${n[$k,m4]}" -v b="$macs" 'BEGIN { printf "%.2f", a / b }')
+  up=-
+  [[ -n ${n[$k,m4]:-} && -n ${n[$k,m4-c]:-} ]] && up=$(awk -v a="${n[$k,m4-c]}" -v b="${n[$k,m4]}" 'BEGIN { printf "%.2fx", a / b }')
+  [[ $macs -gt 0 ]] || macs=-
+  printf '| %s | %s | %s | %s | **%s** | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$k" "$(thousands "$macs")" \
+    "$(cell "$k" m0)" "$(cell "$k" m4-c)" "$(cell "$k" m4)" "$per" "$up" \
+    "$(cell "$k" m7-c)" "$(cell "$k" m7)" "$(cell "$k" m33-c)" "$(cell "$k" m33)" "${cmsis[$k]:--}" "${tinymind[$k]:--}"
+done
+[[ $fail -eq 0 ]] || { echo "bench_kernels: outputs differ between builds" >&2; exit 1; }

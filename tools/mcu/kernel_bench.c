@@ -1,0 +1,91 @@
+/* kernel_bench.c - one runtime kernel on the shapes of the MCU benchmark, run REPS times on
+ * fixed pseudo-random inputs; prints the kernel, its MACs and a hash of its output.
+ * tools/mcu/bench_kernels.sh builds it for each CPU and runs it under QEMU with the
+ * instruction-counting plugin for REPS = 1 and 2: the difference is one call (startup, input
+ * generation and printing cancel), and the hashes must agree across every build.
+ *
+ *   kernel_bench NAME REPS        (semihosting arguments; NAME from the table below)
+ *
+ * Static buffers only (fits the 256 KB RAM of the mps2 recipe). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mt_kernels.h"
+
+#define LCG_SEED 2024u
+#include "lcg_inputs.h"
+
+
+static uint32_t fnv(const void *p, int bytes) { /* FNV-1a over the output bytes (little-endian targets) */
+  const uint8_t *b = (const uint8_t *)p;
+  uint32_t h = 2166136261u;
+  int i;
+  for (i = 0; i < bytes; ++i) h = (h ^ b[i]) * 16777619u;
+  return h;
+}
+
+/* the shapes: linear [128, 16] x [48, 16]^T; softmax 128 x 128; attention L = S = 128, d = 16 */
+enum { ROWS = 128, IN = 16, OUT = 48, SM = 128, L = 128, D = 16 };
+
+static int8_t x8[L * 3 * D], w8[OUT * IN], s8[SM * SM], y8[SM * SM];
+static int16_t x16[L * 3 * D], w16[OUT * IN], s16[SM * SM], y16[SM * SM];
+static int32_t b32[OUT], rq[2 * OUT], acc32[D];
+static int64_t b64[OUT], acc64[D];
+
+/* attention parameters: q, k, v read in place from one [L, 3D] projection (as lowered MHA) */
+static void attn_params(int32_t *p, int bits) {
+  memset(p, 0, MT_ATTN_PARAMS * sizeof *p);
+  p[MT_ATTN_L] = L, p[MT_ATTN_S] = L, p[MT_ATTN_D] = D, p[MT_ATTN_DV] = D;
+  p[MT_ATTN_Q_STRIDE] = p[MT_ATTN_K_STRIDE] = p[MT_ATTN_V_STRIDE] = 3 * D;
+  /* q, k at 2^-5 (int8) or 2^-13 (int16), logits 1/sqrt(16) log2(e) in Q16 */
+  p[MT_ATTN_LOGIT_M] = 1548970010, p[MT_ATTN_LOGIT_S] = bits == 8 ? -5 : 11;
+  p[MT_ATTN_OUT_M] = 1431655765, p[MT_ATTN_OUT_S] = 0;
+}
+
+int main(int argc, char **argv) {
+  const char *name = argc >= 3 ? argv[argc - 2] : "";
+  const int reps = argc >= 3 ? atoi(argv[argc - 1]) : 0;
+  int32_t p[MT_ATTN_PARAMS];
+  long macs = 0;
+  uint32_t h = 0;
+  int i, r;
+  fill8(x8, L * 3 * D, -128, 127), fill8(w8, OUT * IN, -127, 127);
+  fill16(x16, L * 3 * D, -32768, 32767), fill16(w16, OUT * IN, -32767, 32767);
+  fill8(s8, SM * SM, -128, 127), fill16(s16, SM * SM, -32768, 32767);
+  for (i = 0; i < OUT; ++i) {
+    b32[i] = rnd(-20000, 20000), b64[i] = (int64_t)b32[i] << 16;
+    rq[2 * i] = 1073741824 + rnd(0, 65535) * 16384, rq[2 * i + 1] = 7 + rnd(0, 1);
+  }
+  for (r = 0; r < reps; ++r) {
+    if (!strcmp(name, "linear_s8")) {
+      mt_linear_s8_s8_s8(x8, w8, b32, y8, ROWS, IN, OUT, 0, rq, 1, -3, -128);
+      macs = (long)ROWS * IN * OUT, h = fnv(y8, ROWS * OUT);
+    } else if (!strcmp(name, "linear_s16")) {
+      if (r == 0) for (i = 0; i < 2 * OUT; i += 2) rq[i + 1] += 16; /* 2^16 x the int8 products */
+      mt_linear_s16_s16_s16(x16, w16, b64, y16, ROWS, IN, OUT, 0, rq, 1, 0, -32768);
+      macs = (long)ROWS * IN * OUT, h = fnv(y16, 2 * ROWS * OUT);
+    } else if (!strcmp(name, "softmax_s8")) {
+      /* logits at 2^-4: z = (max - x) 2^-4 log2(e) in Q16 */
+      mt_softmax_s8_s8(s8, y8, SM, SM, 1548970010, -13, 7, 0);
+      h = fnv(y8, SM * SM);
+    } else if (!strcmp(name, "softmax_s16")) {
+      mt_softmax_s16_s16(s16, y16, SM, SM, 1548970010, -5, 15, 0); /* logits at 2^-12 */
+      h = fnv(y16, 2 * SM * SM);
+    } else if (!strcmp(name, "attention_s8")) {
+      attn_params(p, 8);
+      mt_attention_stream_s8(p, 0, x8, x8 + D, x8 + 2 * D, y8, acc32);
+      macs = 2L * L * L * D, h = fnv(y8, L * D);
+    } else if (!strcmp(name, "attention_s16")) {
+      attn_params(p, 16);
+      mt_attention_stream_s16(p, 0, x16, x16 + D, x16 + 2 * D, y16, acc64);
+      macs = 2L * L * L * D, h = fnv(y16, 2 * L * D);
+    } else {
+      printf("kernel_bench: unknown kernel '%s'\n", name);
+      return 2;
+    }
+  }
+  printf("%s macs %ld hash %08lx\n", name, macs, (unsigned long)h);
+  return 0;
+}
