@@ -112,9 +112,11 @@ bench-mcu: build
 	@set -o pipefail; { echo "### Attention blocks"; echo; \
 	  $(BUILD)/benchmarks/mcu/microtorch-mcu-bench --jobs 2 --work $(BUILD)/mcu-bench; } | tee -a $(BUILD)/mcu-bench.md
 
-# Fifteen firmwares (three models x five schemes), each verified and counted under QEMU.
+# Fifteen firmwares (three models x five schemes), each verified and counted under QEMU; the
+# float kernels pinned as for the demo, so the Iris model trains to the same bits everywhere.
 bench-lower: build
-	$(BUILD)/benchmarks/lower/microtorch-lower-bench --work $(BUILD)/lower-bench --out $(BUILD)/lower-bench.md
+	tools/pinned-kernels.sh $(BUILD)/benchmarks/lower/microtorch-lower-bench --work $(BUILD)/lower-bench \
+	  --out $(BUILD)/lower-bench.md
 
 # Every benchmark step at 1 and 2 threads, microtorch and PyTorch back to back in one process
 # (tools/bench_paired.py), then peak memory; python3-torch is installed when missing. A few

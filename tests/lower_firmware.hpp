@@ -3,6 +3,8 @@
 // simulator).
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,8 +22,10 @@ namespace lower_testing {
 
 namespace lower = microtorch::lower;
 
+// <tmp>/microtorch-test-lower-<pid>/<name>: emptied first; one root per test process, so that
+// suites running at the same time (two checkouts, the sanitizer builds) never share a folder.
 inline std::string temp_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "microtorch-test-lower-pipeline" / name;
+  const auto dir = std::filesystem::temp_directory_path() / ("microtorch-test-lower-" + std::to_string(::getpid())) / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

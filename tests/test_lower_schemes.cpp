@@ -112,8 +112,8 @@ TEST_CASE("lower: PyTorch-trained transformers - int8 >= 99.5% agreement and <= 
 }
 
 TEST_CASE("lower: automatic precision meets its target, is cheaper than int16 and follows the target") {
-  PytorchModel& m = tagger();
-  const lower::QuantOptions base = scheme("int8", "tagger_auto");
+  PytorchModel& m = classifier();
+  const lower::QuantOptions base = scheme("int8", "classifier_auto");
   const lower::PrecisionSearch s = lower::choose_precision(m.graph, m.calibration, m.eval_x, base, {.max_error = 0.01});
   INFO(s.report);
   REQUIRE(s.met);
@@ -123,7 +123,7 @@ TEST_CASE("lower: automatic precision meets its target, is cheaper than int16 an
   CHECK(a.relative_error() <= 0.01);
   CHECK(a.relative_error() == doctest::Approx(s.accuracy.relative_error()));
   // Cheaper than all-int16 (weights and arena), and mostly int8 weights.
-  const lower::Program p16 = lower::quantize(m.graph, m.calibration, scheme("int16", "tagger16"));
+  const lower::Program p16 = lower::quantize(m.graph, m.calibration, scheme("int16", "classifier16"));
   CHECK(p.weight_bytes() < p16.weight_bytes());
   CHECK(p.arena_bytes <= p16.arena_bytes);
   CHECK(s.int8_weight_share >= 0.8);
@@ -164,7 +164,7 @@ TEST_CASE("lower: automatic precision meets its target, is cheaper than int16 an
                    mt::ShapeError, "choose_precision");
 }
 
-TEST_CASE("lower: every scheme of a PyTorch-trained transformer is bit-exact on host, UBSan, Cortex-M4 and M0") {
+TEST_CASE("lower: the firmware of every scheme of a PyTorch-trained transformer is bit-exact on host, UBSan, M4 and M0") {
   if (!have_tool("arm-none-eabi-gcc") || !have_tool("qemu-system-arm")) {
     MESSAGE("skipped: arm-none-eabi-gcc or qemu-system-arm not installed (tools/install-deps.sh adds them)");
     return;

@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <locale>
 #include <memory>
 #include <string>
 #include <vector>
@@ -146,13 +147,14 @@ std::int64_t verify_and_count(const lower::Program& p, const Tensor& eval_x, con
   return std::stoll(out.substr(at + key.size()));
 }
 
+// 1,503,402: the classic locale with comma grouping by threes.
+struct Thousands : std::numpunct<char> {
+  char do_thousands_sep() const override { return ','; }
+  std::string do_grouping() const override { return "\3"; }
+};
 std::string thousands(std::int64_t v) {
-  std::string s = std::to_string(v < 0 ? -v : v), out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (i && (s.size() - i) % 3 == 0) out += ',';
-    out += s[i];
-  }
-  return (v < 0 ? "-" : "") + out;
+  static const std::locale grouped(std::locale::classic(), new Thousands);
+  return fmt::format(grouped, "{:L}", v);
 }
 
 int usage(const char* argv0) {
