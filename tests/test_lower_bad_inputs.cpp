@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.hpp"
+#include "lower_firmware.hpp"
 #include "microtorch/lower/accuracy.hpp"
 #include "microtorch/lower/emit.hpp"
 #include "microtorch/lower/graph.hpp"
@@ -53,18 +54,8 @@ struct SavedGraph {
   lower::Graph load(const json& edited) const { return lower::Graph::from_json(edited, graph.weights(), "g.json"); }
 };
 
-struct Run {
-  int status;
-  std::string out;
-};
-Run run(const std::string& cmd) {
-  std::string out;
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, pipe)) out += buf;
-  return {pclose(pipe), out};
-}
+using lower_testing::Run;
+using lower_testing::run;
 
 // A calibration of every value to [-1, 1] (a hand-made one: quantize must not trust the graph).
 lower::Calibration ones_calibration(const lower::Graph& g) {

@@ -42,6 +42,7 @@
 #include "microtorch/lower/quantize.hpp"
 #include "microtorch/lower/simulate.hpp"
 #include "microtorch/nn/checkpoint.hpp"
+#include "../work_folder.hpp"
 
 namespace mt = microtorch;
 namespace lower = microtorch::lower;
@@ -196,18 +197,7 @@ int main(int argc, char** argv) {
         }
       }
     }
-    // Emptied only when it is this benchmark's folder (marker file) or already empty.
-    const std::string marker = ".microtorch-lower-bench";
-    if (fs::exists(work) && !fs::is_empty(work) && !fs::exists(fs::path(work) / marker)) {
-      std::cerr << fmt::format("microtorch-lower-bench: {} is not empty and not a work folder of this benchmark; "
-                               "pass another --work\n",
-                               work);
-      return 2;
-    }
-    fs::remove_all(work);
-    fs::create_directories(work);
-    std::ofstream(fs::path(work) / marker) << "work folder of microtorch-lower-bench; emptied on every run\n";
-    work = fs::absolute(work).string();
+    if (!prepare_work_folder(work, "microtorch-lower-bench")) return 2;
     std::vector<Model> models;
     models.push_back(pytorch_model<sequence_classifier::SequenceClassifier>(
         source, "causal MHA sequence classifier (PyTorch)", "sequence_classifier", sequence_classifier::kLength));

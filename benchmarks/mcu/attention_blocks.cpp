@@ -55,6 +55,7 @@
 #include "microtorch/lower/simulate.hpp"
 #include "microtorch/microtorch.hpp"
 #include "microtorch/nn.hpp"
+#include "../work_folder.hpp"
 
 namespace mt = microtorch;
 namespace lower = microtorch::lower;
@@ -277,18 +278,7 @@ int main(int argc, char** argv) {
     std::cerr << fmt::format("microtorch-mcu-bench: {} not found (pass --source)\n", plugin_src);
     return 2;
   }
-  // Emptied only when it is this benchmark's folder (marker file) or already empty.
-  const std::string marker = ".microtorch-mcu-bench";
-  if (fs::exists(work) && !fs::is_empty(work) && !fs::exists(fs::path(work) / marker)) {
-    std::cerr << fmt::format("microtorch-mcu-bench: {} is not empty and not a work folder of this benchmark; "
-                             "pass another --work\n",
-                             work);
-    return 2;
-  }
-  fs::remove_all(work);
-  fs::create_directories(work);
-  std::ofstream(fs::path(work) / marker) << "work folder of microtorch-mcu-bench; emptied on every run\n";
-  work = fs::absolute(work).string();
+  if (!prepare_work_folder(work, "microtorch-mcu-bench")) return 2;
 
   // Built once per run, in the work folder: the instruction-counting plugin.
   const std::string plugin = work + "/libinsncount.so";
