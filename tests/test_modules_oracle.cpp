@@ -10,8 +10,10 @@
 // (grad_<input>). Masks and token ids are constants.
 //
 // Tolerances (|got - expected| <= atol + rtol * |expected|), float32 throughout:
-//   rtol 1e-5, atol 1e-6 — a few ulp of the small sums both libraries accumulate in a
-//   different order (BLAS vs torch's kernels, fused vs composed softmax and layer norm).
+//   rtol 1e-5, atol 2e-6 — a few ulp of the small sums both libraries accumulate in a
+//   different order (BLAS vs torch's kernels, fused vs composed softmax and layer norm; the
+//   baseline attention tiles of the sanitizer builds put one element of the key-padding MHA
+//   in_proj_weight gradient 1.2e-6 off).
 //   Every case meets it, the whole two-layer encoders included, except the normalised
 //   LinearAttention (rtol 1e-4; the reason is at kTolLinearAttention).
 //
@@ -37,7 +39,7 @@ struct Tol {
   double rtol;
   double atol;
 };
-constexpr Tol kTol32{1e-5, 1e-6};
+constexpr Tol kTol32{1e-5, 2e-6};
 
 using Inputs = std::map<std::string, mt::Tensor>;
 
