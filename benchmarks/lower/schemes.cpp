@@ -42,7 +42,7 @@
 #include "microtorch/lower/quantize.hpp"
 #include "microtorch/lower/simulate.hpp"
 #include "microtorch/nn/checkpoint.hpp"
-#include "../work_folder.hpp"
+#include "../firmware_bench.hpp"
 
 namespace mt = microtorch;
 namespace lower = microtorch::lower;
@@ -148,15 +148,6 @@ std::int64_t verify_and_count(const lower::Program& p, const Tensor& eval_x, con
   return std::stoll(out.substr(at + key.size()));
 }
 
-// 1,503,402: the classic locale with comma grouping by threes.
-struct Thousands : std::numpunct<char> {
-  char do_thousands_sep() const override { return ','; }
-  std::string do_grouping() const override { return "\3"; }
-};
-std::string thousands(std::int64_t v) {
-  static const std::locale grouped(std::locale::classic(), new Thousands);
-  return fmt::format(grouped, "{:L}", v);
-}
 
 int usage(const char* argv0) {
   std::cerr << fmt::format(

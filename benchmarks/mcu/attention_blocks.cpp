@@ -55,7 +55,7 @@
 #include "microtorch/lower/simulate.hpp"
 #include "microtorch/microtorch.hpp"
 #include "microtorch/nn.hpp"
-#include "../work_folder.hpp"
+#include "../firmware_bench.hpp"
 
 namespace mt = microtorch;
 namespace lower = microtorch::lower;
@@ -225,15 +225,6 @@ void measure(Job& j, const std::string& plugin) {
   } catch (const std::exception& e) {
     j.error = e.what();
   }
-}
-
-std::string thousands(std::int64_t v) {
-  std::string s = std::to_string(v < 0 ? -v : v), out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (i && (s.size() - i) % 3 == 0) out += ',';
-    out += s[i];
-  }
-  return (v < 0 ? "-" : "") + out;
 }
 
 int usage(const char* argv0) {
