@@ -1,6 +1,5 @@
 // Lowering test helpers: a fresh folder per firmware, shell runs, and the firmware check
-// (tools/mcu/run_firmware_qemu.sh: host, UBSan/ASan host, Cortex-M4 and M0 against the
-// simulator).
+// (lower::verify: host, UBSan/ASan host and QEMU Cortex-M0/M4/M7/M33 against the simulator).
 #pragma once
 
 #include <unistd.h>
@@ -17,6 +16,7 @@
 
 #include "microtorch/lower/emit.hpp"
 #include "microtorch/lower/simulate.hpp"
+#include "microtorch/lower/verify.hpp"
 
 namespace lower_testing {
 
@@ -51,23 +51,20 @@ inline std::string read_file(const std::string& path) {
   return {std::istreambuf_iterator<char>(f), {}};
 }
 
-// tools/mcu/run_firmware_qemu.sh on an emitted folder with a check program and expected.txt.
-inline void check_firmware_folder(const std::string& dir, const std::string& name) {
-  const Run r = run(fmt::format("bash '{}/tools/mcu/run_firmware_qemu.sh' '{}' {}", MICROTORCH_SOURCE_DIR, dir, name));
-  INFO(r.out);
-  CHECK(r.status == 0);
-  REQUIRE(r.out.find("run_firmware_qemu: PASS") != std::string::npos);
-  MESSAGE(r.out.substr(r.out.rfind("run_firmware_qemu:")));
-}
-
-// Emits the firmware and a check program for `inputs`, then runs tools/mcu/run_firmware_qemu.sh.
+// Emits the firmware and verifies it on `inputs` (lower::verify: host, UBSan/ASan host and
+// QEMU Cortex-M0, M4, M7, M33 against the simulator).
 inline void check_firmware(const lower::Program& p, const std::vector<std::vector<std::int64_t>>& inputs) {
   const std::string dir = temp_dir(p.name);
   lower::emit_c(p, dir);
-  lower::emit_check(p, inputs, dir);
-  lower::Simulator sim(p);
-  std::ofstream(dir + "/expected.txt") << lower::expected_check_output(sim, inputs);
-  check_firmware_folder(dir, p.name);
+  lower::VerifyOptions o;
+  o.count_instructions = false;
+  const lower::Verification v = lower::verify(p, inputs, dir, o);
+  INFO(v.log);
+  REQUIRE(v.passed);
+  CHECK(v.skipped.empty());
+  CHECK(v.cpus.size() == o.cpus.size());
+  for (const lower::CpuCheck& c : v.cpus) CHECK(c.identical);
+  MESSAGE(v.summary());
 }
 
 }  // namespace lower_testing

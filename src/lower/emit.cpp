@@ -1,19 +1,22 @@
 // emit_c — a Program printed as a C99 firmware folder; report(); firmware_size().
 #include "microtorch/lower/emit.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <memory>
 
 #include <fmt/format.h>
 
 #include "microtorch/error.hpp"
 #include "microtorch/io.hpp"
 #include "microtorch/lower/quantize.hpp"
+#include "shell.hpp"
 
 namespace microtorch::lower {
 
@@ -175,8 +178,10 @@ std::string makefile_text(const Program& p) {
 #   make count-elfs          the same built with -DCHECK_RUNS=1 and =2 (instruction counting)
 #   make host                build/host/check with the host's cc; make san: the same under
 #                            -fsanitize=undefined,address
+#   BUILD=dir                where the builds go (default build/); CHECK_DIR=dir: the folder
+#                            that holds {0}_check.c (default: this one)
 #
-# Every build is warning-free under WARN; build/cortex-m0/{0}.o may call no division or
+# Every build is warning-free under WARN; $(BUILD)/cortex-m0/{0}.o may call no division or
 # float helper (Cortex-M0 has neither).
 NAME := {0}
 CPU ?= cortex-m4
@@ -194,8 +199,11 @@ BOARD_LINK := --specs=picolibc.specs --oslib=semihost --crt0=semihost -Wl,--gc-s
 SIZE_LINK := --specs=picolibc.specs -nostartfiles -Wl,--gc-sections -Wl,-e,$(NAME)_run \
   -Wl,--defsym=__flash=0x0 -Wl,--defsym=__flash_size=64M \
   -Wl,--defsym=__ram=0x20000000 -Wl,--defsym=__ram_size=64M -Wl,--defsym=__stack_size=1K
-B := build/$(CPU)
+BUILD ?= build
+CHECK_DIR ?= .
+B := $(BUILD)/$(CPU)
 HEADERS := $(NAME).h mt_kernels.h
+vpath $(NAME)_check.c $(CHECK_DIR)
 
 .PHONY: all size check-elf count-elfs host san
 all: $(B)/$(NAME).o $(B)/mt_kernels.o
@@ -223,17 +231,17 @@ $(B)/count%.elf: $(B)/count%.o $(B)/$(NAME).o $(B)/mt_kernels.o
 check-elf: $(B)/check.elf
 count-elfs: $(B)/count1.elf $(B)/count2.elf
 
-build/host/check: $(NAME).c mt_kernels.c $(NAME)_check.c $(HEADERS)
-	@mkdir -p build/host
-	$(HOST_CC) $(WARN) $(OPT) -I. $(NAME).c mt_kernels.c $(NAME)_check.c -o $@
+$(BUILD)/host/check: $(NAME).c mt_kernels.c $(NAME)_check.c $(HEADERS)
+	@mkdir -p $(BUILD)/host
+	$(HOST_CC) $(WARN) $(OPT) -I. $(filter %.c,$^) -o $@
 
-build/san/check: $(NAME).c mt_kernels.c $(NAME)_check.c $(HEADERS)
-	@mkdir -p build/san
+$(BUILD)/san/check: $(NAME).c mt_kernels.c $(NAME)_check.c $(HEADERS)
+	@mkdir -p $(BUILD)/san
 	$(HOST_CC) -std=c99 -O1 -g -fsanitize=undefined,address -fno-sanitize-recover=all -I. \
-	  $(NAME).c mt_kernels.c $(NAME)_check.c -o $@
+	  $(filter %.c,$^) -o $@
 
-host: build/host/check
-san: build/san/check
+host: $(BUILD)/host/check
+san: $(BUILD)/san/check
 )mk",
                      p.name);
 }
@@ -346,17 +354,22 @@ FirmwareSize firmware_size(const Program& p, const std::string& dir, const std::
     }
   }
   // The folder's Makefile (emit_c) is the recipe: model + kernels, unused sections removed.
-  const std::string cmd = fmt::format("make --no-print-directory -s -C '{}' size CPU={} 2>&1", dir, cpu);
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  if (!pipe) throw IoError(fmt::format("firmware_size: cannot run {}", cmd));
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, pipe.get())) out += buf;
-  if (pclose(pipe.release()) != 0) {
+  // The objects go to a temporary folder, so the firmware folder keeps only its sources.
+  static std::atomic<unsigned> serial{0};
+  const std::filesystem::path build = std::filesystem::temp_directory_path() /
+                                      fmt::format("microtorch-size-{}-{}", ::getpid(), serial++);
+  const detail::CommandResult r = detail::run_command(
+      fmt::format("make --no-print-directory -s -C {} size CPU={} BUILD={}", detail::shell_quote(dir), cpu,
+                  detail::shell_quote(build.string())),
+      "firmware_size");
+  std::error_code ec;
+  std::filesystem::remove_all(build, ec);
+  if (r.status != 0) {
     throw IoError(fmt::format("firmware_size: linking {} for {} failed (tools/install-deps.sh installs make, "
                               "gcc-arm-none-eabi and picolibc-arm-none-eabi):\n{}",
-                              p.name, cpu, out));
+                              p.name, cpu, r.out));
   }
+  const std::string& out = r.out;
   // -A: one line per section; text = code + read-only data, data, bss
   FirmwareSize s;
   std::size_t pos = 0;

@@ -1,0 +1,34 @@
+#include "shell.hpp"
+
+#include <cstdio>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "microtorch/error.hpp"
+
+namespace microtorch::lower::detail {
+
+CommandResult run_command(const std::string& cmd, const char* who) {
+  // stdin from /dev/null: QEMU reads its console from stdin, which is not the tools' to take
+  // (a REPL or a pipe feeding the caller would lose its input)
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(("{ " + cmd + "\n} </dev/null 2>&1").c_str(), "r"), pclose);
+  if (!pipe) throw IoError(fmt::format("{}: cannot run {}", who, cmd));
+  CommandResult r;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, pipe.get())) r.out += buf;
+  r.status = pclose(pipe.release());
+  return r;
+}
+
+bool have_program(const std::string& program) {
+  return run_command("command -v " + shell_quote(program) + " >/dev/null", "have_program").status == 0;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (const char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+}  // namespace microtorch::lower::detail

@@ -1,0 +1,20 @@
+// Running the tools the lowering checks firmware with (make, cc, arm-none-eabi-gcc, QEMU):
+// one command through /bin/sh, its output captured.
+#pragma once
+
+#include <string>
+
+namespace microtorch::lower::detail {
+
+struct CommandResult {
+  int status = -1;  ///< 0 on success (pclose's status otherwise)
+  std::string out;  ///< stdout and stderr together
+};
+/// Runs `cmd` with /bin/sh, stderr merged into stdout. IoError when it cannot be started.
+CommandResult run_command(const std::string& cmd, const char* who);
+/// Whether `program` is on PATH.
+bool have_program(const std::string& program);
+/// `s` as one single-quoted /bin/sh word.
+std::string shell_quote(const std::string& s);
+
+}  // namespace microtorch::lower::detail
