@@ -22,20 +22,30 @@ Tensor evaluate_node(const Node& n, const std::vector<Tensor>& in) {
   }
   return rule->evaluate(n, in);
 }
-std::vector<Tensor> split_inputs(const Graph& graph, const Tensor& data, const char* who) {
-  const Shape& in = graph.value(graph.input).shape;
+std::vector<Tensor> split_stacked(const Shape& in, const Tensor& data, const char* who) {
   if (data.shape() == in) return {data};
   const std::int64_t batch = in.empty() ? 1 : in[0];
+  const std::string rest = in.size() > 1 ? fmt::format(", {}", fmt::join(in.begin() + 1, in.end(), ", ")) : "";
   if (in.empty() || batch <= 0 || data.dim() != static_cast<std::int64_t>(in.size()) ||
-      !std::equal(in.begin() + 1, in.end(), data.shape().begin() + 1) || data.size(0) % batch != 0 || data.size(0) == 0) {
+      !std::equal(in.begin() + 1, in.end(), data.shape().begin() + 1) || data.size(0) == 0) {
     throw ShapeError(fmt::format("{}: data of shape {} does not stack inputs of the graph's shape {}; pass "
                                  "[N * {}{}] (N samples along dim 0)",
-                                 who, shape_str(data.shape()), shape_str(in), batch,
-                                 in.size() > 1 ? fmt::format(", {}", fmt::join(in.begin() + 1, in.end(), ", ")) : ""));
+                                 who, shape_str(data.shape()), shape_str(in), batch, rest));
+  }
+  if (data.size(0) % batch != 0) {
+    throw ShapeError(fmt::format("{}: data of shape {} does not stack inputs of the graph's shape {}: its {} rows are "
+                                 "not a multiple of the traced batch {} ({} left over); pass [N * {}{}], or trace "
+                                 "with batch 1 to take any number of rows",
+                                 who, shape_str(data.shape()), shape_str(in), data.size(0), batch,
+                                 data.size(0) % batch, batch, rest));
   }
   std::vector<Tensor> out;
   for (std::int64_t s = 0; s < data.size(0) / batch; ++s) out.push_back(slice(data, 0, s * batch, (s + 1) * batch));
   return out;
+}
+
+std::vector<Tensor> split_inputs(const Graph& graph, const Tensor& data, const char* who) {
+  return split_stacked(graph.value(graph.input).shape, data, who);
 }
 
 std::vector<Tensor> evaluate(const Graph& graph, const Tensor& input) {

@@ -151,7 +151,18 @@ Tensor Simulator::value(std::int64_t graph_value) const {
   return Tensor();
 }
 
-Tensor Simulator::forward(const Tensor& x) { return dequantize_output(program_, run(quantize_input(program_, x))); }
+Tensor Simulator::forward(const Tensor& x) {
+  if (x.shape() == program_.input_shape) return dequantize_output(program_, run(quantize_input(program_, x)));
+  // A stack of inputs: one run each, the outputs joined along dim 0 when it is the batch
+  // dim of the output too, else stacked along a new dim 0.
+  std::vector<Tensor> ys;
+  for (const Tensor& xi : split_stacked(program_.input_shape, x, "Simulator::forward")) {
+    ys.push_back(dequantize_output(program_, run(quantize_input(program_, xi))));
+  }
+  const Shape& in = program_.input_shape;
+  const Shape& out = program_.output_shape;
+  return !out.empty() && !in.empty() && out[0] == in[0] ? cat(ys, 0) : stack(ys, 0);
+}
 
 std::vector<std::int64_t> Simulator::values(std::int64_t buffer) const {
   const Buffer& b = program_.buffer(buffer);

@@ -111,9 +111,11 @@ std::vector<Tensor> evaluate(const Graph& graph, const Tensor& input);
 /// One node of evaluate(): its op applied to its input values.
 Tensor evaluate_node(const Node& node, const std::vector<Tensor>& inputs);
 
-/// The samples of stacked data: `data` [N * B, rest...] for a graph input [B, rest...] is N
-/// inputs (a single input of exactly the graph's shape is one). ShapeError naming `who`
-/// otherwise.
+/// The samples of stacked data: `data` [N * B, rest...] for an input shape [B, rest...] is N
+/// inputs (a single input of exactly that shape is one). ShapeError naming `who` otherwise,
+/// saying how many rows are left over when dim 0 is not a multiple of B.
+std::vector<Tensor> split_stacked(const Shape& input_shape, const Tensor& data, const char* who);
+/// split_stacked() for the graph's input shape.
 std::vector<Tensor> split_inputs(const Graph& graph, const Tensor& data, const char* who);
 
 /// Traces `model.forward` on zeros of `input_shape`. Its parameters and persistent buffers

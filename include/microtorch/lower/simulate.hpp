@@ -37,7 +37,11 @@ class Simulator {
   /// buffer's integers. ShapeError when `input` has another size, ValueError when a value
   /// does not fit the input's C type.
   std::vector<std::int64_t> run(const std::vector<std::int64_t>& input);
-  /// Float in, float out: quantize_input, run, dequantize_output (and their errors).
+  /// Float in, float out: quantize_input, run, dequantize_output (and their errors). `x` is
+  /// one input of the program's input shape [B, ...] or any number N of them stacked along
+  /// dim 0 ([N * B, ...]: a program traced with batch 1 takes any batch), run one after the
+  /// other; their outputs are joined along dim 0 when the output's dim 0 is the batch
+  /// ([N * B, ...]), else stacked ([N, ...output shape]). ShapeError for anything else.
   Tensor forward(const Tensor& x);
 
   /// The status the firmware's run function would return: 0, or 1 when a kernel reported
