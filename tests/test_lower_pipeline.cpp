@@ -1,6 +1,7 @@
 // Lowering steps 2-5: calibrate, quantize, plan, simulate, emit — on trained models against
 // the float model, and the emitted firmware bit-exact on the host, under UBSan and on
 // emulated Cortex-M4 / M0.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "lower_firmware.hpp"
 #include "random_graph.hpp"
 #include "microtorch/lower/emit.hpp"
+#include "microtorch/lower/firmware.hpp"
 #include "microtorch/lower/quantize.hpp"
 #include "microtorch/lower/simulate.hpp"
 #include "microtorch/nn.hpp"
@@ -394,6 +396,107 @@ TEST_CASE("lower: emitted Iris (int8) and decoder (int16) firmware is bit-exact 
   check_firmware(pd, ids);
 }
 
+TEST_CASE("lower::to_firmware: one call from a trained module to firmware verified on the host and QEMU, with a report") {
+  TrainedIris& t = trained_iris();
+  const bool cross = have_tool("arm-none-eabi-gcc") && have_tool("qemu-system-arm");
+  const std::string dir = temp_dir("front_door") + "/iris_fw";
+  const Tensor all = mt::cat({t.data.x_test, t.data.x_train}, 0);
+  lower::FirmwareOptions o;
+  o.quantize = options(8, "iris_fd");
+  o.check_inputs = 20;
+  o.verify.cpus = {"cortex-m0", "cortex-m4"};
+  t.model.train();  // traced in eval mode all the same, and the mode given back
+  const lower::Firmware fw = lower::to_firmware(t.model, t.data.x_train, all, dir, o);
+  CHECK(t.model.is_training());
+  t.model.eval();
+  // What the steps one by one give: the same program, the same accuracy.
+  const lower::Program p = lower::quantize(t.graph, t.calibration, options(8, "iris_fd"));
+  CHECK(fw.program.to_string() == p.to_string());
+  const lower::Accuracy a = lower::measure(t.graph, p, all);
+  CHECK(fw.accuracy.samples == 150);
+  CHECK(fw.accuracy.max_abs_error == a.max_abs_error);
+  CHECK(fw.accuracy.agreement == a.agreement);
+  CHECK(read_file(dir + "/iris_fd_report.txt").find("per-layer error against the float model over 150 samples") !=
+        std::string::npos);
+  const std::string report = fw.report();
+  INFO(report);
+  CHECK(report.find(fmt::format("accuracy on 150 evaluation samples: max error {:.3f}%", 100 * a.relative_error())) !=
+        std::string::npos);
+  if (!cross) {
+    CHECK(fw.verification.skipped.find("not found") != std::string::npos);
+    return;
+  }
+  INFO(fw.verification.log);
+  REQUIRE(fw.verification.passed);
+  CHECK(fw.verification.skipped.empty());
+  CHECK(fw.verification.inputs == 20);
+  REQUIRE(fw.verification.cpus.size() == 2);
+  CHECK(fw.verification.cpus[0].board == "mps2-an385");
+  CHECK(fw.verification.cpus[1].board == "mps2-an386");
+  for (const lower::CpuCheck& c : fw.verification.cpus) CHECK(c.identical);
+  // the DSP kernels on the M4 take fewer instructions than the portable C on the M0
+  CHECK(fw.verification.instructions("cortex-m4") > 1000);
+  CHECK(fw.verification.instructions("cortex-m4") < fw.verification.instructions("cortex-m0"));
+  REQUIRE(fw.sizes.size() == 2);
+  CHECK(fw.sizes[1].second.flash() > fw.program.weight_bytes());
+  CHECK(report.find(fmt::format("| cortex-m4 | {} | {} | {} | yes (mps2-an386) |", fw.sizes[1].second.flash(),
+                                fw.sizes[1].second.ram(), fw.verification.instructions("cortex-m4"))) != std::string::npos);
+  // the folder holds what goes into an MCU project: no check program, no builds
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  CHECK(files == std::vector<std::string>{"Makefile", "iris_fd.c", "iris_fd.h", "iris_fd_report.txt", "mt_kernels.c",
+                                          "mt_kernels.h"});
+  CHECK(std::filesystem::exists(dir + ".verify/verification.txt"));
+}
+
+TEST_CASE("lower: the simulator runs any batch of a program traced with batch 1; batches that do not stack are named") {
+  TrainedIris& t = trained_iris();
+  lower::Simulator sim(lower::quantize(t.graph, t.calibration, options(8, "iris_any")));
+  const Tensor ys = sim.forward(t.data.x_test);  // [30, 4] through a program traced at [1, 4]
+  REQUIRE(ys.shape() == mt::Shape{30, 3});
+  for (const std::int64_t i : {0, 13, 29}) {
+    CHECK(mt::equal(ys.slice(0, i, i + 1), sim.forward(t.data.x_test.slice(0, i, i + 1))));
+  }
+  CHECK_THROWS_MSG(sim.forward(mt::zeros({3, 5})), mt::ShapeError, "Simulator::forward", "[1, 4]", "[N * 1, 4]");
+  // A graph traced with batch 2: 5 rows leave one over.
+  const lower::Graph g2 = lower::trace(t.model, {2, 4});
+  CHECK_THROWS_MSG(lower::calibrate(g2, t.data.x_train.slice(0, 0, 5)), mt::ShapeError, "calibrate",
+                   "5 rows are not a multiple of the traced batch 2 (1 left over)", "trace with batch 1");
+  lower::Simulator sim2(lower::quantize(g2, lower::calibrate(g2, t.data.x_train), options(8, "iris_b2")));
+  CHECK(sim2.forward(t.data.x_test).shape() == mt::Shape{30, 3});
+  CHECK_THROWS_MSG(sim2.forward(t.data.x_test.slice(0, 0, 7)), mt::ShapeError, "not a multiple of the traced batch 2");
+}
+
+TEST_CASE("bad input: lower::verify keeps the user's files, refuses names that are not CPUs, needs emit_c first") {
+  const lower::Graph g = lower::trace([](const Tensor& x) { return mt::relu(x); }, mt::ones({1, 4}));
+  const lower::Program p = lower::quantize(g, lower::calibrate(g, mt::randn({8, 4})), options(8, "relu8"));
+  const std::string dir = temp_dir("verify_bad");
+  const std::vector<std::vector<std::int64_t>> in{lower::quantize_input(p, mt::ones({1, 4}))};
+  CHECK_THROWS_MSG(lower::verify(p, in, dir + "/fw"), mt::IoError, "relu8.c is missing", "emit_c");
+  lower::emit_c(p, dir + "/fw");
+  lower::VerifyOptions o;
+  o.work = dir + "/mine";
+  std::filesystem::create_directories(o.work);
+  std::ofstream(o.work + "/notes.txt") << "keep me";
+  CHECK_THROWS_MSG(lower::verify(p, in, dir + "/fw", o), mt::ValueError, "holds other files", "VerifyOptions::work");
+  CHECK(read_file(o.work + "/notes.txt") == "keep me");
+  o.work.clear();
+  o.cpus = {"cortex-m4; rm -rf ~"};
+  CHECK_THROWS_MSG(lower::verify(p, in, dir + "/fw", o), mt::ValueError, "is not a CPU name");
+  if (have_tool("arm-none-eabi-gcc") && have_tool("qemu-system-arm")) {
+    o.cpus = {"cortex-a53"};
+    CHECK_THROWS_MSG(lower::verify(p, in, dir + "/fw", o), mt::ValueError, "no QEMU board for cortex-a53");
+  }
+  o.cpus = {};  // the host steps only
+  const lower::Verification v = lower::verify(p, in, dir + "/fw", o);
+  INFO(v.log);
+  CHECK(v.passed);
+  CHECK(v.host);
+  CHECK(v.sanitizer);
+  CHECK(v.cpus.empty());
+}
+
 TEST_CASE("microtorch-lower: a graph saved by a training script becomes the same firmware as through the API") {
   TrainedIris& t = trained_iris();
   const std::string dir = temp_dir("cli");
@@ -406,7 +509,7 @@ TEST_CASE("microtorch-lower: a graph saved by a training script becomes the same
   REQUIRE(ok.status == 0);
   CHECK(ok.out.find("lowering report for iris_cli: int8 activations, int8 weights") != std::string::npos);
   CHECK(ok.out.find("arena of iris_cli") != std::string::npos);
-  CHECK(ok.out.find("firmware written to") != std::string::npos);
+  CHECK(ok.out.find(fmt::format("firmware iris_cli in {}/fw/", dir)) != std::string::npos);
   // The CLI and the API produce the same program: the same C, byte for byte.
   lower::QuantOptions o = options(8, "iris_cli");
   const lower::Program p = lower::quantize(lower::load(dir + "/iris"), lower::calibrate(t.graph, t.data.x_train), o);
@@ -415,12 +518,23 @@ TEST_CASE("microtorch-lower: a graph saved by a training script becomes the same
   CHECK(read_file(dir + "/fw/iris_cli.h") == read_file(dir + "/api/iris_cli.h"));
   CHECK(read_file(dir + "/fw/mt_kernels.c") == read_file(std::string(MICROTORCH_SOURCE_DIR) + "/src/lower/runtime/mt_kernels.c"));
   if (have_tool("arm-none-eabi-gcc") && have_tool("qemu-system-arm")) {
-    check_firmware_folder(dir + "/fw", "iris_cli");  // its check program on host, UBSan, M4, M0
+    // --check 30: verified on host, UBSan and the four default CPUs, with instruction counts
+    CHECK(ok.out.find("verified on 30 inputs: host, UBSan/ASan host, cortex-m0 (") != std::string::npos);
+    CHECK(ok.out.find("identical to the simulator") != std::string::npos);
+    CHECK(ok.out.find("| cortex-m33 | ") != std::string::npos);
+    // the firmware folder holds what goes into an MCU project; the check and its builds do not
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(dir + "/fw")) files.push_back(e.path().filename().string());
+    std::sort(files.begin(), files.end());
+    CHECK(files == std::vector<std::string>{"Makefile", "iris_cli.c", "iris_cli.h", "iris_cli_report.txt", "mt_kernels.c",
+                                            "mt_kernels.h"});
+    CHECK(std::filesystem::exists(dir + "/fw.verify/iris_cli_check.c"));
     const Run sized = run(fmt::format("{} {}/iris -c {}/calib.npy -b 16 -w 8 -n iris16 -o {}/fw16 --size cortex-m0", cli,
                                       dir, dir, dir));
     INFO(sized.out);
     CHECK(sized.status == 0);
-    CHECK(sized.out.find("iris16 (cortex-m0): flash") != std::string::npos);
+    CHECK(sized.out.find("| cortex-m0 | ") != std::string::npos);  // flash and RAM, not verified (no --check)
+    CHECK(sized.out.find(" | - | not run |") != std::string::npos);
     CHECK(sized.out.find("mt_linear_s16_s8_s16") != std::string::npos);
   }
   // Bad input: clear messages and a non-zero status, never a crash.

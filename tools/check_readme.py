@@ -45,6 +45,7 @@ PRELUDES = {
     "interop": 'nn::save(nn::MultiheadAttention(8, 2, {.batch_first = true}), "mha.npz");',
     # README "Lowering": any trained model taking [1, 4], its training inputs and one input
     "lowering": "nn::Linear model(4, 3);\nmt::Tensor x_train = mt::randn({32, 4}), x = x_train.narrow(0, 0, 1);",
+    "lowering_front_door": "nn::Linear model(4, 3);\nmt::Tensor x_train = mt::randn({32, 4}), x_test = mt::randn({16, 4});",
 }
 EPILOGUES = {"threads": "worker.join();"}
 

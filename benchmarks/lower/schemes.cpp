@@ -16,8 +16,8 @@
 // Calibration and evaluation data are disjoint: the models' calib_x / eval_x (1000 held-out
 // sequences), Iris's 120 training flowers / 30 test flowers.
 //
-// Every firmware is checked by tools/mcu/run_firmware_qemu.sh (COUNT_INSTRUCTIONS=1): host,
-// UBSan/ASan host, Cortex-M4 and M0 under QEMU each print what the simulator computed for 8
+// Each firmware is made by lower::to_firmware and verified by it (lower::verify): host,
+// UBSan/ASan host, Cortex-M0 and M4 under QEMU each print what the simulator computed for 8
 // evaluation inputs, then the instruction-counting plugin gives the count per inference.
 // Flash is lower::firmware_size (model + kernels for cortex-m4, unused sections removed).
 #include <cstdio>
@@ -36,11 +36,7 @@
 #include "../../examples/models/sequence_classifier.hpp"
 #include "../../examples/models/token_tagger.hpp"
 #include "microtorch/io.hpp"
-#include "microtorch/lower/accuracy.hpp"
-#include "microtorch/lower/emit.hpp"
-#include "microtorch/lower/precision.hpp"
-#include "microtorch/lower/quantize.hpp"
-#include "microtorch/lower/simulate.hpp"
+#include "microtorch/lower/firmware.hpp"
 #include "microtorch/nn/checkpoint.hpp"
 #include "../firmware_bench.hpp"
 
@@ -62,8 +58,7 @@ struct Model {
   std::string name, id;
   std::shared_ptr<mt::nn::Module> module;
   lower::Graph graph;
-  lower::Calibration calibration;
-  Tensor eval_x;
+  Tensor calibration_x, eval_x;
 };
 
 Tensor member(const std::string& npz, const std::string& name) {
@@ -80,9 +75,8 @@ Model pytorch_model(const std::string& source, const std::string& label, const s
   auto m = std::make_shared<M>();
   mt::nn::load(*m, fixtures + ".npz");
   m->eval();
-  Model out{label, id, m, lower::trace(*m, mt::zeros({1, length}, mt::kInt64)), {}, member(fixtures + "_data.npz", "eval_x")};
-  out.calibration = lower::calibrate(out.graph, member(fixtures + "_data.npz", "calib_x"));
-  return out;
+  return {label, id, m, lower::trace(*m, mt::zeros({1, length}, mt::kInt64)), member(fixtures + "_data.npz", "calib_x"),
+          member(fixtures + "_data.npz", "eval_x")};
 }
 
 Model iris_model() {
@@ -90,9 +84,7 @@ Model iris_model() {
   mt::manual_seed(42);
   auto m = std::make_shared<iris_transformer::IrisTransformer>();
   iris_transformer::train(*m, data);
-  Model out{"Iris transformer (C++)", "iris", m, lower::trace(*m, {1, 4}), {}, data.x_test};
-  out.calibration = lower::calibrate(out.graph, data.x_train);
-  return out;
+  return {"Iris transformer (C++)", "iris", m, lower::trace(*m, {1, 4}), data.x_train, data.x_test};
 }
 
 struct Scheme {
@@ -117,37 +109,6 @@ std::vector<Scheme> schemes() {
   s[4].automatic = true;
   return s;
 }
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
-// Emits firmware and a check program for the first inputs of `eval_x`, then runs
-// tools/mcu/run_firmware_qemu.sh with instruction counting: -1 unless every target matched.
-std::int64_t verify_and_count(const lower::Program& p, const Tensor& eval_x, const std::string& dir,
-                              const std::string& source) {
-  std::vector<std::vector<std::int64_t>> inputs;
-  for (std::int64_t i = 0; i < std::min(kCheckInputs, eval_x.size(0)); ++i) {
-    inputs.push_back(lower::quantize_input(p, eval_x.slice(0, i, i + 1)));
-  }
-  lower::emit_check(p, inputs, dir);
-  lower::Simulator sim(p);
-  std::ofstream(dir + "/expected.txt") << lower::expected_check_output(sim, inputs);
-  const std::string log = dir + "/verify.log";
-  const int rc = std::system(fmt::format("COUNT_INSTRUCTIONS=1 bash '{}/tools/mcu/run_firmware_qemu.sh' '{}' {} >'{}' 2>&1",
-                                         source, dir, p.name, log)
-                                 .c_str());
-  const std::string out = slurp(log);
-  const std::string key = "instructions per inference (cortex-m4): ";
-  const auto at = out.find(key);
-  if (rc != 0 || at == std::string::npos) {
-    std::cerr << fmt::format("microtorch-lower-bench: {} failed verification:\n{}\n", p.name, out);
-    return -1;
-  }
-  return std::stoll(out.substr(at + key.size()));
-}
-
 
 int usage(const char* argv0) {
   std::cerr << fmt::format(
@@ -203,25 +164,25 @@ int main(int argc, char** argv) {
     int failures = 0;
     for (const Model& m : models) {
       for (const Scheme& s : schemes()) {
-        lower::QuantOptions o = s.options;
-        o.name = fmt::format("{}_{}", m.id, s.automatic ? "auto" : s.label.substr(0, s.label.find(' ')));
-        if (s.automatic) {
-          const lower::PrecisionSearch search =
-              lower::choose_precision(m.graph, m.calibration, m.eval_x, o, {.max_error = kAutoTarget});
-          o = search.options;
-          choices += fmt::format("\n{}:\n{}", m.name, search.report);
-        }
-        const lower::Program p = lower::quantize(m.graph, m.calibration, o);
-        const lower::Accuracy a = lower::measure(m.graph, p, m.eval_x);
+        lower::FirmwareOptions o;
+        o.quantize = s.options;
+        o.quantize.name = fmt::format("{}_{}", m.id, s.automatic ? "auto" : s.label.substr(0, s.label.find(' ')));
+        if (s.automatic) o.auto_precision = lower::PrecisionTarget{.max_error = kAutoTarget};
+        o.check_inputs = mcu ? kCheckInputs : 0;
+        o.verify.cpus = mcu ? std::vector<std::string>{"cortex-m0", "cortex-m4"} : std::vector<std::string>{};
+        const lower::Firmware fw = lower::to_firmware(m.graph, m.calibration_x, m.eval_x, work + "/" + o.quantize.name, o);
+        if (s.automatic) choices += fmt::format("\n{}:\n{}", m.name, fw.precision);
+        const lower::Program& p = fw.program;
+        const lower::Accuracy& a = fw.accuracy;
         const auto [s8, all] = lower::int8_weight_bytes(p);
         std::string flash = "-", insns = "-";
         if (mcu) {
-          const std::string dir = work + "/" + p.name;
-          lower::emit_c(p, dir);
-          flash = thousands(lower::firmware_size(p, dir, "cortex-m4").flash());
-          const std::int64_t n = verify_and_count(p, m.eval_x, dir, source);
-          insns = n < 0 ? "FAILED" : thousands(n);
-          failures += n < 0;
+          flash = thousands(fw.sizes.at(1).second.flash());
+          const std::int64_t n = fw.verification.instructions("cortex-m4");
+          const bool ok = fw.verification.passed && n >= 0;
+          if (!ok) std::cerr << fmt::format("microtorch-lower-bench: {}: {}\n", p.name, fw.verification.summary());
+          insns = ok ? thousands(n) : "FAILED";
+          failures += !ok;
         }
         const std::string row = fmt::format("| {} | {} | {:.3f} | {:.2f}% | {:.0f}% | {} | {} | {} |\n", m.name, s.label,
                                             100 * a.relative_error(), 100 * a.agreement,

@@ -6,13 +6,12 @@
 //   microtorch-lower out/tagger -c calib.npy --bits 8 --eval eval.npy --precision encoder.norm=16x8
 //   microtorch-lower out/tagger -c calib.npy --eval eval.npy --auto-precision 1%
 //
-// Prints the lowering report, the per-tensor formats and the memory plan; --eval also the
-// accuracy against the float graph and the per-layer error table (and puts them in the
-// report file); --check N writes a check program and the simulator's expected output for
-// the first N calibration samples (run them with tools/mcu/run_firmware_qemu.sh DIR NAME).
+// lower::to_firmware from the command line. Prints the lowering report, the per-tensor
+// formats and the memory plan; --eval also the accuracy against the float graph and the
+// per-layer error table (and puts them in the report file); --check N verifies the firmware
+// on N samples on the host and on QEMU for each --target, with instructions per inference.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -21,12 +20,7 @@
 
 #include <microtorch/error.hpp>
 #include <microtorch/io.hpp>
-#include <microtorch/lower/emit.hpp>
-#include <microtorch/lower/accuracy.hpp>
-#include <microtorch/lower/graph.hpp>
-#include <microtorch/lower/precision.hpp>
-#include <microtorch/lower/quantize.hpp>
-#include <microtorch/lower/simulate.hpp>
+#include <microtorch/lower/firmware.hpp>
 #include <microtorch/ops.hpp>
 
 namespace lower = microtorch::lower;
@@ -110,7 +104,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> precision;
   int bits = 16, weight_bits = 0, check = 0, sensitive_bits = 16;
   double percentile = 99.99, margin = 0.25;
-  bool print_graph = false, print_program = false;
+  bool print_graph = false, print_program = false, no_count = false;
+  std::string work;
   app.option_defaults()->always_capture_default();  // --help shows every default
   app.allow_extras();                               // unknown options get a did-you-mean below
   app.add_option("model", prefix, "graph saved by lower::save (reads <model>.json and <model>.npz; a .json or .npz "
@@ -153,12 +148,17 @@ int main(int argc, char** argv) {
   app.add_option("-a,--attention", attention, "attention kernel")->check(CLI::IsMember({"stream", "twopass"}));
   app.add_option("-n,--name", name, "C identifier prefix of the firmware (<name>_run, <name>.h)");
   app.add_option("-o,--out", out, "output folder");
-  app.add_option("--check", check, "also write <name>_check.c and expected.txt for the first N calibration samples")
+  app.add_option("--check", check,
+                 "verify the firmware on the first N evaluation samples (else calibration samples): host, UBSan/ASan "
+                 "and QEMU for each --target (default cortex-m0, cortex-m4, cortex-m7, cortex-m33), with instruction "
+                 "counts; exit 1 unless every build prints the simulator's integers")
       ->check(CLI::NonNegativeNumber);
   app.add_option("-t,--target,--size", targets,
-                 "report flash/RAM (arm-none-eabi-size) for this CPU, e.g. cortex-m0, cortex-m4, cortex-m7; repeat it "
-                 "for several")
+                 "a CPU to report flash/RAM for (arm-none-eabi-size) and to verify on with --check: cortex-m0, "
+                 "cortex-m0plus, cortex-m3, cortex-m4, cortex-m7, cortex-m33; repeat it for several")
       ->take_all();
+  app.add_option("--work", work, "with --check: the folder for the check program and builds (default <out>.verify)");
+  app.add_flag("--no-count", no_count, "with --check: no instruction counts");
   app.add_flag("--print-graph", print_graph, "print the traced graph");
   app.add_flag("--print-program", print_program, "print the kernel calls");
   CLI11_PARSE(app, argc, argv);
@@ -171,7 +171,6 @@ int main(int argc, char** argv) {
     const lower::Graph graph = lower::load(prefix);
     if (print_graph) fmt::print("{}\n", graph.to_string());
     const microtorch::Tensor data = microtorch::load_npy(calibration);
-    const lower::Calibration cal = lower::calibrate(graph, data);
     lower::QuantOptions options;
     options.activation_bits = bits;
     options.weight_bits = weight_bits;
@@ -190,54 +189,31 @@ int main(int argc, char** argv) {
     options.name = name;
     microtorch::Tensor eval_data;
     if (!eval.empty()) eval_data = microtorch::load_npy(eval);
-    std::string search_report;
+    lower::FirmwareOptions fo;
+    fo.quantize = options;
     if (!auto_precision.empty()) {
       if (eval.empty()) throw microtorch::ValueError("--auto-precision needs evaluation data (--eval)");
       lower::PrecisionTarget target;
       target.max_error = parse_fraction(auto_precision, "--auto-precision");
       if (!min_agreement.empty()) target.agreement = parse_fraction(min_agreement, "--min-agreement");
-      const lower::PrecisionSearch search = lower::choose_precision(graph, cal, eval_data, options, target);
-      options = search.options;
-      search_report = search.report;
+      fo.auto_precision = target;
     } else if (!min_agreement.empty()) {
       throw microtorch::ValueError("--min-agreement is a target for --auto-precision");
     }
-    lower::Program program = lower::quantize(graph, cal, options);
-    for (const std::string& w : program.warnings) fmt::print(stderr, "microtorch-lower: warning: {}\n", w);
-    lower::Accuracy accuracy;
-    if (!eval.empty()) {
-      accuracy = lower::measure(graph, program, eval_data);
-      program.evaluation = search_report + (search_report.empty() ? "" : "\n") + lower::layer_report(accuracy);
-    }
-    if (print_program) fmt::print("{}\n", program.to_string());
-    lower::emit_c(program, out);
-    fmt::print("{}\n{}\n{}\n", lower::report(program), program.format_table(), program.memory_plan());
-
-    if (check > 0) {
-      const auto& in_shape = graph.value(graph.input).shape;
-      const std::int64_t batch = in_shape.empty() ? 1 : in_shape[0];
-      std::vector<std::vector<std::int64_t>> inputs;
-      for (std::int64_t i = 0; i < check && (i + 1) * batch <= data.size(0); ++i) {
-        inputs.push_back(lower::quantize_input(program, microtorch::slice(data, 0, i * batch, (i + 1) * batch)));
-      }
-      lower::emit_check(program, inputs, out);
-      lower::Simulator sim(program);
-      std::ofstream(out + "/expected.txt") << lower::expected_check_output(sim, inputs);
-      fmt::print("{}\n", sim.saturation_report());
-      fmt::print("check program: {0}/{1}_check.c, expected output {0}/expected.txt ({2} inputs); verify with\n"
-                 "  tools/mcu/run_firmware_qemu.sh {0} {1}\n",
-                 out, program.name, inputs.size());
-    }
-    for (const std::string& cpu : targets) {
-      const lower::FirmwareSize s = lower::firmware_size(program, out, cpu);
-      fmt::print("{} ({}): flash {} bytes (text {} + data {}), RAM {} bytes (data {} + bss {})\n", program.name, cpu,
-                 s.flash(), s.text, s.data, s.ram(), s.data, s.bss);
-    }
-    fmt::print("firmware written to {}/ ({}.h, {}.c, mt_kernels.h, mt_kernels.c, Makefile, {}_report.txt)\n", out,
-               program.name, program.name, program.name);
-    if (!eval.empty()) {
-      fmt::print("accuracy on {} ({} samples): max error {:.3f}% of the float output range, argmax agreement {:.2f}%\n",
-                 eval, accuracy.samples, 100 * accuracy.relative_error(), 100 * accuracy.agreement);
+    fo.check_inputs = check;
+    fo.verify.cpus = targets;
+    if (check > 0 && targets.empty()) fo.verify.cpus = lower::VerifyOptions{}.cpus;
+    fo.verify.count_instructions = !no_count;
+    fo.verify.work = work;
+    const lower::Firmware fw = lower::to_firmware(graph, data, eval_data, out, fo);
+    for (const std::string& w : fw.program.warnings) fmt::print(stderr, "microtorch-lower: warning: {}\n", w);
+    if (print_program) fmt::print("{}\n", fw.program.to_string());
+    fmt::print("{}\n{}\n{}\n", lower::report(fw.program), fw.program.format_table(), fw.program.memory_plan());
+    if (!fw.program.evaluation.empty()) fmt::print("{}\n", fw.program.evaluation);
+    fmt::print("{}", fw.report());
+    if (check > 0 && !fw.verification.passed) {
+      fmt::print(stderr, "microtorch-lower: the firmware was not verified: {}\n", fw.verification.summary());
+      return 1;
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "microtorch-lower: {}\n", e.what());

@@ -1,0 +1,83 @@
+/// \file
+/// The lowering front door: one call from a trained model to verified firmware.
+///
+/// \code
+///   lower::FirmwareOptions o;
+///   o.quantize.activation_bits = 8;                 // int8 (QuantOptions: scheme, ranges, name, ...)
+///   o.quantize.name = "iris";
+///   lower::Firmware fw = lower::to_firmware(model, x_train, x_test, "out/iris_fw", o);
+///   fmt::print("{}", fw.report());   // accuracy against float, then per CPU: flash, RAM,
+///                                    // instructions per inference, bit-exact on QEMU
+///   if (!fw.verification.passed) return 1;
+/// \endcode
+///
+/// It runs the pipeline's steps in order: trace (a module, with one sample of the calibration
+/// data as the example: batch 1), calibrate on `calibration`, choose per-layer precision when
+/// asked (choose_precision on `evaluation`), quantize, measure against the float graph on
+/// `evaluation` (measure: outputs and every layer), emit_c to `dir`, verify on the first
+/// FirmwareOptions::check_inputs samples of `evaluation` (host, UBSan/ASan, QEMU for each CPU,
+/// instruction counts; skipped CPUs are said so when the cross tools are missing), and link
+/// for each CPU for its flash and RAM (firmware_size). The firmware folder gets the sources,
+/// headers, the report (with the accuracy table) and the Makefile; the check program and
+/// every build go to the verification's work folder (`<dir>.verify`).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "microtorch/lower/accuracy.hpp"
+#include "microtorch/lower/emit.hpp"
+#include "microtorch/lower/graph.hpp"
+#include "microtorch/lower/precision.hpp"
+#include "microtorch/lower/quantize.hpp"
+#include "microtorch/lower/verify.hpp"
+
+namespace microtorch::lower {
+
+/// What to_firmware() does besides its defaults.
+struct FirmwareOptions {
+  QuantOptions quantize;  ///< precision, scheme, ranges, attention kernel and the firmware's name
+  /// When set, each layer's precision is chosen on the evaluation data to meet this target
+  /// (choose_precision); quantize's bits and precision are then replaced.
+  std::optional<PrecisionTarget> auto_precision;
+  /// How many evaluation samples the firmware is verified on (0: no verification).
+  std::int64_t check_inputs = 16;
+  /// The CPUs to verify on (also those whose flash and RAM are reported), instruction counts,
+  /// the work folder.
+  VerifyOptions verify;
+};
+
+/// Everything to_firmware() made and measured.
+struct Firmware {
+  std::string dir;          ///< the firmware folder
+  Graph graph;              ///< the traced graph (what was lowered)
+  Program program;          ///< the lowered program (Simulator(program) runs it on the host)
+  Accuracy accuracy;        ///< against the float graph on the evaluation data, with every layer (none without it)
+  std::string precision;    ///< choose_precision's report, when it ran
+  Verification verification;  ///< the firmware on the host and QEMU against the simulator
+  /// Flash and RAM per CPU (model + kernels, unused sections removed); empty when
+  /// arm-none-eabi-gcc is missing.
+  std::vector<std::pair<std::string, FirmwareSize>> sizes;
+  /// Accuracy, verification and one row per CPU (flash, RAM, instructions per inference,
+  /// bit-exact), as text.
+  std::string report() const;
+};
+
+/// A module to verified firmware in `dir` (see the top of this header). `calibration` and
+/// `evaluation` stack samples along dim 0 ([N, ...features] for a model traced with batch 1);
+/// the model is traced in eval mode (each module's mode restored afterwards) with
+/// `calibration[0:1]` as its example. An undefined `evaluation` measures no accuracy and
+/// verifies the firmware on calibration samples (auto_precision needs it). The errors of the
+/// steps: ShapeError for data the model does not take, ValueError for ops that do not lower
+/// or bad options, IoError when files cannot be written.
+Firmware to_firmware(nn::Module& model, const Tensor& calibration, const Tensor& evaluation, const std::string& dir,
+                     const FirmwareOptions& options = {});
+/// The same from a traced (or loaded: lower::load) graph; the data stacks inputs of the
+/// graph's input shape.
+Firmware to_firmware(const Graph& graph, const Tensor& calibration, const Tensor& evaluation, const std::string& dir,
+                     const FirmwareOptions& options = {});
+
+}  // namespace microtorch::lower
