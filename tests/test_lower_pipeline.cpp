@@ -253,6 +253,40 @@ TEST_CASE("lower: a bias that would overflow int32 at the accumulator's format c
   for (std::int64_t i = 0; i < 10; ++i) CHECK_CLOSE(sim.forward(xs.slice(0, i, i + 1)), fn(xs.slice(0, i, i + 1)), 0.0, 1e-4);
 }
 
+TEST_CASE("lower: a relu that alone reads a linear layer is fused into it: one rounding, to the relu's range") {
+  mt::manual_seed(3);
+  nn::Linear fc1(4, 16), fc2(16, 3);
+  auto fn = [&](const Tensor& x) { return fc2.forward(mt::relu(fc1.forward(x))); };
+  const lower::Graph g = lower::trace(fn, mt::zeros({1, 4}));
+  const std::int64_t relu_value = g.nodes[1].output;
+  REQUIRE(g.nodes[1].op == "relu");
+  const Tensor xs = mt::randn({64, 4});
+  const lower::Calibration cal = lower::calibrate(g, xs);
+  for (const lower::Scheme scheme : {lower::Scheme::Affine, lower::Scheme::Symmetric, lower::Scheme::PowerOfTwo}) {
+    lower::QuantOptions o = options(8, "fused");
+    o.scheme = scheme;
+    const lower::Program p = lower::quantize(g, cal, o);
+    CAPTURE(lower::scheme_name(scheme));
+    REQUIRE(p.steps.size() == 2);  // two linear layers, no requantization for the relu
+    CHECK(p.steps[0].kernel == "mt_linear_s8_s8_s8");
+    const lower::Buffer* hidden = nullptr;
+    for (const lower::Buffer& b : p.buffers) {
+      if (b.graph_value == relu_value) hidden = &b;
+    }
+    REQUIRE(hidden != nullptr);
+    lower::Simulator sim(p);
+    mt::NoGradGuard no_grad;
+    for (std::int64_t i = 0; i < xs.size(0); ++i) {
+      const Tensor x = xs.slice(0, i, i + 1);
+      const Tensor yq = sim.forward(x);
+      const Tensor h = sim.value(relu_value);
+      CHECK(mt::min(h).item() >= 0.0);  // clamped at the zero point
+      CHECK_CLOSE(h, mt::relu(fc1.forward(x)), 0.0, 2 * hidden->scale);
+      CHECK_CLOSE(yq, fn(x), 0.0, 0.1);
+    }
+  }
+}
+
 TEST_CASE("lower: cat of activations and constants in different formats, with transposed views") {
   mt::manual_seed(14);
   const Tensor c = mt::randn({2, 5}) * 10.0;

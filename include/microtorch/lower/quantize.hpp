@@ -17,7 +17,9 @@
 ///     256 levels; tensors that feed kernels without zero points (attention, matmul of
 ///     activations, row division) and int16 tensors are symmetric. Weights symmetric with one
 ///     scale per output channel (per_channel), rounded with error feedback (rounding); biases
-///     int32 (int8 inputs) or int64 (int16 inputs) in the accumulator's scale.
+///     int32 (int8 inputs) or int64 (int16 inputs) in the accumulator's scale. A relu that
+///     alone reads a linear layer is fused into it: one requantization, to the relu's range,
+///     clamped at its zero point.
 ///   - Symmetric: as Affine without zero points.
 ///   - PowerOfTwo: every scale a power of two (a Q format), per-tensor weights: requantization
 ///     is a rounding shift, no multiply (cheaper on cores without a fast multiplier).
