@@ -253,7 +253,7 @@ TEST_CASE("lower: a bias that would overflow int32 at the accumulator's format c
   for (std::int64_t i = 0; i < 10; ++i) CHECK_CLOSE(sim.forward(xs.slice(0, i, i + 1)), fn(xs.slice(0, i, i + 1)), 0.0, 1e-4);
 }
 
-TEST_CASE("lower: a relu that alone reads a linear layer is fused into it: one rounding, to the relu's range") {
+TEST_CASE("lower: a relu that alone reads a linear layer is fused into it: one rounding, to the relu's range from 0") {
   mt::manual_seed(3);
   nn::Linear fc1(4, 16), fc2(16, 3);
   auto fn = [&](const Tensor& x) { return fc2.forward(mt::relu(fc1.forward(x))); };
@@ -274,6 +274,10 @@ TEST_CASE("lower: a relu that alone reads a linear layer is fused into it: one r
       if (b.graph_value == relu_value) hidden = &b;
     }
     REQUIRE(hidden != nullptr);
+    // real-valued scales: the format starts at 0 (the margin widens the top only), and its
+    // zero point is the lowest integer
+    if (scheme != lower::Scheme::PowerOfTwo) CHECK(hidden->lo == 0.0);
+    if (scheme == lower::Scheme::Affine) CHECK(hidden->zero_point == -128);
     lower::Simulator sim(p);
     mt::NoGradGuard no_grad;
     for (std::int64_t i = 0; i < xs.size(0); ++i) {

@@ -124,10 +124,11 @@ class Lowering {
   /// linear layers read it, as their input (they fold the scales into their weights).
   bool channel_formats(const Node& n) const;
   /// The format for a calibrated range [lo, hi] widened by the margin: each end by
-  /// margin * (hi - lo) / 2 (for a symmetric range, margin * hi).
+  /// margin * (hi - lo) / 2 (for a symmetric range, margin * hi). An end at 0 stays there:
+  /// values never seen on one side of 0 (a relu's, a softmax's) are not widened across it.
   Format widened_format(double lo, double hi, Elem elem, bool affine, const std::string& what) {
     const double w = margin() * (hi - lo) / 2;
-    return range_format(std::min(lo - w, 0.0), std::max(hi + w, 0.0), elem, affine, what);
+    return range_format(std::min(lo < 0 ? lo - w : lo, 0.0), std::max(hi > 0 ? hi + w : hi, 0.0), elem, affine, what);
   }
   /// The format of a part of a value whose calibrated largest magnitude is `absmax`.
   Format part_format(double absmax, Elem elem, const std::string& what) {

@@ -160,7 +160,8 @@ struct QuantOptions {
   /// Activation scales cover the chosen range [lo, hi] widened at each end by margin *
   /// (hi - lo) / 2 (margin * hi for a symmetric range), so that inputs a little beyond the
   /// calibration data do not saturate (real-valued scales; power-of-two scales round up to
-  /// the next power of two anyway).
+  /// the next power of two anyway). An end at 0 is not widened: values never seen below 0
+  /// (a relu's, a softmax's, raw sensor readings) spend no levels on negatives.
   double margin = 0.25;
   AttentionKernel attention = AttentionKernel::Streaming;  ///< how attention is lowered
   std::string name = "model";  ///< C identifier prefix of the emitted firmware
