@@ -114,22 +114,23 @@ TEST_CASE("lower: PyTorch-trained transformers - int8 >= 99.5% agreement and <= 
 TEST_CASE("lower: automatic precision meets its target, is cheaper than int16 and follows the target") {
   PytorchModel& m = classifier();
   const lower::QuantOptions base = scheme("int8", "classifier_auto");
-  const lower::PrecisionSearch s = lower::choose_precision(m.graph, m.calibration, m.eval_x, base, {.max_error = 0.01});
+  const double target = 0.006;
+  const lower::PrecisionSearch s = lower::choose_precision(m.graph, m.calibration, m.eval_x, base, {.max_error = target});
   INFO(s.report);
   REQUIRE(s.met);
   // The chosen options, lowered and measured independently, meet the target.
   const lower::Program p = lower::quantize(m.graph, m.calibration, s.options);
   const lower::Accuracy a = lower::measure(m.graph, p, m.eval_x);
-  CHECK(a.relative_error() <= 0.01);
+  CHECK(a.relative_error() <= target);
   CHECK(a.relative_error() == doctest::Approx(s.accuracy.relative_error()));
   // Cheaper than all-int16 (weights and arena), and mostly int8 weights.
   const lower::Program p16 = lower::quantize(m.graph, m.calibration, scheme("int16", "classifier16"));
   CHECK(p.weight_bytes() < p16.weight_bytes());
   CHECK(p.arena_bytes <= p16.arena_bytes);
   CHECK(s.int8_weight_share >= 0.8);
-  // Plain int8 misses 1% here, so something was raised, and the report says what and why.
+  // Plain int8 misses the target here, so something was raised, and the report says what and why.
   const lower::Accuracy a8 = lower::measure(m.graph, lower::quantize(m.graph, m.calibration, base), m.eval_x);
-  CHECK(a8.relative_error() > 0.01);
+  CHECK(a8.relative_error() > target);
   CHECK(raised(s) > 0);
   CHECK(s.layers.size() == lower::precision_layers(m.graph).size());
   for (const lower::LayerChoice& c : s.layers) {
@@ -172,7 +173,7 @@ TEST_CASE("lower: the firmware of every scheme of a PyTorch-trained transformer 
   PytorchModel& m = classifier();
   std::vector<lower::QuantOptions> all;
   for (const std::string s : {"pow2", "int8", "int16x8", "int16"}) all.push_back(scheme(s, "classifier_" + s));
-  lower::QuantOptions mixed = scheme("int8", "classifier_mixed");  // what the automatic mode picks at 1%
+  lower::QuantOptions mixed = scheme("int8", "classifier_mixed");  // two layers at 16x8
   mixed.precision = {{"norm1", 16, 8}, {"ff1", 16, 8}};
   all.push_back(mixed);
   for (const lower::QuantOptions& o : all) {

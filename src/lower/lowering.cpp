@@ -94,6 +94,26 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
       affine_ok_[static_cast<std::size_t>(chain->root)] = true;  // the linear layer reads it
     }
   }
+  // A relu that alone reads a linear layer's output is fused into the layer (fused_relu()).
+  std::vector<std::int64_t> producer(n, -1), reads(n, 0);
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    producer[static_cast<std::size_t>(g.nodes[i].output)] = static_cast<std::int64_t>(i);
+    for (const auto v : g.nodes[i].inputs) {
+      if (v >= 0) ++reads[static_cast<std::size_t>(v)];
+    }
+  }
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& relu = g.nodes[i];
+    if (relu.op != "relu" || relu.inputs.size() != 1 || relu.inputs[0] < 0) continue;
+    const auto x = static_cast<std::size_t>(relu.inputs[0]);
+    if (relu.inputs[0] == g.output || reads[x] != 1 || producer[x] < 0) continue;
+    const Node& lin = g.nodes[static_cast<std::size_t>(producer[x])];
+    if (lin.op != "linear" || lin.inputs.size() < 2 || !constant_values_[static_cast<std::size_t>(lin.inputs[1])]) {
+      continue;
+    }
+    fused_[lin.output] = static_cast<std::int64_t>(i);
+    absorbed_.insert(static_cast<std::int64_t>(i));
+  }
 
   const Value& in = g_.value(g_.input);
   views_.assign(n, std::nullopt);
@@ -334,6 +354,11 @@ bool Lowering::channel_formats(const Node& n) const {
 
 std::optional<AffineInput> Lowering::affine_input(const Node& linear) const {
   return lower::affine_input(g_, linear, [this](std::int64_t id) { return is_const(id) ? data(id) : Tensor(); });
+}
+
+const Node* Lowering::fused_relu(const Node& n) const {
+  const auto it = fused_.find(n.output);
+  return it == fused_.end() ? nullptr : &g_.nodes[static_cast<std::size_t>(it->second)];
 }
 
 std::vector<const Node*> Lowering::readers(std::int64_t id) const {

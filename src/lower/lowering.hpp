@@ -98,8 +98,15 @@ class Lowering {
   /// The multiplier of a real ratio; a warning naming `what` when it is beyond what the
   /// kernels' shifts reach (clamped).
   Multiplier rq(double ratio, const std::string& what);
-  /// Is node `index` part of an affine chain a linear layer folds in (not lowered itself)?
+  /// Is node `index` folded into a linear layer (not lowered itself): part of an affine
+  /// chain in front of it, or a relu after it (fused_relu())?
   bool absorbed(std::size_t index) const { return absorbed_.count(static_cast<std::int64_t>(index)) != 0; }
+  /// The relu that linear node `n` writes directly, or null: a relu that alone reads a linear
+  /// layer's output (not the graph output) is fused into it, as in TFLite and CMSIS-NN. The
+  /// layer's accumulators are requantized once, to the relu's output format, and clamped at
+  /// its zero point (mt_linear's y_min), instead of to a format for the layer's whole range
+  /// (negative values included) and then again by the relu.
+  const Node* fused_relu(const Node& n) const;
   /// The affine chain in front of a linear node, with its per-feature scale and shift.
   std::optional<AffineInput> affine_input(const Node& linear) const;
   /// The nodes that read value `id`.
@@ -117,10 +124,11 @@ class Lowering {
   /// linear layers read it, as their input (they fold the scales into their weights).
   bool channel_formats(const Node& n) const;
   /// The format for a calibrated range [lo, hi] widened by the margin: each end by
-  /// margin * (hi - lo) / 2 (for a symmetric range, margin * hi).
+  /// margin * (hi - lo) / 2 (for a symmetric range, margin * hi). An end at 0 stays there:
+  /// values never seen on one side of 0 (a relu's, a softmax's) are not widened across it.
   Format widened_format(double lo, double hi, Elem elem, bool affine, const std::string& what) {
     const double w = margin() * (hi - lo) / 2;
-    return range_format(std::min(lo - w, 0.0), std::max(hi + w, 0.0), elem, affine, what);
+    return range_format(std::min(lo < 0 ? lo - w : lo, 0.0), std::max(hi > 0 ? hi + w : hi, 0.0), elem, affine, what);
   }
   /// The format of a part of a value whose calibrated largest magnitude is `absmax`.
   Format part_format(double absmax, Elem elem, const std::string& what) {
@@ -203,7 +211,8 @@ class Lowering {
   std::vector<bool> affine_ok_;
   mutable std::vector<signed char> stream_;
   std::vector<bool> constant_values_;
-  std::set<std::int64_t> absorbed_;  // residual_stream() per value: -1 unknown
+  std::set<std::int64_t> absorbed_;            // nodes folded into a linear layer (absorbed())
+  std::map<std::int64_t, std::int64_t> fused_;  // linear node output -> index of its fused relu
   std::int64_t node_ = -1;
   std::map<std::pair<Elem, std::vector<std::int64_t>>, std::int64_t> tables_;
   std::map<std::int64_t, Tensor> folded_;                        // outputs of nodes computed only from constants

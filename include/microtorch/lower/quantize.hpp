@@ -17,7 +17,9 @@
 ///     256 levels; tensors that feed kernels without zero points (attention, matmul of
 ///     activations, row division) and int16 tensors are symmetric. Weights symmetric with one
 ///     scale per output channel (per_channel), rounded with error feedback (rounding); biases
-///     int32 (int8 inputs) or int64 (int16 inputs) in the accumulator's scale.
+///     int32 (int8 inputs) or int64 (int16 inputs) in the accumulator's scale. A relu that
+///     alone reads a linear layer is fused into it: one requantization, to the relu's range,
+///     clamped at its zero point.
 ///   - Symmetric: as Affine without zero points.
 ///   - PowerOfTwo: every scale a power of two (a Q format), per-tensor weights: requantization
 ///     is a rounding shift, no multiply (cheaper on cores without a fast multiplier).
@@ -158,7 +160,8 @@ struct QuantOptions {
   /// Activation scales cover the chosen range [lo, hi] widened at each end by margin *
   /// (hi - lo) / 2 (margin * hi for a symmetric range), so that inputs a little beyond the
   /// calibration data do not saturate (real-valued scales; power-of-two scales round up to
-  /// the next power of two anyway).
+  /// the next power of two anyway). An end at 0 is not widened: values never seen below 0
+  /// (a relu's, a softmax's, raw sensor readings) spend no levels on negatives.
   double margin = 0.25;
   AttentionKernel attention = AttentionKernel::Streaming;  ///< how attention is lowered
   std::string name = "model";  ///< C identifier prefix of the emitted firmware

@@ -37,6 +37,7 @@ std::pair<std::int64_t, Elem> attention_parts(const Lowering& L, const Node& n) 
 // point folded in: b_q[c] - z_x sum_j W_q[c, j]; per-channel multipliers scale_x scale_w[c] /
 // scale_y. An input with a format per channel j (a LayerNorm's) multiplies W's column j by
 // its scale (then scale_x is 1) and folds its zero point into the bias column by column.
+// A relu fused into the layer (Lowering::fused_relu) is its output.
 void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w_in, const Tensor& b,
                   const std::string& bname, const std::string& wname) {
   if (w_in.dim() != 2) L.fail(n, "the weight must be 2-D [out, in]");
@@ -71,7 +72,12 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
   std::int64_t zmax = 0;
   for (const auto z : xz) zmax = std::max<std::int64_t>(zmax, std::abs(z));
   const auto [parts, parts_elem] = attention_parts(L, n);
-  const Elem we = L.weight_elem(n), ye = parts ? parts_elem : L.out_elem(n);
+  // A fused relu (Lowering::fused_relu): the layer writes the relu's output, in the wider of
+  // the two nodes' types, clamped at its zero point.
+  const Node* relu = L.fused_relu(n);
+  const Elem we = L.weight_elem(n);
+  Elem ye = parts ? parts_elem : L.out_elem(n);
+  if (relu && elem_bytes(L.out_elem(*relu)) > elem_bytes(ye)) ye = L.out_elem(*relu);
   const Elem be = x.elem == Elem::S8 ? Elem::S32 : Elem::S64;
   const Tensor bias = b.defined() ? b.to(Dtype::Float64).contiguous() : Tensor();
   // An int32 bias must hold b / (scale_x scale_w) and the zero-point term: a tiny scale_x
@@ -106,9 +112,10 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
     }
     f.scale = *std::max_element(segments.begin(), segments.end());
   } else {
-    f = L.out_format(n, ye);
+    // power-of-two scales: the relu keeps its input's format (lower_relu), the layer's
+    f = L.out_format(relu && L.options().scheme != Scheme::PowerOfTwo ? *relu : n, ye);
   }
-  View y = L.out_act(n, ye, f);
+  View y = L.out_act(relu ? *relu : n, ye, f);
   y.segments = segments;
   const bool per_channel = !wbuf.channel_scales.empty() || parts;
   std::vector<std::int64_t> rq;
@@ -121,9 +128,9 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
   L.step(Lowering::kernel("linear", {x.elem, we, ye}),
          {Arg::buf(x.buffer, x.offset), Arg::buf(wb), Arg::buf(bb), Arg::buf(y.buffer), Arg::num(rows), Arg::num(in),
           Arg::num(out), Arg::num(x_stride), Arg::buf(rqb), Arg::num(per_channel ? 1 : 0), Arg::num(f.zero),
-          Arg::num(qmin(ye))},
+          Arg::num(relu ? f.zero : qmin(ye))},
          rows * in * out);
-  L.set(n, y);
+  L.set(relu ? *relu : n, y);
 }
 
 void lower_matmul(Lowering& L, const Node& n) {
