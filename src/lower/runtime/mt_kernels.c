@@ -1056,11 +1056,25 @@ MT_DEFINE_ARGMAX(s16, int16_t)
 /* Attention                                                                             */
 /* ==================================================================================== */
 
-/* The view of one attention call: its parameter array and keep bits. */
+/* The view of one attention call: its parameter array and keep bits, and k = 1 - s >= 0 when
+ * an int8 logit can be one SMLAL (m != 0, -30 <= s <= 1, D 2^(14 + k) <= 2^30; else -1). */
 typedef struct {
   const int32_t *p;
   const uint8_t *keep;
+  int logit_k;
 } mt_attn;
+
+static mt_attn mt_attn_init(const int32_t *p, const uint8_t *keep) {
+  const int s = p[MT_ATTN_LOGIT_S];
+  mt_attn a;
+  a.p = p;
+  a.keep = keep;
+  a.logit_k = p[MT_ATTN_LOGIT_M] != 0 && s <= 1 && s >= -30 &&
+                      ((uint64_t)(uint32_t)p[MT_ATTN_D] << (15 - s)) <= ((uint64_t)1 << 30)
+                  ? 1 - s
+                  : -1;
+  return a;
+}
 
 static int mt_attn_visible(const mt_attn *a, int i, int j) {
   uint32_t bit;
@@ -1082,21 +1096,94 @@ static int32_t mt_attn_logit(const mt_attn *a, int64_t score) {
   return mt_rq(score, a->p[MT_ATTN_LOGIT_M], a->p[MT_ATTN_LOGIT_S]);
 }
 
-/* The logit of key j for query row qi: the int8 score is an int32 (|q k| <= 2^14, D <= 65535),
- * requantized inline by mt_rq32 (what mt_rq does for an int32); int16 scores need mt_rq. */
-static inline int32_t mt_attn_logit_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj, int D) {
+/* The logits of keys k0 and k1 (NULL: one key) for query row qi, into t[0], t[1]. int8 scores
+ * are int32 (|q k| <= 2^14, D <= 65535), requantized by mt_rq32 (what mt_rq does for an
+ * int32); int16 scores need mt_rq. */
+static inline void mt_attn_logits2_s16(const mt_attn *a, const int16_t *qi, const int16_t *k0, const int16_t *k1, int D,
+                                int32_t *t) {
+  t[0] = mt_attn_logit(a, mt_dot_s16_s16(qi, k0, 1, D));
+  if (k1) t[1] = mt_attn_logit(a, mt_dot_s16_s16(qi, k1, 1, D));
+}
+
+#if MT_DSP
+/* The high word of lo + a b (SMLAL from {0, lo}): floor((a b + lo) / 2^32), one instruction. */
+static inline int32_t mt_smlal_hi(uint32_t lo, int32_t a, int32_t b) {
+  int32_t hi = 0;
+  __asm__("smlal %0, %1, %2, %3" : "+r"(lo), "+r"(hi) : "r"(a), "r"(b));
+  return hi;
+}
+
+/* The int8 logit rq(score, m, s) for a ratio of at least 1/4 (-30 <= s <= 1, m != 0), with
+ * k = 1 - s and |score| 2^k < 2^31 (the caller checks D 2^(14 + k) <= 2^30): the product
+ * P = (score 2^k) m is score m 2^-(31 + s) in units of 2^-32, |P| < 2^62, so the result fits
+ * int32 unsaturated and round-half-away-from-zero is floor((P + 2^31 - [P < 0]) / 2^32): the
+ * high word of one SMLAL, the same integer as mt_rq32. */
+static inline int32_t mt_attn_logit_smlal(int32_t score, int32_t m, int k) {
+  return mt_smlal_hi(0x80000000u - ((uint32_t)(score ^ m) >> 31), score * ((int32_t)1 << k), m);
+}
+
+/* Two keys per pass over q: each word of q loaded and split once (SXTB16), 4 SMLAD per 4
+ * features and 2 keys; exact int32 sums as the reference. */
+static inline void mt_attn_logits2_s8(const mt_attn *a, const int8_t *qi, const int8_t *k0, const int8_t *k1, int D,
+                               int32_t *t) {
   const int32_t m = a->p[MT_ATTN_LOGIT_M];
   const int s = a->p[MT_ATTN_LOGIT_S];
-#if MT_DSP /* the SMLAD dot product and the logit's usual case (a ratio >= 1/2) inline */
-  const int32_t score = mt_dot_s8_s8_dsp(qi, kj, D);
-  if ((uint32_t)s + 30u < 31u && m != 0) return mt_rq32_large(score, m, s);
-  return mt_rq32(score, m, s);
-#else
-  return mt_rq32((int32_t)mt_dot_s8_s8(qi, kj, 1, D), m, s);
-#endif
+  int32_t s0 = 0, s1 = 0;
+  int i = 0;
+  if (!k1) {
+    s0 = mt_dot_s8_s8_dsp(qi, k0, D);
+  } else {
+    for (; i + 4 <= D; i += 4) MT_MAC2_S8_S8(qi + i, k0 + i, k1 + i, s0, s1);
+    for (; i < D; ++i) {
+      s0 += (int32_t)qi[i] * k0[i];
+      s1 += (int32_t)qi[i] * k1[i];
+    }
+  }
+  if (a->logit_k >= 0) {
+    t[0] = mt_attn_logit_smlal(s0, m, a->logit_k);
+    if (k1) t[1] = mt_attn_logit_smlal(s1, m, a->logit_k);
+  } else {
+    t[0] = mt_rq32(s0, m, s);
+    if (k1) t[1] = mt_rq32(s1, m, s);
+  }
 }
-static inline int32_t mt_attn_logit_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int D) {
-  return mt_attn_logit(a, mt_dot_s16_s16(qi, kj, 1, D));
+
+/* acc[d] += w0 v0[d] + w1 v1[d] (exact int32 sums, as the reference): for weights that fit
+ * int16 (w <= 32767: all but the keys within one unit of the max) one SMLAD per feature on
+ * (v0[d], v1[d]) paired by SXTB16 + PKHBT/PKHTB and the weights packed once. */
+static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, const int8_t *v1, int32_t w1, int Dv) {
+  int d = 0;
+  if (w0 <= 32767 && w1 <= 32767) {
+    const int32_t wp = (int32_t)((uint32_t)w0 | (uint32_t)w1 << 16);
+    for (; d + 4 <= Dv; d += 4) {
+      const int32_t x = mt_ld32(v0 + d), y = mt_ld32(v1 + d);
+      const int32_t xe = __sxtb16(x), ye = __sxtb16(y), xo = mt_odd_bytes(x), yo = mt_odd_bytes(y);
+      acc[d] = __smlad(mt_even_halves(xe, ye), wp, acc[d]);
+      acc[d + 1] = __smlad(mt_even_halves(xo, yo), wp, acc[d + 1]);
+      acc[d + 2] = __smlad(mt_odd_halves(xe, ye), wp, acc[d + 2]);
+      acc[d + 3] = __smlad(mt_odd_halves(xo, yo), wp, acc[d + 3]);
+    }
+  }
+  for (; d < Dv; ++d) acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d];
+}
+#else
+static inline void mt_attn_logits2_s8(const mt_attn *a, const int8_t *qi, const int8_t *k0, const int8_t *k1, int D,
+                               int32_t *t) {
+  const int32_t m = a->p[MT_ATTN_LOGIT_M];
+  const int s = a->p[MT_ATTN_LOGIT_S];
+  t[0] = mt_rq32((int32_t)mt_dot_s8_s8(qi, k0, 1, D), m, s);
+  if (k1) t[1] = mt_rq32((int32_t)mt_dot_s8_s8(qi, k1, 1, D), m, s);
+}
+
+static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, const int8_t *v1, int32_t w1, int Dv) {
+  int d;
+  for (d = 0; d < Dv; ++d) acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d]; /* |w v| <= 2^31 */
+}
+#endif
+
+static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int64_t w0, const int16_t *v1, int64_t w1, int Dv) {
+  int d;
+  for (d = 0; d < Dv; ++d) acc[d] += w0 * (int64_t)v0[d] + w1 * (int64_t)v1[d];
 }
 
 /* Per-query normaliser: out = acc / l * 2^g * scale_v / scale_out, with |acc| <~ l * 2^15
@@ -1125,58 +1212,62 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
 
 /* One body for both types: ACC the accumulators (int64 for s16, int32 for s8, where the
  * weights enter with g fewer bits so that S * 2^(16 - g) * 2^7 <= 2^31), MULQ16 the
- * rescaling of an accumulator by 2^(m - m') (Q16). Keys that do not raise the max are
- * added two at a time (acc[d] += w v[d] + w' v'[d]: one pass over acc for two keys); a key
- * still pending is added before any rescaling, so the sums are the same integers as one
- * key at a time (exact additions, in the same order relative to every rounding). */
-#define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, MULQ16)                                                     \
+ * rescaling of an accumulator by 2^(m - m') (Q16). The logits come two keys at a time (one
+ * pass over q, mt_attn_logits2_*), then each key updates the running sums in key order. Keys
+ * that do not raise the max are added two at a time (acc[d] += w v[d] + w' v'[d]:
+ * mt_attn_pv2_*, one pass over acc for two keys); a key still pending is added before any
+ * rescaling, so the sums are the same integers as one key at a time (exact additions, in the
+ * same order relative to every rounding). */
+#define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, MULQ16, KEYS)                                                     \
   void mt_attention_stream_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
                                const CT *v, CT *out, ACC *acc) {                                           \
-    const mt_attn a = {p, keep};                                                                           \
+    const mt_attn a = mt_attn_init(p, keep);                                                               \
     const int L = p[MT_ATTN_L], S = p[MT_ATTN_S], D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];                    \
     const int qs = mt_stride(p[MT_ATTN_Q_STRIDE], D), ks = mt_stride(p[MT_ATTN_K_STRIDE], D);              \
     const int vs = mt_stride(p[MT_ATTN_V_STRIDE], Dv), os = mt_stride(p[MT_ATTN_OUT_STRIDE], Dv);          \
     const int g = sizeof(ACC) == 4 && S > 256 ? mt_msb32((uint32_t)(S - 1)) + 1 - 8 : 0;                   \
     const ACC w_one = (ACC)(65536u >> g);                                                                  \
-    int i, j, d;                                                                                           \
+    int i, j, u, d;                                                                                        \
     for (i = 0; i < L; ++i) {                                                                              \
       const CT *qi = q + i * qs, *pv = 0; /* pv: the pending key's v row, weight pw */                     \
       const int jend = mt_attn_key_end(&a, i);                                                             \
       int have = 0;                                                                                        \
-      int32_t mx = 0;                                                                                      \
+      int32_t mx = 0, t2[2];                                                                               \
       uint32_t l = 0; /* sum of 2^(t_j - mx), Q16 */                                                       \
       ACC pw = 0;                                                                                          \
-      for (j = 0; j < jend; ++j) {                                                                         \
-        const CT *vj = v + j * vs;                                                                         \
-        int32_t t;                                                                                         \
-        if (keep && !mt_attn_visible(&a, i, j)) continue;                                                  \
-        t = mt_attn_logit_##T(&a, qi, k + j * ks, D);                                                      \
-        if (!have) { /* first visible key: weight 1 */                                                     \
-          have = 1;                                                                                        \
-          mx = t;                                                                                          \
-          l = 65536u;                                                                                      \
-          for (d = 0; d < Dv; ++d) acc[d] = w_one * (ACC)vj[d];                                            \
-        } else if (t <= mx) { /* weight w = 2^(t - mx) <= 1 */                                             \
-          const uint32_t w = mt_exp2neg_q16((uint32_t)mx - (uint32_t)t);                                   \
-          ACC wg;                                                                                          \
-          if (w == 0) continue;                                                                            \
-          l += w;                                                                                          \
-          wg = g ? (ACC)((w >> g) + ((w >> (g - 1)) & 1u)) : (ACC)w;                                       \
-          if (!pv) {                                                                                       \
-            pv = vj, pw = wg;                                                                              \
-            continue;                                                                                      \
-          }                                                                                                \
-          for (d = 0; d < Dv; ++d) acc[d] += pw * (ACC)pv[d] + wg * (ACC)vj[d]; /* |w v| <= 2^31 */       \
-          pv = 0;                                                                                          \
-        } else { /* new max: rescale the running sums by alpha = 2^(mx - t) */                             \
-          const uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);                               \
-          if (pv) {                                                                                        \
-            for (d = 0; d < Dv; ++d) acc[d] += pw * (ACC)pv[d];                                            \
+      for (j = 0; j < jend; j += (KEYS)) {                                                                 \
+        mt_attn_logits2_##T(&a, qi, k + j * ks, (KEYS) == 2 && j + 1 < jend ? k + (j + 1) * ks : 0, D, t2); \
+        for (u = 0; u < (KEYS) && j + u < jend; ++u) {                                                     \
+          const CT *vj = v + (j + u) * vs;                                                                 \
+          const int32_t t = t2[u];                                                                         \
+          if (keep && !mt_attn_visible(&a, i, j + u)) continue;                                            \
+          if (!have) { /* first visible key: weight 1 */                                                   \
+            have = 1;                                                                                      \
+            mx = t;                                                                                        \
+            l = 65536u;                                                                                    \
+            for (d = 0; d < Dv; ++d) acc[d] = w_one * (ACC)vj[d];                                          \
+          } else if (t <= mx) { /* weight w = 2^(t - mx) <= 1 */                                           \
+            const uint32_t w = mt_exp2neg_q16((uint32_t)mx - (uint32_t)t);                                 \
+            ACC wg;                                                                                        \
+            if (w == 0) continue;                                                                          \
+            l += w;                                                                                        \
+            wg = g ? (ACC)((w >> g) + ((w >> (g - 1)) & 1u)) : (ACC)w;                                     \
+            if (!pv) {                                                                                     \
+              pv = vj, pw = wg;                                                                            \
+              continue;                                                                                    \
+            }                                                                                              \
+            mt_attn_pv2_##T(acc, pv, pw, vj, wg, Dv);                                                      \
             pv = 0;                                                                                        \
+          } else { /* new max: rescale the running sums by alpha = 2^(mx - t) */                           \
+            const uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);                             \
+            if (pv) {                                                                                      \
+              for (d = 0; d < Dv; ++d) acc[d] += pw * (ACC)pv[d];                                          \
+              pv = 0;                                                                                      \
+            }                                                                                              \
+            l = mt_mulq16_u32(l, alpha) + 65536u;                                                          \
+            for (d = 0; d < Dv; ++d) acc[d] = MULQ16(acc[d], alpha) + w_one * (ACC)vj[d];                  \
+            mx = t;                                                                                        \
           }                                                                                                \
-          l = mt_mulq16_u32(l, alpha) + 65536u;                                                            \
-          for (d = 0; d < Dv; ++d) acc[d] = MULQ16(acc[d], alpha) + w_one * (ACC)vj[d];                    \
-          mx = t;                                                                                          \
         }                                                                                                  \
       }                                                                                                    \
       if (!have) { /* fully masked row: zeros */                                                           \
@@ -1191,8 +1282,8 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
       }                                                                                                    \
     }                                                                                                      \
   }
-MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t, mt_mulq16_s32)
-MT_DEFINE_ATTENTION_STREAM(s16, int16_t, int64_t, mt_mulq16_s64)
+MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t, mt_mulq16_s32, MT_DSP ? 2 : 1)
+MT_DEFINE_ATTENTION_STREAM(s16, int16_t, int64_t, mt_mulq16_s64, 1)
 
 /* Softmax in Q0.15 of the visible entries of one row of base-2 logits (Q16), in place;
  * invisible entries become 0. Same exp and reciprocal as everywhere else. */
@@ -1227,7 +1318,7 @@ static void mt_attn_probs_row(const mt_attn *a, int i, int32_t *row) {
 #define MT_DEFINE_ATTENTION_TWOPASS(T, CT)                                                                  \
   void mt_attention_twopass_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
                                 const CT *v, CT *out, int32_t *scores) {                                    \
-    const mt_attn a = {p, keep};                                                                            \
+    const mt_attn a = mt_attn_init(p, keep);                                                                            \
     const int L = p[MT_ATTN_L], S = p[MT_ATTN_S], D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];                     \
     const int qs = mt_stride(p[MT_ATTN_Q_STRIDE], D), ks = mt_stride(p[MT_ATTN_K_STRIDE], D);               \
     const int vs = mt_stride(p[MT_ATTN_V_STRIDE], Dv), os = mt_stride(p[MT_ATTN_OUT_STRIDE], Dv);           \
