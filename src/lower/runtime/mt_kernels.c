@@ -142,7 +142,7 @@ static uint32_t mt_mulq16_u32(uint32_t m, uint32_t alpha) {
   return (m >> 16) * alpha + (((m & 0xFFFFu) * alpha + 0x8000u) >> 16);
 }
 
-static int32_t mt_mulq16_s32(int32_t a, uint32_t alpha) {
+static inline int32_t mt_mulq16_s32(int32_t a, uint32_t alpha) {
   uint32_t m = a < 0 ? 0u - (uint32_t)a : (uint32_t)a;
   return mt_signed_sat32(a < 0, mt_mulq16_u32(m, alpha));
 }
@@ -1096,13 +1096,14 @@ static int32_t mt_attn_logit(const mt_attn *a, int64_t score) {
   return mt_rq(score, a->p[MT_ATTN_LOGIT_M], a->p[MT_ATTN_LOGIT_S]);
 }
 
-/* The logits of keys k0 and k1 (NULL: one key) for query row qi, into t[0], t[1]. int8 scores
+/* The logits of the n keys kj, kj + ks, .. for query row qi, into t[0 .. n-1]. int8 scores
  * are int32 (|q k| <= 2^14, D <= 65535), requantized by mt_rq32 (what mt_rq does for an
  * int32); int16 scores need mt_rq. */
-static inline void mt_attn_logits2_s16(const mt_attn *a, const int16_t *qi, const int16_t *k0, const int16_t *k1, int D,
-                                int32_t *t) {
-  t[0] = mt_attn_logit(a, mt_dot_s16_s16(qi, k0, 1, D));
-  if (k1) t[1] = mt_attn_logit(a, mt_dot_s16_s16(qi, k1, 1, D));
+static inline void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int ks, int n, int D,
+                                      int32_t *t) {
+  int j;
+  t[0] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj, 1, D));
+  for (j = 1; j < n; ++j) t[j] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj + j * ks, 1, D));
 }
 
 #if MT_DSP
@@ -1124,28 +1125,37 @@ static inline int32_t mt_attn_logit_smlal(int32_t score, int32_t m, int k) {
 
 /* Two keys per pass over q: each word of q loaded and split once (SXTB16), 4 SMLAD per 4
  * features and 2 keys; exact int32 sums as the reference. */
-static inline void mt_attn_logits2_s8(const mt_attn *a, const int8_t *qi, const int8_t *k0, const int8_t *k1, int D,
-                               int32_t *t) {
+static inline void mt_attn_logits_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj, int ks, int n, int D,
+                                     int32_t *t) {
   const int32_t m = a->p[MT_ATTN_LOGIT_M];
-  const int s = a->p[MT_ATTN_LOGIT_S];
-  int32_t s0 = 0, s1 = 0;
-  int i = 0;
-  if (!k1) {
-    s0 = mt_dot_s8_s8_dsp(qi, k0, D);
-  } else {
-    for (; i + 4 <= D; i += 4) MT_MAC2_S8_S8(qi + i, k0 + i, k1 + i, s0, s1);
+  const int s = a->p[MT_ATTN_LOGIT_S], lk = a->logit_k;
+  int i, j;
+  for (j = 0; j < n; j += 2, kj += 2 * ks) {
+    const int8_t *k1 = j + 1 < n ? kj + ks : kj; /* an odd last key is computed twice */
+    int32_t s0 = 0, s1 = 0;
+    for (i = 0; i + 4 <= D; i += 4) MT_MAC2_S8_S8(qi + i, kj + i, k1 + i, s0, s1);
     for (; i < D; ++i) {
-      s0 += (int32_t)qi[i] * k0[i];
+      s0 += (int32_t)qi[i] * kj[i];
       s1 += (int32_t)qi[i] * k1[i];
     }
+    if (lk >= 0) {
+      t[j] = mt_attn_logit_smlal(s0, m, lk);
+      t[j + 1] = mt_attn_logit_smlal(s1, m, lk);
+    } else {
+      t[j] = mt_rq32(s0, m, s);
+      t[j + 1] = mt_rq32(s1, m, s);
+    }
   }
-  if (a->logit_k >= 0) {
-    t[0] = mt_attn_logit_smlal(s0, m, a->logit_k);
-    if (k1) t[1] = mt_attn_logit_smlal(s1, m, a->logit_k);
-  } else {
-    t[0] = mt_rq32(s0, m, s);
-    if (k1) t[1] = mt_rq32(s1, m, s);
-  }
+}
+
+/* mt_mulq16_s32 as one SMLAL: round(a alpha / 2^16) with ties away from zero is
+ * floor((a alpha + 2^15 - [a < 0]) / 2^16), bits 16..47 of the 64-bit sum (|result| <= |a|:
+ * no saturation, INT32_MIN * 1 stays INT32_MIN as in the reference). */
+static inline int32_t mt_attn_rescale_s8(int32_t a, uint32_t alpha) {
+  uint32_t lo = 0x8000u - ((uint32_t)a >> 31);
+  int32_t hi = 0;
+  __asm__("smlal %0, %1, %2, %3" : "+r"(lo), "+r"(hi) : "r"(a), "r"((int32_t)alpha));
+  return (int32_t)((uint32_t)hi << 16 | lo >> 16);
 }
 
 /* acc[d] += w0 v0[d] + w1 v1[d] (exact int32 sums, as the reference): for weights that fit
@@ -1167,12 +1177,13 @@ static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, co
   for (; d < Dv; ++d) acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d];
 }
 #else
-static inline void mt_attn_logits2_s8(const mt_attn *a, const int8_t *qi, const int8_t *k0, const int8_t *k1, int D,
-                               int32_t *t) {
+#define mt_attn_rescale_s8 mt_mulq16_s32
+static inline void mt_attn_logits_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj, int ks, int n, int D,
+                                     int32_t *t) {
   const int32_t m = a->p[MT_ATTN_LOGIT_M];
   const int s = a->p[MT_ATTN_LOGIT_S];
-  t[0] = mt_rq32((int32_t)mt_dot_s8_s8(qi, k0, 1, D), m, s);
-  if (k1) t[1] = mt_rq32((int32_t)mt_dot_s8_s8(qi, k1, 1, D), m, s);
+  int j;
+  for (j = 0; j < n; ++j) t[j] = mt_rq32((int32_t)mt_dot_s8_s8(qi, kj + j * ks, 1, D), m, s);
 }
 
 static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, const int8_t *v1, int32_t w1, int Dv) {
@@ -1212,13 +1223,16 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
 
 /* One body for both types: ACC the accumulators (int64 for s16, int32 for s8, where the
  * weights enter with g fewer bits so that S * 2^(16 - g) * 2^7 <= 2^31), MULQ16 the
- * rescaling of an accumulator by 2^(m - m') (Q16). The logits come two keys at a time (one
- * pass over q, mt_attn_logits2_*), then each key updates the running sums in key order. Keys
+ * rescaling of an accumulator by 2^(m - m') (Q16). The logits come in blocks of KEYS keys
+ * (mt_attn_logits_*; 1 in the portable C, 32 in the Armv7E-M int8 variant, which computes
+ * two keys per pass over q and keeps the block's logits on the stack, 132 B: a tight dot
+ * product loop apart from the update's many live values), then each key updates the running
+ * sums in key order. Keys
  * that do not raise the max are added two at a time (acc[d] += w v[d] + w' v'[d]:
  * mt_attn_pv2_*, one pass over acc for two keys); a key still pending is added before any
  * rescaling, so the sums are the same integers as one key at a time (exact additions, in the
  * same order relative to every rounding). */
-#define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, MULQ16, KEYS)                                                     \
+#define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, MULQ16, KEYS)                                               \
   void mt_attention_stream_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
                                const CT *v, CT *out, ACC *acc) {                                           \
     const mt_attn a = mt_attn_init(p, keep);                                                               \
@@ -1232,14 +1246,15 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
       const CT *qi = q + i * qs, *pv = 0; /* pv: the pending key's v row, weight pw */                     \
       const int jend = mt_attn_key_end(&a, i);                                                             \
       int have = 0;                                                                                        \
-      int32_t mx = 0, t2[2];                                                                               \
+      int32_t mx = 0, tb[(KEYS) + 1]; /* the block's logits (one more: an odd block's pair) */           \
       uint32_t l = 0; /* sum of 2^(t_j - mx), Q16 */                                                       \
       ACC pw = 0;                                                                                          \
       for (j = 0; j < jend; j += (KEYS)) {                                                                 \
-        mt_attn_logits2_##T(&a, qi, k + j * ks, (KEYS) == 2 && j + 1 < jend ? k + (j + 1) * ks : 0, D, t2); \
-        for (u = 0; u < (KEYS) && j + u < jend; ++u) {                                                     \
+        const int nk = jend - j < (KEYS) ? jend - j : (KEYS);                                              \
+        mt_attn_logits_##T(&a, qi, k + j * ks, ks, nk, D, tb);                                             \
+        for (u = 0; u < nk; ++u) {                                                                         \
           const CT *vj = v + (j + u) * vs;                                                                 \
-          const int32_t t = t2[u];                                                                         \
+          const int32_t t = tb[u];                                                                         \
           if (keep && !mt_attn_visible(&a, i, j + u)) continue;                                            \
           if (!have) { /* first visible key: weight 1 */                                                   \
             have = 1;                                                                                      \
@@ -1282,7 +1297,7 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
       }                                                                                                    \
     }                                                                                                      \
   }
-MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t, mt_mulq16_s32, MT_DSP ? 2 : 1)
+MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t, mt_attn_rescale_s8, MT_DSP ? 32 : 1)
 MT_DEFINE_ATTENTION_STREAM(s16, int16_t, int64_t, mt_mulq16_s64, 1)
 
 /* Softmax in Q0.15 of the visible entries of one row of base-2 logits (Q16), in place;
