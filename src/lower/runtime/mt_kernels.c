@@ -245,14 +245,16 @@ uint32_t mt_rsqrt_u64(uint64_t v, int *e) {
 
 /* 2^-(r / 2^16) for a fraction r < 2^16, in Q24: (2^23, 2^24]. With r = (i + w) / 64, w in
  * Q10: g(i + w) ~= g0 + w d1 - w (1 - w) / 2 d2 from the table of g(k) = 2^(-k/64)
- * (quadratic interpolation, error < 0.01 LSB of Q16). */
+ * (quadratic interpolation, error < 0.01 LSB of Q16). g decreases and is convex (d1 < 0,
+ * d2 > 0 for every entry), so the correction x = 2 d1 w - d2 w (1 - w) is never positive and
+ * its rounding shift (ties away from zero) is -floor((|x| + 2^10) / 2^11): multiply-adds on
+ * magnitudes, no sign test. */
 static uint32_t mt_exp2neg_mant_q24(uint32_t r) {
   const uint32_t idx = r >> 10, w = r & 1023u;
   const uint32_t ww = (w * (1024u - w)) >> 10; /* w (1 - w), Q10, <= 256 */
-  const int32_t g0 = (int32_t)mt_exp2_q24[idx];
-  const int32_t d1 = (int32_t)mt_exp2_q24[idx + 1u] - g0;                                   /* > -2^18 */
-  const int32_t d2 = (int32_t)mt_exp2_q24[idx + 2u] - 2 * (int32_t)mt_exp2_q24[idx + 1u] + g0; /* < 2^11 */
-  return (uint32_t)(g0 + mt_rshift_s32(2 * d1 * (int32_t)w - d2 * (int32_t)ww, 11));
+  const uint32_t g0 = mt_exp2_q24[idx], g1 = mt_exp2_q24[idx + 1u], g2 = mt_exp2_q24[idx + 2u];
+  const uint32_t nd1 = g0 - g1, d2 = g2 + g0 - 2u * g1; /* -d1 < 2^18, 0 < d2 < 2^11 */
+  return g0 - ((2u * nd1 * w + d2 * ww + 1024u) >> 11);
 }
 
 /* 2^-z = 2^-n * 2^-(r/2^16), one rounding shift of the Q24 mantissa */
@@ -507,9 +509,94 @@ MT_DEFINE_LINEAR_DSP(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, int64_t, 4, 
 MT_DEFINE_LINEAR_DSP(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, int64_t, 4, MT_MAC2_S16_S8, mt_linear_out64)
 MT_DEFINE_LINEAR_DSP(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, int64_t, 2, MT_MAC2_S16_S16, mt_linear_out64)
 MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, int64_t, 2, MT_MAC2_S16_S16, mt_linear_out64)
+
+/* The requantization of one channel, set up once per channel for the int8 x int8 layers when
+ * 1 <= s <= 31 and m != 0 (a ratio below 1/2: mt_rq32_common's case, mt_rq_chan_fast): with
+ * P = acc m (|P| < 2^62) the rounded result floor((P + 2^(30+s) - [P < 0]) / 2^(31+s)) is
+ * formed as u = P + c - [P < 0], c = 2^62 + 2^(30+s) (u >= 0: one SMLAL from the constant),
+ * then the high word shifted by s - 1 minus the offset 2^(31-s): no 64-bit shift, the same
+ * integer. The output zero point is folded into the offset (|result| <= 2^30: nothing to
+ * saturate before it). */
+typedef struct {
+  uint64_t c;
+  int32_t m, off;
+  int sh;
+} mt_rq_chan;
+
+static inline int mt_rq_chan_fast(const int32_t *rq) { return rq[1] >= 1 && rq[1] <= 31 && rq[0] != 0; }
+
+static inline mt_rq_chan mt_rq_chan_init(const int32_t *rq, int32_t y_zero) {
+  const int s = rq[1];
+  mt_rq_chan q;
+  q.m = rq[0];
+  q.sh = s - 1;
+  q.off = (int32_t)(1u << (31 - s)) - y_zero;
+  q.c = ((uint64_t)1 << 62) + ((uint64_t)1 << (30 + s));
+  return q;
+}
+
+/* y_zero + rq(acc) saturated (SSAT), at least y_min: mt_linear_out_* for a fast channel */
+static inline int32_t mt_rq_chan_apply(const mt_rq_chan *q, int32_t acc) {
+  const uint64_t u = q->c - ((uint32_t)(acc ^ q->m) >> 31) + (uint64_t)((int64_t)acc * q->m);
+  return (int32_t)((uint32_t)(u >> 32) >> q->sh) - q->off;
+}
+#define MT_CHAN_OUT(BITS, q, acc) ((int32_t)__builtin_arm_ssat(mt_rq_chan_apply(q, acc), BITS))
+
+/* int8 x int8: two rows of x times two weight rows per pass, so each loaded word (and its
+ * SXTB16 split) serves two products: per 4 inputs 4 LDR, 8 SXTB16, 8 SMLAD for 16 MACs. The
+ * sums start from the bias, exact in int32 (|b| < 2^30, in <= 65536, |x w| <= 2^14); an odd
+ * last row or channel is computed twice. When every channel's requantization is fast (the
+ * usual ratio below 1/2) it is set up once per channel pair, else the one-row variant above
+ * takes the call. */
+#define MT_DEFINE_LINEAR_DSP_S8(Y, YT, BITS)                                                             \
+  static int mt_linear_dsp2_s8_s8_##Y(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, int rows, \
+                                      int in, int out, int xs, const int32_t *rq, int rq_per_channel,     \
+                                      int32_t y_zero, int32_t y_min) {                                    \
+    int r, o, j;                                                                                          \
+    if (in > 65536) return 0;                                                                             \
+    for (o = 0; o < (rq_per_channel ? out : 1); ++o)                                                      \
+      if (!mt_rq_chan_fast(rq + 2 * o))                                                                   \
+        return mt_linear_dsp_s8_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min); \
+    for (o = 0; b && o < out; ++o)                                                                        \
+      if (b[o] >= (1 << 30) || b[o] <= -(1 << 30)) return 0;                                             \
+    for (o = 0; o < out; o += 2) {                                                                        \
+      const int o1 = o + 1 < out ? o + 1 : o;                                                             \
+      const int8_t *w0 = w + o * in, *w1 = w + o1 * in;                                                   \
+      const mt_rq_chan q0 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                   \
+      const mt_rq_chan q1 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o1 : 0), y_zero);                  \
+      const int32_t b0 = b ? b[o] : 0, b1 = b ? b[o1] : 0;                                                \
+      YT *y0 = y + o;                                                                                     \
+      for (r = 0; r < rows; r += 2, y0 += 2 * out) {                                                      \
+        const int8_t *xa = x + r * xs, *xb = r + 1 < rows ? xa + xs : xa;                                 \
+        YT *y1 = r + 1 < rows ? y0 + out : y0;                                                            \
+        int32_t a00 = b0, a01 = b1, a10 = b0, a11 = b1, v;                                                \
+        for (j = 0; j + 4 <= in; j += 4) {                                                                \
+          const int32_t u = mt_ld32(xa + j), t = mt_ld32(xb + j);                                         \
+          const int32_t ue = __sxtb16(u), uo = mt_odd_bytes(u), te = __sxtb16(t), to = mt_odd_bytes(t);   \
+          const int32_t p = mt_ld32(w0 + j), pe = __sxtb16(p), po = mt_odd_bytes(p);                      \
+          const int32_t g = mt_ld32(w1 + j), ge = __sxtb16(g), go = mt_odd_bytes(g);                      \
+          a00 = __smlad(uo, po, __smlad(ue, pe, a00));                                                    \
+          a10 = __smlad(to, po, __smlad(te, pe, a10));                                                    \
+          a01 = __smlad(uo, go, __smlad(ue, ge, a01));                                                    \
+          a11 = __smlad(to, go, __smlad(te, ge, a11));                                                    \
+        }                                                                                                 \
+        for (; j < in; ++j) {                                                                             \
+          a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                                   \
+          a10 += (int32_t)xb[j] * w0[j], a11 += (int32_t)xb[j] * w1[j];                                   \
+        }                                                                                                 \
+        v = MT_CHAN_OUT(BITS, &q0, a00), y0[0] = (YT)(v < y_min ? y_min : v);                          \
+        v = MT_CHAN_OUT(BITS, &q1, a01), y0[o1 - o] = (YT)(v < y_min ? y_min : v);                     \
+        v = MT_CHAN_OUT(BITS, &q0, a10), y1[0] = (YT)(v < y_min ? y_min : v);                          \
+        v = MT_CHAN_OUT(BITS, &q1, a11), y1[o1 - o] = (YT)(v < y_min ? y_min : v);                     \
+      }                                                                                                   \
+    }                                                                                                     \
+    return 1;                                                                                             \
+  }
+MT_DEFINE_LINEAR_DSP_S8(s8, int8_t, 8)
+MT_DEFINE_LINEAR_DSP_S8(s16, int16_t, 16)
 #else
-#define mt_linear_dsp_s8_s8_s8 MT_NO_VARIANT
-#define mt_linear_dsp_s8_s8_s16 MT_NO_VARIANT
+#define mt_linear_dsp2_s8_s8_s8 MT_NO_VARIANT
+#define mt_linear_dsp2_s8_s8_s16 MT_NO_VARIANT
 #define mt_linear_dsp_s8_s16_s8 MT_NO_VARIANT
 #define mt_linear_dsp_s8_s16_s16 MT_NO_VARIANT
 #define mt_linear_dsp_s16_s8_s8 MT_NO_VARIANT
@@ -518,8 +605,8 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, int64_t,
 #define mt_linear_dsp_s16_s16_s16 MT_NO_VARIANT
 #endif
 
-MT_DEFINE_LINEAR(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_linear_dsp_s8_s8_s8)
-MT_DEFINE_LINEAR(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_linear_dsp_s8_s8_s16)
+MT_DEFINE_LINEAR(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_linear_dsp2_s8_s8_s8)
+MT_DEFINE_LINEAR(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_linear_dsp2_s8_s8_s16)
 MT_DEFINE_LINEAR(s8, s16, s8, int8_t, int16_t, int8_t, int32_t, mt_linear_dsp_s8_s16_s8)
 MT_DEFINE_LINEAR(s8, s16, s16, int8_t, int16_t, int16_t, int32_t, mt_linear_dsp_s8_s16_s16)
 MT_DEFINE_LINEAR(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_linear_dsp_s16_s8_s8)
@@ -851,7 +938,7 @@ int mt_embedding_s8(const int32_t *ids, int n, const int8_t *table, int num, int
 
 /* Base-2 exponent z = d * scale_x * log2(e) in Q16 for a logit difference d >= 0 in x's
  * integers (rq(d, in_m, in_s), saturated: 2^-z = 0 long before). */
-static uint32_t mt_softmax_z(int32_t d, int32_t in_m, int in_s) { return (uint32_t)mt_rq32(d, in_m, in_s); }
+static inline uint32_t mt_softmax_z(int32_t d, int32_t in_m, int in_s) { return (uint32_t)mt_rq32(d, in_m, in_s); }
 
 /* Per-row normaliser from the row sum in Q20 (sum >= 2^20, the max contributes 1):
  * p_j * 2^15 = e_j * y16 >> shift for e_j in Q16, with y16 <= 65535 so e_j * y16 < 2^32.
