@@ -962,22 +962,86 @@ static uint32_t mt_norm16(uint64_t sum_q20, int *shift) {
 
 /* int8 inputs: d = max - x_j has only 256 possible values. Their exps are computed once per
  * call into a table (1 KB on the stack), as far as the rows' ranges need them, then looked
- * up. One word holds both: e_j in Q20 (<= 2^20, 21 bits) and 16 e16 - e20 + 16 in [8, 24]
- * above it (e16 = round(a / 16), e20 = round(a) of the same a, so 16 e16 - e20 is in
- * [-8, 8]); e16 = (e20 + delta) / 16 exactly: the same bits as mt_exp2neg_q16. */
+ * up. One word holds both: 16 e16 (<= 2^20, 21 bits; e16 in Q16) and 16 e16 - e20 + 8 in
+ * [0, 16] above it (e16 = round(a / 16), e20 = round(a) of the same a, so 16 e16 - e20 is in
+ * [-8, 8]): e16 is one bit-field extract, e20 = the low field - the high field + 8; the same
+ * bits as mt_exp2neg_q16 and mt_exp2neg_q20. */
 static uint32_t mt_softmax_exp_pack(int32_t d, int32_t in_m, int in_s) {
   const uint32_t z = mt_softmax_z(d, in_m, in_s), e20 = mt_exp2neg_q20(z), e16 = mt_exp2neg_q16(z);
-  return e20 | (16u * e16 + 16u - e20) << 21;
+  return 16u * e16 | (16u * e16 + 8u - e20) << 21;
 }
 #define MT_SOFTMAX_TABLE_s8                                                                                \
   uint32_t table[256];                                                                                     \
   int32_t filled = 0;
 #define MT_SOFTMAX_FILL_s8(range)                                                                          \
   for (; filled <= (range); ++filled) table[filled] = mt_softmax_exp_pack(filled, in_m, in_s)
-#define MT_SOFTMAX_Q20_s8(d) (table[d] & 0x1FFFFFu)
-#define MT_SOFTMAX_Q16_s8(d) (((table[d] & 0x1FFFFFu) + (table[d] >> 21) - 16u) >> 4)
+#define MT_SOFTMAX_Q20_s8(d) ((table[d] & 0x1FFFFFu) + 8u - (table[d] >> 21))
+#define MT_SOFTMAX_Q16_s8(d) ((table[d] & 0x1FFFFFu) >> 4)
 
-/* p_j = e_j / sum in Q(out_bits), plus the zero point, saturated: one reciprocal per row */
+/* The max and min of a row (n >= 1). On Armv7E-M four int8 at a time (SSUB8 sets the lanes'
+ * GE flags, SEL picks the larger / smaller bytes: one line of assembly each pair, as GCC does
+ * not order SEL after SSUB8's flags by itself). */
+#if MT_DSP
+static inline int32_t mt_max4_s8(int32_t a, int32_t b) {
+  int32_t r;
+  __asm__("ssub8 %0, %1, %2\n\tsel %0, %1, %2" : "=&r"(r) : "r"(a), "r"(b) : "cc");
+  return r;
+}
+static inline int32_t mt_min4_s8(int32_t a, int32_t b) {
+  int32_t r;
+  __asm__("ssub8 %0, %1, %2\n\tsel %0, %2, %1" : "=&r"(r) : "r"(a), "r"(b) : "cc");
+  return r;
+}
+#endif
+static inline void mt_row_range_s8(const int8_t *x, int n, int32_t *mx, int32_t *mn) {
+  int32_t hi = x[0], lo = x[0];
+  int j = 1;
+#if MT_DSP
+  if (n >= 8) {
+    int32_t vmax = mt_ld32(x), vmin = vmax;
+    int8_t b[8];
+    for (j = 4; j + 4 <= n; j += 4) {
+      const int32_t w = mt_ld32(x + j);
+      vmax = mt_max4_s8(w, vmax);
+      vmin = mt_min4_s8(w, vmin);
+    }
+    __builtin_memcpy(b, &vmax, 4);
+    __builtin_memcpy(b + 4, &vmin, 4);
+    hi = b[0], lo = b[4];
+    for (int k = 1; k < 4; ++k) {
+      if (b[k] > hi) hi = b[k];
+      if (b[4 + k] < lo) lo = b[4 + k];
+    }
+  }
+#endif
+  for (; j < n; ++j) {
+    if (x[j] > hi) hi = x[j];
+    if (x[j] < lo) lo = x[j];
+  }
+  *mx = hi, *mn = lo;
+}
+static inline void mt_row_range_s16(const int16_t *x, int n, int32_t *mx, int32_t *mn) {
+  int32_t hi = x[0], lo = x[0];
+  int j;
+  for (j = 1; j < n; ++j) {
+    if (x[j] > hi) hi = x[j];
+    if (x[j] < lo) lo = x[j];
+  }
+  *mx = hi, *mn = lo;
+}
+
+/* A probability p < 2^15 (the shift is >= 17, e16 y16 < 2^32) plus the zero point, saturated:
+ * SSAT on Armv7E-M. */
+#if MT_DSP
+#define mt_softmax_out_s8(v) ((int8_t)(int32_t)__builtin_arm_ssat((v), 8))
+#define mt_softmax_out_s16(v) ((int16_t)(int32_t)__builtin_arm_ssat((v), 16))
+#else
+#define mt_softmax_out_s8(v) mt_sat_s8(v)
+#define mt_softmax_out_s16(v) mt_sat_s16(v)
+#endif
+
+/* p_j = e_j / sum in Q(out_bits), plus the zero point, saturated: one reciprocal per row. The
+ * row sum of e_j in Q20 fits 32 bits for n < 4096 (each e_j <= 2^20). */
 #define MT_DEFINE_SOFTMAX(X, Y, XT, YT)                                                                    \
   void mt_softmax_##X##_##Y(const XT *x, YT *y, int rows, int n, int32_t in_m, int in_s, int out_bits,     \
                             int32_t y_zero) {                                                              \
@@ -987,19 +1051,24 @@ static uint32_t mt_softmax_exp_pack(int32_t d, int32_t in_m, int in_s) {
     for (r = 0; r < rows; ++r) {                                                                           \
       const XT *xr = x + r * n;                                                                            \
       YT *yr = y + r * n;                                                                                  \
-      int32_t mx = xr[0], mn = xr[0];                                                                      \
+      int32_t mx, mn;                                                                                      \
       uint64_t sum = 0;                                                                                    \
       uint32_t y16;                                                                                        \
-      for (j = 1; j < n; ++j) {                                                                            \
-        if (xr[j] > mx) mx = xr[j];                                                                        \
-        if (xr[j] < mn) mn = xr[j];                                                                        \
-      }                                                                                                    \
+      mt_row_range_##X(xr, n, &mx, &mn);                                                                   \
       MT_SOFTMAX_FILL_##X(mx - mn);                                                                        \
-      for (j = 0; j < n; ++j) sum += MT_SOFTMAX_Q20_##X(mx - xr[j]);                                       \
+      if (n < 4096) {                                                                                      \
+        uint32_t s32 = 0;                                                                                  \
+        for (j = 0; j < n; ++j) s32 += MT_SOFTMAX_Q20_##X(mx - xr[j]);                                     \
+        sum = s32;                                                                                         \
+      } else {                                                                                             \
+        for (j = 0; j < n; ++j) sum += MT_SOFTMAX_Q20_##X(mx - xr[j]);                                     \
+      }                                                                                                    \
       y16 = mt_norm16(sum, &sh);                                                                           \
-      for (j = 0; j < n; ++j) { /* e_j y16 2^-sh is p_j in Q0.15 */                                        \
+      if (sh + 15 - out_bits > 32) y16 = 0; /* every p_j rounds to 0 */                                    \
+      sh = sh + 15 - out_bits > 32 ? 31 : sh + 14 - out_bits;                                              \
+      for (j = 0; j < n; ++j) { /* e_j y16 2^-sh is p_j in Q0.15: rounded as ((t >> (s-1)) + 1) >> 1 */    \
         const uint32_t e = MT_SOFTMAX_Q16_##X(mx - xr[j]);                                                 \
-        yr[j] = mt_out_##Y((int32_t)mt_rsh_u32(e * y16, sh + 15 - out_bits), y_zero);                     \
+        yr[j] = mt_softmax_out_##Y((int32_t)((((e * y16) >> sh) + 1u) >> 1) + y_zero);                     \
       }                                                                                                    \
     }                                                                                                      \
   }
