@@ -1348,9 +1348,23 @@ static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, co
 }
 #endif
 
+/* The same for int16 v into int64 sums: a weight (<= 2^16) times an int16 fits int32, so each
+ * product is one 32 x 32 -> 64-bit multiply-add (SMLAL), not a 64 x 64 multiply. */
 static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int64_t w0, const int16_t *v1, int64_t w1, int Dv) {
+  const int32_t a = (int32_t)w0, b = (int32_t)w1;
   int d;
-  for (d = 0; d < Dv; ++d) acc[d] += w0 * (int64_t)v0[d] + w1 * (int64_t)v1[d];
+  for (d = 0; d < Dv; ++d) acc[d] += (int64_t)a * v0[d] + (int64_t)b * v1[d];
+}
+
+/* acc[d] += w v[d] for one key (a pending key before a rescaling or at the end) */
+static inline void mt_attn_pv1_s8(int32_t *acc, const int8_t *v, int32_t w, int Dv) {
+  int d;
+  for (d = 0; d < Dv; ++d) acc[d] += w * (int32_t)v[d];
+}
+static inline void mt_attn_pv1_s16(int64_t *acc, const int16_t *v, int64_t w, int Dv) {
+  const int32_t a = (int32_t)w;
+  int d;
+  for (d = 0; d < Dv; ++d) acc[d] += (int64_t)a * v[d];
 }
 
 /* Per-query normaliser: out = acc / l * 2^g * scale_v / scale_out, with |acc| <~ l * 2^15
@@ -1432,7 +1446,7 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
           } else { /* new max: rescale the running sums by alpha = 2^(mx - t) */                           \
             const uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);                             \
             if (pv) {                                                                                      \
-              for (d = 0; d < Dv; ++d) acc[d] += pw * (ACC)pv[d];                                          \
+              mt_attn_pv1_##T(acc, pv, pw, Dv);                                                            \
               pv = 0;                                                                                      \
             }                                                                                              \
             l = mt_mulq16_u32(l, alpha) + 65536u;                                                          \
@@ -1445,8 +1459,7 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
         for (d = 0; d < Dv; ++d) out[i * os + d] = 0;                                                      \
         continue;                                                                                          \
       }                                                                                                    \
-      if (pv)                                                                                              \
-        for (d = 0; d < Dv; ++d) acc[d] += pw * (ACC)pv[d];                                                \
+      if (pv) mt_attn_pv1_##T(acc, pv, pw, Dv);                                                            \
       {                                                                                                    \
         const mt_attn_norm nrm = mt_attn_norm_init(&a, l, g);                                              \
         for (d = 0; d < Dv; ++d) out[i * os + d] = mt_out_##T(mt_attn_norm_apply(&nrm, acc[d]), 0);       \
