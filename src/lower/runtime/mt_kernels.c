@@ -545,18 +545,20 @@ static inline int32_t mt_rq_chan_apply(const mt_rq_chan *q, int32_t acc) {
 /* int8 x int8: two rows of x times two weight rows per pass, so each loaded word (and its
  * SXTB16 split) serves two products: per 4 inputs 4 LDR, 8 SXTB16, 8 SMLAD for 16 MACs. The
  * sums start from the bias, exact in int32 (|b| < 2^30, in <= 65536, |x w| <= 2^14); an odd
- * last row or channel is computed twice. When every channel's requantization is fast (the
- * usual ratio below 1/2) it is set up once per channel pair, else the one-row variant above
- * takes the call. */
+ * last row takes one row times the two channels, an odd last channel is computed twice. When
+ * every channel's requantization is fast (the usual ratio below 1/2) it is set up once per
+ * channel pair, else (and for a single row, where that setup would not pay) the one-row
+ * variant above takes the call. */
 #define MT_DEFINE_LINEAR_DSP_S8(Y, YT, BITS)                                                             \
   static int mt_linear_dsp2_s8_s8_##Y(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, int rows, \
                                       int in, int out, int xs, const int32_t *rq, int rq_per_channel,     \
                                       int32_t y_zero, int32_t y_min) {                                    \
     int r, o, j;                                                                                          \
     if (in > 65536) return 0;                                                                             \
-    for (o = 0; o < (rq_per_channel ? out : 1); ++o)                                                      \
-      if (!mt_rq_chan_fast(rq + 2 * o))                                                                   \
-        return mt_linear_dsp_s8_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min); \
+    for (o = 0; o < (rq_per_channel ? out : 1) && rows >= 2; ++o)                                         \
+      if (!mt_rq_chan_fast(rq + 2 * o)) break;                                                            \
+    if (rows < 2 || o < (rq_per_channel ? out : 1)) /* one row, or a channel not fast */                  \
+      return mt_linear_dsp_s8_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);   \
     for (o = 0; b && o < out; ++o)                                                                        \
       if (b[o] >= (1 << 30) || b[o] <= -(1 << 30)) return 0;                                             \
     for (o = 0; o < out; o += 2) {                                                                        \
@@ -566,9 +568,9 @@ static inline int32_t mt_rq_chan_apply(const mt_rq_chan *q, int32_t acc) {
       const mt_rq_chan q1 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o1 : 0), y_zero);                  \
       const int32_t b0 = b ? b[o] : 0, b1 = b ? b[o1] : 0;                                                \
       YT *y0 = y + o;                                                                                     \
-      for (r = 0; r < rows; r += 2, y0 += 2 * out) {                                                      \
-        const int8_t *xa = x + r * xs, *xb = r + 1 < rows ? xa + xs : xa;                                 \
-        YT *y1 = r + 1 < rows ? y0 + out : y0;                                                            \
+      for (r = 0; r + 1 < rows; r += 2, y0 += 2 * out) {                                                  \
+        const int8_t *xa = x + r * xs, *xb = xa + xs;                                                     \
+        YT *y1 = y0 + out;                                                                                \
         int32_t a00 = b0, a01 = b1, a10 = b0, a11 = b1, v;                                                \
         for (j = 0; j + 4 <= in; j += 4) {                                                                \
           const int32_t u = mt_ld32(xa + j), t = mt_ld32(xb + j);                                         \
@@ -584,10 +586,18 @@ static inline int32_t mt_rq_chan_apply(const mt_rq_chan *q, int32_t acc) {
           a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                                   \
           a10 += (int32_t)xb[j] * w0[j], a11 += (int32_t)xb[j] * w1[j];                                   \
         }                                                                                                 \
-        v = MT_CHAN_OUT(BITS, &q0, a00), y0[0] = (YT)(v < y_min ? y_min : v);                          \
-        v = MT_CHAN_OUT(BITS, &q1, a01), y0[o1 - o] = (YT)(v < y_min ? y_min : v);                     \
-        v = MT_CHAN_OUT(BITS, &q0, a10), y1[0] = (YT)(v < y_min ? y_min : v);                          \
-        v = MT_CHAN_OUT(BITS, &q1, a11), y1[o1 - o] = (YT)(v < y_min ? y_min : v);                     \
+        v = MT_CHAN_OUT(BITS, &q0, a00), y0[0] = (YT)(v < y_min ? y_min : v);                             \
+        v = MT_CHAN_OUT(BITS, &q1, a01), y0[o1 - o] = (YT)(v < y_min ? y_min : v);                        \
+        v = MT_CHAN_OUT(BITS, &q0, a10), y1[0] = (YT)(v < y_min ? y_min : v);                             \
+        v = MT_CHAN_OUT(BITS, &q1, a11), y1[o1 - o] = (YT)(v < y_min ? y_min : v);                        \
+      }                                                                                                   \
+      if (r < rows) { /* an odd last row: the two channels only */                                        \
+        const int8_t *xa = x + r * xs;                                                                    \
+        int32_t a00 = b0, a01 = b1, v;                                                                    \
+        for (j = 0; j + 4 <= in; j += 4) MT_MAC2_S8_S8(xa + j, w0 + j, w1 + j, a00, a01);                 \
+        for (; j < in; ++j) a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                 \
+        v = MT_CHAN_OUT(BITS, &q0, a00), y0[0] = (YT)(v < y_min ? y_min : v);                             \
+        v = MT_CHAN_OUT(BITS, &q1, a01), y0[o1 - o] = (YT)(v < y_min ? y_min : v);                        \
       }                                                                                                   \
     }                                                                                                     \
     return 1;                                                                                             \
