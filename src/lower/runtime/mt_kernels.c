@@ -142,7 +142,7 @@ static uint32_t mt_mulq16_u32(uint32_t m, uint32_t alpha) {
   return (m >> 16) * alpha + (((m & 0xFFFFu) * alpha + 0x8000u) >> 16);
 }
 
-static int32_t mt_mulq16_s32(int32_t a, uint32_t alpha) {
+static inline int32_t mt_mulq16_s32(int32_t a, uint32_t alpha) {
   uint32_t m = a < 0 ? 0u - (uint32_t)a : (uint32_t)a;
   return mt_signed_sat32(a < 0, mt_mulq16_u32(m, alpha));
 }
@@ -245,14 +245,16 @@ uint32_t mt_rsqrt_u64(uint64_t v, int *e) {
 
 /* 2^-(r / 2^16) for a fraction r < 2^16, in Q24: (2^23, 2^24]. With r = (i + w) / 64, w in
  * Q10: g(i + w) ~= g0 + w d1 - w (1 - w) / 2 d2 from the table of g(k) = 2^(-k/64)
- * (quadratic interpolation, error < 0.01 LSB of Q16). */
+ * (quadratic interpolation, error < 0.01 LSB of Q16). g decreases and is convex (d1 < 0,
+ * d2 > 0 for every entry), so the correction x = 2 d1 w - d2 w (1 - w) is never positive and
+ * its rounding shift (ties away from zero) is -floor((|x| + 2^10) / 2^11): multiply-adds on
+ * magnitudes, no sign test. */
 static uint32_t mt_exp2neg_mant_q24(uint32_t r) {
   const uint32_t idx = r >> 10, w = r & 1023u;
   const uint32_t ww = (w * (1024u - w)) >> 10; /* w (1 - w), Q10, <= 256 */
-  const int32_t g0 = (int32_t)mt_exp2_q24[idx];
-  const int32_t d1 = (int32_t)mt_exp2_q24[idx + 1u] - g0;                                   /* > -2^18 */
-  const int32_t d2 = (int32_t)mt_exp2_q24[idx + 2u] - 2 * (int32_t)mt_exp2_q24[idx + 1u] + g0; /* < 2^11 */
-  return (uint32_t)(g0 + mt_rshift_s32(2 * d1 * (int32_t)w - d2 * (int32_t)ww, 11));
+  const uint32_t g0 = mt_exp2_q24[idx], g1 = mt_exp2_q24[idx + 1u], g2 = mt_exp2_q24[idx + 2u];
+  const uint32_t nd1 = g0 - g1, d2 = g2 + g0 - 2u * g1; /* -d1 < 2^18, 0 < d2 < 2^11 */
+  return g0 - ((2u * nd1 * w + d2 * ww + 1024u) >> 11);
 }
 
 /* 2^-z = 2^-n * 2^-(r/2^16), one rounding shift of the Q24 mantissa */
@@ -507,9 +509,104 @@ MT_DEFINE_LINEAR_DSP(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, int64_t, 4, 
 MT_DEFINE_LINEAR_DSP(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, int64_t, 4, MT_MAC2_S16_S8, mt_linear_out64)
 MT_DEFINE_LINEAR_DSP(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, int64_t, 2, MT_MAC2_S16_S16, mt_linear_out64)
 MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, int64_t, 2, MT_MAC2_S16_S16, mt_linear_out64)
+
+/* The requantization of one channel, set up once per channel for the int8 x int8 layers when
+ * 1 <= s <= 31 and m != 0 (a ratio below 1/2: mt_rq32_common's case, mt_rq_chan_fast): with
+ * P = acc m (|P| < 2^62) the rounded result floor((P + 2^(30+s) - [P < 0]) / 2^(31+s)) is
+ * formed as u = P + c - [P < 0], c = 2^62 + 2^(30+s) (u >= 0: one SMLAL from the constant),
+ * then the high word shifted by s - 1 minus the offset 2^(31-s): no 64-bit shift, the same
+ * integer. The output zero point is folded into the offset (|result| <= 2^30: nothing to
+ * saturate before it). */
+typedef struct {
+  uint64_t c;
+  int32_t m, off;
+  int sh;
+} mt_rq_chan;
+
+static inline int mt_rq_chan_fast(const int32_t *rq) { return rq[1] >= 1 && rq[1] <= 31 && rq[0] != 0; }
+
+static inline mt_rq_chan mt_rq_chan_init(const int32_t *rq, int32_t y_zero) {
+  const int s = rq[1];
+  mt_rq_chan q;
+  q.m = rq[0];
+  q.sh = s - 1;
+  q.off = (int32_t)(1u << (31 - s)) - y_zero;
+  q.c = ((uint64_t)1 << 62) + ((uint64_t)1 << (30 + s));
+  return q;
+}
+
+/* y_zero + rq(acc) saturated (SSAT), at least y_min: mt_linear_out_* for a fast channel */
+static inline int32_t mt_rq_chan_apply(const mt_rq_chan *q, int32_t acc) {
+  const uint64_t u = q->c - ((uint32_t)(acc ^ q->m) >> 31) + (uint64_t)((int64_t)acc * q->m);
+  return (int32_t)((uint32_t)(u >> 32) >> q->sh) - q->off;
+}
+#define MT_CHAN_OUT(BITS, q, acc) ((int32_t)__builtin_arm_ssat(mt_rq_chan_apply(q, acc), BITS))
+
+/* int8 x int8: two rows of x times two weight rows per pass, so each loaded word (and its
+ * SXTB16 split) serves two products: per 4 inputs 4 LDR, 8 SXTB16, 8 SMLAD for 16 MACs. The
+ * sums start from the bias, exact in int32 (|b| < 2^30, in <= 65536, |x w| <= 2^14); an odd
+ * last row takes one row times the two channels, an odd last channel is computed twice. When
+ * every channel's requantization is fast (the usual ratio below 1/2) it is set up once per
+ * channel pair, else (and for a single row, where that setup would not pay) the one-row
+ * variant above takes the call. */
+#define MT_DEFINE_LINEAR_DSP_S8(Y, YT, BITS)                                                             \
+  static int mt_linear_dsp2_s8_s8_##Y(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, int rows, \
+                                      int in, int out, int xs, const int32_t *rq, int rq_per_channel,     \
+                                      int32_t y_zero, int32_t y_min) {                                    \
+    int r, o, j;                                                                                          \
+    if (in > 65536) return 0;                                                                             \
+    for (o = 0; o < (rq_per_channel ? out : 1) && rows >= 2; ++o)                                         \
+      if (!mt_rq_chan_fast(rq + 2 * o)) break;                                                            \
+    if (rows < 2 || o < (rq_per_channel ? out : 1)) /* one row, or a channel not fast */                  \
+      return mt_linear_dsp_s8_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);   \
+    for (o = 0; b && o < out; ++o)                                                                        \
+      if (b[o] >= (1 << 30) || b[o] <= -(1 << 30)) return 0;                                             \
+    for (o = 0; o < out; o += 2) {                                                                        \
+      const int o1 = o + 1 < out ? o + 1 : o;                                                             \
+      const int8_t *w0 = w + o * in, *w1 = w + o1 * in;                                                   \
+      const mt_rq_chan q0 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                   \
+      const mt_rq_chan q1 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o1 : 0), y_zero);                  \
+      const int32_t b0 = b ? b[o] : 0, b1 = b ? b[o1] : 0;                                                \
+      YT *y0 = y + o;                                                                                     \
+      for (r = 0; r + 1 < rows; r += 2, y0 += 2 * out) {                                                  \
+        const int8_t *xa = x + r * xs, *xb = xa + xs;                                                     \
+        YT *y1 = y0 + out;                                                                                \
+        int32_t a00 = b0, a01 = b1, a10 = b0, a11 = b1, v;                                                \
+        for (j = 0; j + 4 <= in; j += 4) {                                                                \
+          const int32_t u = mt_ld32(xa + j), t = mt_ld32(xb + j);                                         \
+          const int32_t ue = __sxtb16(u), uo = mt_odd_bytes(u), te = __sxtb16(t), to = mt_odd_bytes(t);   \
+          const int32_t p = mt_ld32(w0 + j), pe = __sxtb16(p), po = mt_odd_bytes(p);                      \
+          const int32_t g = mt_ld32(w1 + j), ge = __sxtb16(g), go = mt_odd_bytes(g);                      \
+          a00 = __smlad(uo, po, __smlad(ue, pe, a00));                                                    \
+          a10 = __smlad(to, po, __smlad(te, pe, a10));                                                    \
+          a01 = __smlad(uo, go, __smlad(ue, ge, a01));                                                    \
+          a11 = __smlad(to, go, __smlad(te, ge, a11));                                                    \
+        }                                                                                                 \
+        for (; j < in; ++j) {                                                                             \
+          a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                                   \
+          a10 += (int32_t)xb[j] * w0[j], a11 += (int32_t)xb[j] * w1[j];                                   \
+        }                                                                                                 \
+        v = MT_CHAN_OUT(BITS, &q0, a00), y0[0] = (YT)(v < y_min ? y_min : v);                             \
+        v = MT_CHAN_OUT(BITS, &q1, a01), y0[o1 - o] = (YT)(v < y_min ? y_min : v);                        \
+        v = MT_CHAN_OUT(BITS, &q0, a10), y1[0] = (YT)(v < y_min ? y_min : v);                             \
+        v = MT_CHAN_OUT(BITS, &q1, a11), y1[o1 - o] = (YT)(v < y_min ? y_min : v);                        \
+      }                                                                                                   \
+      if (r < rows) { /* an odd last row: the two channels only */                                        \
+        const int8_t *xa = x + r * xs;                                                                    \
+        int32_t a00 = b0, a01 = b1, v;                                                                    \
+        for (j = 0; j + 4 <= in; j += 4) MT_MAC2_S8_S8(xa + j, w0 + j, w1 + j, a00, a01);                 \
+        for (; j < in; ++j) a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                 \
+        v = MT_CHAN_OUT(BITS, &q0, a00), y0[0] = (YT)(v < y_min ? y_min : v);                             \
+        v = MT_CHAN_OUT(BITS, &q1, a01), y0[o1 - o] = (YT)(v < y_min ? y_min : v);                        \
+      }                                                                                                   \
+    }                                                                                                     \
+    return 1;                                                                                             \
+  }
+MT_DEFINE_LINEAR_DSP_S8(s8, int8_t, 8)
+MT_DEFINE_LINEAR_DSP_S8(s16, int16_t, 16)
 #else
-#define mt_linear_dsp_s8_s8_s8 MT_NO_VARIANT
-#define mt_linear_dsp_s8_s8_s16 MT_NO_VARIANT
+#define mt_linear_dsp2_s8_s8_s8 MT_NO_VARIANT
+#define mt_linear_dsp2_s8_s8_s16 MT_NO_VARIANT
 #define mt_linear_dsp_s8_s16_s8 MT_NO_VARIANT
 #define mt_linear_dsp_s8_s16_s16 MT_NO_VARIANT
 #define mt_linear_dsp_s16_s8_s8 MT_NO_VARIANT
@@ -518,8 +615,8 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, int64_t,
 #define mt_linear_dsp_s16_s16_s16 MT_NO_VARIANT
 #endif
 
-MT_DEFINE_LINEAR(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_linear_dsp_s8_s8_s8)
-MT_DEFINE_LINEAR(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_linear_dsp_s8_s8_s16)
+MT_DEFINE_LINEAR(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_linear_dsp2_s8_s8_s8)
+MT_DEFINE_LINEAR(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_linear_dsp2_s8_s8_s16)
 MT_DEFINE_LINEAR(s8, s16, s8, int8_t, int16_t, int8_t, int32_t, mt_linear_dsp_s8_s16_s8)
 MT_DEFINE_LINEAR(s8, s16, s16, int8_t, int16_t, int16_t, int32_t, mt_linear_dsp_s8_s16_s16)
 MT_DEFINE_LINEAR(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_linear_dsp_s16_s8_s8)
@@ -851,7 +948,7 @@ int mt_embedding_s8(const int32_t *ids, int n, const int8_t *table, int num, int
 
 /* Base-2 exponent z = d * scale_x * log2(e) in Q16 for a logit difference d >= 0 in x's
  * integers (rq(d, in_m, in_s), saturated: 2^-z = 0 long before). */
-static uint32_t mt_softmax_z(int32_t d, int32_t in_m, int in_s) { return (uint32_t)mt_rq32(d, in_m, in_s); }
+static inline uint32_t mt_softmax_z(int32_t d, int32_t in_m, int in_s) { return (uint32_t)mt_rq32(d, in_m, in_s); }
 
 /* Per-row normaliser from the row sum in Q20 (sum >= 2^20, the max contributes 1):
  * p_j * 2^15 = e_j * y16 >> shift for e_j in Q16, with y16 <= 65535 so e_j * y16 < 2^32.
@@ -875,22 +972,86 @@ static uint32_t mt_norm16(uint64_t sum_q20, int *shift) {
 
 /* int8 inputs: d = max - x_j has only 256 possible values. Their exps are computed once per
  * call into a table (1 KB on the stack), as far as the rows' ranges need them, then looked
- * up. One word holds both: e_j in Q20 (<= 2^20, 21 bits) and 16 e16 - e20 + 16 in [8, 24]
- * above it (e16 = round(a / 16), e20 = round(a) of the same a, so 16 e16 - e20 is in
- * [-8, 8]); e16 = (e20 + delta) / 16 exactly: the same bits as mt_exp2neg_q16. */
+ * up. One word holds both: 16 e16 (<= 2^20, 21 bits; e16 in Q16) and 16 e16 - e20 + 8 in
+ * [0, 16] above it (e16 = round(a / 16), e20 = round(a) of the same a, so 16 e16 - e20 is in
+ * [-8, 8]): e16 is one bit-field extract, e20 = the low field - the high field + 8; the same
+ * bits as mt_exp2neg_q16 and mt_exp2neg_q20. */
 static uint32_t mt_softmax_exp_pack(int32_t d, int32_t in_m, int in_s) {
   const uint32_t z = mt_softmax_z(d, in_m, in_s), e20 = mt_exp2neg_q20(z), e16 = mt_exp2neg_q16(z);
-  return e20 | (16u * e16 + 16u - e20) << 21;
+  return 16u * e16 | (16u * e16 + 8u - e20) << 21;
 }
 #define MT_SOFTMAX_TABLE_s8                                                                                \
   uint32_t table[256];                                                                                     \
   int32_t filled = 0;
 #define MT_SOFTMAX_FILL_s8(range)                                                                          \
   for (; filled <= (range); ++filled) table[filled] = mt_softmax_exp_pack(filled, in_m, in_s)
-#define MT_SOFTMAX_Q20_s8(d) (table[d] & 0x1FFFFFu)
-#define MT_SOFTMAX_Q16_s8(d) (((table[d] & 0x1FFFFFu) + (table[d] >> 21) - 16u) >> 4)
+#define MT_SOFTMAX_Q20_s8(d) ((table[d] & 0x1FFFFFu) + 8u - (table[d] >> 21))
+#define MT_SOFTMAX_Q16_s8(d) ((table[d] & 0x1FFFFFu) >> 4)
 
-/* p_j = e_j / sum in Q(out_bits), plus the zero point, saturated: one reciprocal per row */
+/* The max and min of a row (n >= 1). On Armv7E-M four int8 at a time (SSUB8 sets the lanes'
+ * GE flags, SEL picks the larger / smaller bytes: one line of assembly each pair, as GCC does
+ * not order SEL after SSUB8's flags by itself). */
+#if MT_DSP
+static inline int32_t mt_max4_s8(int32_t a, int32_t b) {
+  int32_t r;
+  __asm__("ssub8 %0, %1, %2\n\tsel %0, %1, %2" : "=&r"(r) : "r"(a), "r"(b) : "cc");
+  return r;
+}
+static inline int32_t mt_min4_s8(int32_t a, int32_t b) {
+  int32_t r;
+  __asm__("ssub8 %0, %1, %2\n\tsel %0, %2, %1" : "=&r"(r) : "r"(a), "r"(b) : "cc");
+  return r;
+}
+#endif
+static inline void mt_row_range_s8(const int8_t *x, int n, int32_t *mx, int32_t *mn) {
+  int32_t hi = x[0], lo = x[0];
+  int j = 1;
+#if MT_DSP
+  if (n >= 8) {
+    int32_t vmax = mt_ld32(x), vmin = vmax;
+    int8_t b[8];
+    for (j = 4; j + 4 <= n; j += 4) {
+      const int32_t w = mt_ld32(x + j);
+      vmax = mt_max4_s8(w, vmax);
+      vmin = mt_min4_s8(w, vmin);
+    }
+    __builtin_memcpy(b, &vmax, 4);
+    __builtin_memcpy(b + 4, &vmin, 4);
+    hi = b[0], lo = b[4];
+    for (int k = 1; k < 4; ++k) {
+      if (b[k] > hi) hi = b[k];
+      if (b[4 + k] < lo) lo = b[4 + k];
+    }
+  }
+#endif
+  for (; j < n; ++j) {
+    if (x[j] > hi) hi = x[j];
+    if (x[j] < lo) lo = x[j];
+  }
+  *mx = hi, *mn = lo;
+}
+static inline void mt_row_range_s16(const int16_t *x, int n, int32_t *mx, int32_t *mn) {
+  int32_t hi = x[0], lo = x[0];
+  int j;
+  for (j = 1; j < n; ++j) {
+    if (x[j] > hi) hi = x[j];
+    if (x[j] < lo) lo = x[j];
+  }
+  *mx = hi, *mn = lo;
+}
+
+/* A probability p < 2^15 (the shift is >= 17, e16 y16 < 2^32) plus the zero point, saturated:
+ * SSAT on Armv7E-M. */
+#if MT_DSP
+#define mt_softmax_out_s8(v) ((int8_t)(int32_t)__builtin_arm_ssat((v), 8))
+#define mt_softmax_out_s16(v) ((int16_t)(int32_t)__builtin_arm_ssat((v), 16))
+#else
+#define mt_softmax_out_s8(v) mt_sat_s8(v)
+#define mt_softmax_out_s16(v) mt_sat_s16(v)
+#endif
+
+/* p_j = e_j / sum in Q(out_bits), plus the zero point, saturated: one reciprocal per row. The
+ * row sum of e_j in Q20 fits 32 bits for n < 4096 (each e_j <= 2^20). */
 #define MT_DEFINE_SOFTMAX(X, Y, XT, YT)                                                                    \
   void mt_softmax_##X##_##Y(const XT *x, YT *y, int rows, int n, int32_t in_m, int in_s, int out_bits,     \
                             int32_t y_zero) {                                                              \
@@ -900,19 +1061,24 @@ static uint32_t mt_softmax_exp_pack(int32_t d, int32_t in_m, int in_s) {
     for (r = 0; r < rows; ++r) {                                                                           \
       const XT *xr = x + r * n;                                                                            \
       YT *yr = y + r * n;                                                                                  \
-      int32_t mx = xr[0], mn = xr[0];                                                                      \
+      int32_t mx, mn;                                                                                      \
       uint64_t sum = 0;                                                                                    \
       uint32_t y16;                                                                                        \
-      for (j = 1; j < n; ++j) {                                                                            \
-        if (xr[j] > mx) mx = xr[j];                                                                        \
-        if (xr[j] < mn) mn = xr[j];                                                                        \
-      }                                                                                                    \
+      mt_row_range_##X(xr, n, &mx, &mn);                                                                   \
       MT_SOFTMAX_FILL_##X(mx - mn);                                                                        \
-      for (j = 0; j < n; ++j) sum += MT_SOFTMAX_Q20_##X(mx - xr[j]);                                       \
+      if (n < 4096) {                                                                                      \
+        uint32_t s32 = 0;                                                                                  \
+        for (j = 0; j < n; ++j) s32 += MT_SOFTMAX_Q20_##X(mx - xr[j]);                                     \
+        sum = s32;                                                                                         \
+      } else {                                                                                             \
+        for (j = 0; j < n; ++j) sum += MT_SOFTMAX_Q20_##X(mx - xr[j]);                                     \
+      }                                                                                                    \
       y16 = mt_norm16(sum, &sh);                                                                           \
-      for (j = 0; j < n; ++j) { /* e_j y16 2^-sh is p_j in Q0.15 */                                        \
+      if (sh + 15 - out_bits > 32) y16 = 0; /* every p_j rounds to 0 */                                    \
+      sh = sh + 15 - out_bits > 32 ? 31 : sh + 14 - out_bits;                                              \
+      for (j = 0; j < n; ++j) { /* e_j y16 2^-sh is p_j in Q0.15: rounded as ((t >> (s-1)) + 1) >> 1 */    \
         const uint32_t e = MT_SOFTMAX_Q16_##X(mx - xr[j]);                                                 \
-        yr[j] = mt_out_##Y((int32_t)mt_rsh_u32(e * y16, sh + 15 - out_bits), y_zero);                     \
+        yr[j] = mt_softmax_out_##Y((int32_t)((((e * y16) >> sh) + 1u) >> 1) + y_zero);                     \
       }                                                                                                    \
     }                                                                                                      \
   }
@@ -1056,11 +1222,25 @@ MT_DEFINE_ARGMAX(s16, int16_t)
 /* Attention                                                                             */
 /* ==================================================================================== */
 
-/* The view of one attention call: its parameter array and keep bits. */
+/* The view of one attention call: its parameter array and keep bits, and k = 1 - s >= 0 when
+ * an int8 logit can be one SMLAL (m != 0, -30 <= s <= 1, D 2^(14 + k) <= 2^30; else -1). */
 typedef struct {
   const int32_t *p;
   const uint8_t *keep;
+  int logit_k;
 } mt_attn;
+
+static mt_attn mt_attn_init(const int32_t *p, const uint8_t *keep) {
+  const int s = p[MT_ATTN_LOGIT_S];
+  mt_attn a;
+  a.p = p;
+  a.keep = keep;
+  a.logit_k = p[MT_ATTN_LOGIT_M] != 0 && s <= 1 && s >= -30 &&
+                      ((uint64_t)(uint32_t)p[MT_ATTN_D] << (15 - s)) <= ((uint64_t)1 << 30)
+                  ? 1 - s
+                  : -1;
+  return a;
+}
 
 static int mt_attn_visible(const mt_attn *a, int i, int j) {
   uint32_t bit;
@@ -1082,21 +1262,119 @@ static int32_t mt_attn_logit(const mt_attn *a, int64_t score) {
   return mt_rq(score, a->p[MT_ATTN_LOGIT_M], a->p[MT_ATTN_LOGIT_S]);
 }
 
-/* The logit of key j for query row qi: the int8 score is an int32 (|q k| <= 2^14, D <= 65535),
- * requantized inline by mt_rq32 (what mt_rq does for an int32); int16 scores need mt_rq. */
-static inline int32_t mt_attn_logit_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj, int D) {
+/* The logits of the n keys kj, kj + ks, .. for query row qi, into t[0 .. n-1]. int8 scores
+ * are int32 (|q k| <= 2^14, D <= 65535), requantized by mt_rq32 (what mt_rq does for an
+ * int32); int16 scores need mt_rq. */
+static inline void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int ks, int n, int D,
+                                      int32_t *t) {
+  int j;
+  t[0] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj, 1, D));
+  for (j = 1; j < n; ++j) t[j] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj + j * ks, 1, D));
+}
+
+#if MT_DSP
+/* The high word of lo + a b (SMLAL from {0, lo}): floor((a b + lo) / 2^32), one instruction. */
+static inline int32_t mt_smlal_hi(uint32_t lo, int32_t a, int32_t b) {
+  int32_t hi = 0;
+  __asm__("smlal %0, %1, %2, %3" : "+r"(lo), "+r"(hi) : "r"(a), "r"(b));
+  return hi;
+}
+
+/* The int8 logit rq(score, m, s) for a ratio of at least 1/4 (-30 <= s <= 1, m != 0), with
+ * k = 1 - s and |score| 2^k < 2^31 (the caller checks D 2^(14 + k) <= 2^30): the product
+ * P = (score 2^k) m is score m 2^-(31 + s) in units of 2^-32, |P| < 2^62, so the result fits
+ * int32 unsaturated and round-half-away-from-zero is floor((P + 2^31 - [P < 0]) / 2^32): the
+ * high word of one SMLAL, the same integer as mt_rq32. */
+static inline int32_t mt_attn_logit_smlal(int32_t score, int32_t m, int k) {
+  return mt_smlal_hi(0x80000000u - ((uint32_t)(score ^ m) >> 31), score * ((int32_t)1 << k), m);
+}
+
+/* Two keys per pass over q: each word of q loaded and split once (SXTB16), 4 SMLAD per 4
+ * features and 2 keys; exact int32 sums as the reference. */
+static inline void mt_attn_logits_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj, int ks, int n, int D,
+                                     int32_t *t) {
+  const int32_t m = a->p[MT_ATTN_LOGIT_M];
+  const int s = a->p[MT_ATTN_LOGIT_S], lk = a->logit_k;
+  int i, j;
+  for (j = 0; j < n; j += 2, kj += 2 * ks) {
+    const int8_t *k1 = j + 1 < n ? kj + ks : kj; /* an odd last key is computed twice */
+    int32_t s0 = 0, s1 = 0;
+    for (i = 0; i + 4 <= D; i += 4) MT_MAC2_S8_S8(qi + i, kj + i, k1 + i, s0, s1);
+    for (; i < D; ++i) {
+      s0 += (int32_t)qi[i] * kj[i];
+      s1 += (int32_t)qi[i] * k1[i];
+    }
+    if (lk >= 0) {
+      t[j] = mt_attn_logit_smlal(s0, m, lk);
+      t[j + 1] = mt_attn_logit_smlal(s1, m, lk);
+    } else {
+      t[j] = mt_rq32(s0, m, s);
+      t[j + 1] = mt_rq32(s1, m, s);
+    }
+  }
+}
+
+/* mt_mulq16_s32 as one SMLAL: round(a alpha / 2^16) with ties away from zero is
+ * floor((a alpha + 2^15 - [a < 0]) / 2^16), bits 16..47 of the 64-bit sum (|result| <= |a|:
+ * no saturation, INT32_MIN * 1 stays INT32_MIN as in the reference). */
+static inline int32_t mt_attn_rescale_s8(int32_t a, uint32_t alpha) {
+  uint32_t lo = 0x8000u - ((uint32_t)a >> 31);
+  int32_t hi = 0;
+  __asm__("smlal %0, %1, %2, %3" : "+r"(lo), "+r"(hi) : "r"(a), "r"((int32_t)alpha));
+  return (int32_t)((uint32_t)hi << 16 | lo >> 16);
+}
+
+/* acc[d] += w0 v0[d] + w1 v1[d] (exact int32 sums, as the reference): for weights that fit
+ * int16 (w <= 32767: all but the keys within one unit of the max) one SMLAD per feature on
+ * (v0[d], v1[d]) paired by SXTB16 + PKHBT/PKHTB and the weights packed once. */
+static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, const int8_t *v1, int32_t w1, int Dv) {
+  int d = 0;
+  if (w0 <= 32767 && w1 <= 32767) {
+    const int32_t wp = (int32_t)((uint32_t)w0 | (uint32_t)w1 << 16);
+    for (; d + 4 <= Dv; d += 4) {
+      const int32_t x = mt_ld32(v0 + d), y = mt_ld32(v1 + d);
+      const int32_t xe = __sxtb16(x), ye = __sxtb16(y), xo = mt_odd_bytes(x), yo = mt_odd_bytes(y);
+      acc[d] = __smlad(mt_even_halves(xe, ye), wp, acc[d]);
+      acc[d + 1] = __smlad(mt_even_halves(xo, yo), wp, acc[d + 1]);
+      acc[d + 2] = __smlad(mt_odd_halves(xe, ye), wp, acc[d + 2]);
+      acc[d + 3] = __smlad(mt_odd_halves(xo, yo), wp, acc[d + 3]);
+    }
+  }
+  for (; d < Dv; ++d) acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d];
+}
+#else
+#define mt_attn_rescale_s8 mt_mulq16_s32
+static inline void mt_attn_logits_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj, int ks, int n, int D,
+                                     int32_t *t) {
   const int32_t m = a->p[MT_ATTN_LOGIT_M];
   const int s = a->p[MT_ATTN_LOGIT_S];
-#if MT_DSP /* the SMLAD dot product and the logit's usual case (a ratio >= 1/2) inline */
-  const int32_t score = mt_dot_s8_s8_dsp(qi, kj, D);
-  if ((uint32_t)s + 30u < 31u && m != 0) return mt_rq32_large(score, m, s);
-  return mt_rq32(score, m, s);
-#else
-  return mt_rq32((int32_t)mt_dot_s8_s8(qi, kj, 1, D), m, s);
-#endif
+  int j;
+  for (j = 0; j < n; ++j) t[j] = mt_rq32((int32_t)mt_dot_s8_s8(qi, kj + j * ks, 1, D), m, s);
 }
-static inline int32_t mt_attn_logit_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int D) {
-  return mt_attn_logit(a, mt_dot_s16_s16(qi, kj, 1, D));
+
+static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, const int8_t *v1, int32_t w1, int Dv) {
+  int d;
+  for (d = 0; d < Dv; ++d) acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d]; /* |w v| <= 2^31 */
+}
+#endif
+
+/* The same for int16 v into int64 sums: a weight (<= 2^16) times an int16 fits int32, so each
+ * product is one 32 x 32 -> 64-bit multiply-add (SMLAL), not a 64 x 64 multiply. */
+static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int64_t w0, const int16_t *v1, int64_t w1, int Dv) {
+  const int32_t a = (int32_t)w0, b = (int32_t)w1;
+  int d;
+  for (d = 0; d < Dv; ++d) acc[d] += (int64_t)a * v0[d] + (int64_t)b * v1[d];
+}
+
+/* acc[d] += w v[d] for one key (a pending key before a rescaling or at the end) */
+static inline void mt_attn_pv1_s8(int32_t *acc, const int8_t *v, int32_t w, int Dv) {
+  int d;
+  for (d = 0; d < Dv; ++d) acc[d] += w * (int32_t)v[d];
+}
+static inline void mt_attn_pv1_s16(int64_t *acc, const int16_t *v, int64_t w, int Dv) {
+  const int32_t a = (int32_t)w;
+  int d;
+  for (d = 0; d < Dv; ++d) acc[d] += (int64_t)a * v[d];
 }
 
 /* Per-query normaliser: out = acc / l * 2^g * scale_v / scale_out, with |acc| <~ l * 2^15
@@ -1125,74 +1403,81 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
 
 /* One body for both types: ACC the accumulators (int64 for s16, int32 for s8, where the
  * weights enter with g fewer bits so that S * 2^(16 - g) * 2^7 <= 2^31), MULQ16 the
- * rescaling of an accumulator by 2^(m - m') (Q16). Keys that do not raise the max are
- * added two at a time (acc[d] += w v[d] + w' v'[d]: one pass over acc for two keys); a key
- * still pending is added before any rescaling, so the sums are the same integers as one
- * key at a time (exact additions, in the same order relative to every rounding). */
-#define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, MULQ16)                                                     \
+ * rescaling of an accumulator by 2^(m - m') (Q16). The logits come in blocks of KEYS keys
+ * (mt_attn_logits_*; 1 in the portable C, 32 in the Armv7E-M int8 variant, which computes
+ * two keys per pass over q and keeps the block's logits on the stack, 132 B: a tight dot
+ * product loop apart from the update's many live values), then each key updates the running
+ * sums in key order. Keys
+ * that do not raise the max are added two at a time (acc[d] += w v[d] + w' v'[d]:
+ * mt_attn_pv2_*, one pass over acc for two keys); a key still pending is added before any
+ * rescaling, so the sums are the same integers as one key at a time (exact additions, in the
+ * same order relative to every rounding). */
+#define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, MULQ16, KEYS)                                               \
   void mt_attention_stream_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
                                const CT *v, CT *out, ACC *acc) {                                           \
-    const mt_attn a = {p, keep};                                                                           \
+    const mt_attn a = mt_attn_init(p, keep);                                                               \
     const int L = p[MT_ATTN_L], S = p[MT_ATTN_S], D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];                    \
     const int qs = mt_stride(p[MT_ATTN_Q_STRIDE], D), ks = mt_stride(p[MT_ATTN_K_STRIDE], D);              \
     const int vs = mt_stride(p[MT_ATTN_V_STRIDE], Dv), os = mt_stride(p[MT_ATTN_OUT_STRIDE], Dv);          \
     const int g = sizeof(ACC) == 4 && S > 256 ? mt_msb32((uint32_t)(S - 1)) + 1 - 8 : 0;                   \
     const ACC w_one = (ACC)(65536u >> g);                                                                  \
-    int i, j, d;                                                                                           \
+    int i, j, u, d;                                                                                        \
     for (i = 0; i < L; ++i) {                                                                              \
       const CT *qi = q + i * qs, *pv = 0; /* pv: the pending key's v row, weight pw */                     \
       const int jend = mt_attn_key_end(&a, i);                                                             \
       int have = 0;                                                                                        \
-      int32_t mx = 0;                                                                                      \
+      int32_t mx = 0, tb[(KEYS) + 1]; /* the block's logits (one more: an odd block's pair) */           \
       uint32_t l = 0; /* sum of 2^(t_j - mx), Q16 */                                                       \
       ACC pw = 0;                                                                                          \
-      for (j = 0; j < jend; ++j) {                                                                         \
-        const CT *vj = v + j * vs;                                                                         \
-        int32_t t;                                                                                         \
-        if (keep && !mt_attn_visible(&a, i, j)) continue;                                                  \
-        t = mt_attn_logit_##T(&a, qi, k + j * ks, D);                                                      \
-        if (!have) { /* first visible key: weight 1 */                                                     \
-          have = 1;                                                                                        \
-          mx = t;                                                                                          \
-          l = 65536u;                                                                                      \
-          for (d = 0; d < Dv; ++d) acc[d] = w_one * (ACC)vj[d];                                            \
-        } else if (t <= mx) { /* weight w = 2^(t - mx) <= 1 */                                             \
-          const uint32_t w = mt_exp2neg_q16((uint32_t)mx - (uint32_t)t);                                   \
-          ACC wg;                                                                                          \
-          if (w == 0) continue;                                                                            \
-          l += w;                                                                                          \
-          wg = g ? (ACC)((w >> g) + ((w >> (g - 1)) & 1u)) : (ACC)w;                                       \
-          if (!pv) {                                                                                       \
-            pv = vj, pw = wg;                                                                              \
-            continue;                                                                                      \
-          }                                                                                                \
-          for (d = 0; d < Dv; ++d) acc[d] += pw * (ACC)pv[d] + wg * (ACC)vj[d]; /* |w v| <= 2^31 */       \
-          pv = 0;                                                                                          \
-        } else { /* new max: rescale the running sums by alpha = 2^(mx - t) */                             \
-          const uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);                               \
-          if (pv) {                                                                                        \
-            for (d = 0; d < Dv; ++d) acc[d] += pw * (ACC)pv[d];                                            \
+      for (j = 0; j < jend; j += (KEYS)) {                                                                 \
+        const int nk = jend - j < (KEYS) ? jend - j : (KEYS);                                              \
+        mt_attn_logits_##T(&a, qi, k + j * ks, ks, nk, D, tb);                                             \
+        for (u = 0; u < nk; ++u) {                                                                         \
+          const CT *vj = v + (j + u) * vs;                                                                 \
+          const int32_t t = tb[u];                                                                         \
+          if (keep && !mt_attn_visible(&a, i, j + u)) continue;                                            \
+          if (!have) { /* first visible key: weight 1 */                                                   \
+            have = 1;                                                                                      \
+            mx = t;                                                                                        \
+            l = 65536u;                                                                                    \
+            for (d = 0; d < Dv; ++d) acc[d] = w_one * (ACC)vj[d];                                          \
+          } else if (t <= mx) { /* weight w = 2^(t - mx) <= 1 */                                           \
+            const uint32_t w = mt_exp2neg_q16((uint32_t)mx - (uint32_t)t);                                 \
+            ACC wg;                                                                                        \
+            if (w == 0) continue;                                                                          \
+            l += w;                                                                                        \
+            wg = g ? (ACC)((w >> g) + ((w >> (g - 1)) & 1u)) : (ACC)w;                                     \
+            if (!pv) {                                                                                     \
+              pv = vj, pw = wg;                                                                            \
+              continue;                                                                                    \
+            }                                                                                              \
+            mt_attn_pv2_##T(acc, pv, pw, vj, wg, Dv);                                                      \
             pv = 0;                                                                                        \
+          } else { /* new max: rescale the running sums by alpha = 2^(mx - t) */                           \
+            const uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);                             \
+            if (pv) {                                                                                      \
+              mt_attn_pv1_##T(acc, pv, pw, Dv);                                                            \
+              pv = 0;                                                                                      \
+            }                                                                                              \
+            l = mt_mulq16_u32(l, alpha) + 65536u;                                                          \
+            for (d = 0; d < Dv; ++d) acc[d] = MULQ16(acc[d], alpha) + w_one * (ACC)vj[d];                  \
+            mx = t;                                                                                        \
           }                                                                                                \
-          l = mt_mulq16_u32(l, alpha) + 65536u;                                                            \
-          for (d = 0; d < Dv; ++d) acc[d] = MULQ16(acc[d], alpha) + w_one * (ACC)vj[d];                    \
-          mx = t;                                                                                          \
         }                                                                                                  \
       }                                                                                                    \
       if (!have) { /* fully masked row: zeros */                                                           \
         for (d = 0; d < Dv; ++d) out[i * os + d] = 0;                                                      \
         continue;                                                                                          \
       }                                                                                                    \
-      if (pv)                                                                                              \
-        for (d = 0; d < Dv; ++d) acc[d] += pw * (ACC)pv[d];                                                \
+      if (pv) mt_attn_pv1_##T(acc, pv, pw, Dv);                                                            \
       {                                                                                                    \
         const mt_attn_norm nrm = mt_attn_norm_init(&a, l, g);                                              \
         for (d = 0; d < Dv; ++d) out[i * os + d] = mt_out_##T(mt_attn_norm_apply(&nrm, acc[d]), 0);       \
       }                                                                                                    \
     }                                                                                                      \
   }
-MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t, mt_mulq16_s32)
-MT_DEFINE_ATTENTION_STREAM(s16, int16_t, int64_t, mt_mulq16_s64)
+MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t, mt_attn_rescale_s8, MT_DSP ? 32 : 1)
+MT_DEFINE_ATTENTION_STREAM(s16, int16_t, int64_t, mt_mulq16_s64, 1)
 
 /* Softmax in Q0.15 of the visible entries of one row of base-2 logits (Q16), in place;
  * invisible entries become 0. Same exp and reciprocal as everywhere else. */
@@ -1227,7 +1512,7 @@ static void mt_attn_probs_row(const mt_attn *a, int i, int32_t *row) {
 #define MT_DEFINE_ATTENTION_TWOPASS(T, CT)                                                                  \
   void mt_attention_twopass_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
                                 const CT *v, CT *out, int32_t *scores) {                                    \
-    const mt_attn a = {p, keep};                                                                            \
+    const mt_attn a = mt_attn_init(p, keep);                                                                            \
     const int L = p[MT_ATTN_L], S = p[MT_ATTN_S], D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];                     \
     const int qs = mt_stride(p[MT_ATTN_Q_STRIDE], D), ks = mt_stride(p[MT_ATTN_K_STRIDE], D);               \
     const int vs = mt_stride(p[MT_ATTN_V_STRIDE], Dv), os = mt_stride(p[MT_ATTN_OUT_STRIDE], Dv);           \
