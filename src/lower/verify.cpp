@@ -1,6 +1,7 @@
 // verify — an emitted firmware against the simulator, through tools/mcu/run_firmware_qemu.sh.
 #include "microtorch/lower/verify.hpp"
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
