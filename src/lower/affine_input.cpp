@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "microtorch/ops.hpp"
+#include "value_uses.hpp"
 
 namespace microtorch::lower {
 
@@ -27,13 +28,8 @@ std::optional<AffineInput> affine_input(const Graph& g, const Node& linear,
   const Shape& xs = g.value(linear.inputs[0]).shape;
   const std::int64_t in = xs.empty() ? 1 : xs.back();
   const std::vector<bool> constant = constant_values(g);
-  std::vector<std::int64_t> producer(g.values.size(), -1), readers(g.values.size(), 0);
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    producer[static_cast<std::size_t>(g.nodes[i].output)] = static_cast<std::int64_t>(i);
-    for (const auto v : g.nodes[i].inputs) {
-      if (v >= 0) ++readers[static_cast<std::size_t>(v)];
-    }
-  }
+  const ValueUses uses = value_uses(g);
+  const std::vector<std::int64_t>&producer = uses.producer, &readers = uses.readers;
   AffineInput chain;
   std::vector<double> a(static_cast<std::size_t>(in), 1.0), c(static_cast<std::size_t>(in), 0.0);
   std::int64_t x = linear.inputs[0];

@@ -348,11 +348,7 @@ std::string expected_check_output(Simulator& sim, const std::vector<std::vector<
 }
 
 FirmwareSize firmware_size(const Program& p, const std::string& dir, const std::string& cpu) {
-  for (const char c : cpu) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '+' && c != '.') {
-      throw ValueError(fmt::format("firmware_size: \"{}\" is not a CPU name such as cortex-m4", cpu));
-    }
-  }
+  detail::check_cpu_name(cpu, "firmware_size");
   // The folder's Makefile (emit_c) is the recipe: model + kernels, unused sections removed.
   // The objects go to a temporary folder, so the firmware folder keeps only its sources.
   static std::atomic<unsigned> serial{0};

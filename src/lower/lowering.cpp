@@ -12,6 +12,7 @@
 #include "module_path.hpp"
 #include "microtorch/error.hpp"
 #include "rules.hpp"
+#include "value_uses.hpp"
 #include "runtime/mt_kernels.h"
 
 namespace microtorch::lower {
@@ -95,13 +96,8 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
     }
   }
   // A relu that alone reads a linear layer's output is fused into the layer (fused_relu()).
-  std::vector<std::int64_t> producer(n, -1), reads(n, 0);
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    producer[static_cast<std::size_t>(g.nodes[i].output)] = static_cast<std::int64_t>(i);
-    for (const auto v : g.nodes[i].inputs) {
-      if (v >= 0) ++reads[static_cast<std::size_t>(v)];
-    }
-  }
+  const ValueUses uses = value_uses(g);
+  const std::vector<std::int64_t>&producer = uses.producer, &reads = uses.readers;
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& relu = g.nodes[i];
     if (relu.op != "relu" || relu.inputs.size() != 1 || relu.inputs[0] < 0) continue;

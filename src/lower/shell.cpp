@@ -1,5 +1,6 @@
 #include "shell.hpp"
 
+#include <cctype>
 #include <cstdio>
 #include <memory>
 
@@ -23,6 +24,14 @@ CommandResult run_command(const std::string& cmd, const char* who) {
 
 bool have_program(const std::string& program) {
   return run_command("command -v " + shell_quote(program) + " >/dev/null", "have_program").status == 0;
+}
+
+void check_cpu_name(const std::string& cpu, const char* who) {
+  for (const char c : cpu) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '+' && c != '.') {
+      throw ValueError(fmt::format("{}: \"{}\" is not a CPU name such as cortex-m4", who, cpu));
+    }
+  }
 }
 
 std::string shell_quote(const std::string& s) {

@@ -14,6 +14,9 @@ struct CommandResult {
 CommandResult run_command(const std::string& cmd, const char* who);
 /// Whether `program` is on PATH.
 bool have_program(const std::string& program);
+/// ValueError naming `who` unless `cpu` is a CPU name (letters, digits, '-', '+', '.'), so
+/// that it can go on a command line as it is.
+void check_cpu_name(const std::string& cpu, const char* who);
 /// `s` as one single-quoted /bin/sh word.
 std::string shell_quote(const std::string& s);
 

@@ -1,7 +1,6 @@
 // verify — an emitted firmware against the simulator, through tools/mcu/run_firmware_qemu.sh.
 #include "microtorch/lower/verify.hpp"
 
-#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -77,13 +76,7 @@ Verification verify(const Program& program, const std::vector<std::vector<std::i
   Verification v;
   v.inputs = static_cast<std::int64_t>(inputs.size());
   v.work = fs::absolute(options.work.empty() ? default_work(dir) : options.work).string();
-  for (const std::string& cpu : options.cpus) {
-    for (const char c : cpu) {
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '+') {
-        throw ValueError(fmt::format("verify: \"{}\" is not a CPU name such as cortex-m4", cpu));
-      }
-    }
-  }
+  for (const std::string& cpu : options.cpus) detail::check_cpu_name(cpu, "verify");
   if (!fs::is_regular_file(fs::path(dir) / (program.name + ".c"))) {
     throw IoError(fmt::format("verify: {}/{}.c is missing; emit_c(program, \"{}\") writes the firmware first", dir,
                               program.name, dir));
