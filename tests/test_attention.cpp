@@ -330,6 +330,40 @@ TEST_CASE("multi_head_attention equals SDPA on transposed heads, packed or not, 
   mt::set_num_threads(1);
 }
 
+TEST_CASE("attention on 2 and 3 threads gives the bits of 1 thread when the matrices do not split evenly") {
+  // One batch element with averaged weights is one group of heads, 3 elements are 3 groups:
+  // the forward then shares each group's query rows out over the threads.
+  mt::manual_seed(28);
+  const std::int64_t L = 301, S = 170, H = 2, D = 16;  // above the size that runs serially
+  const Mask mask = Mask::causal(L, S) & Mask::additive(mt::randn({L, S}));
+  for (std::int64_t N : {1, 3}) {
+    CAPTURE(N);
+    const Tensor q0 = mt::randn({N, L, H * D}), k0 = mt::randn({N, S, H * D}), v0 = mt::randn({N, S, H * 8});
+    const Tensor g = mt::randn({N, L, H * 8});
+    const Tensor q1 = mt::randn({1, L, D}), k1 = mt::randn({1, S, D}), v1 = mt::randn({1, S, 8});  // one matrix
+    std::vector<mt::TensorList> runs;
+    for (int threads : {1, 2, 3}) {
+      CAPTURE(threads);
+      mt::set_num_threads(threads);
+      Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+      auto [avg, avg_w] = mt::multi_head_attention(q, k, v, H, {.mask = mask, .average_weights = true});
+      auto [bare, none] = mt::multi_head_attention(q, k, v, H, {.mask = mask, .need_weights = false});
+      auto [single, single_w] = mt::scaled_dot_product_attention(q1, k1, v1, mask);
+      (avg * g).sum().backward();
+      runs.push_back(mt::TensorList{avg, avg_w, bare, single, single_w, q.grad(), k.grad(), v.grad()});
+      CHECK_CLOSE(avg, bare, 1e-5, 1e-6);  // whole rows vs key chunks: rounding differs
+    }
+    for (std::size_t t = 1; t < runs.size(); ++t) {
+      for (std::size_t i = 0; i < runs[0].size(); ++i) {
+        CAPTURE(t);
+        CAPTURE(i);
+        CHECK(mt::equal(runs[t][i], runs[0][i]));
+      }
+    }
+  }
+  mt::set_num_threads(1);
+}
+
 TEST_CASE("gradcheck: multi_head_attention, packed self-attention and MultiheadAttention's fused path") {
   mt::manual_seed(29);
   Tensor q = rand64({2, 3, 4}), k = rand64({2, 5, 4}), v = rand64({2, 5, 6}), qkv = rand64({2, 3, 12});

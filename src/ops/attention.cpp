@@ -143,7 +143,7 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
     detail::attention_forward<T>(d, static_cast<T>(scale), operand(tag, lay->q), operand(tag, lay->k),
                                  operand(tag, lay->v), mask_bias<T>(bias, lay->batch), data(tag, dropped),
                                  data(tag, weights), dropped.defined() ? data(tag, probs) : nullptr,
-                                 data(tag, average), wanted.average ? wanted.group : 1,
+                                 data(tag, average), average.defined() ? wanted.group : 1,
                                  matrices(out.data<T>(), lay->out_offsets, lay->out_ld), data(tag, stats));
     return 0;
   });

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "microtorch/parallel.hpp"
 #include "parallel_for.hpp"
 
 namespace microtorch::detail {
@@ -45,6 +46,12 @@ struct Matrices {
 
 struct AttentionDims {
   std::int64_t count = 0, L = 0, S = 0, D = 0, Dv = 0;
+};
+
+/// Shares [begin, end) of a matrix's query rows cut into `of` equal shares (in whole blocks
+/// of rows): the forward of one matrix can be split over threads, its rows being independent.
+struct RowShares {
+  std::int64_t begin = 0, end = 1, of = 1;
 };
 
 /// The additive mask, broadcast: row r of matrix i at m[i] + r * row_stride, element j at
@@ -112,10 +119,11 @@ struct AttentionGradMatrix : AttentionOperands<T> {
 template <class T>
 std::int64_t attention_workspace(const AttentionDims& d, bool backward, bool whole_rows, std::int64_t group = 1);
 
-/// O, the row statistics (and A, P, the average when wanted) of `count` matrices: the heads
-/// one average covers, run block by block (each block of query rows through every head).
-void attention_tiles(const AttentionMatrix<float>* a, std::int64_t count, float* workspace);
-void attention_tiles(const AttentionMatrix<double>* a, std::int64_t count, double* workspace);
+/// O, the row statistics (and A, P, the average when wanted) of `count` matrices, on the
+/// query rows of `shares`: the heads one average covers, run block by block (each block of
+/// query rows through every head).
+void attention_tiles(const AttentionMatrix<float>* a, std::int64_t count, RowShares shares, float* workspace);
+void attention_tiles(const AttentionMatrix<double>* a, std::int64_t count, RowShares shares, double* workspace);
 /// dq, dk, dv, dbias (those wanted) of one matrix.
 void attention_tiles_backward(const AttentionGradMatrix<float>& a, float* workspace);
 void attention_tiles_backward(const AttentionGradMatrix<double>& a, double* workspace);
@@ -135,10 +143,18 @@ class Workspace {
   std::unique_ptr<unsigned char[]> buffer_;
 };
 
+/// Row shares per group of matrices such that `groups` groups spread evenly over `threads`:
+/// 1 when they divide evenly, otherwise enough shares for each thread to get about 4.
+inline std::int64_t row_shares(std::int64_t groups, std::int64_t threads) {
+  if (threads <= 1 || groups <= 0 || groups % threads == 0) return 1;
+  return (4 * threads + groups - 1) / groups;
+}
+
 /// Fills out, stats (when given: [count, L, 2]), and weights (A, [count, L, S]) and probs (P,
 /// with dropout) when given. average, when given, receives the mean of P over each group of
-/// `group` consecutive matrices (the heads of one batch element), [count / group, L, S]; a
-/// group never straddles two threads.
+/// `group` consecutive matrices (the heads of one batch element), [count / group, L, S].
+/// The threads share out (group, query-row share) items; a thread's consecutive shares of
+/// one group run as one call, which packs that group's K^T and v once.
 template <class T>
 void attention_forward(const AttentionDims& d, T scale, const Matrices<const T>& q, const Matrices<const T>& k,
                        const Matrices<const T>& v, const MaskBias<T>& bias, const T* drop, T* weights, T* probs,
@@ -146,10 +162,14 @@ void attention_forward(const AttentionDims& d, T scale, const Matrices<const T>&
   const std::int64_t LS = d.L * d.S;
   const double flops = 2.0 * static_cast<double>(LS) * static_cast<double>(d.D + d.Dv) * static_cast<double>(group);
   const bool whole_rows = weights || probs || average;
-  parallel_for(d.count / group, flops, [&](std::int64_t begin, std::int64_t end) {
+  const std::int64_t groups = d.count / group, shares = row_shares(groups, get_num_threads());
+  parallel_for(groups * shares, flops / static_cast<double>(shares), [&](std::int64_t begin, std::int64_t end) {
     const Workspace<T> workspace(attention_workspace<T>(d, false, whole_rows, group));
     std::vector<AttentionMatrix<T>> heads(static_cast<std::size_t>(group));
-    for (std::int64_t g = begin; g < end; ++g) {
+    for (std::int64_t item = begin; item < end;) {
+      const std::int64_t g = item / shares;
+      const RowShares rows{item % shares, std::min(end - g * shares, shares), shares};
+      item = g * shares + rows.end;
       for (std::int64_t h = 0; h < group; ++h) {
         const std::int64_t ii = g * group + h;
         const auto i = static_cast<std::size_t>(ii);
@@ -166,7 +186,7 @@ void attention_forward(const AttentionDims& d, T scale, const Matrices<const T>&
         a.out = out[i], a.ldo = out.ld;
         if (stats) a.stats = stats + ii * 2 * d.L;
       }
-      attention_tiles(heads.data(), group, workspace.get());
+      attention_tiles(heads.data(), group, rows, workspace.get());
     }
   });
 }

@@ -373,17 +373,23 @@ template <class Isa, class T>
 }
 
 // A group of matrices (the heads one average covers) block by block, each block through
-// every matrix, so that the block's rows of the average stay in cache between the heads.
+// every matrix, so that the block's rows of the average stay in cache between the heads;
+// only the blocks of query rows in `shares`.
 template <class Isa, class T>
-[[gnu::always_inline]] inline void forward_body(const AttentionMatrix<T>* a, std::int64_t count, T* workspace) {
+[[gnu::always_inline]] inline void forward_body(const AttentionMatrix<T>* a, std::int64_t count, RowShares shares,
+                                                T* workspace) {
+  constexpr std::int64_t BR = Blocking<Isa, T>::kBlockRows;
   const AttentionDims& d = a[0].dims;
+  const std::int64_t blocks = (d.L + BR - 1) / BR;
+  const std::int64_t first = blocks * shares.begin / shares.of, last = blocks * shares.end / shares.of;
+  if (first == last) return;
   const bool whole_rows = a[0].weights || a[0].probs || a[0].average;
   const ForwardBuffers<Isa, T> z(d, whole_rows, count, workspace);
   for (std::int64_t h = 0; h < count; ++h) {
     pack_transposed<Isa>(a[h].k, a[h].ldk, d.S, d.D, z.kt + h * z.kt_size);
     pack_rows(a[h].v, a[h].ldv, d.S, d.Dv, z.v + h * z.v_size, z.ldv);
   }
-  for (std::int64_t i0 = 0; i0 < d.L; i0 += Blocking<Isa, T>::kBlockRows) {
+  for (std::int64_t i0 = first * BR; i0 < last * BR; i0 += BR) {
     for (std::int64_t h = 0; h < count; ++h) forward_block(a[h], z, z.kt + h * z.kt_size, z.v + h * z.v_size, i0);
   }
 }
@@ -523,11 +529,11 @@ template <class Isa, class T>
 // ---- one entry point per ISA and dtype --------------------------------------------------
 
 #define MICROTORCH_ATTENTION_TILES(Isa, TARGET)                                                            \
-  TARGET void forward(simd::Isa, const AttentionMatrix<float>* a, std::int64_t n, float* w) {               \
-    forward_body<simd::Isa>(a, n, w);                                                                       \
+  TARGET void forward(simd::Isa, const AttentionMatrix<float>* a, std::int64_t n, RowShares r, float* w) {  \
+    forward_body<simd::Isa>(a, n, r, w);                                                                    \
   }                                                                                                         \
-  TARGET void forward(simd::Isa, const AttentionMatrix<double>* a, std::int64_t n, double* w) {             \
-    forward_body<simd::Isa>(a, n, w);                                                                       \
+  TARGET void forward(simd::Isa, const AttentionMatrix<double>* a, std::int64_t n, RowShares r, double* w) { \
+    forward_body<simd::Isa>(a, n, r, w);                                                                    \
   }                                                                                                         \
   TARGET void backward(simd::Isa, const AttentionGradMatrix<float>& a, float* w) {                          \
     backward_body<simd::Isa>(a, w);                                                                         \
@@ -613,11 +619,11 @@ std::int64_t attention_workspace(const AttentionDims& d, bool backward, bool who
 template std::int64_t attention_workspace<float>(const AttentionDims&, bool, bool, std::int64_t);
 template std::int64_t attention_workspace<double>(const AttentionDims&, bool, bool, std::int64_t);
 
-void attention_tiles(const AttentionMatrix<float>* a, std::int64_t count, float* w) {
-  on_isa([&](auto isa) { forward(isa, a, count, w); });
+void attention_tiles(const AttentionMatrix<float>* a, std::int64_t count, RowShares r, float* w) {
+  on_isa([&](auto isa) { forward(isa, a, count, r, w); });
 }
-void attention_tiles(const AttentionMatrix<double>* a, std::int64_t count, double* w) {
-  on_isa([&](auto isa) { forward(isa, a, count, w); });
+void attention_tiles(const AttentionMatrix<double>* a, std::int64_t count, RowShares r, double* w) {
+  on_isa([&](auto isa) { forward(isa, a, count, r, w); });
 }
 void attention_tiles_backward(const AttentionGradMatrix<float>& a, float* w) {
   on_isa([&](auto isa) { backward(isa, a, w); });
