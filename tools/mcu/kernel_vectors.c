@@ -362,6 +362,33 @@ static void attention(void) {
   mt_attention_stream_s8(p, keep, a8, b8, y8 + 1024, y8, acc32), h8(y8, 64);
   mt_attention_twopass_s8(p, keep, a8, b8, y8 + 1024, y8, scores), h8(y8, 64);
   h_end("attention s8 S300");
+  /* int16 logit formats: full-range q, k (scores beyond int32), D odd and 2 mod 4, several
+   * blocks of keys (an odd last one), read through strides; logit shifts inside and outside
+   * [1, 31], both signs of m, m = 0; no mask, causal, bit mask; and q, k within +-400, where
+   * the small shifts give logits a few units apart (one unit off changes some outputs) */
+  {
+    static const int32_t lm[][2] = {{1548970010, 11}, {-1548970010, 9}, {1073741824, 1}, {2147483647, 2},
+                                    {1548970010, 31}, {1548970010, 0}, {1548970010, 40}, {0, 20}};
+    static const int dv[][2] = {{7, 5}, {10, 10}, {16, 3}};
+    int f, r;
+    h_begin();
+    for (r = 0; r < 2; ++r) {
+      fill16(a16, 6 * 16, r ? -400 : -32768, r ? 400 : 32767);
+      fill16(b16, 70 * 17, r ? -400 : -32768, r ? 400 : 32767);
+      fill16(y16 + 2048, 70 * 11, -32768, 32767);
+      for (c = 0; c < 3; ++c)
+        for (f = 0; f < 8; ++f) {
+          for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
+          p[MT_ATTN_L] = 6, p[MT_ATTN_S] = 70, p[MT_ATTN_D] = dv[c][0], p[MT_ATTN_DV] = dv[c][1];
+          p[MT_ATTN_K_STRIDE] = 17, p[MT_ATTN_V_STRIDE] = 11;
+          p[MT_ATTN_LOGIT_M] = lm[f][0], p[MT_ATTN_LOGIT_S] = lm[f][1];
+          p[MT_ATTN_OUT_M] = 1431655765, p[MT_ATTN_OUT_S] = 0;
+          p[MT_ATTN_FLAGS] = f % 3 == 1 ? MT_ATTN_CAUSAL : 0;
+          mt_attention_stream_s16(p, f % 3 == 2 ? keep : 0, a16, b16, y16 + 2048, y16, acc64), h16(y16, 6 * dv[c][1]);
+        }
+    }
+    h_end("attention s16 formats");
+  }
   /* extremes: saturated logits, in place (out = q) */
   for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
   p[MT_ATTN_L] = 12, p[MT_ATTN_S] = 12, p[MT_ATTN_D] = 8, p[MT_ATTN_DV] = 8, p[MT_ATTN_FLAGS] = MT_ATTN_CAUSAL;

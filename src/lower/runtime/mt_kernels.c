@@ -1222,6 +1222,9 @@ MT_DEFINE_ARGMAX(s16, int16_t)
 /* Attention                                                                             */
 /* ==================================================================================== */
 
+/* Keys per block of logits in the Armv7E-M variants */
+#define MT_ATTN_KEYS 32
+
 /* The view of one attention call: its parameter array and keep bits, and k = 1 - s >= 0 when
  * an int8 logit can be one SMLAL (m != 0, -30 <= s <= 1, D 2^(14 + k) <= 2^30; else -1). */
 typedef struct {
@@ -1264,18 +1267,10 @@ static int32_t mt_attn_logit(const mt_attn *a, int64_t score) {
 
 /* The logits of the n keys kj, kj + ks, .. for query row qi, into t[0 .. n-1]. int8 scores
  * are int32 (|q k| <= 2^14, D <= 65535), requantized by mt_rq32 (what mt_rq does for an
- * int32); int16 scores need mt_rq. */
-static inline void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int ks, int n, int D,
-                                      int32_t *t) {
-  int j;
-  t[0] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj, 1, D));
-  for (j = 1; j < n; ++j) t[j] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj + j * ks, 1, D));
-}
-
+ * int32); int16 scores are int64 and need mt_rq. */
 #if MT_DSP
-/* The high word of lo + a b (SMLAL from {0, lo}): floor((a b + lo) / 2^32), one instruction. */
-static inline int32_t mt_smlal_hi(uint32_t lo, int32_t a, int32_t b) {
-  int32_t hi = 0;
+/* The high word of hi 2^32 + lo + a b (SMLAL from {hi, lo}), one instruction. */
+static inline int32_t mt_smlal_hi(uint32_t lo, int32_t hi, int32_t a, int32_t b) {
   __asm__("smlal %0, %1, %2, %3" : "+r"(lo), "+r"(hi) : "r"(a), "r"(b));
   return hi;
 }
@@ -1286,7 +1281,7 @@ static inline int32_t mt_smlal_hi(uint32_t lo, int32_t a, int32_t b) {
  * int32 unsaturated and round-half-away-from-zero is floor((P + 2^31 - [P < 0]) / 2^32): the
  * high word of one SMLAL, the same integer as mt_rq32. */
 static inline int32_t mt_attn_logit_smlal(int32_t score, int32_t m, int k) {
-  return mt_smlal_hi(0x80000000u - ((uint32_t)(score ^ m) >> 31), score * ((int32_t)1 << k), m);
+  return mt_smlal_hi(0x80000000u - ((uint32_t)(score ^ m) >> 31), 0, score * ((int32_t)1 << k), m);
 }
 
 /* Two keys per pass over q: each word of q loaded and split once (SXTB16), 4 SMLAD per 4
@@ -1342,8 +1337,109 @@ static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, co
   }
   for (; d < Dv; ++d) acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d];
 }
+
+/* The int16 logit rq(score, m, s) for 1 <= s <= 31 and m != 0 (the usual ratio below 1/2),
+ * inline (no call in the loop over the keys), the same integer as mt_rq. A score within int32:
+ * mt_rq_chan_apply's identity, u = score m + c - [score m < 0] with c = 2^62 + 2^(30+s) by one
+ * SMLAL from {c_hi - borrow, c_lo - [< 0]}, then (u >> 32) >> (s - 1) minus 2^(31-s). A wider
+ * score, on magnitudes: with |score| = h 2^32 + l, floor((|score| |m| + 2^(30+s)) / 2^(31+s))
+ * is the high part of l |m| + 2^(30+s) (< 2^64) added to h |m|, shifted by s - 1, then the
+ * sign and saturation of mt_rq. */
+typedef struct {
+  uint64_t c;
+  uint32_t c_lo, mu;
+  int32_t m, c_hi, off;
+  int32_t lo_zero, neg, sh;
+} mt_attn_logit_q;
+
+static inline mt_attn_logit_q mt_attn_logit_q_init(const mt_attn *a) {
+  const int32_t m = a->p[MT_ATTN_LOGIT_M];
+  const int s = a->p[MT_ATTN_LOGIT_S];
+  const uint64_t c = s >= 1 && s <= 31 ? ((uint64_t)1 << 62) + ((uint64_t)1 << (30 + s)) : 0;
+  mt_attn_logit_q q;
+  q.c = s >= 1 && s <= 31 ? (uint64_t)1 << (30 + s) : 0;
+  q.c_lo = (uint32_t)c;
+  q.c_hi = (int32_t)(c >> 32);
+  q.lo_zero = q.c_lo == 0;
+  q.off = s >= 1 && s <= 31 ? (int32_t)(1u << (31 - s)) : 0;
+  q.m = m;
+  q.mu = mt_mag32(m);
+  q.neg = m < 0;
+  q.sh = s - 1;
+  return q;
+}
+
+static inline int32_t mt_attn_logit_q_apply(const mt_attn_logit_q *q, int64_t score) {
+  uint64_t x, u, hi;
+  if ((uint64_t)score + 0x80000000u <= 0xFFFFFFFFu) {
+    const int32_t s = (int32_t)score;
+    const uint32_t n = (uint32_t)(s ^ q->m) >> 31;
+    const int32_t h = mt_smlal_hi(q->c_lo - n, q->c_hi - (int32_t)(n & (uint32_t)q->lo_zero), s, q->m);
+    return (int32_t)((uint32_t)h >> q->sh) - q->off;
+  }
+  x = mt_abs_u64(score);
+  u = (uint64_t)(uint32_t)x * q->mu + q->c;
+  hi = (uint64_t)(uint32_t)(x >> 32) * q->mu + (u >> 32);
+  return mt_signed_sat32((score < 0) != q->neg, hi >> q->sh);
+}
+
+/* Two keys per pass over q: each word of q (two features) loaded once, 2 SMLALD per 2
+ * features and 2 keys; the exact 64-bit sums of the block (n <= MT_ATTN_KEYS) kept on the stack
+ * (256 B), then requantized inline as above in a second loop (a loop of few live values each);
+ * other formats: mt_rq. */
+static inline void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int ks, int n, int D,
+                                      int32_t *t) {
+  const mt_attn_logit_q q = mt_attn_logit_q_init(a);
+  int64_t sc[MT_ATTN_KEYS + 1];
+  int i, j;
+  if (q.sh < 0 || q.sh > 30 || q.mu - 1u >= 0x7FFFFFFFu) { /* also m = INT32_MIN, outside mt_rq's contract */
+    for (j = 0; j < n; ++j) t[j] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj + j * ks, 1, D));
+    return;
+  }
+  for (j = 0; j < n; j += 2, kj += 2 * ks) {
+    const int16_t *k1 = j + 1 < n ? kj + ks : kj; /* an odd last key is computed twice */
+    int64_t s0 = 0, s1 = 0;
+    for (i = 0; i + 4 <= D; i += 4) {
+      MT_MAC2_S16_S16(qi + i, kj + i, k1 + i, s0, s1);
+      MT_MAC2_S16_S16(qi + i + 2, kj + i + 2, k1 + i + 2, s0, s1);
+    }
+    if (i + 2 <= D) {
+      MT_MAC2_S16_S16(qi + i, kj + i, k1 + i, s0, s1);
+      i += 2;
+    }
+    if (i < D) {
+      s0 += (int32_t)qi[i] * kj[i];
+      s1 += (int32_t)qi[i] * k1[i];
+    }
+    sc[j] = s0;
+    sc[j + 1] = s1;
+  }
+  for (j = 0; j < n; ++j) t[j] = mt_attn_logit_q_apply(&q, sc[j]);
+}
+
+/* acc[d] += w0 v0[d] + w1 v1[d] for int16 v into the int64 sums: for weights that fit int16
+ * (all but the keys within one unit of the max) one SMLALD per feature on (v0[d], v1[d])
+ * regrouped by PKHBT / PKHTB, the weights packed once; exact, as the reference. */
+static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int64_t w0, const int16_t *v1, int64_t w1, int Dv) {
+  const int32_t a = (int32_t)w0, b = (int32_t)w1;
+  int d = 0;
+  if (a <= 32767 && b <= 32767) {
+    const int32_t wp = (int32_t)((uint32_t)a | (uint32_t)b << 16);
+    for (; d + 2 <= Dv; d += 2) {
+      const int32_t x = mt_ld32(v0 + d), y = mt_ld32(v1 + d);
+      acc[d] = __smlald(mt_even_halves(x, y), wp, acc[d]);
+      acc[d + 1] = __smlald(mt_odd_halves(x, y), wp, acc[d + 1]);
+    }
+  }
+  for (; d < Dv; ++d) acc[d] += (int64_t)a * v0[d] + (int64_t)b * v1[d];
+}
 #else
 #define mt_attn_rescale_s8 mt_mulq16_s32
+static inline void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int ks, int n, int D,
+                                      int32_t *t) {
+  int j;
+  for (j = 0; j < n; ++j) t[j] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj + j * ks, 1, D));
+}
 static inline void mt_attn_logits_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj, int ks, int n, int D,
                                      int32_t *t) {
   const int32_t m = a->p[MT_ATTN_LOGIT_M];
@@ -1356,7 +1452,6 @@ static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, co
   int d;
   for (d = 0; d < Dv; ++d) acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d]; /* |w v| <= 2^31 */
 }
-#endif
 
 /* The same for int16 v into int64 sums: a weight (<= 2^16) times an int16 fits int32, so each
  * product is one 32 x 32 -> 64-bit multiply-add (SMLAL), not a 64 x 64 multiply. */
@@ -1365,6 +1460,7 @@ static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int64_t w0, 
   int d;
   for (d = 0; d < Dv; ++d) acc[d] += (int64_t)a * v0[d] + (int64_t)b * v1[d];
 }
+#endif
 
 /* acc[d] += w v[d] for one key (a pending key before a rescaling or at the end) */
 static inline void mt_attn_pv1_s8(int32_t *acc, const int8_t *v, int32_t w, int Dv) {
@@ -1476,8 +1572,8 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
       }                                                                                                    \
     }                                                                                                      \
   }
-MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t, mt_attn_rescale_s8, MT_DSP ? 32 : 1)
-MT_DEFINE_ATTENTION_STREAM(s16, int16_t, int64_t, mt_mulq16_s64, 1)
+MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t, mt_attn_rescale_s8, MT_DSP ? MT_ATTN_KEYS : 1)
+MT_DEFINE_ATTENTION_STREAM(s16, int16_t, int64_t, mt_mulq16_s64, MT_DSP ? MT_ATTN_KEYS : 1)
 
 /* Softmax in Q0.15 of the visible entries of one row of base-2 logits (Q16), in place;
  * invisible entries become 0. Same exp and reciprocal as everywhere else. */
