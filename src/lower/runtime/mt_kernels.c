@@ -1417,11 +1417,17 @@ static inline void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const
   for (j = 0; j < n; ++j) t[j] = mt_attn_logit_q_apply(&q, sc[j]);
 }
 
+/* acc + a b as one SMLAL on the two halves of the int64 (GCC's %Q / %R operand modifiers) */
+static inline int64_t mt_smlal(int64_t acc, int32_t a, int32_t b) {
+  __asm__("smlal %Q0, %R0, %1, %2" : "+r"(acc) : "r"(a), "r"(b));
+  return acc;
+}
+
 /* acc[d] += w0 v0[d] + w1 v1[d] for int16 v into the int64 sums: for weights that fit int16
  * (all but the keys within one unit of the max) one SMLALD per feature on (v0[d], v1[d])
- * regrouped by PKHBT / PKHTB, the weights packed once; exact, as the reference. */
-static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int64_t w0, const int16_t *v1, int64_t w1, int Dv) {
-  const int32_t a = (int32_t)w0, b = (int32_t)w1;
+ * regrouped by PKHBT / PKHTB, the weights packed once, else two SMLAL (a weight <= 2^16
+ * times an int16 fits int32); exact, as the reference. */
+static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int32_t a, const int16_t *v1, int32_t b, int Dv) {
   int d = 0;
   if (a <= 32767 && b <= 32767) {
     const int32_t wp = (int32_t)((uint32_t)a | (uint32_t)b << 16);
@@ -1431,8 +1437,30 @@ static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int64_t w0, 
       acc[d + 1] = __smlald(mt_odd_halves(x, y), wp, acc[d + 1]);
     }
   }
-  for (; d < Dv; ++d) acc[d] += (int64_t)a * v0[d] + (int64_t)b * v1[d];
+  for (; d < Dv; ++d) acc[d] = mt_smlal(mt_smlal(acc[d], a, v0[d]), b, v1[d]);
 }
+
+/* Four keys: acc[d] += w0 v0[d] + .. + w3 v3[d] in one load and store of each int64 sum: two
+ * SMLALD per feature when all four weights fit int16, else four SMLAL; exact. */
+static inline void mt_attn_pv4_s16(int64_t *acc, const int16_t *const *pv, const int32_t *pw, const int16_t *v3,
+                                   int32_t a3, int Dv) {
+  const int16_t *v0 = pv[0], *v1 = pv[1], *v2 = pv[2];
+  const int32_t a0 = pw[0], a1 = pw[1], a2 = pw[2];
+  int d = 0;
+  if (a0 <= 32767 && a1 <= 32767 && a2 <= 32767 && a3 <= 32767) {
+    const int32_t wa = (int32_t)((uint32_t)a0 | (uint32_t)a1 << 16), wb = (int32_t)((uint32_t)a2 | (uint32_t)a3 << 16);
+    for (; d + 2 <= Dv; d += 2) {
+      const int32_t x0 = mt_ld32(v0 + d), x1 = mt_ld32(v1 + d);
+      const int32_t e01 = mt_even_halves(x0, x1), o01 = mt_odd_halves(x0, x1);
+      const int32_t x2 = mt_ld32(v2 + d), x3 = mt_ld32(v3 + d);
+      acc[d] = __smlald(mt_even_halves(x2, x3), wb, __smlald(e01, wa, acc[d]));
+      acc[d + 1] = __smlald(mt_odd_halves(x2, x3), wb, __smlald(o01, wa, acc[d + 1]));
+    }
+  }
+  for (; d < Dv; ++d)
+    acc[d] = mt_smlal(mt_smlal(mt_smlal(mt_smlal(acc[d], a0, v0[d]), a1, v1[d]), a2, v2[d]), a3, v3[d]);
+}
+#define mt_attn_pv4_s8(acc, pv, pw, v3, w3, Dv) mt_attn_pv4_pairs_s8(acc, pv, pw, v3, w3, Dv)
 #else
 #define mt_attn_rescale_s8 mt_mulq16_s32
 static inline void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int ks, int n, int D,
@@ -1455,11 +1483,24 @@ static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, co
 
 /* The same for int16 v into int64 sums: a weight (<= 2^16) times an int16 fits int32, so each
  * product is one 32 x 32 -> 64-bit multiply-add (SMLAL), not a 64 x 64 multiply. */
-static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int64_t w0, const int16_t *v1, int64_t w1, int Dv) {
-  const int32_t a = (int32_t)w0, b = (int32_t)w1;
+static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int32_t a, const int16_t *v1, int32_t b, int Dv) {
   int d;
   for (d = 0; d < Dv; ++d) acc[d] += (int64_t)a * v0[d] + (int64_t)b * v1[d];
 }
+#endif
+
+/* Four keys as two pairs (the portable C; the Armv7E-M int8 variant) */
+#define MT_DEFINE_ATTN_PV4_PAIRS(T, CT, ACC)                                                                \
+  static inline void mt_attn_pv4_pairs_##T(ACC *acc, const CT *const *pv, const int32_t *pw, const CT *v3, int32_t w3, \
+                                           int Dv) {                                                        \
+    mt_attn_pv2_##T(acc, pv[0], pw[0], pv[1], pw[1], Dv);                                                   \
+    mt_attn_pv2_##T(acc, pv[2], pw[2], v3, w3, Dv);                                                         \
+  }
+MT_DEFINE_ATTN_PV4_PAIRS(s8, int8_t, int32_t)
+#if !MT_DSP
+MT_DEFINE_ATTN_PV4_PAIRS(s16, int16_t, int64_t)
+#define mt_attn_pv4_s8 mt_attn_pv4_pairs_s8
+#define mt_attn_pv4_s16 mt_attn_pv4_pairs_s16
 #endif
 
 /* acc[d] += w v[d] for one key (a pending key before a rescaling or at the end) */
@@ -1467,8 +1508,7 @@ static inline void mt_attn_pv1_s8(int32_t *acc, const int8_t *v, int32_t w, int 
   int d;
   for (d = 0; d < Dv; ++d) acc[d] += w * (int32_t)v[d];
 }
-static inline void mt_attn_pv1_s16(int64_t *acc, const int16_t *v, int64_t w, int Dv) {
-  const int32_t a = (int32_t)w;
+static inline void mt_attn_pv1_s16(int64_t *acc, const int16_t *v, int32_t a, int Dv) {
   int d;
   for (d = 0; d < Dv; ++d) acc[d] += (int64_t)a * v[d];
 }
@@ -1508,6 +1548,12 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
  * mt_attn_pv2_*, one pass over acc for two keys); a key still pending is added before any
  * rescaling, so the sums are the same integers as one key at a time (exact additions, in the
  * same order relative to every rounding). */
+#define MT_ATTN_FLUSH(T) /* the pending keys' rows into acc */                                            \
+  do {                                                                                                     \
+    if (np >= 2) mt_attn_pv2_##T(acc, pv[0], pw[0], pv[1], pw[1], Dv);                                     \
+    if (np & 1) mt_attn_pv1_##T(acc, pv[np - 1], pw[np - 1], Dv);                                          \
+    np = 0;                                                                                                \
+  } while (0)
 #define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, MULQ16, KEYS)                                               \
   void mt_attention_stream_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
                                const CT *v, CT *out, ACC *acc) {                                           \
@@ -1519,12 +1565,12 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
     const ACC w_one = (ACC)(65536u >> g);                                                                  \
     int i, j, u, d;                                                                                        \
     for (i = 0; i < L; ++i) {                                                                              \
-      const CT *qi = q + i * qs, *pv = 0; /* pv: the pending key's v row, weight pw */                     \
+      const CT *qi = q + i * qs, *pv[3]; /* the pending keys' v rows (np of them), weights pw */         \
       const int jend = mt_attn_key_end(&a, i);                                                             \
-      int have = 0;                                                                                        \
+      int have = 0, np = 0;                                                                                \
       int32_t mx = 0, tb[(KEYS) + 1]; /* the block's logits (one more: an odd block's pair) */           \
       uint32_t l = 0; /* sum of 2^(t_j - mx), Q16 */                                                       \
-      ACC pw = 0;                                                                                          \
+      int32_t pw[3];                                                                                       \
       for (j = 0; j < jend; j += (KEYS)) {                                                                 \
         const int nk = jend - j < (KEYS) ? jend - j : (KEYS);                                              \
         mt_attn_logits_##T(&a, qi, k + j * ks, ks, nk, D, tb);                                             \
@@ -1539,22 +1585,19 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
             for (d = 0; d < Dv; ++d) acc[d] = w_one * (ACC)vj[d];                                          \
           } else if (t <= mx) { /* weight w = 2^(t - mx) <= 1 */                                           \
             const uint32_t w = mt_exp2neg_q16((uint32_t)mx - (uint32_t)t);                                 \
-            ACC wg;                                                                                        \
+            int32_t wg;                                                                                    \
             if (w == 0) continue;                                                                          \
             l += w;                                                                                        \
-            wg = g ? (ACC)((w >> g) + ((w >> (g - 1)) & 1u)) : (ACC)w;                                     \
-            if (!pv) {                                                                                     \
-              pv = vj, pw = wg;                                                                            \
+            wg = (int32_t)(g ? (w >> g) + ((w >> (g - 1)) & 1u) : w);                                      \
+            if (np < 3) {                                                                                  \
+              pv[np] = vj, pw[np++] = wg;                                                                  \
               continue;                                                                                    \
             }                                                                                              \
-            mt_attn_pv2_##T(acc, pv, pw, vj, wg, Dv);                                                      \
-            pv = 0;                                                                                        \
+            mt_attn_pv4_##T(acc, pv, pw, vj, wg, Dv);                                                      \
+            np = 0;                                                                                        \
           } else { /* new max: rescale the running sums by alpha = 2^(mx - t) */                           \
             const uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);                             \
-            if (pv) {                                                                                      \
-              mt_attn_pv1_##T(acc, pv, pw, Dv);                                                            \
-              pv = 0;                                                                                      \
-            }                                                                                              \
+            MT_ATTN_FLUSH(T);                                                                              \
             l = mt_mulq16_u32(l, alpha) + 65536u;                                                          \
             for (d = 0; d < Dv; ++d) acc[d] = MULQ16(acc[d], alpha) + w_one * (ACC)vj[d];                  \
             mx = t;                                                                                        \
@@ -1565,7 +1608,7 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
         for (d = 0; d < Dv; ++d) out[i * os + d] = 0;                                                      \
         continue;                                                                                          \
       }                                                                                                    \
-      if (pv) mt_attn_pv1_##T(acc, pv, pw, Dv);                                                            \
+      MT_ATTN_FLUSH(T);                                                                                    \
       {                                                                                                    \
         const mt_attn_norm nrm = mt_attn_norm_init(&a, l, g);                                              \
         for (d = 0; d < Dv; ++d) out[i * os + d] = mt_out_##T(mt_attn_norm_apply(&nrm, acc[d]), 0);       \
