@@ -1460,7 +1460,8 @@ static inline void mt_attn_pv4_s16(int64_t *acc, const int16_t *const *pv, const
   for (; d < Dv; ++d)
     acc[d] = mt_smlal(mt_smlal(mt_smlal(mt_smlal(acc[d], a0, v0[d]), a1, v1[d]), a2, v2[d]), a3, v3[d]);
 }
-#define mt_attn_pv4_s8(acc, pv, pw, v3, w3, Dv) mt_attn_pv4_pairs_s8(acc, pv, pw, v3, w3, Dv)
+#define MT_ATTN_GROUP_s16 4
+#define mt_attn_pvg_s16 mt_attn_pv4_s16
 #else
 #define mt_attn_rescale_s8 mt_mulq16_s32
 static inline void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int ks, int n, int D,
@@ -1489,19 +1490,15 @@ static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int32_t a, c
 }
 #endif
 
-/* Four keys as two pairs (the portable C; the Armv7E-M int8 variant) */
-#define MT_DEFINE_ATTN_PV4_PAIRS(T, CT, ACC)                                                                \
-  static inline void mt_attn_pv4_pairs_##T(ACC *acc, const CT *const *pv, const int32_t *pw, const CT *v3, int32_t w3, \
-                                           int Dv) {                                                        \
-    mt_attn_pv2_##T(acc, pv[0], pw[0], pv[1], pw[1], Dv);                                                   \
-    mt_attn_pv2_##T(acc, pv[2], pw[2], v3, w3, Dv);                                                         \
-  }
-MT_DEFINE_ATTN_PV4_PAIRS(s8, int8_t, int32_t)
-#if !MT_DSP
-MT_DEFINE_ATTN_PV4_PAIRS(s16, int16_t, int64_t)
-#define mt_attn_pv4_s8 mt_attn_pv4_pairs_s8
-#define mt_attn_pv4_s16 mt_attn_pv4_pairs_s16
+/* The keys added in one pass over the sums, MT_ATTN_GROUP_* (the first ones pending), by
+ * mt_attn_pvg_*(acc, pending rows, their weights, last row, its weight, Dv): four for the
+ * Armv7E-M int16 variant, else two. */
+#ifndef MT_ATTN_GROUP_s16
+#define MT_ATTN_GROUP_s16 2
+#define mt_attn_pvg_s16(acc, pv, pw, v, w, Dv) mt_attn_pv2_s16(acc, pv[0], pw[0], v, w, Dv)
 #endif
+#define MT_ATTN_GROUP_s8 2
+#define mt_attn_pvg_s8(acc, pv, pw, v, w, Dv) mt_attn_pv2_s8(acc, pv[0], pw[0], v, w, Dv)
 
 /* acc[d] += w v[d] for one key (a pending key before a rescaling or at the end) */
 static inline void mt_attn_pv1_s8(int32_t *acc, const int8_t *v, int32_t w, int Dv) {
@@ -1563,14 +1560,15 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
     const int vs = mt_stride(p[MT_ATTN_V_STRIDE], Dv), os = mt_stride(p[MT_ATTN_OUT_STRIDE], Dv);          \
     const int g = sizeof(ACC) == 4 && S > 256 ? mt_msb32((uint32_t)(S - 1)) + 1 - 8 : 0;                   \
     const ACC w_one = (ACC)(65536u >> g);                                                                  \
+    const CT *pv[3] = {0, 0, 0}; /* the np pending keys' v rows, weights pw */                             \
+    int32_t pw[3] = {0, 0, 0};                                                                             \
     int i, j, u, d;                                                                                        \
     for (i = 0; i < L; ++i) {                                                                              \
-      const CT *qi = q + i * qs, *pv[3]; /* the pending keys' v rows (np of them), weights pw */         \
+      const CT *qi = q + i * qs;                                                                           \
       const int jend = mt_attn_key_end(&a, i);                                                             \
       int have = 0, np = 0;                                                                                \
       int32_t mx = 0, tb[(KEYS) + 1]; /* the block's logits (one more: an odd block's pair) */           \
       uint32_t l = 0; /* sum of 2^(t_j - mx), Q16 */                                                       \
-      int32_t pw[3];                                                                                       \
       for (j = 0; j < jend; j += (KEYS)) {                                                                 \
         const int nk = jend - j < (KEYS) ? jend - j : (KEYS);                                              \
         mt_attn_logits_##T(&a, qi, k + j * ks, ks, nk, D, tb);                                             \
@@ -1589,11 +1587,11 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
             if (w == 0) continue;                                                                          \
             l += w;                                                                                        \
             wg = (int32_t)(g ? (w >> g) + ((w >> (g - 1)) & 1u) : w);                                      \
-            if (np < 3) {                                                                                  \
+            if (np < MT_ATTN_GROUP_##T - 1) {                                                             \
               pv[np] = vj, pw[np++] = wg;                                                                  \
               continue;                                                                                    \
             }                                                                                              \
-            mt_attn_pv4_##T(acc, pv, pw, vj, wg, Dv);                                                      \
+            mt_attn_pvg_##T(acc, pv, pw, vj, wg, Dv);                                                      \
             np = 0;                                                                                        \
           } else { /* new max: rescale the running sums by alpha = 2^(mx - t) */                           \
             const uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);                             \
