@@ -1346,7 +1346,7 @@ static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, co
  * is the high part of l |m| + 2^(30+s) (< 2^64) added to h |m|, shifted by s - 1, then the
  * sign and saturation of mt_rq. */
 typedef struct {
-  uint64_t c;
+  uint64_t half; /* 2^(30+s) */
   uint32_t c_lo, mu;
   int32_t m, c_hi, off;
   int32_t lo_zero, neg, sh;
@@ -1354,14 +1354,14 @@ typedef struct {
 
 static inline mt_attn_logit_q mt_attn_logit_q_init(const mt_attn *a) {
   const int32_t m = a->p[MT_ATTN_LOGIT_M];
-  const int s = a->p[MT_ATTN_LOGIT_S];
-  const uint64_t c = s >= 1 && s <= 31 ? ((uint64_t)1 << 62) + ((uint64_t)1 << (30 + s)) : 0;
+  const int s = a->p[MT_ATTN_LOGIT_S], ok = s >= 1 && s <= 31; /* else the caller takes mt_rq */
+  const uint64_t half = ok ? (uint64_t)1 << (30 + s) : 0, c = ((uint64_t)1 << 62) + half;
   mt_attn_logit_q q;
-  q.c = s >= 1 && s <= 31 ? (uint64_t)1 << (30 + s) : 0;
+  q.half = half;
   q.c_lo = (uint32_t)c;
   q.c_hi = (int32_t)(c >> 32);
   q.lo_zero = q.c_lo == 0;
-  q.off = s >= 1 && s <= 31 ? (int32_t)(1u << (31 - s)) : 0;
+  q.off = ok ? (int32_t)(1u << (31 - s)) : 0;
   q.m = m;
   q.mu = mt_mag32(m);
   q.neg = m < 0;
@@ -1378,7 +1378,7 @@ static inline int32_t mt_attn_logit_q_apply(const mt_attn_logit_q *q, int64_t sc
     return (int32_t)((uint32_t)h >> q->sh) - q->off;
   }
   x = mt_abs_u64(score);
-  u = (uint64_t)(uint32_t)x * q->mu + q->c;
+  u = (uint64_t)(uint32_t)x * q->mu + q->half;
   hi = (uint64_t)(uint32_t)(x >> 32) * q->mu + (u >> 32);
   return mt_signed_sat32((score < 0) != q->neg, hi >> q->sh);
 }
@@ -1390,7 +1390,7 @@ static inline int32_t mt_attn_logit_q_apply(const mt_attn_logit_q *q, int64_t sc
 static inline void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int ks, int n, int D,
                                       int32_t *t) {
   const mt_attn_logit_q q = mt_attn_logit_q_init(a);
-  int64_t sc[MT_ATTN_KEYS + 1];
+  int64_t sc[MT_ATTN_KEYS];
   int i, j;
   if (q.sh < 0 || q.sh > 30 || q.mu - 1u >= 0x7FFFFFFFu) { /* also m = INT32_MIN, outside mt_rq's contract */
     for (j = 0; j < n; ++j) t[j] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj + j * ks, 1, D));
@@ -1537,14 +1537,13 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
 /* One body for both types: ACC the accumulators (int64 for s16, int32 for s8, where the
  * weights enter with g fewer bits so that S * 2^(16 - g) * 2^7 <= 2^31), MULQ16 the
  * rescaling of an accumulator by 2^(m - m') (Q16). The logits come in blocks of KEYS keys
- * (mt_attn_logits_*; 1 in the portable C, 32 in the Armv7E-M int8 variant, which computes
- * two keys per pass over q and keeps the block's logits on the stack, 132 B: a tight dot
- * product loop apart from the update's many live values), then each key updates the running
- * sums in key order. Keys
- * that do not raise the max are added two at a time (acc[d] += w v[d] + w' v'[d]:
- * mt_attn_pv2_*, one pass over acc for two keys); a key still pending is added before any
- * rescaling, so the sums are the same integers as one key at a time (exact additions, in the
- * same order relative to every rounding). */
+ * (mt_attn_logits_*; 1 in the portable C, MT_ATTN_KEYS = 32 in the Armv7E-M variants, which
+ * compute two keys per pass over q and keep the block's logits on the stack, 132 B: a tight
+ * dot product loop apart from the update's many live values), then each key updates the
+ * running sums in key order. Keys that do not raise the max are added MT_ATTN_GROUP_* at a
+ * time (acc[d] += w v[d] + w' v'[d] ..: mt_attn_pvg_*, one pass over acc for the group); keys
+ * still pending are added before any rescaling, so the sums are the same integers as one key
+ * at a time (exact additions, in the same order relative to every rounding). */
 #define MT_ATTN_FLUSH(T) /* the pending keys' rows into acc */                                            \
   do {                                                                                                     \
     if (np >= 2) mt_attn_pv2_##T(acc, pv[0], pw[0], pv[1], pw[1], Dv);                                     \
