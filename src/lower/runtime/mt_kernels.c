@@ -1395,9 +1395,10 @@ static inline int32_t mt_attn_logit_q_apply(const mt_attn_logit_q *q, int64_t sc
 /* Two keys per pass over q: each word of q (two features) loaded once, 2 SMLALD per 2
  * features and 2 keys; the exact 64-bit sums of the block (n <= MT_ATTN_KEYS) kept on the stack
  * (256 B), then requantized inline as above in a second loop (a loop of few live values each);
- * other formats: mt_rq. */
-static inline void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int ks, int n, int D,
-                                      int32_t *t) {
+ * other formats: mt_rq. Not inlined into the attention body (one call per block of keys), so
+ * that its loops get the registers the body's update keeps live. */
+static __attribute__((noinline)) void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj,
+                                                         int ks, int n, int D, int32_t *t) {
   const mt_attn_logit_q q = mt_attn_logit_q_init(a);
   int64_t sc[MT_ATTN_KEYS];
   int i, j;
