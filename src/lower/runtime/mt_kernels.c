@@ -478,6 +478,10 @@ static inline int32_t mt_odd_halves(int32_t a, int32_t b) {
   return r;
 }
 
+/* Two values in [0, 32767] as the halfwords (a, b) of one word: the weights of a pair of keys,
+ * one SMLAD / SMLALD operand */
+static inline int32_t mt_pack_halves(int32_t a, int32_t b) { return (int32_t)((uint32_t)a | (uint32_t)b << 16); }
+
 /* 4 int8 inputs against two int8 weight rows: x's bytes split once (SXTB16), 4 SMLAD */
 #define MT_MAC2_S8_S8(xp, p0, p1, a0, a1)                                                                 \
   do {                                                                                                    \
@@ -1334,7 +1338,7 @@ static inline int32_t mt_attn_rescale_s8(int32_t a, uint32_t alpha) {
 static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, const int8_t *v1, int32_t w1, int Dv) {
   int d = 0;
   if (w0 <= 32767 && w1 <= 32767) {
-    const int32_t wp = (int32_t)((uint32_t)w0 | (uint32_t)w1 << 16);
+    const int32_t wp = mt_pack_halves(w0, w1);
     for (; d + 4 <= Dv; d += 4) {
       const int32_t x = mt_ld32(v0 + d), y = mt_ld32(v1 + d);
       const int32_t xe = __sxtb16(x), ye = __sxtb16(y), xo = mt_odd_bytes(x), yo = mt_odd_bytes(y);
@@ -1440,7 +1444,7 @@ static inline int64_t mt_smlal(int64_t acc, int32_t a, int32_t b) {
 static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int32_t a, const int16_t *v1, int32_t b, int Dv) {
   int d = 0;
   if (a <= 32767 && b <= 32767) {
-    const int32_t wp = (int32_t)((uint32_t)a | (uint32_t)b << 16);
+    const int32_t wp = mt_pack_halves(a, b);
     for (; d + 2 <= Dv; d += 2) {
       const int32_t x = mt_ld32(v0 + d), y = mt_ld32(v1 + d);
       acc[d] = __smlald(mt_even_halves(x, y), wp, acc[d]);
@@ -1458,7 +1462,7 @@ static inline void mt_attn_pv4_s16(int64_t *acc, const int16_t *const *pv, const
   const int32_t a0 = pw[0], a1 = pw[1], a2 = pw[2];
   int d = 0;
   if (a0 <= 32767 && a1 <= 32767 && a2 <= 32767 && a3 <= 32767) {
-    const int32_t wa = (int32_t)((uint32_t)a0 | (uint32_t)a1 << 16), wb = (int32_t)((uint32_t)a2 | (uint32_t)a3 << 16);
+    const int32_t wa = mt_pack_halves(a0, a1), wb = mt_pack_halves(a2, a3);
     for (; d + 2 <= Dv; d += 2) {
       const int32_t x0 = mt_ld32(v0 + d), x1 = mt_ld32(v1 + d);
       const int32_t e01 = mt_even_halves(x0, x1), o01 = mt_odd_halves(x0, x1);
