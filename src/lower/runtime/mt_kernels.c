@@ -398,26 +398,17 @@ MT_DEFINE_LINEAR_OUT(s16, int16_t)
  * int16): per 4 inputs 4 LDR, 2 PKH, 4 SXTB16, 4 SMLALD for 8 MACs; exact 64-bit sums. Same
  * requantization, same integers as the reference. */
 
-/* rq(acc, m, s) for an int32 sum: mt_rq32's two shift ranges inline (1 <= s <= 31, and
- * -30 <= s <= 0: a ratio of at least 1/2, as an int8 x int8 layer with an int16 output has),
- * the rest through mt_rq. */
-static inline int32_t mt_rq32_dsp(int32_t acc, const int32_t *rq) {
-  if (rq[0] != 0 && rq[1] >= 1 && rq[1] <= 31) return mt_rq32_common(acc, rq[0], rq[1]);
-  if (rq[0] != 0 && rq[1] >= -30 && rq[1] <= 0) return mt_rq32_large(acc, rq[0], rq[1]);
-  return mt_rq(acc, rq[0], rq[1]);
-}
-
 /* One output of a DSP layer from its exact sum acc (bias included): y_zero + rq(acc) saturated
- * (QADD, then SSAT), at least y_min; the requantization inline where the channel's shift
- * allows it, also for an int64 sum within int32. The same integers as mt_linear_out_*:
- * |rq| <= 2^31, and the saturations agree in sign. */
+ * (QADD, then SSAT), at least y_min; mt_rq32_common inline when the channel's shift allows it.
+ * The same integers as mt_linear_out_*: |rq| <= 2^31, and the saturations agree in sign. */
 #define MT_DEFINE_LINEAR_OUT_DSP(Y, YT, BITS)                                                           \
   static inline YT mt_linear_out32_##Y(int32_t acc, const int32_t *rq, int32_t y_zero, int32_t y_min) { \
-    const int32_t v = (int32_t)__builtin_arm_ssat(__qadd(mt_rq32_dsp(acc, rq), y_zero), BITS);          \
+    const int32_t r = rq[1] >= 1 && rq[1] <= 31 && rq[0] != 0 ? mt_rq32_common(acc, rq[0], rq[1])       \
+                                                              : mt_rq(acc, rq[0], rq[1]);              \
+    const int32_t v = (int32_t)__builtin_arm_ssat(__qadd(r, y_zero), BITS);                             \
     return (YT)(v < y_min ? y_min : v);                                                                 \
   }                                                                                                     \
   static inline YT mt_linear_out64_##Y(int64_t acc, const int32_t *rq, int32_t y_zero, int32_t y_min) { \
-    if (acc >= INT32_MIN && acc <= INT32_MAX) return mt_linear_out32_##Y((int32_t)acc, rq, y_zero, y_min); \
     return mt_linear_out_##Y(acc, rq, y_zero, y_min);                                                   \
   }
 MT_DEFINE_LINEAR_OUT_DSP(s8, int8_t, 8)
