@@ -646,13 +646,23 @@ MT_DEFINE_MATMUL(s16, int16_t)
 /* Elementwise                                                                           */
 /* ==================================================================================== */
 
-/* a ma + b mb + c in ACC (int32 for two int8 operands, |ma|, |mb| < 2^21; else int64),
- * one rounding shift; b's index wraps with a counter (no modulo). */
+/* a ma + b mb + c in ACC (int32 for two int8 operands, |ma|, |mb| < 2^21; else int64, where
+ * |acc| <= 2^15 2^31 2 + 2^31 < 2^48, so a shift in [18, 48] takes mt_rshift_s48, the same
+ * integer as mt_rshift_s64 in a third of the instructions), one rounding shift; b's index
+ * wraps with a counter (no modulo). */
 #define MT_DEFINE_ADD(A, B, Y, AT, BT, YT, ACC, RSHIFT)                                                    \
   void mt_add_##A##_##B##_##Y(const AT *a, const BT *b, int nb, YT *y, int n, int32_t ma, int32_t mb,      \
                               int32_t c, int shift, int32_t y_zero) {                                      \
     int i, j;                                                                                              \
     if (nb <= 0) return;                                                                                   \
+    if (sizeof(ACC) == 8 && shift >= 18 && shift <= 48) {                                                  \
+      for (i = 0, j = 0; i < n; ++i) {                                                                     \
+        const int64_t acc = (int64_t)a[i] * ma + (int64_t)b[j] * mb + c;                                   \
+        y[i] = mt_out_##Y(mt_rshift_s48(acc, shift), y_zero);                                             \
+        if (++j == nb) j = 0;                                                                              \
+      }                                                                                                    \
+      return;                                                                                              \
+    }                                                                                                      \
     for (i = 0, j = 0; i < n; ++i) {                                                                       \
       const ACC acc = (ACC)a[i] * (ACC)ma + (ACC)b[j] * (ACC)mb + (ACC)c;                                  \
       y[i] = mt_out_##Y(RSHIFT(acc, shift), y_zero);                                                       \
