@@ -159,25 +159,28 @@ TEST_CASE("lower kernels: the rounding shift rounds half away from zero and satu
     const auto x32 = static_cast<std::int32_t>(x);
     REQUIRE(mt_rshift_s32(x32, s) == ref_rq(x32, 0, s));
   }
-  // mt_rshift_s48 (the adds' fast path): the same integers for |x| < 2^48, 18 <= shift <= 48,
-  // ties of both signs and the ends of the range included
-  const std::int64_t top = (std::int64_t{1} << 48) - 1;
-  for (int s = 18; s <= 48; ++s) {
-    CAPTURE(s);
-    const std::int64_t half = std::int64_t{1} << (s - 1);
-    for (const std::int64_t x : {std::int64_t{0}, std::int64_t{1}, std::int64_t{-1}, half, -half, half - 1, 1 - half,
-                                 3 * half, -3 * half, top, -top, top - half, half - top}) {
-      if (x > top || x < -top) continue;  // 3 half at the largest shifts
-      CAPTURE(x);
-      REQUIRE(mt_rshift_s48(x, s) == mt_rshift_s64(x, s));
+  // mt_rshift_within (the adds' and LayerNorm's fast path): the same integers for
+  // |x| < 2^bits, bits - 30 <= shift <= bits, ties of both signs and the range ends included
+  for (const int bits : {48, 56, 61}) {
+    CAPTURE(bits);
+    const std::int64_t top = (std::int64_t{1} << bits) - 1;
+    for (int s = bits - 30; s <= bits; ++s) {
+      CAPTURE(s);
+      const std::int64_t half = std::int64_t{1} << (s - 1);
+      for (const std::int64_t x : {std::int64_t{0}, std::int64_t{1}, std::int64_t{-1}, half, -half, half - 1,
+                                   1 - half, 3 * half, -3 * half, top, -top, top - half, half - top}) {
+        if (x > top || x < -top) continue;  // 3 half at the largest shifts
+        CAPTURE(x);
+        REQUIRE(mt_rshift_within(x, s, bits) == mt_rshift_s64(x, s));
+      }
     }
-  }
-  std::uniform_int_distribution<std::int64_t> d48(-top, top);
-  std::uniform_int_distribution<int> ds48(18, 48);
-  for (int i = 0; i < 200000; ++i) {
-    const std::int64_t x = d48(g) >> (i % 40);
-    const int s = ds48(g);
-    REQUIRE(mt_rshift_s48(x, s) == ref_rq(x, 0, s));
+    std::uniform_int_distribution<std::int64_t> dx(-top, top);
+    std::uniform_int_distribution<int> dsh(bits - 30, bits);
+    for (int i = 0; i < 100000; ++i) {
+      const std::int64_t x = dx(g) >> (i % 40);
+      const int s = dsh(g);
+      REQUIRE(mt_rshift_within(x, s, bits) == ref_rq(x, 0, s));
+    }
   }
 }
 
