@@ -367,11 +367,11 @@ void check_add(AddFn<TA, TB, TY> fn, std::uint32_t seed) {
   const bool narrow = sizeof(TA) == 1 && sizeof(TB) == 1;  // int32 arithmetic: |ma|, |mb| < 2^21
   const std::int64_t bound = narrow ? (1 << 21) - 1 : (std::int64_t{1} << 30) - 1;
   for (int nb : {1, 3, 40, n}) {
-    for (int trial = 0; trial < 6; ++trial) {
+    for (int trial = 0; trial < 12; ++trial) {
       const auto ma = static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(-bound, bound)(g));
       const auto mb = static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(-bound, bound)(g));
       const auto c = static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(-(1 << 28), 1 << 28)(g));
-      const int shift = std::uniform_int_distribution<int>(narrow ? 10 : 20, narrow ? 24 : 40)(g);
+      const int shift = std::uniform_int_distribution<int>(narrow ? 10 : 12, narrow ? 24 : 52)(g);  // int64: both sides of [18, 48]
       const auto zy = static_cast<std::int32_t>(sizeof(TY) == 1 ? std::uniform_int_distribution<int>(-128, 127)(g) : 0);
       INFO("nb=" << nb << " ma=" << ma << " mb=" << mb << " c=" << c << " shift=" << shift);
       fn(a.data(), b.data(), nb, y.data(), n, ma, mb, c, shift, zy);

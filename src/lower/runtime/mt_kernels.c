@@ -656,6 +656,13 @@ MT_DEFINE_MATMUL(s16, int16_t)
     int i, j;                                                                                              \
     if (nb <= 0) return;                                                                                   \
     if (sizeof(ACC) == 8 && shift >= 18 && shift <= 48) {                                                  \
+      if (nb == n && y_zero == 0) { /* no broadcast, no zero point: mt_out is a saturation */              \
+        for (i = 0; i < n; ++i) {                                                                          \
+          const int64_t acc = (int64_t)a[i] * ma + (int64_t)b[i] * mb + c;                                 \
+          y[i] = mt_sat_##Y(mt_rshift_within(acc, shift, 48));                                             \
+        }                                                                                                  \
+        return;                                                                                            \
+      }                                                                                                    \
       for (i = 0, j = 0; i < n; ++i) {                                                                     \
         const int64_t acc = (int64_t)a[i] * ma + (int64_t)b[j] * mb + c;                                   \
         y[i] = mt_out_##Y(mt_rshift_within(acc, shift, 48), y_zero);                                      \
