@@ -159,6 +159,29 @@ TEST_CASE("lower kernels: the rounding shift rounds half away from zero and satu
     const auto x32 = static_cast<std::int32_t>(x);
     REQUIRE(mt_rshift_s32(x32, s) == ref_rq(x32, 0, s));
   }
+  // mt_rshift_within (the adds' and LayerNorm's fast path): the same integers for
+  // |x| < 2^bits, bits - 30 <= shift <= bits, ties of both signs and the range ends included
+  for (const int bits : {48, 56, 61}) {
+    CAPTURE(bits);
+    const std::int64_t top = (std::int64_t{1} << bits) - 1;
+    for (int s = bits - 30; s <= bits; ++s) {
+      CAPTURE(s);
+      const std::int64_t half = std::int64_t{1} << (s - 1);
+      for (const std::int64_t x : {std::int64_t{0}, std::int64_t{1}, std::int64_t{-1}, half, -half, half - 1,
+                                   1 - half, 3 * half, -3 * half, top, -top, top - half, half - top}) {
+        if (x > top || x < -top) continue;  // 3 half at the largest shifts
+        CAPTURE(x);
+        REQUIRE(mt_rshift_within(x, s, bits) == mt_rshift_s64(x, s));
+      }
+    }
+    std::uniform_int_distribution<std::int64_t> dx(-top, top);
+    std::uniform_int_distribution<int> dsh(bits - 30, bits);
+    for (int i = 0; i < 100000; ++i) {
+      const std::int64_t x = dx(g) >> (i % 40);
+      const int s = dsh(g);
+      REQUIRE(mt_rshift_within(x, s, bits) == ref_rq(x, 0, s));
+    }
+  }
 }
 
 TEST_CASE("lower kernels: requantization by multiplier and shift is the exact product rounded once") {
@@ -344,11 +367,11 @@ void check_add(AddFn<TA, TB, TY> fn, std::uint32_t seed) {
   const bool narrow = sizeof(TA) == 1 && sizeof(TB) == 1;  // int32 arithmetic: |ma|, |mb| < 2^21
   const std::int64_t bound = narrow ? (1 << 21) - 1 : (std::int64_t{1} << 30) - 1;
   for (int nb : {1, 3, 40, n}) {
-    for (int trial = 0; trial < 6; ++trial) {
+    for (int trial = 0; trial < 12; ++trial) {
       const auto ma = static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(-bound, bound)(g));
       const auto mb = static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(-bound, bound)(g));
       const auto c = static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(-(1 << 28), 1 << 28)(g));
-      const int shift = std::uniform_int_distribution<int>(narrow ? 10 : 20, narrow ? 24 : 40)(g);
+      const int shift = std::uniform_int_distribution<int>(narrow ? 10 : 12, narrow ? 24 : 52)(g);  // int64: both sides of [18, 48]
       const auto zy = static_cast<std::int32_t>(sizeof(TY) == 1 ? std::uniform_int_distribution<int>(-128, 127)(g) : 0);
       INFO("nb=" << nb << " ma=" << ma << " mb=" << mb << " c=" << c << " shift=" << shift);
       fn(a.data(), b.data(), nb, y.data(), n, ma, mb, c, shift, zy);

@@ -446,6 +446,35 @@ TEST_CASE("lower: emitted Iris (int8) and decoder (int16) firmware is bit-exact 
   check_firmware(pd, ids);
 }
 
+TEST_CASE("PROFILE=1: the firmware check's instructions per function add up to its instructions per inference") {
+  if (!have_tool("arm-none-eabi-gcc") || !have_tool("qemu-system-arm") || !have_tool("python3")) {
+    MESSAGE("skipped: arm-none-eabi-gcc, qemu-system-arm or python3 not installed (tools/install-deps.sh adds them)");
+    return;
+  }
+  TrainedIris& iris = trained_iris();
+  const lower::Program p = lower::quantize(iris.graph, iris.calibration, options(8, "iris_profile"));
+  const std::string dir = temp_dir(p.name);
+  lower::emit_c(p, dir);
+  lower::VerifyOptions o;
+  o.cpus = {"cortex-m4"};
+  const lower::Verification v = lower::verify(p, quantized_rows(p, iris.data.x_test, 4), dir, o);
+  INFO(v.log);
+  REQUIRE(v.passed);
+  const std::int64_t total = v.instructions("cortex-m4");
+  const Run r = run(fmt::format("PROFILE=1 COUNT_INSTRUCTIONS=1 CPUS=cortex-m4 {}/tools/mcu/run_firmware_qemu.sh {} {} {}.verify",
+                                MICROTORCH_SOURCE_DIR, dir, p.name, dir));
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find(fmt::format("instructions per inference (cortex-m4): {}\n", total)) != std::string::npos);
+  const std::string table = read_file(dir + ".verify/build/cortex-m4-profile.md");
+  INFO(table);
+  // two independent counters (one per instruction address, one for the program) agree
+  std::string digits = std::to_string(total), grouped;  // 12,345
+  for (std::size_t i = 0; i < digits.size(); ++i) grouped += (i && (digits.size() - i) % 3 == 0 ? "," : "") + digits.substr(i, 1);
+  CHECK(table.find("| total | " + grouped + " | 100% |") != std::string::npos);
+  CHECK(table.find("| mt_linear_s8_s8_") != std::string::npos);  // the model's kernels, by name
+}
+
 TEST_CASE("lower::to_firmware: one call from a trained module to firmware verified on the host and QEMU, with a report") {
   TrainedIris& t = trained_iris();
   const bool cross = have_tool("arm-none-eabi-gcc") && have_tool("qemu-system-arm");

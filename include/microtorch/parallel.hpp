@@ -5,8 +5,9 @@
 /// microtorch targets small models, where threads cost more than they give: by default
 /// everything runs on one thread. `MICROTORCH_NUM_THREADS=<n>` in the environment, or
 /// set_num_threads(n) in code, raises it (as torch.set_num_threads does) for BLAS and for
-/// attention, whose batch x heads loop is then split over n threads (its kernels call no
-/// BLAS, so the cores are never oversubscribed).
+/// attention, whose batch x heads matrices are then split over n threads (the forward's
+/// query rows too, when the matrices do not divide evenly; the results are the same bits on
+/// any n). Its kernels call no BLAS, so the cores are never oversubscribed.
 ///
 /// Threads of your own: tensors, modules and optimizers hold no hidden shared state, so
 /// independent models may be built, trained, saved and loaded in independent threads (a
@@ -19,7 +20,7 @@
 namespace microtorch {
 
 /// Sets the threads microtorch may use: BLAS within one matmul, or attention's batch x heads
-/// loop. Process-wide; n < 1 throws ValueError.
+/// matrices (and query rows). Process-wide; n < 1 throws ValueError.
 void set_num_threads(int n);
 /// The current thread setting: 1 unless MICROTORCH_NUM_THREADS or set_num_threads raised it.
 int get_num_threads();

@@ -16,10 +16,13 @@
 #      linked at its secure aliases: BOARD_LINK passed to the Makefile).
 #   5. (COUNT_INSTRUCTIONS=1) instructions per inference on each CPU: the check program built
 #      with -DCHECK_RUNS=1 and =2 runs under the counting plugin tools/mcu/insncount.c; the
-#      difference of the two whole-program counts is one inference.
+#      difference of the two whole-program counts is one inference. PROFILE=1 also counts each
+#      instruction address (the plugin's profile=FILE) and writes WORK/<cpu>-profile.md, the
+#      instructions per inference in each function (tools/mcu/profile_functions.py), most first.
 #
 #   tools/mcu/run_firmware_qemu.sh DIR NAME [WORK]
 #   COUNT_INSTRUCTIONS=1 CPUS="cortex-m0 cortex-m4" tools/mcu/run_firmware_qemu.sh DIR NAME [WORK]
+#   PROFILE=1 COUNT_INSTRUCTIONS=1 CPUS=cortex-m4 tools/mcu/run_firmware_qemu.sh DIR NAME [WORK]
 #
 # CPUS (default "cortex-m0 cortex-m4 cortex-m7 cortex-m33") lists the CPUs; empty: the host
 # steps only (then neither arm-none-eabi-gcc nor QEMU is needed). One line per result:
@@ -32,6 +35,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 plugin_src=$here/insncount.c
 [[ -f $plugin_src ]] || plugin_src=$here/../share/microtorch/insncount.c
+profiler=$here/profile_functions.py
+[[ -f $profiler ]] || profiler=$here/../share/microtorch/profile_functions.py
 
 if [[ $# -lt 2 || $# -gt 3 ]]; then
   echo "usage: $(basename "$0") DIR NAME [WORK]   (COUNT_INSTRUCTIONS=1 also counts instructions per inference;" >&2
@@ -147,8 +152,10 @@ if [[ ${COUNT_INSTRUCTIONS:-0} == 1 && $fail -eq 0 && ${#cpus[@]} -gt 0 ]]; then
     counts=()
     if need "count-$cpu"; then
       for runs in 1 2; do
+        plugin=$work/libinsncount.so
+        [[ ${PROFILE:-0} == 1 ]] && plugin+=",profile=$work/$cpu-profile$runs.txt"
         qemu "$(board_of "$cpu")" "$work/$cpu/count$runs.elf" "$work/$cpu-count$runs.txt" \
-          -plugin "$work/libinsncount.so" -d plugin -D "$work/$cpu-insns$runs.txt" || bad "$cpu counting run $runs failed"
+          -plugin "$plugin" -d plugin -D "$work/$cpu-insns$runs.txt" || bad "$cpu counting run $runs failed"
         head -n 1 "$check/expected.txt" | cmp -s - "$work/$cpu-count$runs.txt" ||
           bad "$cpu counting run $runs differs from the simulator"
         counts+=("$(sed -n 's/^insns: \([0-9]*\).*/\1/p' "$work/$cpu-insns$runs.txt")")
@@ -156,6 +163,11 @@ if [[ ${COUNT_INSTRUCTIONS:-0} == 1 && $fail -eq 0 && ${#cpus[@]} -gt 0 ]]; then
     fi
     if [[ ${#counts[@]} -eq 2 && -n ${counts[0]} && -n ${counts[1]} ]]; then
       echo "   instructions per inference ($cpu): $((counts[1] - counts[0]))"
+      if [[ ${PROFILE:-0} == 1 ]]; then
+        python3 "$profiler" "$work/$cpu/count1.elf" "$work/$cpu-profile1.txt" "$work/$cpu/count2.elf" \
+          "$work/$cpu-profile2.txt" >"$work/$cpu-profile.md" || bad "no profile on $cpu"
+        echo "   instructions per inference by function ($cpu): $work/$cpu-profile.md"
+      fi
     else
       bad "no instruction count on $cpu"
     fi

@@ -650,13 +650,30 @@ MT_DEFINE_MATMUL(s16, int16_t)
 /* Elementwise                                                                           */
 /* ==================================================================================== */
 
-/* a ma + b mb + c in ACC (int32 for two int8 operands, |ma|, |mb| < 2^21; else int64),
- * one rounding shift; b's index wraps with a counter (no modulo). */
+/* a ma + b mb + c in ACC (int32 for two int8 operands, |ma|, |mb| < 2^21; else int64, where
+ * |acc| <= 2^15 2^31 2 + 2^31 < 2^48, so a shift in [18, 48] takes mt_rshift_within, the
+ * same integer as mt_rshift_s64 in fewer instructions), one rounding shift; b's index wraps
+ * with a counter (no modulo). */
 #define MT_DEFINE_ADD(A, B, Y, AT, BT, YT, ACC, RSHIFT)                                                    \
   void mt_add_##A##_##B##_##Y(const AT *a, const BT *b, int nb, YT *y, int n, int32_t ma, int32_t mb,      \
                               int32_t c, int shift, int32_t y_zero) {                                      \
     int i, j;                                                                                              \
     if (nb <= 0) return;                                                                                   \
+    if (sizeof(ACC) == 8 && shift >= 18 && shift <= 48) {                                                  \
+      if (nb == n && y_zero == 0) { /* no broadcast, no zero point: mt_out is a saturation */              \
+        for (i = 0; i < n; ++i) {                                                                          \
+          const int64_t acc = (int64_t)a[i] * ma + (int64_t)b[i] * mb + c;                                 \
+          y[i] = mt_sat_##Y(mt_rshift_within(acc, shift, 48));                                             \
+        }                                                                                                  \
+        return;                                                                                            \
+      }                                                                                                    \
+      for (i = 0, j = 0; i < n; ++i) {                                                                     \
+        const int64_t acc = (int64_t)a[i] * ma + (int64_t)b[j] * mb + c;                                   \
+        y[i] = mt_out_##Y(mt_rshift_within(acc, shift, 48), y_zero);                                      \
+        if (++j == nb) j = 0;                                                                              \
+      }                                                                                                    \
+      return;                                                                                              \
+    }                                                                                                      \
     for (i = 0, j = 0; i < n; ++i) {                                                                       \
       const ACC acc = (ACC)a[i] * (ACC)ma + (ACC)b[j] * (ACC)mb + (ACC)c;                                  \
       y[i] = mt_out_##Y(RSHIFT(acc, shift), y_zero);                                                       \
@@ -1132,11 +1149,18 @@ static void mt_ln_rsqrt(const mt_ln_ctx *c, uint64_t ssq, uint32_t *r, int *er) 
 }
 
 /* (xhat g + b 2^bs) 2^-g_shift with xhat = cdev * r * 2^-er in Q20 (|xhat| <= sqrt(n) 2^20),
- * bs = g_shift - b_shift in [0, 32]: |xhat g| < 2^59, b 2^bs of the same size as xhat g */
-static int32_t mt_ln_out(int32_t cdev, uint32_t r, int er, int32_t g, int g_shift, int32_t b, int bs) {
-  const int32_t xhat = mt_rshift_s64((int64_t)cdev * r, er - 20);
+ * bs = g_shift - b_shift in [0, 32]: |xhat g| < 2^59, b 2^bs of the same size as xhat g.
+ * |cdev r| <= 2^24 2^31 < 2^56 always, so xhat takes mt_rshift_within when the shift allows;
+ * the output does when the sum is within 2^61 (checked: b's bound is the lowering's). */
+static inline int32_t mt_ln_out(int32_t cdev, uint32_t r, int er, int32_t g, int g_shift, int32_t b, int bs) {
+  const int64_t p = (int64_t)cdev * r;
+  const int32_t xhat = er - 20 >= 26 && er - 20 <= 56 ? mt_rshift_within(p, er - 20, 56) : mt_rshift_s64(p, er - 20);
   const int64_t bb = (int64_t)b * ((int64_t)1 << (bs < 0 ? 0 : bs > 32 ? 32 : bs));
-  return mt_rshift_s64((int64_t)xhat * g + bb, g_shift);
+  const int64_t v = (int64_t)xhat * g + bb;
+  if (g_shift >= 31 && g_shift <= 61 && (((uint64_t)v + ((uint64_t)1 << 61)) >> 62) == 0) {
+    return mt_rshift_within(v, g_shift, 61);
+  }
+  return mt_rshift_s64(v, g_shift);
 }
 
 #define MT_DEFINE_LAYERNORM(X, Y, XT, YT, G)                                                                \

@@ -111,6 +111,17 @@ static inline int32_t mt_rshift_s64(int64_t x, int shift) {
   return mt_signed_sat32(x < 0, m);
 }
 
+/* mt_rshift_s64 where |x| < 2^bits and bits - 30 <= shift <= bits (bits <= 61, a constant at
+ * each call: the adds' and LayerNorm's sums of products, whose bounds their kernels state):
+ * round half away from zero is floor((x - [x < 0] + 2^(shift-1)) 2^-shift) (the - [x < 0]
+ * moves a negative tie down), formed with an offset of 2^bits (a multiple of 2^shift) so
+ * that one unsigned shift remains, whose result is below 2^32; |result| <= 2^30, so there
+ * is nothing to saturate. */
+static inline int32_t mt_rshift_within(int64_t x, int shift, int bits) {
+  const uint64_t w = (uint64_t)x - (uint64_t)(x < 0) + ((uint64_t)1 << (shift - 1)) + ((uint64_t)1 << bits);
+  return (int32_t)((uint32_t)(w >> shift) - (1u << (bits - shift)));
+}
+
 /* Same on a 32-bit value (cheaper on Cortex-M0: no 64-bit arithmetic for shift > 0). */
 static inline int32_t mt_rshift_s32(int32_t x, int shift) {
   if (shift > 0 && shift < 32) {

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Instructions per function of one unit of work on an emulated Cortex-M.
+
+    tools/mcu/profile_functions.py ELF1 PROFILE1 ELF2 PROFILE2 [--top N]
+
+PROFILEk is what tools/mcu/insncount.c writes with profile=FILE for ELFk, a program that
+runs the work k times (the count1.elf / count2.elf of a firmware folder's `make
+count-elfs`, or tools/mcu/run_firmware_qemu.sh with PROFILE=1). Each instruction address
+is given to the function symbol that contains it (arm-none-eabi-nm), and a function's
+count in the second program minus its count in the first is what one run of the work
+costs in it: start-up, the output check and the semihosting exit cancel out, as in the
+whole-program counts. The two programs differ only in a constant, so their symbols are
+looked up separately. Prints a table, most instructions first, with each function's share
+of the total.
+"""
+import argparse
+import bisect
+import collections
+import shutil
+import subprocess
+import sys
+
+
+def functions(elf, nm):
+    """Sorted (start, end, name) of the code symbols of elf."""
+    out = subprocess.run([nm, "-S", "-n", "--defined-only", elf], capture_output=True, text=True, check=True).stdout
+    spans = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[2] in "tTwW":
+            start, size = int(parts[0], 16) & ~1, int(parts[1], 16)
+            if size:
+                spans.append((start, start + size, parts[3]))
+    return sorted(spans)
+
+
+def per_function(elf, profile, nm):
+    spans = functions(elf, nm)
+    starts = [s for s, _, _ in spans]
+    counts = collections.Counter()
+    with open(profile) as f:
+        for line in f:
+            address, count = line.split()
+            a = int(address, 16)
+            i = bisect.bisect_right(starts, a) - 1
+            name = spans[i][2] if i >= 0 and a < spans[i][1] else "(outside any function)"
+            counts[name] += int(count)
+    return counts
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("elf1")
+    ap.add_argument("profile1")
+    ap.add_argument("elf2")
+    ap.add_argument("profile2")
+    ap.add_argument("--top", type=int, default=25, help="functions to list (default 25)")
+    ap.add_argument("--nm", default="arm-none-eabi-nm")
+    args = ap.parse_args()
+    if not shutil.which(args.nm):
+        sys.exit(f"profile_functions: {args.nm} not found (Debian: apt-get install binutils-arm-none-eabi)")
+    one = per_function(args.elf1, args.profile1, args.nm)
+    two = per_function(args.elf2, args.profile2, args.nm)
+    diff = {name: two[name] - one[name] for name in set(one) | set(two)}
+    total = sum(diff.values())
+    rows = sorted(((n, c) for n, c in diff.items() if c), key=lambda r: -r[1])
+    print(f"| function | instructions per run | share |")
+    print(f"|---|---:|---:|")
+    for name, count in rows[:args.top]:
+        print(f"| {name} | {count:,} | {100.0 * count / total:.1f}% |")
+    rest = sum(c for _, c in rows[args.top:])
+    if rest:
+        print(f"| ({len(rows) - args.top} more) | {rest:,} | {100.0 * rest / total:.1f}% |")
+    print(f"| total | {total:,} | 100% |")
+
+
+if __name__ == "__main__":
+    main()
