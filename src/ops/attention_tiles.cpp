@@ -115,8 +115,9 @@ struct ForwardBuffers {
     kt_size = round_up(S_panels * d.D, 16), v_size = round_up(d.S * ldv, 16);
     kt = carve.take(count * kt_size);
     v = carve.take(count * v_size);
-    s = carve.take(B::kBlockRows * lds);
-    o = carve.take(B::kBlockRows * ldv);
+    const std::int64_t block = std::min(B::kBlockRows, d.L);  // rows of the largest block
+    s = carve.take(block * lds);
+    o = carve.take(block * ldv);
     end = carve.used();
   }
   std::int64_t end;
@@ -144,8 +145,9 @@ struct BackwardBuffers {
     dq = carve.take(d.L * ldd);
     dk = carve.take(d.S * ldd);
     dv = carve.take(d.S * lddv);
-    s = carve.take(saved_weights ? 0 : B::kBlockRows * ldt);  // a block's chunk of A (then A * M)
-    dp = carve.take(B::kBlockRows * ldt);                      // ... of dP (then scale dS)
+    const std::int64_t block = std::min(B::kBlockRows, d.L);  // rows of the largest block
+    s = carve.take(saved_weights ? 0 : block * ldt);  // a block's chunk of A (then A * M)
+    dp = carve.take(block * ldt);                      // ... of dP (then scale dS)
     di = carve.take(saved_weights ? 0 : d.L);                    // rowsum(dO * O)
     end = carve.used();
   }
