@@ -389,6 +389,33 @@ static void attention(void) {
     }
     h_end("attention s16 formats");
   }
+  /* int8 logit formats: the same shapes (D odd and 2 mod 4, Dv odd, an odd last key, several
+   * blocks of keys, strides); logit shifts for the one-SMLAL logit (s <= 1) and beyond it, both
+   * signs of m, m = 0; no mask, causal, bit mask; q, k full range or within +-3, where many
+   * logits tie with the max (weight 1, beyond SMLAD's halfwords) */
+  {
+    static const int32_t lm[][2] = {{1548970010, -5}, {-1548970010, -7}, {1073741824, 1}, {2147483647, -20},
+                                    {1548970010, 2}, {1548970010, 12}, {1548970010, -30}, {0, -6}};
+    static const int dv[][2] = {{7, 5}, {10, 10}, {16, 3}, {16, 16}};
+    int f, r;
+    h_begin();
+    for (r = 0; r < 2; ++r) {
+      fill8(a8, 6 * 16, r ? -3 : -128, r ? 3 : 127);
+      fill8(b8, 70 * 17, r ? -3 : -128, r ? 3 : 127);
+      fill8(y8 + 2048, 70 * 17, -128, 127);
+      for (c = 0; c < 4; ++c)
+        for (f = 0; f < 8; ++f) {
+          for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
+          p[MT_ATTN_L] = 6, p[MT_ATTN_S] = 70, p[MT_ATTN_D] = dv[c][0], p[MT_ATTN_DV] = dv[c][1];
+          p[MT_ATTN_K_STRIDE] = 17, p[MT_ATTN_V_STRIDE] = 17;
+          p[MT_ATTN_LOGIT_M] = lm[f][0], p[MT_ATTN_LOGIT_S] = lm[f][1];
+          p[MT_ATTN_OUT_M] = 1431655765, p[MT_ATTN_OUT_S] = 0;
+          p[MT_ATTN_FLAGS] = f % 3 == 1 ? MT_ATTN_CAUSAL : 0;
+          mt_attention_stream_s8(p, f % 3 == 2 ? keep : 0, a8, b8, y8 + 2048, y8, acc32), h8(y8, 6 * dv[c][1]);
+        }
+    }
+    h_end("attention s8 formats");
+  }
   /* extremes: saturated logits, in place (out = q) */
   for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
   p[MT_ATTN_L] = 12, p[MT_ATTN_S] = 12, p[MT_ATTN_D] = 8, p[MT_ATTN_DV] = 8, p[MT_ATTN_FLAGS] = MT_ATTN_CAUSAL;
