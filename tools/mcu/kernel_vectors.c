@@ -392,11 +392,13 @@ static void attention(void) {
   /* int8 logit formats: the same shapes (D odd and 2 mod 4, Dv odd, an odd last key, several
    * blocks of keys, strides); logit shifts for the one-SMLAL logit (s <= 1) and beyond it, both
    * signs of m, m = 0; no mask, causal, bit mask; q, k full range or within +-3, where many
-   * logits tie with the max (weight 1, beyond SMLAD's halfwords) */
+   * logits tie with the max (weight 1, beyond SMLAD's halfwords); output shifts on both sides of
+   * the 32-bit normaliser's range, output multiplier 0 */
   {
     static const int32_t lm[][2] = {{1548970010, -5}, {-1548970010, -7}, {1073741824, 1}, {2147483647, -20},
                                     {1548970010, 2}, {1548970010, 12}, {1548970010, -30}, {0, -6}};
     static const int dv[][2] = {{7, 5}, {10, 10}, {16, 3}, {16, 16}};
+    static const int32_t out_s[8] = {18, 0, -13, 0, 17, 0, -14, 0}; /* the output's shift 46 + s: 64, 33, 63, 32 */
     int f, r;
     h_begin();
     for (r = 0; r < 2; ++r) {
@@ -409,7 +411,7 @@ static void attention(void) {
           p[MT_ATTN_L] = 6, p[MT_ATTN_S] = 70, p[MT_ATTN_D] = dv[c][0], p[MT_ATTN_DV] = dv[c][1];
           p[MT_ATTN_K_STRIDE] = 17, p[MT_ATTN_V_STRIDE] = 17;
           p[MT_ATTN_LOGIT_M] = lm[f][0], p[MT_ATTN_LOGIT_S] = lm[f][1];
-          p[MT_ATTN_OUT_M] = 1431655765, p[MT_ATTN_OUT_S] = 0;
+          p[MT_ATTN_OUT_M] = f == 7 ? 0 : 1431655765, p[MT_ATTN_OUT_S] = out_s[f];
           p[MT_ATTN_FLAGS] = f % 3 == 1 ? MT_ATTN_CAUSAL : 0;
           mt_attention_stream_s8(p, f % 3 == 2 ? keep : 0, a8, b8, y8 + 2048, y8, acc32), h8(y8, 6 * dv[c][1]);
         }
