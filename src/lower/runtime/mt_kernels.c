@@ -1475,19 +1475,7 @@ static __attribute__((noinline)) void mt_attn_logits_s16(const mt_attn *a, const
   for (j = 0; j < n; j += 2, kj += 2 * ks) {
     const int16_t *k1 = j + 1 < n ? kj + ks : kj; /* an odd last key is computed twice */
     int64_t s0 = 0, s1 = 0;
-    i = 0;
-    if (D == 16) { /* the usual head dimension, unrolled */
-      MT_MAC2_S16_S16(qi, kj, k1, s0, s1);
-      MT_MAC2_S16_S16(qi + 2, kj + 2, k1 + 2, s0, s1);
-      MT_MAC2_S16_S16(qi + 4, kj + 4, k1 + 4, s0, s1);
-      MT_MAC2_S16_S16(qi + 6, kj + 6, k1 + 6, s0, s1);
-      MT_MAC2_S16_S16(qi + 8, kj + 8, k1 + 8, s0, s1);
-      MT_MAC2_S16_S16(qi + 10, kj + 10, k1 + 10, s0, s1);
-      MT_MAC2_S16_S16(qi + 12, kj + 12, k1 + 12, s0, s1);
-      MT_MAC2_S16_S16(qi + 14, kj + 14, k1 + 14, s0, s1);
-      i = 16;
-    }
-    for (; i + 4 <= D; i += 4) {
+    for (i = 0; i + 4 <= D; i += 4) {
       MT_MAC2_S16_S16(qi + i, kj + i, k1 + i, s0, s1);
       MT_MAC2_S16_S16(qi + i + 2, kj + i + 2, k1 + i + 2, s0, s1);
     }
