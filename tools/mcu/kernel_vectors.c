@@ -365,11 +365,13 @@ static void attention(void) {
   /* int16 logit formats: full-range q, k (scores beyond int32), D odd and 2 mod 4, several
    * blocks of keys (an odd last one), read through strides; logit shifts inside and outside
    * [1, 31], both signs of m, m = 0; no mask, causal, bit mask; and q, k within +-400, where
-   * the small shifts give logits a few units apart (one unit off changes some outputs) */
+   * the small shifts give logits a few units apart (one unit off changes some outputs); output
+   * shifts on both sides of the 32-bit normaliser's range, output multiplier 0 */
   {
     static const int32_t lm[][2] = {{1548970010, 11}, {-1548970010, 9}, {1073741824, 1}, {2147483647, 2},
                                     {1548970010, 31}, {1548970010, 0}, {1548970010, 40}, {0, 20}};
     static const int dv[][2] = {{7, 5}, {10, 10}, {16, 3}};
+    static const int32_t out_s[8] = {18, 0, -13, 0, 17, 0, -14, 0}; /* the output's shift 46 + s: 64, 33, 63, 32 */
     int f, r;
     h_begin();
     for (r = 0; r < 2; ++r) {
@@ -382,7 +384,7 @@ static void attention(void) {
           p[MT_ATTN_L] = 6, p[MT_ATTN_S] = 70, p[MT_ATTN_D] = dv[c][0], p[MT_ATTN_DV] = dv[c][1];
           p[MT_ATTN_K_STRIDE] = 17, p[MT_ATTN_V_STRIDE] = 11;
           p[MT_ATTN_LOGIT_M] = lm[f][0], p[MT_ATTN_LOGIT_S] = lm[f][1];
-          p[MT_ATTN_OUT_M] = 1431655765, p[MT_ATTN_OUT_S] = 0;
+          p[MT_ATTN_OUT_M] = f == 7 ? 0 : 1431655765, p[MT_ATTN_OUT_S] = out_s[f];
           p[MT_ATTN_FLAGS] = f % 3 == 1 ? MT_ATTN_CAUSAL : 0;
           mt_attention_stream_s16(p, f % 3 == 2 ? keep : 0, a16, b16, y16 + 2048, y16, acc64), h16(y16, 6 * dv[c][1]);
         }

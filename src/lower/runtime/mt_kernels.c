@@ -1620,29 +1620,38 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
   }
 MT_DEFINE_ATTN_OUT(s8, int8_t, int32_t)
 MT_DEFINE_ATTN_OUT(s16, int16_t, int64_t)
-#define mt_attn_out_s16 mt_attn_out_ref_s16
 #if MT_DSP
-/* int8 for 33 <= sh <= 63 (sh = 46 - g + the output shift), the same integers in 32-bit steps:
- * a = round(|acc| / 2^pre) (|acc| <= 2^31, 1 <= pre <= 16) is one add and shift, a <= 2^30;
- * round(a y / 2^sh) = floor((a y + 2^(sh-1)) / 2^sh) is the high word of a y + 2^(sh-1) (one
- * UMLAL) shifted by sh - 32, below 2^29 (nothing to saturate at int32); then the sign and
- * SSAT to int8 (mt_out_s8 with zero point 0). */
-static void mt_attn_out_s8(const mt_attn_norm *n, const int32_t *acc, int8_t *out, int Dv) {
-  const uint32_t y = n->y;
-  const int pre = n->pre, hs = n->sh - 32;
-  int d;
-  if (hs < 1 || hs > 31) {
-    mt_attn_out_ref_s8(n, acc, out, Dv);
-    return;
+/* For 33 <= sh <= 63 (sh = 46 - g + the output shift) the same integers in 32-bit steps:
+ * a = round(|acc| / 2^pre) (1 <= pre <= 16) is one add and shift, a < 2^32 (|acc| <= 2^31 for
+ * int8; about l 2^15 for int16, so a <= ~2^31); with y <= 2^31, round(a y / 2^sh) =
+ * floor((a y + 2^(sh-1)) / 2^sh) is the high word of a y + 2^(sh-1) (one UMLAL, no carry out
+ * of 64 bits) shifted by sh - 32, below 2^30 (nothing to saturate at int32); then the sign
+ * and SSAT to the output type (mt_out_* with zero point 0). */
+#define MT_DEFINE_ATTN_OUT_DSP(T, CT, ACC, MAG, BITS)                                                     \
+  static void mt_attn_out_##T(const mt_attn_norm *n, const ACC *acc, CT *out, int Dv) {                   \
+    const uint32_t y = n->y;                                                                              \
+    const int pre = n->pre, hs = n->sh - 32;                                                              \
+    int d;                                                                                                \
+    if (hs < 1 || hs > 31) {                                                                              \
+      mt_attn_out_ref_##T(n, acc, out, Dv);                                                               \
+      return;                                                                                             \
+    }                                                                                                     \
+    for (d = 0; d < Dv; ++d) {                                                                            \
+      const uint64_t a = (uint64_t)(MAG(acc[d]) + (1u << (pre - 1))) >> pre;                               \
+      uint32_t r;                                                                                         \
+      if (a >> 32) { /* beyond the bound above: the reference */                                          \
+        out[d] = mt_out_##T(mt_attn_norm_apply(n, acc[d]), 0);                                            \
+        continue;                                                                                         \
+      }                                                                                                   \
+      r = (uint32_t)((a * y + ((uint64_t)(1u << (hs - 1)) << 32)) >> 32) >> hs;                           \
+      out[d] = (CT)(int32_t)__builtin_arm_ssat(acc[d] < 0 ? -(int32_t)r : (int32_t)r, BITS);             \
+    }                                                                                                     \
   }
-  for (d = 0; d < Dv; ++d) {
-    const uint32_t a = (mt_mag32(acc[d]) + (1u << (pre - 1))) >> pre;
-    const uint32_t r = (uint32_t)(((uint64_t)a * y + ((uint64_t)(1u << (hs - 1)) << 32)) >> 32) >> hs;
-    out[d] = (int8_t)(int32_t)__builtin_arm_ssat(acc[d] < 0 ? -(int32_t)r : (int32_t)r, 8);
-  }
-}
+MT_DEFINE_ATTN_OUT_DSP(s8, int8_t, int32_t, mt_mag32, 8)
+MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
 #else
 #define mt_attn_out_s8 mt_attn_out_ref_s8
+#define mt_attn_out_s16 mt_attn_out_ref_s16
 #endif
 
 /* One body for both types: ACC the accumulators (int64 for s16, int32 for s8, where the
