@@ -318,6 +318,21 @@ static void sum_argmax(void) {
   h_end("sum argmax");
 }
 
+/* One case of the logit-format runs below: L = 6 queries, S = 70 keys (several blocks of keys,
+ * an odd last one), k at stride 17 and v at stride vs, the logit format lm = {m, s}; the
+ * output's shift 46 + out_s[f] (64, 33, 63, 32: both sides of the 32-bit normaliser's
+ * range), output multiplier 0 for f = 7; causal for f % 3 == 1 (the caller masks f % 3 == 2). */
+static void attn_format(int32_t *p, int D, int Dv, int vs, const int32_t *lm, int f) {
+  static const int32_t out_s[8] = {18, 0, -13, 0, 17, 0, -14, 0};
+  int i;
+  for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
+  p[MT_ATTN_L] = 6, p[MT_ATTN_S] = 70, p[MT_ATTN_D] = D, p[MT_ATTN_DV] = Dv;
+  p[MT_ATTN_K_STRIDE] = 17, p[MT_ATTN_V_STRIDE] = vs;
+  p[MT_ATTN_LOGIT_M] = lm[0], p[MT_ATTN_LOGIT_S] = lm[1];
+  p[MT_ATTN_OUT_M] = f == 7 ? 0 : 1431655765, p[MT_ATTN_OUT_S] = out_s[f];
+  p[MT_ATTN_FLAGS] = f % 3 == 1 ? MT_ATTN_CAUSAL : 0;
+}
+
 static void attention(void) {
   static const struct {
     int L, S, D, Dv, mask;
@@ -365,7 +380,8 @@ static void attention(void) {
   /* int16 logit formats: full-range q, k (scores beyond int32), D odd and 2 mod 4, several
    * blocks of keys (an odd last one), read through strides; logit shifts inside and outside
    * [1, 31], both signs of m, m = 0; no mask, causal, bit mask; and q, k within +-400, where
-   * the small shifts give logits a few units apart (one unit off changes some outputs) */
+   * the small shifts give logits a few units apart (one unit off changes some outputs); the
+   * output formats of attn_format */
   {
     static const int32_t lm[][2] = {{1548970010, 11}, {-1548970010, 9}, {1073741824, 1}, {2147483647, 2},
                                     {1548970010, 31}, {1548970010, 0}, {1548970010, 40}, {0, 20}};
@@ -378,16 +394,34 @@ static void attention(void) {
       fill16(y16 + 2048, 70 * 11, -32768, 32767);
       for (c = 0; c < 3; ++c)
         for (f = 0; f < 8; ++f) {
-          for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
-          p[MT_ATTN_L] = 6, p[MT_ATTN_S] = 70, p[MT_ATTN_D] = dv[c][0], p[MT_ATTN_DV] = dv[c][1];
-          p[MT_ATTN_K_STRIDE] = 17, p[MT_ATTN_V_STRIDE] = 11;
-          p[MT_ATTN_LOGIT_M] = lm[f][0], p[MT_ATTN_LOGIT_S] = lm[f][1];
-          p[MT_ATTN_OUT_M] = 1431655765, p[MT_ATTN_OUT_S] = 0;
-          p[MT_ATTN_FLAGS] = f % 3 == 1 ? MT_ATTN_CAUSAL : 0;
+          attn_format(p, dv[c][0], dv[c][1], 11, lm[f], f);
           mt_attention_stream_s16(p, f % 3 == 2 ? keep : 0, a16, b16, y16 + 2048, y16, acc64), h16(y16, 6 * dv[c][1]);
         }
     }
     h_end("attention s16 formats");
+  }
+  /* int8 logit formats: the same shapes (D odd and 2 mod 4, Dv odd, an odd last key, several
+   * blocks of keys, strides); logit shifts for the one-SMLAL logit (s <= 1) and beyond it, both
+   * signs of m, m = 0; no mask, causal, bit mask; q, k full range or within +-3, where many
+   * logits tie with the max (weight 1, beyond SMLAD's halfwords); the output formats of
+   * attn_format */
+  {
+    static const int32_t lm[][2] = {{1548970010, -5}, {-1548970010, -7}, {1073741824, 1}, {2147483647, -20},
+                                    {1548970010, 2}, {1548970010, 12}, {1548970010, -30}, {0, -6}};
+    static const int dv[][2] = {{7, 5}, {10, 10}, {16, 3}, {16, 16}};
+    int f, r;
+    h_begin();
+    for (r = 0; r < 2; ++r) {
+      fill8(a8, 6 * 16, r ? -3 : -128, r ? 3 : 127);
+      fill8(b8, 70 * 17, r ? -3 : -128, r ? 3 : 127);
+      fill8(y8 + 2048, 70 * 17, -128, 127);
+      for (c = 0; c < 4; ++c)
+        for (f = 0; f < 8; ++f) {
+          attn_format(p, dv[c][0], dv[c][1], 17, lm[f], f);
+          mt_attention_stream_s8(p, f % 3 == 2 ? keep : 0, a8, b8, y8 + 2048, y8, acc32), h8(y8, 6 * dv[c][1]);
+        }
+    }
+    h_end("attention s8 formats");
   }
   /* extremes: saturated logits, in place (out = q) */
   for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;

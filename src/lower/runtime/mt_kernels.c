@@ -1312,28 +1312,50 @@ static inline int32_t mt_attn_logit_smlal(int32_t score, int32_t m, int k) {
   return mt_smlal_hi(0x80000000u - ((uint32_t)(score ^ m) >> 31), 0, score * ((int32_t)1 << k), m);
 }
 
-/* Two keys per pass over q: each word of q loaded and split once (SXTB16), 4 SMLAD per 4
- * features and 2 keys; exact int32 sums as the reference. */
-static inline void mt_attn_logits_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj, int ks, int n, int D,
-                                     int32_t *t) {
+/* The logits of keys kj and k1 (two keys per pass over q): each word of q loaded and split once
+ * (SXTB16), 4 SMLAD per 4 features and 2 keys; exact int32 sums as the reference. Inline, so
+ * that a constant D unrolls the loop. */
+static inline __attribute__((always_inline)) void mt_attn_logit2_s8(const mt_attn *a, const int8_t *qi,
+                                                                    const int8_t *k0, const int8_t *k1, int D,
+                                                                    int32_t *t) {
   const int32_t m = a->p[MT_ATTN_LOGIT_M];
-  const int s = a->p[MT_ATTN_LOGIT_S], lk = a->logit_k;
-  int i, j;
+  const int lk = a->logit_k;
+  int32_t s0 = 0, s1 = 0;
+  int i = 0;
+  if (D == 16) { /* the usual head dimension, unrolled */
+    MT_MAC2_S8_S8(qi, k0, k1, s0, s1);
+    MT_MAC2_S8_S8(qi + 4, k0 + 4, k1 + 4, s0, s1);
+    MT_MAC2_S8_S8(qi + 8, k0 + 8, k1 + 8, s0, s1);
+    MT_MAC2_S8_S8(qi + 12, k0 + 12, k1 + 12, s0, s1);
+    i = 16;
+  }
+  for (; i + 4 <= D; i += 4) MT_MAC2_S8_S8(qi + i, k0 + i, k1 + i, s0, s1);
+  for (; i < D; ++i) {
+    s0 += (int32_t)qi[i] * k0[i];
+    s1 += (int32_t)qi[i] * k1[i];
+  }
+  if (lk >= 0) {
+    t[0] = mt_attn_logit_smlal(s0, m, lk);
+    t[1] = mt_attn_logit_smlal(s1, m, lk);
+  } else {
+    const int s = a->p[MT_ATTN_LOGIT_S];
+    t[0] = mt_rq32(s0, m, s);
+    t[1] = mt_rq32(s1, m, s);
+  }
+}
+
+/* The logits of a block of n keys, two at a time (an odd last key is computed twice, into
+ * t[n]); head dimension 16 with the loop over q unrolled. Not inlined into the attention body
+ * (one call per block of keys), so that its loops keep their values in registers. */
+static __attribute__((noinline)) void mt_attn_logits_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj,
+                                                        int ks, int n, int D, int32_t *t) {
+  int j;
   for (j = 0; j < n; j += 2, kj += 2 * ks) {
-    const int8_t *k1 = j + 1 < n ? kj + ks : kj; /* an odd last key is computed twice */
-    int32_t s0 = 0, s1 = 0;
-    for (i = 0; i + 4 <= D; i += 4) MT_MAC2_S8_S8(qi + i, kj + i, k1 + i, s0, s1);
-    for (; i < D; ++i) {
-      s0 += (int32_t)qi[i] * kj[i];
-      s1 += (int32_t)qi[i] * k1[i];
-    }
-    if (lk >= 0) {
-      t[j] = mt_attn_logit_smlal(s0, m, lk);
-      t[j + 1] = mt_attn_logit_smlal(s1, m, lk);
-    } else {
-      t[j] = mt_rq32(s0, m, s);
-      t[j + 1] = mt_rq32(s1, m, s);
-    }
+    const int8_t *k1 = j + 1 < n ? kj + ks : kj;
+    if (D == 16)
+      mt_attn_logit2_s8(a, qi, kj, k1, 16, t + j);
+    else
+      mt_attn_logit2_s8(a, qi, kj, k1, D, t + j);
   }
 }
 
@@ -1365,6 +1387,31 @@ static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, co
   }
   for (; d < Dv; ++d) acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d];
 }
+
+/* Four keys: acc[d] += w0 v0[d] + .. + w3 v3[d] in one load and store of each sum: when all four
+ * weights fit int16, two SMLAD per feature on the v bytes paired by SXTB16 + PKHBT/PKHTB, the
+ * weights packed in two words once; else the C sum. Exact int32 sums, as the reference. */
+static inline void mt_attn_pv4_s8(int32_t *acc, const int8_t *const *pv, const int32_t *pw, const int8_t *v3,
+                                  int32_t w3, int Dv) {
+  const int8_t *v0 = pv[0], *v1 = pv[1], *v2 = pv[2];
+  const int32_t w0 = pw[0], w1 = pw[1], w2 = pw[2];
+  int d = 0;
+  if (w0 <= 32767 && w1 <= 32767 && w2 <= 32767 && w3 <= 32767) {
+    const int32_t wa = mt_pack_halves(w0, w1), wb = mt_pack_halves(w2, w3);
+    for (; d + 4 <= Dv; d += 4) {
+      const int32_t x0 = mt_ld32(v0 + d), x1 = mt_ld32(v1 + d), x2 = mt_ld32(v2 + d), x3 = mt_ld32(v3 + d);
+      const int32_t e0 = __sxtb16(x0), e1 = __sxtb16(x1), e2 = __sxtb16(x2), e3 = __sxtb16(x3);
+      const int32_t o0 = mt_odd_bytes(x0), o1 = mt_odd_bytes(x1), o2 = mt_odd_bytes(x2), o3 = mt_odd_bytes(x3);
+      acc[d] = __smlad(mt_even_halves(e2, e3), wb, __smlad(mt_even_halves(e0, e1), wa, acc[d]));
+      acc[d + 1] = __smlad(mt_even_halves(o2, o3), wb, __smlad(mt_even_halves(o0, o1), wa, acc[d + 1]));
+      acc[d + 2] = __smlad(mt_odd_halves(e2, e3), wb, __smlad(mt_odd_halves(e0, e1), wa, acc[d + 2]));
+      acc[d + 3] = __smlad(mt_odd_halves(o2, o3), wb, __smlad(mt_odd_halves(o0, o1), wa, acc[d + 3]));
+    }
+  }
+  for (; d < Dv; ++d) acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d] + w2 * (int32_t)v2[d] + w3 * (int32_t)v3[d];
+}
+#define MT_ATTN_GROUP_s8 4
+#define mt_attn_pvg_s8 mt_attn_pv4_s8
 
 /* The int16 logit rq(score, m, s) for 1 <= s <= 31 and m != 0 (the usual ratio below 1/2),
  * inline (no call in the loop over the keys), the same integer as mt_rq. A score within int32:
@@ -1521,13 +1568,15 @@ static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int32_t a, c
 
 /* The keys added in one pass over the sums, MT_ATTN_GROUP_* (the first ones pending), by
  * mt_attn_pvg_*(acc, pending rows, their weights, last row, its weight, Dv): four for the
- * Armv7E-M int16 variant, else two. */
+ * Armv7E-M variants, else two. */
 #ifndef MT_ATTN_GROUP_s16
 #define MT_ATTN_GROUP_s16 2
 #define mt_attn_pvg_s16(acc, pv, pw, v, w, Dv) mt_attn_pv2_s16(acc, pv[0], pw[0], v, w, Dv)
 #endif
+#ifndef MT_ATTN_GROUP_s8
 #define MT_ATTN_GROUP_s8 2
 #define mt_attn_pvg_s8(acc, pv, pw, v, w, Dv) mt_attn_pv2_s8(acc, pv[0], pw[0], v, w, Dv)
+#endif
 
 /* acc[d] += w v[d] for one key (a pending key before a rescaling or at the end) */
 static inline void mt_attn_pv1_s8(int32_t *acc, const int8_t *v, int32_t w, int Dv) {
@@ -1562,6 +1611,48 @@ static mt_attn_norm mt_attn_norm_init(const mt_attn *a, uint32_t l, int g) {
 static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
   return mt_rshift_s64(mt_rshift_s64_s64(acc, n->pre) * (int64_t)n->y, n->sh);
 }
+
+/* A query's outputs: out[d] = mt_out(norm(acc[d]), 0), mt_attn_out_* */
+#define MT_DEFINE_ATTN_OUT(T, CT, ACC)                                                          \
+  static void mt_attn_out_ref_##T(const mt_attn_norm *n, const ACC *acc, CT *out, int Dv) {     \
+    int d;                                                                                      \
+    for (d = 0; d < Dv; ++d) out[d] = mt_out_##T(mt_attn_norm_apply(n, acc[d]), 0);             \
+  }
+MT_DEFINE_ATTN_OUT(s8, int8_t, int32_t)
+MT_DEFINE_ATTN_OUT(s16, int16_t, int64_t)
+#if MT_DSP
+/* For 33 <= sh <= 63 (sh = 46 - g + the output shift) the same integers in 32-bit steps:
+ * a = round(|acc| / 2^pre) (1 <= pre <= 16) is one add and shift, a < 2^32 (|acc| <= 2^31 for
+ * int8; about l 2^15 for int16, so a <= ~2^31); with y <= 2^31, round(a y / 2^sh) =
+ * floor((a y + 2^(sh-1)) / 2^sh) is the high word of a y + 2^(sh-1) (one UMLAL, no carry out
+ * of 64 bits) shifted by sh - 32, below 2^30 (nothing to saturate at int32); then the sign
+ * and SSAT to the output type (mt_out_* with zero point 0). */
+#define MT_DEFINE_ATTN_OUT_DSP(T, CT, ACC, MAG, BITS)                                                     \
+  static void mt_attn_out_##T(const mt_attn_norm *n, const ACC *acc, CT *out, int Dv) {                   \
+    const uint32_t y = n->y;                                                                              \
+    const int pre = n->pre, hs = n->sh - 32;                                                              \
+    int d;                                                                                                \
+    if (hs < 1 || hs > 31) {                                                                              \
+      mt_attn_out_ref_##T(n, acc, out, Dv);                                                               \
+      return;                                                                                             \
+    }                                                                                                     \
+    for (d = 0; d < Dv; ++d) {                                                                            \
+      const uint64_t a = (uint64_t)(MAG(acc[d]) + (1u << (pre - 1))) >> pre;                               \
+      uint32_t r;                                                                                         \
+      if (a >> 32) { /* beyond the bound above: the reference */                                          \
+        out[d] = mt_out_##T(mt_attn_norm_apply(n, acc[d]), 0);                                            \
+        continue;                                                                                         \
+      }                                                                                                   \
+      r = (uint32_t)((a * y + ((uint64_t)(1u << (hs - 1)) << 32)) >> 32) >> hs;                           \
+      out[d] = (CT)(int32_t)__builtin_arm_ssat(acc[d] < 0 ? -(int32_t)r : (int32_t)r, BITS);             \
+    }                                                                                                     \
+  }
+MT_DEFINE_ATTN_OUT_DSP(s8, int8_t, int32_t, mt_mag32, 8)
+MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
+#else
+#define mt_attn_out_s8 mt_attn_out_ref_s8
+#define mt_attn_out_s16 mt_attn_out_ref_s16
+#endif
 
 /* One body for both types: ACC the accumulators (int64 for s16, int32 for s8, where the
  * weights enter with g fewer bits so that S * 2^(16 - g) * 2^7 <= 2^31), MULQ16 the
@@ -1637,7 +1728,7 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
       MT_ATTN_FLUSH(T);                                                                                    \
       {                                                                                                    \
         const mt_attn_norm nrm = mt_attn_norm_init(&a, l, g);                                              \
-        for (d = 0; d < Dv; ++d) out[i * os + d] = mt_out_##T(mt_attn_norm_apply(&nrm, acc[d]), 0);       \
+        mt_attn_out_##T(&nrm, acc, out + i * os, Dv);                                                      \
       }                                                                                                    \
     }                                                                                                      \
   }
