@@ -515,19 +515,20 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, int64_t, 2
 MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, int64_t, 2, MT_MAC2_S16_S16, mt_linear_out64)
 
 /* The requantization of one channel, set up once per channel for the int8 x int8 layers when
- * 1 <= s <= 31 and m != 0 (a ratio below 1/2: mt_rq32_common's case, mt_rq_chan_fast): with
+ * 1 <= s <= 31 and m > 0 (a positive ratio below 1/2, the usual case: mt_rq_chan_fast): with
  * P = acc m (|P| < 2^62) the rounded result floor((P + 2^(30+s) - [P < 0]) / 2^(31+s)) is
- * formed as u = P + c - [P < 0], c = 2^62 + 2^(30+s) (u >= 0: one SMLAL from the constant),
- * then the high word shifted by s - 1 minus the offset 2^(31-s): no 64-bit shift, the same
- * integer. The output zero point is folded into the offset (|result| <= 2^30: nothing to
- * saturate before it). */
+ * formed as u = P + c - [P < 0], c = 2^62 + 2^(30+s) (u >= 0), then the high word shifted by
+ * s - 1 minus the offset 2^(31-s): no 64-bit shift, the same integer. As m > 0, [P < 0] =
+ * [acc < 0] and c - [P < 0] is c plus acc >> 31 (arithmetic: 0 or -1) sign-extended to 64
+ * bits: ADDS and ADC with the shifted operand, then the one SMLAL. The output zero point is
+ * folded into the offset (|result| <= 2^30: nothing to saturate before it). */
 typedef struct {
-  uint64_t c;
-  int32_t m, off;
+  uint32_t c_lo; /* c's low and high words */
+  int32_t c_hi, m, off;
   int sh;
 } mt_rq_chan;
 
-static inline int mt_rq_chan_fast(const int32_t *rq) { return rq[1] >= 1 && rq[1] <= 31 && rq[0] != 0; }
+static inline int mt_rq_chan_fast(const int32_t *rq) { return rq[1] >= 1 && rq[1] <= 31 && rq[0] > 0; }
 
 static inline mt_rq_chan mt_rq_chan_init(const int32_t *rq, int32_t y_zero) {
   const int s = rq[1];
@@ -535,28 +536,39 @@ static inline mt_rq_chan mt_rq_chan_init(const int32_t *rq, int32_t y_zero) {
   q.m = rq[0];
   q.sh = s - 1;
   q.off = (int32_t)(1u << (31 - s)) - y_zero;
-  q.c = ((uint64_t)1 << 62) + ((uint64_t)1 << (30 + s));
+  q.c_lo = s == 1 ? 1u << 31 : 0u;
+  q.c_hi = (int32_t)((1u << 30) + (s == 1 ? 0u : 1u << (s - 2)));
   return q;
 }
 
-/* y_zero + rq(acc) saturated (SSAT), at least y_min: mt_linear_out_* for a fast channel */
+/* y_zero + rq(acc) for a fast channel (not saturated) */
 static inline int32_t mt_rq_chan_apply(const mt_rq_chan *q, int32_t acc) {
-  const uint64_t u = q->c - ((uint32_t)(acc ^ q->m) >> 31) + (uint64_t)((int64_t)acc * q->m);
+  uint32_t lo, hi; /* {hi, lo} = c - [acc < 0] */
+  __asm__("adds %0, %2, %4, asr #31\n\tadc %1, %3, %4, asr #31"
+          : "=&r"(lo), "=r"(hi)
+          : "r"(q->c_lo), "r"(q->c_hi), "r"(acc)
+          : "cc");
+  const uint64_t u = ((uint64_t)hi << 32 | lo) + (uint64_t)((int64_t)acc * q->m);
   return (int32_t)((uint32_t)(u >> 32) >> q->sh) - q->off;
 }
-#define MT_CHAN_OUT(BITS, q, acc) ((int32_t)__builtin_arm_ssat(mt_rq_chan_apply(q, acc), BITS))
+static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
+/* mt_linear_out_* for a fast channel: y_zero + rq(acc) saturated (SSAT), at least y_min */
+#define MT_CHAN_OUT(BITS, q, acc, y_min) \
+  mt_max32((int32_t)__builtin_arm_ssat(mt_rq_chan_apply(q, acc), BITS), y_min)
 
 /* int8 x int8: two rows of x times two weight rows per pass, so each loaded word (and its
  * SXTB16 split) serves two products: per 4 inputs 4 LDR, 8 SXTB16, 8 SMLAD for 16 MACs. The
  * sums start from the bias, exact in int32 (|b| < 2^30, in <= 65536, |x w| <= 2^14); an odd
- * last row takes one row times the two channels, an odd last channel is computed twice. When
- * every channel's requantization is fast (the usual ratio below 1/2) it is set up once per
- * channel pair, else (and for a single row, where that setup would not pay) the one-row
- * variant above takes the call. */
+ * last row takes one row times the two channels, an odd last channel is computed twice. The
+ * inner loop indexes the four rows from their ends with j counting up to 0 (its add sets the
+ * flags: no compare). When every channel's requantization is fast (the usual positive ratio
+ * below 1/2) it is set up once per channel pair, else (and for a single row, where that setup
+ * would not pay) the one-row variant above takes the call. */
 #define MT_DEFINE_LINEAR_DSP_S8(Y, YT, BITS)                                                             \
   static int mt_linear_dsp2_s8_s8_##Y(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, int rows, \
                                       int in, int out, int xs, const int32_t *rq, int rq_per_channel,     \
                                       int32_t y_zero, int32_t y_min) {                                    \
+    const int in4 = in & ~3;                                                                              \
     int r, o, j;                                                                                          \
     if (in > 65536) return 0;                                                                             \
     for (o = 0; o < (rq_per_channel ? out : 1) && rows >= 2; ++o)                                         \
@@ -571,37 +583,38 @@ static inline int32_t mt_rq_chan_apply(const mt_rq_chan *q, int32_t acc) {
       const mt_rq_chan q0 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                   \
       const mt_rq_chan q1 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o1 : 0), y_zero);                  \
       const int32_t b0 = b ? b[o] : 0, b1 = b ? b[o1] : 0;                                                \
+      const int8_t *xa = x;                                                                               \
       YT *y0 = y + o;                                                                                     \
-      for (r = 0; r + 1 < rows; r += 2, y0 += 2 * out) {                                                  \
-        const int8_t *xa = x + r * xs, *xb = xa + xs;                                                     \
+      for (r = rows >> 1; r != 0; --r, xa += 2 * xs, y0 += 2 * out) {                                     \
+        const int8_t *xb = xa + xs;                                                                       \
+        const int8_t *xae = xa + in4, *xbe = xb + in4, *w0e = w0 + in4, *w1e = w1 + in4;                  \
         YT *y1 = y0 + out;                                                                                \
-        int32_t a00 = b0, a01 = b1, a10 = b0, a11 = b1, v;                                                \
-        for (j = 0; j + 4 <= in; j += 4) {                                                                \
-          const int32_t u = mt_ld32(xa + j), t = mt_ld32(xb + j);                                         \
+        int32_t a00 = b0, a01 = b1, a10 = b0, a11 = b1;                                                   \
+        for (j = -in4; j != 0; j += 4) {                                                                  \
+          const int32_t u = mt_ld32(xae + j), t = mt_ld32(xbe + j);                                       \
           const int32_t ue = __sxtb16(u), uo = mt_odd_bytes(u), te = __sxtb16(t), to = mt_odd_bytes(t);   \
-          const int32_t p = mt_ld32(w0 + j), pe = __sxtb16(p), po = mt_odd_bytes(p);                      \
-          const int32_t g = mt_ld32(w1 + j), ge = __sxtb16(g), go = mt_odd_bytes(g);                      \
+          const int32_t p = mt_ld32(w0e + j), pe = __sxtb16(p), po = mt_odd_bytes(p);                     \
+          const int32_t g = mt_ld32(w1e + j), ge = __sxtb16(g), go = mt_odd_bytes(g);                     \
           a00 = __smlad(uo, po, __smlad(ue, pe, a00));                                                    \
           a10 = __smlad(to, po, __smlad(te, pe, a10));                                                    \
           a01 = __smlad(uo, go, __smlad(ue, ge, a01));                                                    \
           a11 = __smlad(to, go, __smlad(te, ge, a11));                                                    \
         }                                                                                                 \
-        for (; j < in; ++j) {                                                                             \
+        for (j = in4; j < in; ++j) {                                                                      \
           a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                                   \
           a10 += (int32_t)xb[j] * w0[j], a11 += (int32_t)xb[j] * w1[j];                                   \
         }                                                                                                 \
-        v = MT_CHAN_OUT(BITS, &q0, a00), y0[0] = (YT)(v < y_min ? y_min : v);                             \
-        v = MT_CHAN_OUT(BITS, &q1, a01), y0[o1 - o] = (YT)(v < y_min ? y_min : v);                        \
-        v = MT_CHAN_OUT(BITS, &q0, a10), y1[0] = (YT)(v < y_min ? y_min : v);                             \
-        v = MT_CHAN_OUT(BITS, &q1, a11), y1[o1 - o] = (YT)(v < y_min ? y_min : v);                        \
+        y0[0] = (YT)MT_CHAN_OUT(BITS, &q0, a00, y_min);                                                   \
+        y0[o1 - o] = (YT)MT_CHAN_OUT(BITS, &q1, a01, y_min);                                              \
+        y1[0] = (YT)MT_CHAN_OUT(BITS, &q0, a10, y_min);                                                   \
+        y1[o1 - o] = (YT)MT_CHAN_OUT(BITS, &q1, a11, y_min);                                              \
       }                                                                                                   \
-      if (r < rows) { /* an odd last row: the two channels only */                                        \
-        const int8_t *xa = x + r * xs;                                                                    \
-        int32_t a00 = b0, a01 = b1, v;                                                                    \
+      if (rows & 1) { /* an odd last row: the two channels only */                                        \
+        int32_t a00 = b0, a01 = b1;                                                                       \
         for (j = 0; j + 4 <= in; j += 4) MT_MAC2_S8_S8(xa + j, w0 + j, w1 + j, a00, a01);                 \
         for (; j < in; ++j) a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                 \
-        v = MT_CHAN_OUT(BITS, &q0, a00), y0[0] = (YT)(v < y_min ? y_min : v);                             \
-        v = MT_CHAN_OUT(BITS, &q1, a01), y0[o1 - o] = (YT)(v < y_min ? y_min : v);                        \
+        y0[0] = (YT)MT_CHAN_OUT(BITS, &q0, a00, y_min);                                                   \
+        y0[o1 - o] = (YT)MT_CHAN_OUT(BITS, &q1, a01, y_min);                                              \
       }                                                                                                   \
     }                                                                                                     \
     return 1;                                                                                             \
