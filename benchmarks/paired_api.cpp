@@ -26,11 +26,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 extern "C" {
 
-/// microtorch's thread count (BLAS included), as set_num_threads.
+/// microtorch's thread count, as set_num_threads (which also keeps OpenBLAS at one thread a call).
 void mtb_set_threads(int n) { microtorch::set_num_threads(n); }
 
-/// OpenBLAS's own thread count alone, for the PyTorch side: torch.set_num_threads sets its
-/// OpenMP threads but leaves the OpenBLAS that both libraries load as it is.
+/// OpenBLAS's own thread count alone, for the PyTorch side and the reference sgemm:
+/// torch.set_num_threads sets its OpenMP threads but leaves the OpenBLAS that both libraries
+/// load as it is.
 void mtb_set_blas_threads(int n) { openblas_set_num_threads(n); }
 
 /// The OpenBLAS kernel set in use.

@@ -24,11 +24,17 @@ int threads_from_environment() {
   return n >= 1 ? n : 1;
 }
 
-// Applied when the library is loaded, before any matmul.
+// OpenBLAS runs every call on the calling thread: microtorch's matmuls split their work
+// over the pool below themselves (matmul.cpp). Two pools on the same cores fight: after a
+// multi-threaded call OpenBLAS's workers spin in sched_yield for ~2^28 cycles (its
+// THREAD_TIMEOUT), taking the core the next region's worker needs (MHA 4x512x512x8 forward +
+// backward at 2 threads: 106 ms with them, 77 ms without). Set when the library is loaded,
+// before any matmul, and again by set_num_threads in case other code changed it.
+void blas_on_caller() { openblas_set_num_threads(1); }
+
 const int initial_threads = [] {
-  const int n = threads_from_environment();
-  openblas_set_num_threads(n);
-  return n;
+  blas_on_caller();
+  return threads_from_environment();
 }();
 
 // Read by every parallel_for on any thread; written by set_num_threads.
@@ -128,7 +134,7 @@ thread_local bool in_region = false;
 void set_num_threads(int n) {
   if (n < 1) throw ValueError(fmt::format("set_num_threads: needs at least 1 thread, got {}", n));
   std::lock_guard<std::mutex> lock(blas_threads_mutex);
-  openblas_set_num_threads(n);
+  blas_on_caller();
   current_threads.store(n);
 }
 

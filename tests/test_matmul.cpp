@@ -88,15 +88,42 @@ TEST_CASE("matmul errors name both shapes and suggest the fix") {
   CHECK_THROWS_MSG(mt::matmul(mt::tensor(2.0), mt::ones({2})), mt::ShapeError, "mul()");
 }
 
-TEST_CASE("one thread setting governs BLAS; results do not depend on it") {
-  mt::manual_seed(12);
-  Tensor a = mt::randn({64, 96}, mt::kFloat64), b = mt::randn({96, 80}, mt::kFloat64);
-  CHECK(mt::get_num_threads() >= 1);
+TEST_CASE("matmuls split over threads equal one BLAS call, rows or columns, transposed or not") {
+  // Large enough to be split at 2 and 3 threads: C taller than wide splits its rows, wider
+  // than tall its columns; the transposed operands are BLAS flags; K > 384 crosses BLAS's
+  // blocking of the inner dimension. Backward runs the transposed products. A part's BLAS
+  // call may round a sum differently from the whole product's (its own edge tiles), so float
+  // agrees to float rounding, double to double rounding; a misplaced part would be off by O(1).
+  struct Case {
+    std::int64_t m, k, n;
+    bool ta, tb;
+  };
   const int before = mt::get_num_threads();
-  Tensor one = mt::matmul(a, b);
-  mt::set_num_threads(2);
-  CHECK(mt::get_num_threads() == 2);
-  CHECK_CLOSE(mt::matmul(a, b), one, 1e-12, 1e-12);
+  for (const Case c : {Case{300, 520, 90, false, false}, Case{40, 520, 700, false, true}, Case{310, 200, 130, true, true},
+                       Case{70, 130, 650, true, false}}) {
+    for (const mt::Dtype dtype : {mt::kFloat32, mt::kFloat64}) {
+      INFO(c.m, " x ", c.k, " by ", c.k, " x ", c.n, ", transposed ", c.ta, c.tb, ", ", mt::dtype_name(dtype));
+      mt::manual_seed(12);
+      Tensor a = (c.ta ? mt::randn({c.k, c.m}, dtype).t() : mt::randn({c.m, c.k}, dtype)).detach().requires_grad_();
+      Tensor b = (c.tb ? mt::randn({c.n, c.k}, dtype).t() : mt::randn({c.k, c.n}, dtype)).detach().requires_grad_();
+      const Tensor g = mt::randn({c.m, c.n}, dtype);
+      auto run = [&](int threads) {
+        mt::set_num_threads(threads);
+        a.zero_grad(), b.zero_grad();
+        Tensor out = mt::matmul(a, b);
+        (out * g).sum().backward();
+        return std::vector<Tensor>{out.detach(), a.grad(), b.grad()};
+      };
+      const auto one = run(1);
+      const double tol = dtype == mt::kFloat32 ? 1e-4 : 1e-12;
+      CHECK_CLOSE(one[0], Tensor(reference_matmul(a.detach(), b.detach())), tol, tol);
+      for (int threads : {2, 3}) {
+        CAPTURE(threads);
+        const auto split = run(threads);
+        for (std::size_t i = 0; i < one.size(); ++i) CHECK_CLOSE(split[i], one[i], tol, tol);
+      }
+    }
+  }
   mt::set_num_threads(before);
   CHECK_THROWS_MSG(mt::set_num_threads(0), mt::ValueError, "at least 1 thread");
 }

@@ -31,6 +31,10 @@ threads and at 1 (its OpenMP loops calling single-thread GEMMs), and the faster 
 is its time (marked * when that is OpenBLAS at 1 thread). At 2 threads on 2 cores the two
 pools oversubscribe the cores on batched attention (8x64x64x4 forward+backward: 15.9 ms
 against 2.8 ms with OpenBLAS at 1 thread), while a lone matmul wants OpenBLAS's threads.
+microtorch keeps OpenBLAS at one thread a call and splits its products over its own threads;
+after a sample that ran OpenBLAS's threads (the sgemm or PyTorch at n > 1), OpenBLAS's
+workers spin for about 0.1 s (2^28 TSC ticks, its THREAD_TIMEOUT) before they sleep, so a
+microtorch sample at n > 1 starts SPIN_SETTLE seconds after the previous sample.
 """
 import argparse
 import ctypes
@@ -51,6 +55,7 @@ except ImportError:
     torch = None
 
 SGEMM_N = 1024
+SPIN_SETTLE = 0.2
 
 
 def load(build):
@@ -87,11 +92,17 @@ def measure(lib, name, threads, torch_fn, args):
     if not handle:
         sys.exit(f"bench_paired: the steps library does not know {name}")
 
-    def microtorch_side(fn):  # microtorch's setting, OpenBLAS included, before each sample
+    def microtorch_side(fn):  # microtorch's setting before each sample
         def sample(runs):
             lib.mtb_set_threads(threads)
+            if threads > 1:
+                time.sleep(SPIN_SETTLE)
             return fn(runs)
         return sample
+
+    def sgemm_side(runs):  # OpenBLAS on its own threads
+        lib.mtb_set_blas_threads(threads)
+        return lib.mtb_sgemm_seconds(SGEMM_N, runs)
 
     def torch_side(blas_threads):
         def sample(runs):
@@ -100,7 +111,7 @@ def measure(lib, name, threads, torch_fn, args):
         return sample
 
     samplers = {"mt": microtorch_side(lambda runs: lib.mtb_step_seconds(handle, runs)),
-                "sgemm": microtorch_side(lambda runs: lib.mtb_sgemm_seconds(SGEMM_N, runs))}
+                "sgemm": sgemm_side}
     torch_keys = []
     if torch_fn is not None:
         torch_keys = ["pt"] + (["pt_blas1"] if threads > 1 else [])

@@ -4,10 +4,15 @@
 ///
 /// microtorch targets small models, where threads cost more than they give: by default
 /// everything runs on one thread. `MICROTORCH_NUM_THREADS=<n>` in the environment, or
-/// set_num_threads(n) in code, raises it (as torch.set_num_threads does) for BLAS and for
-/// attention, whose batch x heads matrices are then split over n threads (the forward's
-/// query rows too, when the matrices do not divide evenly; the results are the same bits on
-/// any n). Its kernels call no BLAS, so the cores are never oversubscribed.
+/// set_num_threads(n) in code, raises it (as torch.set_num_threads does) for matmuls and
+/// linear layers, whose products are split by rows (or columns) over n threads, and for
+/// attention, whose batch x heads matrices are split over n threads (the forward's query
+/// rows too, when the matrices do not divide evenly; attention's results are the same bits
+/// on any n, a split product's agree to the dtype's rounding). Small products stay on one
+/// thread. microtorch runs one pool of threads: it keeps OpenBLAS at one thread per call
+/// (OpenBLAS's own workers, spinning between calls, would take the cores its pool needs), so
+/// a BLAS call of your own (xtensor-blas) runs on one thread unless you raise OpenBLAS's
+/// count yourself; set_num_threads sets it back to one.
 ///
 /// Threads of your own: tensors, modules and optimizers hold no hidden shared state, so
 /// independent models may be built, trained, saved and loaded in independent threads (a
@@ -19,8 +24,8 @@
 
 namespace microtorch {
 
-/// Sets the threads microtorch may use: BLAS within one matmul, or attention's batch x heads
-/// matrices (and query rows). Process-wide; n < 1 throws ValueError.
+/// Sets the threads microtorch may use: the rows (or columns) of one matmul, or attention's
+/// batch x heads matrices (and query rows). Process-wide; n < 1 throws ValueError.
 void set_num_threads(int n);
 /// The current thread setting: 1 unless MICROTORCH_NUM_THREADS or set_num_threads raised it.
 int get_num_threads();

@@ -10,6 +10,8 @@
 #include <limits>
 
 #include "gemm.hpp"
+#include "microtorch/parallel.hpp"
+#include "parallel_for.hpp"
 
 namespace microtorch {
 
@@ -20,8 +22,8 @@ namespace {
 // cblas takes int sizes. The rows of a non-transposed A and of C are independent, so a
 // product taller than INT_MAX rows runs in slices; any other size beyond INT_MAX is refused.
 template <class T, class Blas>
-void gemm_checked(Blas blas, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
-                  std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+void gemm_slices(Blas blas, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+                 std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
   constexpr std::int64_t kMax = std::numeric_limits<int>::max();
   if (n > kMax || k > kMax || lda > kMax || ldb > kMax || ldc > kMax || (ta && m > kMax)) {
     throw ShapeError(fmt::format("matmul: a {} x {} by {} x {} product has a size beyond the 2^31 - 1 that BLAS "
@@ -31,9 +33,39 @@ void gemm_checked(Blas blas, bool ta, bool tb, std::int64_t m, std::int64_t n, s
   for (std::int64_t r = 0; r < m; r += kMax) {
     const std::int64_t rows = std::min(kMax, m - r);
     blas(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
-         static_cast<int>(n), static_cast<int>(k), alpha, a + r * lda, static_cast<int>(lda), b, static_cast<int>(ldb),
-         beta, c + r * ldc, static_cast<int>(ldc));
+         static_cast<int>(n), static_cast<int>(k), alpha, a + r * (ta ? 1 : lda), static_cast<int>(lda), b,
+         static_cast<int>(ldb), beta, c + r * ldc, static_cast<int>(ldc));
   }
+}
+
+// The product split over microtorch's threads (parallel_for), each part a one-thread BLAS
+// call: blocks of kBlock rows of C (of op(A)), or of columns (of op(B)) when C is wider than
+// tall, at least kMinPart FLOPs a part (below that, waking a thread costs more than it saves).
+// A part's edge tiles may round a sum differently from the whole product's: results agree
+// across thread counts to the dtype's rounding, not bit for bit.
+template <class T, class Blas>
+void gemm_checked(Blas blas, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+                  std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  constexpr std::int64_t kBlock = 64;
+  constexpr double kMinPart = 4e6;
+  const bool by_rows = m >= n;
+  const std::int64_t extent = by_rows ? m : n;
+  const std::int64_t blocks = (extent + kBlock - 1) / kBlock;
+  const double block_flops = 2.0 * kBlock * static_cast<double>(by_rows ? n : m) * static_cast<double>(k);
+  const std::int64_t parts = std::min<std::int64_t>(
+      {blocks, get_num_threads(), static_cast<std::int64_t>(block_flops * static_cast<double>(blocks) / kMinPart)});
+  if (parts < 2) return gemm_slices(blas, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  const std::int64_t span = (blocks + parts - 1) / parts * kBlock;  // rows or columns of one part
+  parallel_for(parts, block_flops * static_cast<double>(span / kBlock), [&](std::int64_t begin, std::int64_t end) {
+    const std::int64_t first = begin * span, size = std::min(end * span, extent) - first;
+    if (size <= 0) return;
+    if (by_rows) {
+      gemm_slices(blas, ta, tb, size, n, k, alpha, a + first * (ta ? 1 : lda), lda, b, ldb, beta, c + first * ldc,
+                  ldc);
+    } else {
+      gemm_slices(blas, ta, tb, m, size, k, alpha, a, lda, b + first * (tb ? ldb : 1), ldb, beta, c + first, ldc);
+    }
+  });
 }
 
 }  // namespace
