@@ -1,6 +1,7 @@
 #include "microtorch/parallel.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -44,8 +45,13 @@ std::mutex blas_threads_mutex;  // openblas_set_num_threads is not meant to run 
 // Below this many FLOPs a parallel region costs more (waking a thread: ~10 us) than it saves.
 constexpr double kMinParallelFlops = 2e6;
 
-/// Worker threads that sleep until a region hands them a range. Only one region runs at a
+/// Worker threads that wait until a region hands them a range. Only one region runs at a
 /// time; a region started while another runs (from another user thread) runs serially.
+///
+/// A waiting thread (a worker between regions, the caller for the workers' ranges) first
+/// polls for kSpin, then sleeps on a condition variable: the regions of one training step
+/// come tens of microseconds apart, and waking a sleeping thread (a futex wake-up, on a
+/// virtual machine an idle vCPU's exit to the hypervisor) costs about as much.
 class Pool {
  public:
   ~Pool() {
@@ -80,6 +86,7 @@ class Pool {
     } catch (...) {
       mine = std::current_exception();
     }
+    poll([this] { return pending_.load(std::memory_order_acquire) == 0; });
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [this] { return pending_ == 0; });
     body_ = nullptr;
@@ -94,10 +101,24 @@ class Pool {
     if (begin < end) body(begin, end);
   }
 
+  // Returns when ready() holds or kSpin has passed.
+  template <class Ready>
+  static void poll(Ready ready) {
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    while (!ready() && std::chrono::steady_clock::now() < until) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+
   void work(int id) {
     std::uint64_t seen = 0;
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
+      lock.unlock();
+      poll([&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; });
+      lock.lock();
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
@@ -121,10 +142,13 @@ class Pool {
   std::vector<std::thread> workers_;
   const std::function<void(std::int64_t, std::int64_t)>* body_ = nullptr;
   std::int64_t n_ = 0;
-  int threads_ = 1, pending_ = 0;
-  std::uint64_t generation_ = 0;
+  int threads_ = 1;
+  // Written under mutex_ (the condition variables' predicates), polled without it.
+  std::atomic<int> pending_{0};
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  static constexpr std::chrono::microseconds kSpin{100};
   std::exception_ptr error_;
-  bool stop_ = false;
 };
 
 thread_local bool in_region = false;

@@ -46,7 +46,7 @@ void gemm_slices(Blas blas, bool ta, bool tb, std::int64_t m, std::int64_t n, st
 template <class T, class Blas>
 void gemm_checked(Blas blas, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
                   std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
-  constexpr std::int64_t kBlock = 64;
+  constexpr std::int64_t kBlock = 16;
   constexpr double kMinPart = 4e6;
   const bool by_rows = m >= n;
   const std::int64_t extent = by_rows ? m : n;
