@@ -47,7 +47,7 @@ template <class T, class Blas>
 void gemm_checked(Blas blas, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
                   std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
   constexpr std::int64_t kBlock = 16;
-  constexpr double kMinPart = 4e6;
+  constexpr double kMinPart = 2e6;
   const bool by_rows = m >= n;
   const std::int64_t extent = by_rows ? m : n;
   const std::int64_t blocks = (extent + kBlock - 1) / kBlock;
