@@ -380,12 +380,14 @@ static void attn_format(int32_t *p, int D, int Dv, int vs, const int32_t *lm, in
 static void attention(void) {
   static const struct {
     int L, S, D, Dv, mask;
-  } cfg[] = {{16, 16, 16, 16, 0}, {16, 16, 16, 16, 1}, {12, 20, 8, 12, 2}, {12, 12, 8, 8, 3}};
+  } cfg[] = {{16, 16, 16, 16, 0}, {16, 16, 16, 16, 1}, {12, 20, 8, 12, 2}, {12, 12, 8, 8, 3},
+             /* the unrolled head dimensions over several blocks of keys, an odd last one */
+             {16, 70, 4, 4, 0}, {10, 69, 8, 8, 2}, {12, 40, 32, 32, 1}};
   int32_t p[MT_ATTN_PARAMS];
   int c, i;
   for (i = 0; i < (int)sizeof keep; ++i) keep[i] = (uint8_t)(lcg() >> 24);
   for (i = 0; i < 4; ++i) keep[i] = 0; /* query 0 fully masked where the bit mask is used */
-  for (c = 0; c < 4; ++c) {
+  for (c = 0; c < (int)(sizeof cfg / sizeof cfg[0]); ++c) {
     const int L = cfg[c].L, S = cfg[c].S, D = cfg[c].D, Dv = cfg[c].Dv;
     const uint8_t *k = (cfg[c].mask & 2) ? keep : 0;
     char name[48];

@@ -1457,34 +1457,31 @@ static inline mt_attn_logit_q mt_attn_logit_q_init(const mt_attn *a) {
   return q;
 }
 
-static inline int32_t mt_attn_logit_q_apply(const mt_attn_logit_q *q, int64_t score) {
-  uint64_t x, u, hi;
-  if ((uint64_t)score + 0x80000000u <= 0xFFFFFFFFu) {
-    const int32_t s = (int32_t)score;
-    const uint32_t n = (uint32_t)(s ^ q->m) >> 31;
-    const int32_t h = mt_smlal_hi(q->c_lo - n, q->c_hi - (int32_t)(n & (uint32_t)q->lo_zero), s, q->m);
-    return (int32_t)((uint32_t)h >> q->sh) - q->off;
+/* lz: q->lo_zero, a constant where the caller knows it (s >= 2: c_lo = 0, so the constant
+ * minus [score m < 0] is {-n, c_hi - n}: one ASR and one ADD). A score within int32 is one
+ * whose high word is the sign of its low word. */
+static inline __attribute__((always_inline)) int32_t mt_attn_logit_q_apply(const mt_attn_logit_q *q, int64_t score,
+                                                                          int lz) {
+  const int32_t lo = (int32_t)score, hi = (int32_t)((uint64_t)score >> 32);
+  uint64_t x, u, h;
+  if (hi == (lo < 0 ? -1 : 0)) {
+    const uint32_t n = (uint32_t)(lo ^ q->m) >> 31;
+    const int32_t r = mt_smlal_hi(q->c_lo - n, q->c_hi - (int32_t)(n & (uint32_t)lz), lo, q->m);
+    return (int32_t)((uint32_t)r >> q->sh) - q->off;
   }
   x = mt_abs_u64(score);
   u = (uint64_t)(uint32_t)x * q->mu + q->half;
-  hi = (uint64_t)(uint32_t)(x >> 32) * q->mu + (u >> 32);
-  return mt_signed_sat32((score < 0) != q->neg, hi >> q->sh);
+  h = (uint64_t)(uint32_t)(x >> 32) * q->mu + (u >> 32);
+  return mt_signed_sat32((score < 0) != q->neg, h >> q->sh);
 }
 
 /* Two keys per pass over q: each word of q (two features) loaded once, 2 SMLALD per 2
- * features and 2 keys; the exact 64-bit sums of the block (n <= MT_ATTN_KEYS) kept on the stack
- * (256 B), then requantized inline as above in a second loop (a loop of few live values each);
- * other formats: mt_rq. Not inlined into the attention body (one call per block of keys), so
- * that its loops get the registers the body's update keeps live. */
-static __attribute__((noinline)) void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj,
-                                                         int ks, int n, int D, int32_t *t) {
-  const mt_attn_logit_q q = mt_attn_logit_q_init(a);
-  int64_t sc[MT_ATTN_KEYS];
+ * features and 2 keys, the exact 64-bit sums requantized inline as above. Inline, so that a
+ * constant D unrolls the loop over q. */
+static inline __attribute__((always_inline)) void mt_attn_logits2_s16(const mt_attn_logit_q *q, const int16_t *qi,
+                                                                     const int16_t *kj, int ks, int n, int D, int lz,
+                                                                     int32_t *t) {
   int i, j;
-  if (q.sh < 0 || q.sh > 30 || q.mu - 1u >= 0x7FFFFFFFu) { /* also m = INT32_MIN, outside mt_rq's contract */
-    for (j = 0; j < n; ++j) t[j] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj + j * ks, 1, D));
-    return;
-  }
   for (j = 0; j < n; j += 2, kj += 2 * ks) {
     const int16_t *k1 = j + 1 < n ? kj + ks : kj; /* an odd last key is computed twice */
     int64_t s0 = 0, s1 = 0;
@@ -1500,10 +1497,35 @@ static __attribute__((noinline)) void mt_attn_logits_s16(const mt_attn *a, const
       s0 += (int32_t)qi[i] * kj[i];
       s1 += (int32_t)qi[i] * k1[i];
     }
-    sc[j] = s0;
-    sc[j + 1] = s1;
+    t[j] = mt_attn_logit_q_apply(q, s0, lz);
+    t[j + 1] = mt_attn_logit_q_apply(q, s1, lz);
   }
-  for (j = 0; j < n; ++j) t[j] = mt_attn_logit_q_apply(&q, sc[j]);
+}
+
+/* The logits of a block of n keys (n <= MT_ATTN_KEYS; an odd last key is computed twice, into
+ * t[n]), the usual head dimensions 4, 8, 16 and 32 unrolled; other logit formats: mt_rq. Not
+ * inlined into the attention body (one call per block of keys), so that its loops get the
+ * registers the body's update keeps live. */
+static __attribute__((noinline)) void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj,
+                                                         int ks, int n, int D, int32_t *t) {
+  const mt_attn_logit_q q = mt_attn_logit_q_init(a);
+  int j;
+  if (q.sh < 0 || q.sh > 30 || q.mu - 1u >= 0x7FFFFFFFu) { /* also m = INT32_MIN, outside mt_rq's contract */
+    for (j = 0; j < n; ++j) t[j] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj + j * ks, 1, D));
+    return;
+  }
+  if (!q.lo_zero) /* s = 1 */
+    mt_attn_logits2_s16(&q, qi, kj, ks, n, D, 0, t);
+  else if (D == 16)
+    mt_attn_logits2_s16(&q, qi, kj, ks, n, 16, 1, t);
+  else if (D == 8)
+    mt_attn_logits2_s16(&q, qi, kj, ks, n, 8, 1, t);
+  else if (D == 4)
+    mt_attn_logits2_s16(&q, qi, kj, ks, n, 4, 1, t);
+  else if (D == 32)
+    mt_attn_logits2_s16(&q, qi, kj, ks, n, 32, 1, t);
+  else
+    mt_attn_logits2_s16(&q, qi, kj, ks, n, D, 1, t);
 }
 
 /* acc + a b as one SMLAL on the two halves of the int64 (GCC's %Q / %R operand modifiers) */
