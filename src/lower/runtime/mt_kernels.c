@@ -249,7 +249,7 @@ uint32_t mt_rsqrt_u64(uint64_t v, int *e) {
  * d2 > 0 for every entry), so the correction x = 2 d1 w - d2 w (1 - w) is never positive and
  * its rounding shift (ties away from zero) is -floor((|x| + 2^10) / 2^11): multiply-adds on
  * magnitudes, no sign test. */
-static uint32_t mt_exp2neg_mant_q24(uint32_t r) {
+static inline __attribute__((always_inline)) uint32_t mt_exp2neg_mant_q24_inline(uint32_t r) {
   const uint32_t idx = r >> 10, w = r & 1023u;
   const uint32_t ww = (w * (1024u - w)) >> 10; /* w (1 - w), Q10, <= 256 */
   const uint32_t g0 = mt_exp2_q24[idx], g1 = mt_exp2_q24[idx + 1u], g2 = mt_exp2_q24[idx + 2u];
@@ -257,10 +257,19 @@ static uint32_t mt_exp2neg_mant_q24(uint32_t r) {
   return g0 - ((2u * nd1 * w + d2 * ww + 1024u) >> 11);
 }
 
+static uint32_t mt_exp2neg_mant_q24(uint32_t r) { return mt_exp2neg_mant_q24_inline(r); }
+
 /* 2^-z = 2^-n * 2^-(r/2^16), one rounding shift of the Q24 mantissa */
 uint32_t mt_exp2neg_q16(uint32_t z) {
   const uint32_t n = z >> 16;
   return n >= 17 ? 0 : mt_rsh_u32(mt_exp2neg_mant_q24(z & 0xFFFFu), 8 + (int)n);
+}
+
+/* The same integer inline (the weight of each key in the attention loop, Armv7E-M): the
+ * rounding shift by s = 8 + n as (m >> (s - 1)) + 1) >> 1. */
+static inline __attribute__((always_inline)) uint32_t mt_exp2neg_q16_inline(uint32_t z) {
+  const uint32_t n = z >> 16;
+  return n >= 17 ? 0 : ((mt_exp2neg_mant_q24_inline(z & 0xFFFFu) >> (7 + n)) + 1u) >> 1;
 }
 
 /* The same in Q20, for row sums: small terms then add up without a rounding bias. */
@@ -1699,6 +1708,11 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
  * time (acc[d] += w v[d] + w' v'[d] ..: mt_attn_pvg_*, one pass over acc for the group); keys
  * still pending are added before any rescaling, so the sums are the same integers as one key
  * at a time (exact additions, in the same order relative to every rounding). */
+#if MT_DSP
+#define MT_ATTN_EXP2 mt_exp2neg_q16_inline
+#else
+#define MT_ATTN_EXP2 mt_exp2neg_q16
+#endif
 #define MT_ATTN_FLUSH(T) /* the pending keys' rows into acc */                                            \
   do {                                                                                                     \
     if (np >= 2) mt_attn_pv2_##T(acc, pv[0], pw[0], pv[1], pw[1], Dv);                                     \
@@ -1736,7 +1750,7 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
             l = 65536u;                                                                                    \
             for (d = 0; d < Dv; ++d) acc[d] = w_one * (ACC)vj[d];                                          \
           } else if (t <= mx) { /* weight w = 2^(t - mx) <= 1 */                                           \
-            const uint32_t w = mt_exp2neg_q16((uint32_t)mx - (uint32_t)t);                                 \
+            const uint32_t w = MT_ATTN_EXP2((uint32_t)mx - (uint32_t)t);                                   \
             int32_t wg;                                                                                    \
             if (w == 0) continue;                                                                          \
             l += w;                                                                                        \
