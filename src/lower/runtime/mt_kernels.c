@@ -147,11 +147,6 @@ static inline int32_t mt_mulq16_s32(int32_t a, uint32_t alpha) {
   return mt_signed_sat32(a < 0, mt_mulq16_u32(m, alpha));
 }
 
-static int64_t mt_mulq16_s64(int64_t a, uint32_t alpha) { /* |a| < 2^48 */
-  uint64_t m = mt_abs_u64(a);
-  uint64_t r = (m >> 16) * alpha + (((uint32_t)(m & 0xFFFFu) * alpha + 0x8000u) >> 16);
-  return a < 0 ? -(int64_t)r : (int64_t)r;
-}
 
 /* Saturating 64-bit left shift of a magnitude, capped at 2^62. */
 static uint64_t mt_lshift_sat_u64(uint64_t m, int n) {
@@ -1275,6 +1270,14 @@ MT_DEFINE_ARGMAX(s16, int16_t)
 /* Keys per block of logits in the Armv7E-M variants */
 #define MT_ATTN_KEYS 32
 
+/* At a new max the sums rescaled by alpha = 2^(m - m') (Q16) and that key's row added:
+ * acc[d] = MULQ16(acc[d], alpha) + w_one v[d] (mt_attn_rescale_row_*) */
+#define MT_ATTN_RESCALE_ROW(acc, alpha, v, w_one, Dv, MULQ16)                                   \
+  do {                                                                                          \
+    int d_;                                                                                     \
+    for (d_ = 0; d_ < (Dv); ++d_) (acc)[d_] = MULQ16((acc)[d_], alpha) + (w_one) * (v)[d_];     \
+  } while (0)
+
 /* The view of one attention call: its parameter array and keep bits, and k = 1 - s >= 0 when
  * an int8 logit can be one SMLAL (m != 0, -30 <= s <= 1, D 2^(14 + k) <= 2^30; else -1). */
 typedef struct {
@@ -1582,8 +1585,31 @@ static inline void mt_attn_pv4_s16(int64_t *acc, const int16_t *const *pv, const
 }
 #define MT_ATTN_GROUP_s16 4
 #define mt_attn_pvg_s16 mt_attn_pv4_s16
+
+/* mt_attn_rescale_row_*: int8 inline; int16 not inlined (once per new max, so that the key
+ * loop keeps its registers), its rounding in 64-bit steps: mt_mulq16_s64's round(a alpha /
+ * 2^16), ties away from zero, is floor((a alpha + 2^15 - [a < 0]) / 2^16), and 2^16 v joins as
+ * v 2^32 before the shift; a alpha is exact in int64 (|a| <= l 2^15 <= 2^46, alpha <= 2^16):
+ * one UMULL and MLA, ADDS and ADC, the 64-bit shift (GCC's >> of a negative int64 is
+ * arithmetic: the floor). */
+#define mt_attn_rescale_row_s8(acc, alpha, v, w_one, Dv) \
+  MT_ATTN_RESCALE_ROW(acc, alpha, v, w_one, Dv, mt_attn_rescale_s8)
+static __attribute__((noinline)) void mt_attn_rescale_row_s16(int64_t *acc, uint32_t alpha, const int16_t *v,
+                                                              int64_t w_one, int Dv) {
+  int d;
+  (void)w_one; /* 2^16 */
+  for (d = 0; d < Dv; ++d)
+    acc[d] = (acc[d] * (int64_t)alpha + (0x8000 - (int64_t)(acc[d] < 0)) + v[d] * ((int64_t)1 << 32)) >> 16;
+}
 #else
-#define mt_attn_rescale_s8 mt_mulq16_s32
+/* round(a alpha / 2^16) on the magnitude, ties away from zero, |a| < 2^48 */
+static int64_t mt_mulq16_s64(int64_t a, uint32_t alpha) {
+  uint64_t m = mt_abs_u64(a);
+  uint64_t r = (m >> 16) * alpha + (((uint32_t)(m & 0xFFFFu) * alpha + 0x8000u) >> 16);
+  return a < 0 ? -(int64_t)r : (int64_t)r;
+}
+#define mt_attn_rescale_row_s8(acc, alpha, v, w_one, Dv) MT_ATTN_RESCALE_ROW(acc, alpha, v, w_one, Dv, mt_mulq16_s32)
+#define mt_attn_rescale_row_s16(acc, alpha, v, w_one, Dv) MT_ATTN_RESCALE_ROW(acc, alpha, v, w_one, Dv, mt_mulq16_s64)
 static inline void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int ks, int n, int D,
                                       int32_t *t) {
   int j;
@@ -1699,8 +1725,8 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
 #endif
 
 /* One body for both types: ACC the accumulators (int64 for s16, int32 for s8, where the
- * weights enter with g fewer bits so that S * 2^(16 - g) * 2^7 <= 2^31), MULQ16 the
- * rescaling of an accumulator by 2^(m - m') (Q16). The logits come in blocks of KEYS keys
+ * weights enter with g fewer bits so that S * 2^(16 - g) * 2^7 <= 2^31); at a new max each
+ * sum is rescaled by 2^(m - m') (Q16) and the key's row added (mt_attn_rescale_row_*). The logits come in blocks of KEYS keys
  * (mt_attn_logits_*; 1 in the portable C, MT_ATTN_KEYS = 32 in the Armv7E-M variants, which
  * compute two keys per pass over q and keep the block's logits on the stack, 132 B: a tight
  * dot product loop apart from the update's many live values), then each key updates the
@@ -1719,7 +1745,7 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
     if (np & 1) mt_attn_pv1_##T(acc, pv[np - 1], pw[np - 1], Dv);                                          \
     np = 0;                                                                                                \
   } while (0)
-#define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, MULQ16, KEYS)                                               \
+#define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, KEYS)                                                       \
   void mt_attention_stream_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
                                const CT *v, CT *out, ACC *acc) {                                           \
     const mt_attn a = mt_attn_init(p, keep);                                                               \
@@ -1765,7 +1791,7 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
             const uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);                             \
             MT_ATTN_FLUSH(T);                                                                              \
             l = mt_mulq16_u32(l, alpha) + 65536u;                                                          \
-            for (d = 0; d < Dv; ++d) acc[d] = MULQ16(acc[d], alpha) + w_one * (ACC)vj[d];                  \
+            mt_attn_rescale_row_##T(acc, alpha, vj, w_one, Dv);                                            \
             mx = t;                                                                                        \
           }                                                                                                \
         }                                                                                                  \
@@ -1781,8 +1807,8 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
       }                                                                                                    \
     }                                                                                                      \
   }
-MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t, mt_attn_rescale_s8, MT_DSP ? MT_ATTN_KEYS : 1)
-MT_DEFINE_ATTENTION_STREAM(s16, int16_t, int64_t, mt_mulq16_s64, MT_DSP ? MT_ATTN_KEYS : 1)
+MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t, MT_DSP ? MT_ATTN_KEYS : 1)
+MT_DEFINE_ATTENTION_STREAM(s16, int16_t, int64_t, MT_DSP ? MT_ATTN_KEYS : 1)
 
 /* Softmax in Q0.15 of the visible entries of one row of base-2 logits (Q16), in place;
  * invisible entries become 0. Same exp and reciprocal as everywhere else. */
