@@ -1497,6 +1497,7 @@ static inline __attribute__((always_inline)) void mt_attn_logits2_s16(const mt_a
   for (j = 0; j < n; j += 2, kj += 2 * ks) {
     const int16_t *k1 = j + 1 < n ? kj + ks : kj; /* an odd last key is computed twice */
     int64_t s0 = 0, s1 = 0;
+#pragma GCC unroll 8
     for (i = 0; i + 4 <= D; i += 4) {
       MT_MAC2_S16_S16(qi + i, kj + i, k1 + i, s0, s1);
       MT_MAC2_S16_S16(qi + i + 2, kj + i + 2, k1 + i + 2, s0, s1);
