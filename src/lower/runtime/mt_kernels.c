@@ -1440,28 +1440,29 @@ static inline void mt_attn_pv4_s8(int32_t *acc, const int8_t *const *pv, const i
 
 /* The int16 logit rq(score, m, s) for 1 <= s <= 31 and m != 0 (the usual ratio below 1/2),
  * inline (no call in the loop over the keys), the same integer as mt_rq. A score within int32:
- * mt_rq_chan_apply's identity, u = score m + c - [score m < 0] with c = 2^62 + 2^(30+s) by one
- * SMLAL from {c_hi - borrow, c_lo - [< 0]}, then (u >> 32) >> (s - 1) minus 2^(31-s). A wider
- * score, on magnitudes: with |score| = h 2^32 + l, floor((|score| |m| + 2^(30+s)) / 2^(31+s))
- * is the high part of l |m| + 2^(30+s) (< 2^64) added to h |m|, shifted by s - 1, then the
- * sign and saturation of mt_rq. */
+ * round(score m / 2^(31+s)), ties away from zero, is floor((score m + c - [score m < 0]) /
+ * 2^(31+s)) with c = 2^(30+s): one SMLAL from {c_lo - [< 0], c_hi - borrow} (|score m| < 2^62,
+ * no overflow), then its signed high word shifted right by s - 1 (arithmetic, GCC: the floor).
+ * lz: c_lo = 0 (s >= 2), a constant where the caller knows it: the start is {-n, c_hi - n}
+ * for n = [< 0], one ASR and one ADD. A wider score, on magnitudes: with |score| = h 2^32 + l,
+ * floor((|score| |m| + 2^(30+s)) / 2^(31+s)) is the high part of l |m| + 2^(30+s) (< 2^64)
+ * added to h |m|, shifted by s - 1, then the sign and saturation of mt_rq. */
 typedef struct {
-  uint64_t half; /* 2^(30+s) */
+  uint64_t half; /* c = 2^(30+s) */
   uint32_t c_lo, mu;
-  int32_t m, c_hi, off;
+  int32_t m, c_hi;
   int32_t lo_zero, neg, sh;
 } mt_attn_logit_q;
 
 static inline mt_attn_logit_q mt_attn_logit_q_init(const mt_attn *a) {
   const int32_t m = a->p[MT_ATTN_LOGIT_M];
   const int s = a->p[MT_ATTN_LOGIT_S], ok = s >= 1 && s <= 31; /* else the caller takes mt_rq */
-  const uint64_t half = ok ? (uint64_t)1 << (30 + s) : 0, c = ((uint64_t)1 << 62) + half;
+  const uint64_t half = ok ? (uint64_t)1 << (30 + s) : 0;
   mt_attn_logit_q q;
   q.half = half;
-  q.c_lo = (uint32_t)c;
-  q.c_hi = (int32_t)(c >> 32);
+  q.c_lo = (uint32_t)half;
+  q.c_hi = (int32_t)(half >> 32);
   q.lo_zero = q.c_lo == 0;
-  q.off = ok ? (int32_t)(1u << (31 - s)) : 0;
   q.m = m;
   q.mu = mt_mag32(m);
   q.neg = m < 0;
@@ -1469,17 +1470,15 @@ static inline mt_attn_logit_q mt_attn_logit_q_init(const mt_attn *a) {
   return q;
 }
 
-/* lz: q->lo_zero, a constant where the caller knows it (s >= 2: c_lo = 0, so the constant
- * minus [score m < 0] is {-n, c_hi - n}: one ASR and one ADD). A score within int32 is one
- * whose high word is the sign of its low word. */
 static inline __attribute__((always_inline)) int32_t mt_attn_logit_q_apply(const mt_attn_logit_q *q, int64_t score,
                                                                           int lz) {
   const int32_t lo = (int32_t)score, hi = (int32_t)((uint64_t)score >> 32);
   uint64_t x, u, h;
   if (hi == (lo < 0 ? -1 : 0)) {
-    const uint32_t n = (uint32_t)(lo ^ q->m) >> 31;
-    const int32_t r = mt_smlal_hi(q->c_lo - n, q->c_hi - (int32_t)(n & (uint32_t)lz), lo, q->m);
-    return (int32_t)((uint32_t)r >> q->sh) - q->off;
+    const int32_t nn = (lo ^ q->m) >> 31; /* -[score m < 0] */
+    const int32_t r = lz ? mt_smlal_hi((uint32_t)nn, q->c_hi + nn, lo, q->m)
+                         : mt_smlal_hi(q->c_lo + (uint32_t)nn, q->c_hi, lo, q->m); /* c_lo = 2^31 */
+    return r >> q->sh;
   }
   x = mt_abs_u64(score);
   u = (uint64_t)(uint32_t)x * q->mu + q->half;
