@@ -1470,20 +1470,22 @@ static inline mt_attn_logit_q mt_attn_logit_q_init(const mt_attn *a) {
   return q;
 }
 
+static __attribute__((noinline)) int32_t mt_attn_logit_q_wide(const mt_attn_logit_q *q, int64_t score) {
+  const uint64_t x = mt_abs_u64(score), u = (uint64_t)(uint32_t)x * q->mu + q->half;
+  const uint64_t h = (uint64_t)(uint32_t)(x >> 32) * q->mu + (u >> 32);
+  return mt_signed_sat32((score < 0) != q->neg, h >> q->sh);
+}
+
 static inline __attribute__((always_inline)) int32_t mt_attn_logit_q_apply(const mt_attn_logit_q *q, int64_t score,
                                                                           int lz) {
   const int32_t lo = (int32_t)score, hi = (int32_t)((uint64_t)score >> 32);
-  uint64_t x, u, h;
   if (hi == (lo < 0 ? -1 : 0)) {
     const int32_t nn = (lo ^ q->m) >> 31; /* -[score m < 0] */
     const int32_t r = lz ? mt_smlal_hi((uint32_t)nn, q->c_hi + nn, lo, q->m)
                          : mt_smlal_hi(q->c_lo + (uint32_t)nn, q->c_hi, lo, q->m); /* c_lo = 2^31 */
     return r >> q->sh;
   }
-  x = mt_abs_u64(score);
-  u = (uint64_t)(uint32_t)x * q->mu + q->half;
-  h = (uint64_t)(uint32_t)(x >> 32) * q->mu + (u >> 32);
-  return mt_signed_sat32((score < 0) != q->neg, h >> q->sh);
+  return mt_attn_logit_q_wide(q, score); /* not inlined: rare in real blocks, large */
 }
 
 /* Two keys per pass over q: each word of q (two features) loaded once, 2 SMLALD per 2
@@ -1496,7 +1498,6 @@ static inline __attribute__((always_inline)) void mt_attn_logits2_s16(const mt_a
   for (j = 0; j < n; j += 2, kj += 2 * ks) {
     const int16_t *k1 = j + 1 < n ? kj + ks : kj; /* an odd last key is computed twice */
     int64_t s0 = 0, s1 = 0;
-#pragma GCC unroll 8
     for (i = 0; i + 4 <= D; i += 4) {
       MT_MAC2_S16_S16(qi + i, kj + i, k1 + i, s0, s1);
       MT_MAC2_S16_S16(qi + i + 2, kj + i + 2, k1 + i + 2, s0, s1);
