@@ -1490,7 +1490,7 @@ static inline __attribute__((always_inline)) int32_t mt_attn_logit_q_apply(const
 
 /* Two keys per pass over q: each word of q (two features) loaded once, 2 SMLALD per 2
  * features and 2 keys, the exact 64-bit sums requantized inline as above. Inline, so that a
- * constant D unrolls the loop over q. */
+ * constant D fixes the loop over q. */
 static inline __attribute__((always_inline)) void mt_attn_logits2_s16(const mt_attn_logit_q *q, const int16_t *qi,
                                                                      const int16_t *kj, int ks, int n, int D, int lz,
                                                                      int32_t *t) {
@@ -1516,9 +1516,9 @@ static inline __attribute__((always_inline)) void mt_attn_logits2_s16(const mt_a
 }
 
 /* The logits of a block of n keys (n <= MT_ATTN_KEYS; an odd last key is computed twice, into
- * t[n]), the usual head dimensions 4, 8, 16 and 32 unrolled; other logit formats: mt_rq. Not
- * inlined into the attention body (one call per block of keys), so that its loops get the
- * registers the body's update keeps live. */
+ * t[n]), the usual head dimensions 4, 8, 16 and 32 with a constant loop count; other logit
+ * formats: mt_rq. Not inlined into the attention body (one call per block of keys), so that
+ * its loops get the registers the body's update keeps live. */
 static __attribute__((noinline)) void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj,
                                                          int ks, int n, int D, int32_t *t) {
   const mt_attn_logit_q q = mt_attn_logit_q_init(a);
