@@ -27,11 +27,14 @@ static uint32_t fnv(const void *p, int bytes) { /* FNV-1a over the output bytes 
   return h;
 }
 
-/* the shapes: linear [128, 16] x [48, 16]^T; softmax 128 x 128; attention L = S = 128, d = 16 */
+/* the shapes: linear [128, 16] x [48, 16]^T; softmax 128 x 128; attention L = S = 128, d = 16
+ * (attention_*: full-range inputs, so many keys get weight 0; attention_s16_dense*: the q and
+ * k of a real block, |logit| of a few units, every key with a weight, on H = 1 head of 16 or
+ * H = 4 heads of 4 features of the same [L, 3 * 16] projection) */
 enum { ROWS = 128, IN = 16, OUT = 48, SM = 128, L = 128, D = 16 };
 
 static int8_t x8[L * 3 * D], w8[OUT * IN], s8[SM * SM], y8[SM * SM];
-static int16_t x16[L * 3 * D], w16[OUT * IN], s16[SM * SM], y16[SM * SM];
+static int16_t x16[L * 3 * D], xd16[L * 3 * D], w16[OUT * IN], s16[SM * SM], y16[SM * SM];
 static int32_t b32[OUT], rq[2 * OUT], acc32[D];
 static int64_t b64[OUT], acc64[D];
 
@@ -61,6 +64,8 @@ int main(int argc, char **argv) {
     b32[i] = rnd(-20000, 20000), b64[i] = (int64_t)b32[i] << 16;
     rq[2 * i] = 1073741824 + rnd(0, 65535) * 16384, rq[2 * i + 1] = 7 + rnd(0, 1);
   }
+  for (i = 0; i < L; ++i) /* q, k about N(0, 1) real values at 2^-13; v full range */
+    fill16(xd16 + i * 3 * D, 2 * D, -12000, 12000), fill16(xd16 + i * 3 * D + 2 * D, D, -32768, 32767);
   for (r = 0; r < reps; ++r) {
     if (!strcmp(name, "linear_s8")) {
       mt_linear_s8_s8_s8(x8, w8, b32, y8, ROWS, IN, OUT, 0, rq, 1, -3, -128);
@@ -83,6 +88,15 @@ int main(int argc, char **argv) {
     } else if (!strcmp(name, "attention_s16")) {
       attn_params(p, 16);
       mt_attention_stream_s16(p, 0, x16, x16 + D, x16 + 2 * D, y16, acc64);
+      macs = 2L * L * L * D, out = y16, bytes = 2 * L * D;
+    } else if (!strcmp(name, "attention_s16_dense") || !strcmp(name, "attention_s16_dense_h4")) {
+      const int heads = name[19] ? 4 : 1, hd = D / heads;
+      int h;
+      attn_params(p, 16);
+      p[MT_ATTN_D] = p[MT_ATTN_DV] = hd, p[MT_ATTN_OUT_STRIDE] = D;
+      p[MT_ATTN_LOGIT_S] = heads == 4 ? 10 : 11; /* scale 1/sqrt(hd) */
+      for (h = 0; h < heads; ++h)
+        mt_attention_stream_s16(p, 0, xd16 + h * hd, xd16 + D + h * hd, xd16 + 2 * D + h * hd, y16 + h * hd, acc64);
       macs = 2L * L * L * D, out = y16, bytes = 2 * L * D;
     } else {
       printf("kernel_bench: unknown kernel '%s'\n", name);

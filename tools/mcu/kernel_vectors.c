@@ -380,12 +380,14 @@ static void attn_format(int32_t *p, int D, int Dv, int vs, const int32_t *lm, in
 static void attention(void) {
   static const struct {
     int L, S, D, Dv, mask;
-  } cfg[] = {{16, 16, 16, 16, 0}, {16, 16, 16, 16, 1}, {12, 20, 8, 12, 2}, {12, 12, 8, 8, 3}};
+  } cfg[] = {{16, 16, 16, 16, 0}, {16, 16, 16, 16, 1}, {12, 20, 8, 12, 2}, {12, 12, 8, 8, 3},
+             /* the unrolled head dimensions over several blocks of keys, an odd last one */
+             {16, 70, 4, 4, 0}, {10, 69, 8, 8, 2}, {12, 40, 32, 32, 1}};
   int32_t p[MT_ATTN_PARAMS];
   int c, i;
   for (i = 0; i < (int)sizeof keep; ++i) keep[i] = (uint8_t)(lcg() >> 24);
   for (i = 0; i < 4; ++i) keep[i] = 0; /* query 0 fully masked where the bit mask is used */
-  for (c = 0; c < 4; ++c) {
+  for (c = 0; c < (int)(sizeof cfg / sizeof cfg[0]); ++c) {
     const int L = cfg[c].L, S = cfg[c].S, D = cfg[c].D, Dv = cfg[c].Dv;
     const uint8_t *k = (cfg[c].mask & 2) ? keep : 0;
     char name[48];
@@ -478,6 +480,20 @@ static void attention(void) {
   for (i = 0; i < 96; ++i) a8[i] = -128, b8[i] = -128;
   mt_attention_stream_s8(p, 0, a8, b8, y8 + 2048, a8, acc32), h8(a8, 96);
   h_end("attention extremes");
+  /* one unit of a logit (2^-16) seen at the output: two keys with opposite v rows (out ~
+   * w0 - w1 at full scale), 64 queries each, scores within int32 of both signs; logit shifts 2
+   * (the rounding's high word shifted by one) and 11, head dims 16 and 4 */
+  h_begin();
+  for (c = 0; c < 4; ++c) {
+    const int D = c & 1 ? 4 : 16;
+    for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
+    p[MT_ATTN_L] = 64, p[MT_ATTN_S] = 2, p[MT_ATTN_D] = D, p[MT_ATTN_DV] = 1;
+    p[MT_ATTN_LOGIT_M] = c & 2 ? 1548970010 : -1548970010, p[MT_ATTN_LOGIT_S] = c & 2 ? 11 : 2;
+    fill16(a16, 64 * D, c & 2 ? -12000 : -60, c & 2 ? 12000 : 60), fill16(b16, 2 * D, c & 2 ? -12000 : -60, c & 2 ? 12000 : 60);
+    y16[2048] = 32767, y16[2049] = -32768;
+    mt_attention_stream_s16(p, 0, a16, b16, y16 + 2048, y16, acc64), h16(y16, 64);
+  }
+  h_end("attention logit units");
 }
 
 static void copy_embedding(void) {

@@ -147,11 +147,6 @@ static inline int32_t mt_mulq16_s32(int32_t a, uint32_t alpha) {
   return mt_signed_sat32(a < 0, mt_mulq16_u32(m, alpha));
 }
 
-static int64_t mt_mulq16_s64(int64_t a, uint32_t alpha) { /* |a| < 2^48 */
-  uint64_t m = mt_abs_u64(a);
-  uint64_t r = (m >> 16) * alpha + (((uint32_t)(m & 0xFFFFu) * alpha + 0x8000u) >> 16);
-  return a < 0 ? -(int64_t)r : (int64_t)r;
-}
 
 /* Saturating 64-bit left shift of a magnitude, capped at 2^62. */
 static uint64_t mt_lshift_sat_u64(uint64_t m, int n) {
@@ -249,7 +244,7 @@ uint32_t mt_rsqrt_u64(uint64_t v, int *e) {
  * d2 > 0 for every entry), so the correction x = 2 d1 w - d2 w (1 - w) is never positive and
  * its rounding shift (ties away from zero) is -floor((|x| + 2^10) / 2^11): multiply-adds on
  * magnitudes, no sign test. */
-static uint32_t mt_exp2neg_mant_q24(uint32_t r) {
+static inline __attribute__((always_inline)) uint32_t mt_exp2neg_mant_q24_inline(uint32_t r) {
   const uint32_t idx = r >> 10, w = r & 1023u;
   const uint32_t ww = (w * (1024u - w)) >> 10; /* w (1 - w), Q10, <= 256 */
   const uint32_t g0 = mt_exp2_q24[idx], g1 = mt_exp2_q24[idx + 1u], g2 = mt_exp2_q24[idx + 2u];
@@ -257,10 +252,19 @@ static uint32_t mt_exp2neg_mant_q24(uint32_t r) {
   return g0 - ((2u * nd1 * w + d2 * ww + 1024u) >> 11);
 }
 
+static uint32_t mt_exp2neg_mant_q24(uint32_t r) { return mt_exp2neg_mant_q24_inline(r); }
+
 /* 2^-z = 2^-n * 2^-(r/2^16), one rounding shift of the Q24 mantissa */
 uint32_t mt_exp2neg_q16(uint32_t z) {
   const uint32_t n = z >> 16;
   return n >= 17 ? 0 : mt_rsh_u32(mt_exp2neg_mant_q24(z & 0xFFFFu), 8 + (int)n);
+}
+
+/* The same integer inline (the weight of each key in the attention loop, Armv7E-M): the
+ * rounding shift by s = 8 + n as (m >> (s - 1)) + 1) >> 1. */
+static inline __attribute__((always_inline)) uint32_t mt_exp2neg_q16_inline(uint32_t z) {
+  const uint32_t n = z >> 16;
+  return n >= 17 ? 0 : ((mt_exp2neg_mant_q24_inline(z & 0xFFFFu) >> (7 + n)) + 1u) >> 1;
 }
 
 /* The same in Q20, for row sums: small terms then add up without a rounding bias. */
@@ -1266,6 +1270,14 @@ MT_DEFINE_ARGMAX(s16, int16_t)
 /* Keys per block of logits in the Armv7E-M variants */
 #define MT_ATTN_KEYS 32
 
+/* At a new max the sums rescaled by alpha = 2^(m - m') (Q16) and that key's row added:
+ * acc[d] = MULQ16(acc[d], alpha) + w_one v[d] (mt_attn_rescale_row_*) */
+#define MT_ATTN_RESCALE_ROW(acc, alpha, v, w_one, Dv, MULQ16)                                   \
+  do {                                                                                          \
+    int d_;                                                                                     \
+    for (d_ = 0; d_ < (Dv); ++d_) (acc)[d_] = MULQ16((acc)[d_], alpha) + (w_one) * (v)[d_];     \
+  } while (0)
+
 /* The view of one attention call: its parameter array and keep bits, and k = 1 - s >= 0 when
  * an int8 logit can be one SMLAL (m != 0, -30 <= s <= 1, D 2^(14 + k) <= 2^30; else -1). */
 typedef struct {
@@ -1428,28 +1440,29 @@ static inline void mt_attn_pv4_s8(int32_t *acc, const int8_t *const *pv, const i
 
 /* The int16 logit rq(score, m, s) for 1 <= s <= 31 and m != 0 (the usual ratio below 1/2),
  * inline (no call in the loop over the keys), the same integer as mt_rq. A score within int32:
- * mt_rq_chan_apply's identity, u = score m + c - [score m < 0] with c = 2^62 + 2^(30+s) by one
- * SMLAL from {c_hi - borrow, c_lo - [< 0]}, then (u >> 32) >> (s - 1) minus 2^(31-s). A wider
- * score, on magnitudes: with |score| = h 2^32 + l, floor((|score| |m| + 2^(30+s)) / 2^(31+s))
- * is the high part of l |m| + 2^(30+s) (< 2^64) added to h |m|, shifted by s - 1, then the
- * sign and saturation of mt_rq. */
+ * round(score m / 2^(31+s)), ties away from zero, is floor((score m + c - [score m < 0]) /
+ * 2^(31+s)) with c = 2^(30+s): one SMLAL from {c_lo - [< 0], c_hi - borrow} (|score m| < 2^62,
+ * no overflow), then its signed high word shifted right by s - 1 (arithmetic, GCC: the floor).
+ * lz: c_lo = 0 (s >= 2), a constant where the caller knows it: the start is {-n, c_hi - n}
+ * for n = [< 0], one ASR and one ADD. A wider score, on magnitudes: with |score| = h 2^32 + l,
+ * floor((|score| |m| + 2^(30+s)) / 2^(31+s)) is the high part of l |m| + 2^(30+s) (< 2^64)
+ * added to h |m|, shifted by s - 1, then the sign and saturation of mt_rq. */
 typedef struct {
-  uint64_t half; /* 2^(30+s) */
+  uint64_t half; /* c = 2^(30+s) */
   uint32_t c_lo, mu;
-  int32_t m, c_hi, off;
+  int32_t m, c_hi;
   int32_t lo_zero, neg, sh;
 } mt_attn_logit_q;
 
 static inline mt_attn_logit_q mt_attn_logit_q_init(const mt_attn *a) {
   const int32_t m = a->p[MT_ATTN_LOGIT_M];
   const int s = a->p[MT_ATTN_LOGIT_S], ok = s >= 1 && s <= 31; /* else the caller takes mt_rq */
-  const uint64_t half = ok ? (uint64_t)1 << (30 + s) : 0, c = ((uint64_t)1 << 62) + half;
+  const uint64_t half = ok ? (uint64_t)1 << (30 + s) : 0;
   mt_attn_logit_q q;
   q.half = half;
-  q.c_lo = (uint32_t)c;
-  q.c_hi = (int32_t)(c >> 32);
+  q.c_lo = (uint32_t)half;
+  q.c_hi = (int32_t)(half >> 32);
   q.lo_zero = q.c_lo == 0;
-  q.off = ok ? (int32_t)(1u << (31 - s)) : 0;
   q.m = m;
   q.mu = mt_mag32(m);
   q.neg = m < 0;
@@ -1457,34 +1470,31 @@ static inline mt_attn_logit_q mt_attn_logit_q_init(const mt_attn *a) {
   return q;
 }
 
-static inline int32_t mt_attn_logit_q_apply(const mt_attn_logit_q *q, int64_t score) {
-  uint64_t x, u, hi;
-  if ((uint64_t)score + 0x80000000u <= 0xFFFFFFFFu) {
-    const int32_t s = (int32_t)score;
-    const uint32_t n = (uint32_t)(s ^ q->m) >> 31;
-    const int32_t h = mt_smlal_hi(q->c_lo - n, q->c_hi - (int32_t)(n & (uint32_t)q->lo_zero), s, q->m);
-    return (int32_t)((uint32_t)h >> q->sh) - q->off;
+static __attribute__((noinline)) int32_t mt_attn_logit_q_wide(const mt_attn_logit_q *q, int64_t score) {
+  const uint64_t x = mt_abs_u64(score), u = (uint64_t)(uint32_t)x * q->mu + q->half;
+  const uint64_t h = (uint64_t)(uint32_t)(x >> 32) * q->mu + (u >> 32);
+  return mt_signed_sat32((score < 0) != q->neg, h >> q->sh);
+}
+
+static inline __attribute__((always_inline)) int32_t mt_attn_logit_q_apply(const mt_attn_logit_q *q, int64_t score,
+                                                                          int lz) {
+  const int32_t lo = (int32_t)score, hi = (int32_t)((uint64_t)score >> 32);
+  if (hi == (lo < 0 ? -1 : 0)) {
+    const int32_t nn = (lo ^ q->m) >> 31; /* -[score m < 0] */
+    const int32_t r = lz ? mt_smlal_hi((uint32_t)nn, q->c_hi + nn, lo, q->m)
+                         : mt_smlal_hi(q->c_lo + (uint32_t)nn, q->c_hi, lo, q->m); /* c_lo = 2^31 */
+    return r >> q->sh;
   }
-  x = mt_abs_u64(score);
-  u = (uint64_t)(uint32_t)x * q->mu + q->half;
-  hi = (uint64_t)(uint32_t)(x >> 32) * q->mu + (u >> 32);
-  return mt_signed_sat32((score < 0) != q->neg, hi >> q->sh);
+  return mt_attn_logit_q_wide(q, score); /* not inlined: rare in real blocks, large */
 }
 
 /* Two keys per pass over q: each word of q (two features) loaded once, 2 SMLALD per 2
- * features and 2 keys; the exact 64-bit sums of the block (n <= MT_ATTN_KEYS) kept on the stack
- * (256 B), then requantized inline as above in a second loop (a loop of few live values each);
- * other formats: mt_rq. Not inlined into the attention body (one call per block of keys), so
- * that its loops get the registers the body's update keeps live. */
-static __attribute__((noinline)) void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj,
-                                                         int ks, int n, int D, int32_t *t) {
-  const mt_attn_logit_q q = mt_attn_logit_q_init(a);
-  int64_t sc[MT_ATTN_KEYS];
+ * features and 2 keys, the exact 64-bit sums requantized inline as above. Inline, so that a
+ * constant D fixes the loop over q. */
+static inline __attribute__((always_inline)) void mt_attn_logits2_s16(const mt_attn_logit_q *q, const int16_t *qi,
+                                                                     const int16_t *kj, int ks, int n, int D, int lz,
+                                                                     int32_t *t) {
   int i, j;
-  if (q.sh < 0 || q.sh > 30 || q.mu - 1u >= 0x7FFFFFFFu) { /* also m = INT32_MIN, outside mt_rq's contract */
-    for (j = 0; j < n; ++j) t[j] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj + j * ks, 1, D));
-    return;
-  }
   for (j = 0; j < n; j += 2, kj += 2 * ks) {
     const int16_t *k1 = j + 1 < n ? kj + ks : kj; /* an odd last key is computed twice */
     int64_t s0 = 0, s1 = 0;
@@ -1500,10 +1510,35 @@ static __attribute__((noinline)) void mt_attn_logits_s16(const mt_attn *a, const
       s0 += (int32_t)qi[i] * kj[i];
       s1 += (int32_t)qi[i] * k1[i];
     }
-    sc[j] = s0;
-    sc[j + 1] = s1;
+    t[j] = mt_attn_logit_q_apply(q, s0, lz);
+    t[j + 1] = mt_attn_logit_q_apply(q, s1, lz);
   }
-  for (j = 0; j < n; ++j) t[j] = mt_attn_logit_q_apply(&q, sc[j]);
+}
+
+/* The logits of a block of n keys (n <= MT_ATTN_KEYS; an odd last key is computed twice, into
+ * t[n]), the usual head dimensions 4, 8, 16 and 32 with a constant loop count; other logit
+ * formats: mt_rq. Not inlined into the attention body (one call per block of keys), so that
+ * its loops get the registers the body's update keeps live. */
+static __attribute__((noinline)) void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj,
+                                                         int ks, int n, int D, int32_t *t) {
+  const mt_attn_logit_q q = mt_attn_logit_q_init(a);
+  int j;
+  if (q.sh < 0 || q.sh > 30 || q.mu - 1u >= 0x7FFFFFFFu) { /* also m = INT32_MIN, outside mt_rq's contract */
+    for (j = 0; j < n; ++j) t[j] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj + j * ks, 1, D));
+    return;
+  }
+  if (!q.lo_zero) /* s = 1 */
+    mt_attn_logits2_s16(&q, qi, kj, ks, n, D, 0, t);
+  else if (D == 16)
+    mt_attn_logits2_s16(&q, qi, kj, ks, n, 16, 1, t);
+  else if (D == 8)
+    mt_attn_logits2_s16(&q, qi, kj, ks, n, 8, 1, t);
+  else if (D == 4)
+    mt_attn_logits2_s16(&q, qi, kj, ks, n, 4, 1, t);
+  else if (D == 32)
+    mt_attn_logits2_s16(&q, qi, kj, ks, n, 32, 1, t);
+  else
+    mt_attn_logits2_s16(&q, qi, kj, ks, n, D, 1, t);
 }
 
 /* acc + a b as one SMLAL on the two halves of the int64 (GCC's %Q / %R operand modifiers) */
@@ -1551,8 +1586,31 @@ static inline void mt_attn_pv4_s16(int64_t *acc, const int16_t *const *pv, const
 }
 #define MT_ATTN_GROUP_s16 4
 #define mt_attn_pvg_s16 mt_attn_pv4_s16
+
+/* mt_attn_rescale_row_*: int8 inline; int16 not inlined (once per new max, so that the key
+ * loop keeps its registers), its rounding in 64-bit steps: mt_mulq16_s64's round(a alpha /
+ * 2^16), ties away from zero, is floor((a alpha + 2^15 - [a < 0]) / 2^16), and 2^16 v joins as
+ * v 2^32 before the shift; a alpha is exact in int64 (|a| <= l 2^15 <= 2^46, alpha <= 2^16):
+ * one UMULL and MLA, ADDS and ADC, the 64-bit shift (GCC's >> of a negative int64 is
+ * arithmetic: the floor). */
+#define mt_attn_rescale_row_s8(acc, alpha, v, w_one, Dv) \
+  MT_ATTN_RESCALE_ROW(acc, alpha, v, w_one, Dv, mt_attn_rescale_s8)
+static __attribute__((noinline)) void mt_attn_rescale_row_s16(int64_t *acc, uint32_t alpha, const int16_t *v,
+                                                              int64_t w_one, int Dv) {
+  int d;
+  (void)w_one; /* 2^16 */
+  for (d = 0; d < Dv; ++d)
+    acc[d] = (acc[d] * (int64_t)alpha + (0x8000 - (int64_t)(acc[d] < 0)) + v[d] * ((int64_t)1 << 32)) >> 16;
+}
 #else
-#define mt_attn_rescale_s8 mt_mulq16_s32
+/* round(a alpha / 2^16) on the magnitude, ties away from zero, |a| < 2^48 */
+static int64_t mt_mulq16_s64(int64_t a, uint32_t alpha) {
+  uint64_t m = mt_abs_u64(a);
+  uint64_t r = (m >> 16) * alpha + (((uint32_t)(m & 0xFFFFu) * alpha + 0x8000u) >> 16);
+  return a < 0 ? -(int64_t)r : (int64_t)r;
+}
+#define mt_attn_rescale_row_s8(acc, alpha, v, w_one, Dv) MT_ATTN_RESCALE_ROW(acc, alpha, v, w_one, Dv, mt_mulq16_s32)
+#define mt_attn_rescale_row_s16(acc, alpha, v, w_one, Dv) MT_ATTN_RESCALE_ROW(acc, alpha, v, w_one, Dv, mt_mulq16_s64)
 static inline void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int ks, int n, int D,
                                       int32_t *t) {
   int j;
@@ -1668,8 +1726,8 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
 #endif
 
 /* One body for both types: ACC the accumulators (int64 for s16, int32 for s8, where the
- * weights enter with g fewer bits so that S * 2^(16 - g) * 2^7 <= 2^31), MULQ16 the
- * rescaling of an accumulator by 2^(m - m') (Q16). The logits come in blocks of KEYS keys
+ * weights enter with g fewer bits so that S * 2^(16 - g) * 2^7 <= 2^31); at a new max each
+ * sum is rescaled by 2^(m - m') (Q16) and the key's row added (mt_attn_rescale_row_*). The logits come in blocks of KEYS keys
  * (mt_attn_logits_*; 1 in the portable C, MT_ATTN_KEYS = 32 in the Armv7E-M variants, which
  * compute two keys per pass over q and keep the block's logits on the stack, 132 B: a tight
  * dot product loop apart from the update's many live values), then each key updates the
@@ -1677,13 +1735,18 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
  * time (acc[d] += w v[d] + w' v'[d] ..: mt_attn_pvg_*, one pass over acc for the group); keys
  * still pending are added before any rescaling, so the sums are the same integers as one key
  * at a time (exact additions, in the same order relative to every rounding). */
+#if MT_DSP
+#define MT_ATTN_EXP2 mt_exp2neg_q16_inline
+#else
+#define MT_ATTN_EXP2 mt_exp2neg_q16
+#endif
 #define MT_ATTN_FLUSH(T) /* the pending keys' rows into acc */                                            \
   do {                                                                                                     \
     if (np >= 2) mt_attn_pv2_##T(acc, pv[0], pw[0], pv[1], pw[1], Dv);                                     \
     if (np & 1) mt_attn_pv1_##T(acc, pv[np - 1], pw[np - 1], Dv);                                          \
     np = 0;                                                                                                \
   } while (0)
-#define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, MULQ16, KEYS)                                               \
+#define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, KEYS)                                                       \
   void mt_attention_stream_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
                                const CT *v, CT *out, ACC *acc) {                                           \
     const mt_attn a = mt_attn_init(p, keep);                                                               \
@@ -1714,7 +1777,7 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
             l = 65536u;                                                                                    \
             for (d = 0; d < Dv; ++d) acc[d] = w_one * (ACC)vj[d];                                          \
           } else if (t <= mx) { /* weight w = 2^(t - mx) <= 1 */                                           \
-            const uint32_t w = mt_exp2neg_q16((uint32_t)mx - (uint32_t)t);                                 \
+            const uint32_t w = MT_ATTN_EXP2((uint32_t)mx - (uint32_t)t);                                   \
             int32_t wg;                                                                                    \
             if (w == 0) continue;                                                                          \
             l += w;                                                                                        \
@@ -1729,7 +1792,7 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
             const uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);                             \
             MT_ATTN_FLUSH(T);                                                                              \
             l = mt_mulq16_u32(l, alpha) + 65536u;                                                          \
-            for (d = 0; d < Dv; ++d) acc[d] = MULQ16(acc[d], alpha) + w_one * (ACC)vj[d];                  \
+            mt_attn_rescale_row_##T(acc, alpha, vj, w_one, Dv);                                            \
             mx = t;                                                                                        \
           }                                                                                                \
         }                                                                                                  \
@@ -1745,8 +1808,8 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
       }                                                                                                    \
     }                                                                                                      \
   }
-MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t, mt_attn_rescale_s8, MT_DSP ? MT_ATTN_KEYS : 1)
-MT_DEFINE_ATTENTION_STREAM(s16, int16_t, int64_t, mt_mulq16_s64, MT_DSP ? MT_ATTN_KEYS : 1)
+MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t, MT_DSP ? MT_ATTN_KEYS : 1)
+MT_DEFINE_ATTENTION_STREAM(s16, int16_t, int64_t, MT_DSP ? MT_ATTN_KEYS : 1)
 
 /* Softmax in Q0.15 of the visible entries of one row of base-2 logits (Q16), in place;
  * invisible entries become 0. Same exp and reciprocal as everywhere else. */
