@@ -29,7 +29,7 @@ int threads_from_environment() {
 // over the pool below themselves (matmul.cpp). Two pools on the same cores fight: after a
 // multi-threaded call OpenBLAS's workers spin in sched_yield for ~2^28 cycles (its
 // THREAD_TIMEOUT), taking the core the next region's worker needs (MHA 4x512x512x8 forward +
-// backward at 2 threads: 96 ms with them, 78 ms without). Set when the library is loaded,
+// backward at 2 threads: 83 ms with them, 76 ms without). Set when the library is loaded,
 // before any matmul, and again by set_num_threads in case other code changed it.
 void blas_on_caller() { openblas_set_num_threads(1); }
 
