@@ -55,10 +55,10 @@ void gemm_checked(Blas blas, bool ta, bool tb, std::int64_t m, std::int64_t n, s
   const std::int64_t parts = std::min<std::int64_t>(
       {blocks, get_num_threads(), static_cast<std::int64_t>(block_flops * static_cast<double>(blocks) / kMinPart)});
   if (parts < 2) return gemm_slices(blas, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  const std::int64_t span = (blocks + parts - 1) / parts * kBlock;  // rows or columns of one part
-  parallel_for(parts, block_flops * static_cast<double>(span / kBlock), [&](std::int64_t begin, std::int64_t end) {
+  const std::int64_t per = (blocks + parts - 1) / parts, span = per * kBlock;  // blocks, rows or columns of a part
+  const std::int64_t items = (blocks + per - 1) / per;  // parts, none empty
+  parallel_for(items, block_flops * static_cast<double>(per), [&](std::int64_t begin, std::int64_t end) {
     const std::int64_t first = begin * span, size = std::min(end * span, extent) - first;
-    if (size <= 0) return;
     if (by_rows) {
       gemm_slices(blas, ta, tb, size, n, k, alpha, a + first * (ta ? 1 : lda), lda, b, ldb, beta, c + first * ldc,
                   ldc);
