@@ -83,7 +83,8 @@ struct AttentionOperands {
 
 /// One matrix of the forward: its operands; drop, weights (A), probs (P) and average are
 /// contiguous [L, S] and null when absent; average receives average_weight P, added to it
-/// unless average_first; stats ([L, 2]: m and 1 / l per row) is written when not null.
+/// unless average_first; stats ([L, 2]: the row max of the scores times log2 e, and 1 / l) is
+/// written when not null.
 template <class T>
 struct AttentionMatrix : AttentionOperands<T> {
   using AttentionOperands<T>::AttentionOperands;

@@ -1,16 +1,20 @@
 // The fused forward and backward of one attention matrix (declared in attention_kernels.hpp),
 // tiled as FlashAttention-2 (Dao, 2023) tiles them.
 //
+// Scores are kept in base 2, T = S log2 e, so that e^(S - m) = 2^(T - m log2 e) takes no
+// multiplication: K^T is packed times scale log2 e (pack_transposed), so one product gives
+// T = q (scale log2 e K)^T, and an additive bias joins it times log2 e.
+//
 // Forward, per block i of kBlockRows query rows, over chunks j of keys (online softmax):
-//   S_ij = scale q_i k_j^T + bias_ij                            (gemm: rows of q x panels of K^T)
-//   m_i' = max(m_i, rowmax S_ij),  E_ij = e^(S_ij - m_i'),  c_i = e^(m_i - m_i')
+//   T_ij = q_i (scale log2e k_j)^T + log2e bias_ij              (gemm: rows of q x panels of K^T)
+//   t_i' = max(t_i, rowmax T_ij),  E_ij = 2^(T_ij - t_i'),  c_i = 2^(t_i - t_i')
 //   l_i' = c_i l_i + rowsum E_ij,  O_i' = c_i O_i + (E * M)_ij v_j   (gemm: rows of E x rows of v)
-// then O_i / l_i is the output, and m_i and 1 / l_i are kept for backward. When weights are
+// then O_i / l_i is the output, and t_i (= m_i log2 e) and 1 / l_i are kept for backward. When weights are
 // wanted (returned or averaged) a chunk is the whole row, so that A = E / l is exact in it.
 //
 // Backward, FlashAttention-2's loop order: per chunk j of keys (dk_j and dv_j add up in
 // place) and block i of query rows (dq_i adds up over the chunks):
-//   A_ij = e^(S_ij - m_i) / l_i,  dP_ij = dO_i v_j^T,  dA_ij = dP_ij M_ij
+//   A_ij = 2^(T_ij - t_i) / l_i,  dP_ij = dO_i v_j^T,  dA_ij = dP_ij M_ij
 //   dS_ij = A_ij (dA_ij - D_i)   (= dbias),  D_i = rowsum(dA_i A_i) = rowsum(dO_i O_i)
 //   dv_j += (A * M)_ij^T dO_i,  dq_i += scale dS_ij k_j,  dk_j += scale dS_ij^T q_i
 // When the forward kept A (the caller took the weights per matrix), A is read instead of
@@ -30,6 +34,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "microtorch/parallel.hpp"
@@ -189,31 +194,50 @@ template <class V, class T>
   for (std::int64_t l = 0; l < n; ++l) p[l] = v[l];
 }
 
-// Lane folds; the max skips NaN (a NaN row still turns NaN through its exponentials).
+// Lane folds in log2(lanes) steps, each combining every lane l with lane l ^ s (s = half
+// the lanes, ..., 1), so that every lane ends with the fold of all (a pairwise sum). The
+// max skips NaN (a NaN row still turns NaN through its exponentials).
+template <int s, class V, int... l>
+[[gnu::always_inline]] inline V lanes_xor(V v, std::integer_sequence<int, l...>) {
+  return __builtin_shufflevector(v, v, (l ^ s)...);
+}
+template <int s, class V, class Op>
+[[gnu::always_inline]] inline auto fold_lanes(V v, Op op) {
+  constexpr int W = sizeof(V) / sizeof(v[0]);
+  if constexpr (s == 0) {
+    return v[0];
+  } else {
+    return fold_lanes<s / 2>(op(v, lanes_xor<s>(v, std::make_integer_sequence<int, W>{})), op);
+  }
+}
 template <class V>
 [[gnu::always_inline]] inline auto max_lanes(V v) {
-  auto m = v[0];
-  for (int l = 1; l < static_cast<int>(sizeof(V) / sizeof(m)); ++l) m = v[l] > m ? v[l] : m;
-  return m;
+  return fold_lanes<sizeof(V) / sizeof(v[0]) / 2>(v, [](V x, V y) { return x > y ? x : y; });
 }
 template <class V>
 [[gnu::always_inline]] inline auto sum_lanes(V v) {
-  auto s = v[0];
-  for (int l = 1; l < static_cast<int>(sizeof(V) / sizeof(s)); ++l) s += v[l];
-  return s;
+  return fold_lanes<sizeof(V) / sizeof(v[0]) / 2>(v, [](V x, V y) { return x + y; });
 }
 
-// The scores of one row of a chunk in place, s = scale s + bias, -inf past `cols` (up to
-// the lanes); returns their max. bias is the row's first element (stride 0 or 1), or null.
+// One row of a chunk of scores in base 2 in place: t += log2e bias, -inf past `cols` (up to
+// the lanes); returns the row's max. bias is the row's first element (stride 0 or 1), or
+// null; without it and without a ragged edge the row is only read.
 template <class V, class T>
-[[gnu::always_inline]] inline T scores_row(T* s, std::int64_t cols, std::int64_t width, T scale, const T* bias,
+[[gnu::always_inline]] inline T scores_row(T* s, std::int64_t cols, std::int64_t width, const T* bias,
                                            std::int64_t bias_stride) {
   constexpr int W = sizeof(V) / sizeof(T);
   const T minus_inf = -std::numeric_limits<T>::infinity();
   V vmax = V{} + minus_inf;
+  if (!bias && cols == width) {
+    for (std::int64_t j = 0; j < width; j += W) {
+      const V x = load_vec<V>(s + j);
+      vmax = x > vmax ? x : vmax;
+    }
+    return max_lanes(vmax);
+  }
   for (std::int64_t j = 0; j < width; j += W) {
-    V x = load_vec<V>(s + j) * scale;
-    if (bias) x += bias_stride == 0 ? V{} + bias[0] : load_first<V>(bias + j, cols - j, T(0));
+    V x = load_vec<V>(s + j);
+    if (bias) x += kLog2e<T> * (bias_stride == 0 ? V{} + bias[0] : load_first<V>(bias + j, cols - j, T(0)));
     if (cols - j < W) {
       for (int l = static_cast<int>(cols - j); l < W; ++l) x[l] = minus_inf;
     }
@@ -223,11 +247,27 @@ template <class V, class T>
   return max_lanes(vmax);
 }
 
-// e^(x - shift) = 2^((x - shift) log2 e): the difference first, exact for the scores near
-// the max that matter, so the exponent carries no rounding of the scores' magnitude.
+// 2^(t - shift): the difference first, exact for the scores near the max that matter, so
+// the exponent carries no rounding of the scores' magnitude.
 template <class Isa, class T, class V>
-[[gnu::always_inline]] inline V exp_shifted(V x, T shift) {
-  return exp2_lanes<Isa, T>((x - shift) * kLog2e<T>);
+[[gnu::always_inline]] inline V exp_shifted(V t, T shift) {
+  return exp2_lanes<Isa, T>(t - shift);
+}
+
+// sum x[c] y[c] over c < n, in double: vectors of the ISA's doubles, the rest one by one.
+template <class Isa, class T>
+[[gnu::always_inline]] inline double dot_in_double(const T* x, const T* y, std::int64_t n) {
+  using Vd = typename Isa::D;
+  constexpr int W = kLanesOf<Isa, double>;
+  typedef T Vt __attribute__((vector_size(W * sizeof(T))));  // W of T, converted to W doubles
+  Vd acc{};
+  std::int64_t c = 0;
+  for (; c + W <= n; c += W) {
+    acc += __builtin_convertvector(load_vec<Vt>(x + c), Vd) * __builtin_convertvector(load_vec<Vt>(y + c), Vd);
+  }
+  double sum = sum_lanes(acc);
+  for (; c < n; ++c) sum += static_cast<double>(x[c]) * static_cast<double>(y[c]);
+  return sum;
 }
 
 // dst[r ldd + c] = src[r ld + c] for c < cols, 0 up to ldd.
@@ -253,12 +293,12 @@ VectorRows<T> vector_rows_out(T* dst, std::int64_t ld, std::int64_t cols, T* buf
   return cols % W == 0 ? VectorRows<T>{dst, ld} : VectorRows<T>{buffer, ld_buffer};
 }
 
-// The transpose of `count` rows of K elements (ld apart), as panels of P columns:
-// dst[(n / P) K P + k P + n % P] = src[n ld + k], zero for n in [count, count rounded up to
-// the lanes). Blocks of W x W go through simd::transpose.
+// The transpose of `count` rows of K elements (ld apart) times `factor`, as panels of P
+// columns: dst[(n / P) K P + k P + n % P] = factor src[n ld + k], zero for n in [count,
+// count rounded up to the lanes). Blocks of W x W go through simd::transpose.
 template <class Isa, class T>
 [[gnu::always_inline]] inline void pack_transposed(const T* src, std::int64_t ld, std::int64_t count,
-                                                   std::int64_t K, T* dst) {
+                                                   std::int64_t K, T factor, T* dst) {
   using V = VecOf<Isa, T>;
   constexpr int W = kLanesOf<Isa, T>, P = kPanelOf<Isa, T>;
   auto at = [&](std::int64_t n, std::int64_t k) { return dst + (n / P) * K * P + k * P + n % P; };
@@ -270,12 +310,12 @@ template <class Isa, class T>
         V x[W];
         for (int r = 0; r < W; ++r) x[r] = load_vec<V>(src + (n0 + r) * ld + k0);
         simd::transpose(x);
-        for (int c = 0; c < W; ++c) store_vec(at(n0, k0 + c), x[c]);
+        for (int c = 0; c < W; ++c) store_vec(at(n0, k0 + c), factor * x[c]);
       }
     }
     for (std::int64_t k = k0; k < K; ++k) {
       T* p = at(n0, k);
-      for (int r = 0; r < W; ++r) p[r] = n0 + r < count ? src[(n0 + r) * ld + k] : T(0);
+      for (int r = 0; r < W; ++r) p[r] = n0 + r < count ? factor * src[(n0 + r) * ld + k] : T(0);
     }
   }
 }
@@ -315,13 +355,13 @@ template <class Isa, class T>
   if (S == 0) std::fill(z.o, z.o + rows * z.ldv, T(0));
   for (std::int64_t j0 = 0; j0 < S; j0 += z.chunk) {
     const std::int64_t cols = std::min(z.chunk, S - j0), width = round_up(cols, W);
-    times_panels<Isa>(rows, width, D, a.q + i0 * a.ldq, a.ldq, kt, j0, z.s, z.lds);  // S_ij = q_i k_j^T
+    times_panels<Isa>(rows, width, D, a.q + i0 * a.ldq, a.ldq, kt, j0, z.s, z.lds);  // T_ij
     for (std::int64_t r = 0; r < rows; ++r) {
       T* t = z.s + r * z.lds;
       const T* bias = a.bias ? a.bias + (i0 + r) * a.bias_row_stride + j0 * a.bias_col_stride : nullptr;
-      const T m_new = std::max(m[r], scores_row<V>(t, cols, width, a.scale, bias, a.bias_col_stride));
-      const T shift = m_new == minus_inf ? T(0) : m_new;  // a fully masked row: e^-inf = 0
-      correction[r] = std::exp(m[r] - shift);
+      const T m_new = std::max(m[r], scores_row<V>(t, cols, width, bias, a.bias_col_stride));
+      const T shift = m_new == minus_inf ? T(0) : m_new;  // a fully masked row: 2^-inf = 0
+      correction[r] = std::exp2(m[r] - shift);
       V sum{};
       for (std::int64_t j = 0; j < width; j += W) {
         const V e = exp_shifted<Isa>(load_vec<V>(t + j), shift);
@@ -388,7 +428,7 @@ template <class Isa, class T>
   const bool whole_rows = a[0].weights || a[0].probs || a[0].average;
   const ForwardBuffers<Isa, T> z(d, whole_rows, count, workspace);
   for (std::int64_t h = 0; h < count; ++h) {
-    pack_transposed<Isa>(a[h].k, a[h].ldk, d.S, d.D, z.kt + h * z.kt_size);
+    pack_transposed<Isa>(a[h].k, a[h].ldk, d.S, d.D, a[h].scale * kLog2e<T>, z.kt + h * z.kt_size);
     pack_rows(a[h].v, a[h].ldv, d.S, d.Dv, z.v + h * z.v_size, z.ldv);
   }
   for (std::int64_t i0 = first * BR; i0 < last * BR; i0 += BR) {
@@ -409,8 +449,8 @@ template <class Isa, class T>
   const BackwardBuffers<Isa, T> z(a.dims, saved, workspace);
   const std::int64_t BC = z.chunk, LT = z.ldt;
   const bool want_ds = a.dq || a.dk || a.dbias;
-  if (!saved) pack_transposed<Isa>(a.k, a.ldk, S, D, z.kt);
-  if (want_ds) pack_transposed<Isa>(a.v, a.ldv, S, Dv, z.vt);
+  if (!saved) pack_transposed<Isa>(a.k, a.ldk, S, D, a.scale * kLog2e<T>, z.kt);
+  if (want_ds) pack_transposed<Isa>(a.v, a.ldv, S, Dv, T(1), z.vt);
   if (a.dq) pack_rows(a.k, a.ldk, S, D, z.k, z.ldd);
   pack_rows(a.q, a.ldq, L, D, z.q, z.ldd);
   pack_rows(a.dout, a.lddo, L, Dv, z.dout, z.lddv);
@@ -423,13 +463,7 @@ template <class Isa, class T>
   }
   for (std::int64_t i = 0; a.dq && S == 0 && i < L; ++i) std::fill(dq_out.p + i * dq_out.ld, dq_out.p + i * dq_out.ld + D, T(0));
   if (!saved && want_ds) {  // rowsum(dA A) = rowsum(dO O), summed in double
-    for (std::int64_t i = 0; i < L; ++i) {
-      const T* o = a.out + i * a.ldo;
-      const T* g = a.dout + i * a.lddo;
-      double sum = 0;
-      for (std::int64_t c = 0; c < Dv; ++c) sum += static_cast<double>(g[c]) * static_cast<double>(o[c]);
-      z.di[i] = static_cast<T>(sum);
-    }
+    for (std::int64_t i = 0; i < L; ++i) z.di[i] = static_cast<T>(dot_in_double<Isa>(a.dout + i * a.lddo, a.out + i * a.ldo, Dv));
   }
   for (std::int64_t j0 = 0; j0 < S; j0 += BC) {
     const std::int64_t cols = std::min(BC, S - j0), width = round_up(cols, W);
@@ -440,11 +474,11 @@ template <class Isa, class T>
       if (saved) {
         at = a.weights + i0 * S + j0, lda = S;
       } else {
-        times_panels<Isa>(rows, width, D, z.q + i0 * z.ldd, z.ldd, z.kt, j0, z.s, LT);  // S_ij = q_i k_j^T
-        for (std::int64_t r = 0; r < rows; ++r) {  // A = e^(S - m) / l
+        times_panels<Isa>(rows, width, D, z.q + i0 * z.ldd, z.ldd, z.kt, j0, z.s, LT);  // T_ij
+        for (std::int64_t r = 0; r < rows; ++r) {  // A = 2^(T - t) / l
           T* t = z.s + r * LT;
           const T* bias = a.bias ? a.bias + (i0 + r) * a.bias_row_stride + j0 * a.bias_col_stride : nullptr;
-          scores_row<V>(t, cols, width, a.scale, bias, a.bias_col_stride);
+          if (bias || cols < width) scores_row<V>(t, cols, width, bias, a.bias_col_stride);
           const T shift = a.stats[2 * (i0 + r)], inv = a.stats[2 * (i0 + r) + 1];
           for (std::int64_t j = 0; j < width; j += W) store_vec(t + j, inv * exp_shifted<Isa>(load_vec<V>(t + j), shift));
         }
