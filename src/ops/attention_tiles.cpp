@@ -322,17 +322,22 @@ template <class Isa, class T>
 
 // C = A B^T for a block of rows of A (lda apart) and the keys j0 .. j0 + width of B, whose
 // transpose B^T (K x keys) is packed in panels (pack_transposed): the scores q k^T and dO v^T.
-template <class Isa, class T>
+// With an epilogue the product is compiled here, the epilogue inlined into its tiles.
+template <class Isa, class T, class Epilogue = AsIs>
 [[gnu::always_inline]] inline void times_panels(std::int64_t rows, std::int64_t width, std::int64_t K, const T* a,
                                                 std::int64_t lda, const T* panels, std::int64_t j0, T* c,
-                                                std::int64_t ldc) {
+                                                std::int64_t ldc, const Epilogue& epilogue = {}) {
   constexpr int P = kPanelOf<Isa, T>;
   Gemm<T> g;
   g.M = rows, g.N = width, g.K = K;
   g.a = a, g.a_row = lda, g.a_col = 1;
   g.b = panels + (j0 / P) * K * P, g.ldb = P, g.b_panel = K * P;
   g.c = c, g.ldc = ldc;
-  gemm_tiled(Isa{}, g);
+  if constexpr (std::is_same_v<Epilogue, AsIs>) {
+    gemm_tiled(Isa{}, g);
+  } else {
+    simd::gemm_tiles<Isa>(g, epilogue);
+  }
 }
 
 // ---- forward ----------------------------------------------------------------------------------
@@ -473,6 +478,12 @@ template <class Isa, class T>
       std::int64_t lda = LT;
       if (saved) {
         at = a.weights + i0 * S + j0, lda = S;
+      } else if (!a.bias && cols == width) {  // A = 2^(T - t) / l as the tiles of T_ij are made
+        const T* stats = a.stats + 2 * i0;
+        times_panels<Isa>(rows, width, D, z.q + i0 * z.ldd, z.ldd, z.kt, j0, z.s, LT,
+                          [stats](V t, std::int64_t r, std::int64_t) {
+                            return stats[2 * r + 1] * exp_shifted<Isa>(t, stats[2 * r]);
+                          });
       } else {
         times_panels<Isa>(rows, width, D, z.q + i0 * z.ldd, z.ldd, z.kt, j0, z.s, LT);  // T_ij
         for (std::int64_t r = 0; r < rows; ++r) {  // A = 2^(T - t) / l
@@ -483,7 +494,15 @@ template <class Isa, class T>
           for (std::int64_t j = 0; j < width; j += W) store_vec(t + j, inv * exp_shifted<Isa>(load_vec<V>(t + j), shift));
         }
       }
-      if (want_ds) {
+      if (want_ds && !saved && !a.drop && !a.dbias) {  // scale dS = scale A (dP - D) as the tiles of dP are made
+        const T* d = z.di + i0;
+        const T* ab = z.s;
+        const T scale = a.scale;
+        times_panels<Isa>(rows, width, Dv, z.dout + i0 * z.lddv, z.lddv, z.vt, j0, z.dp, LT,
+                          [d, ab, LT, scale](V dp, std::int64_t r, std::int64_t c) {
+                            return scale * (load_vec<V>(ab + r * LT + c) * (dp - d[r]));
+                          });
+      } else if (want_ds) {
         times_panels<Isa>(rows, width, Dv, z.dout + i0 * z.lddv, z.lddv, z.vt, j0, z.dp, LT);  // dP_ij = dO_i v_j^T
         for (std::int64_t r = 0; r < rows; ++r) {  // dS = A (dA - rowsum(dA A)), dA = dP M; kept as scale dS
           T* ds = z.dp + r * LT;

@@ -16,10 +16,19 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "simd.hpp"
 
 namespace microtorch::detail {
+
+/// An epilogue that stores the product as it is.
+struct AsIs {
+  template <class V>
+  V operator()(V acc, std::int64_t, std::int64_t) const {
+    return acc;
+  }
+};
 
 /// How a product meets C.
 enum class Into {
@@ -44,11 +53,15 @@ struct Gemm {
 
 namespace simd {
 
-// MR x NV vectors of C from K steps; A and C start at the tile's first row, B at its first column.
-template <class V, int MR, int NV, class T>
+// MR x NV vectors of C from K steps; A and C start at the tile's first row, B at its first
+// column, which are row i0 and column j0 of the product. Each vector of C is stored as
+// epilogue(vector, row, column): the product's elementwise continuation, done while the tile
+// is in registers.
+template <class V, int MR, int NV, class T, class Epilogue>
 [[gnu::always_inline]] inline void gemm_tile(std::int64_t K, const T* a, std::int64_t a_row, std::int64_t a_col,
                                              const T* b, std::int64_t ldb, T* c, std::int64_t ldc, Into into,
-                                             const T* row_scale) {
+                                             const T* row_scale, std::int64_t i0, std::int64_t j0,
+                                             const Epilogue& epilogue) {
   constexpr int W = sizeof(V) / sizeof(T);
   V acc[MR][NV];  // every loop over it unrolled, so that it lives in registers
   _Pragma("GCC unroll 8") for (int r = 0; r < MR; ++r) {
@@ -72,32 +85,43 @@ template <class V, int MR, int NV, class T>
     }
   }
   _Pragma("GCC unroll 8") for (int r = 0; r < MR; ++r) {
-    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) store_vec(c + r * ldc + v * W, acc[r][v]);
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) {
+      store_vec(c + r * ldc + v * W, epilogue(acc[r][v], i0 + r, j0 + v * W));
+    }
   }
 }
 
 // The tile for mr <= MR rows and nv <= NV vectors, each shape compiled once.
-template <class V, int MR, int NV, class T>
+template <class V, int MR, int NV, class T, class Epilogue>
 [[gnu::always_inline]] inline void gemm_tile_upto(int mr, int nv, std::int64_t K, const T* a, std::int64_t a_row,
                                                   std::int64_t a_col, const T* b, std::int64_t ldb, T* c,
-                                                  std::int64_t ldc, Into into, const T* row_scale) {
+                                                  std::int64_t ldc, Into into, const T* row_scale, std::int64_t i0,
+                                                  std::int64_t j0, const Epilogue& epilogue) {
   if constexpr (MR > 1) {
-    if (mr < MR) return gemm_tile_upto<V, MR - 1, NV>(mr, nv, K, a, a_row, a_col, b, ldb, c, ldc, into, row_scale);
+    if (mr < MR) {
+      return gemm_tile_upto<V, MR - 1, NV>(mr, nv, K, a, a_row, a_col, b, ldb, c, ldc, into, row_scale, i0, j0,
+                                           epilogue);
+    }
   }
   if constexpr (NV > 1) {
-    if (nv < NV) return gemm_tile_upto<V, MR, NV - 1>(mr, nv, K, a, a_row, a_col, b, ldb, c, ldc, into, row_scale);
+    if (nv < NV) {
+      return gemm_tile_upto<V, MR, NV - 1>(mr, nv, K, a, a_row, a_col, b, ldb, c, ldc, into, row_scale, i0, j0,
+                                           epilogue);
+    }
   }
-  gemm_tile<V, MR, NV>(K, a, a_row, a_col, b, ldb, c, ldc, into, row_scale);
+  gemm_tile<V, MR, NV>(K, a, a_row, a_col, b, ldb, c, ldc, into, row_scale, i0, j0, epilogue);
 }
 
 /// Columns of one panel of B: a tile's width.
 template <class Isa, class T>
 constexpr int kPanelOf = Isa::kVectors * kLanesOf<Isa, T>;
 
-/// g.c (+)= g.a g.b. K runs in slices of 128, so that the slice of a panel of B that all
-/// the tiles of a column of C read stays in L1 (32 KiB at most on AVX-512).
-template <class Isa, class T>
-[[gnu::always_inline]] inline void gemm_tiles(const Gemm<T>& g) {
+/// g.c (+)= g.a g.b, each vector of C stored as epilogue(vector, row, column) (row < M,
+/// column a multiple of the lanes < N). K runs in slices of 128, so that the slice of a
+/// panel of B that all the tiles of a column of C read stays in L1 (32 KiB at most on
+/// AVX-512); the epilogue applies to the last slice only.
+template <class Isa, class T, class Epilogue = AsIs>
+[[gnu::always_inline]] inline void gemm_tiles(const Gemm<T>& g, const Epilogue& epilogue = {}) {
   using V = VecOf<Isa, T>;
   constexpr int W = kLanesOf<Isa, T>, MR = Isa::kRows, NV = Isa::kVectors, P = kPanelOf<Isa, T>;
   constexpr std::int64_t kSlice = 128;
@@ -105,13 +129,22 @@ template <class Isa, class T>
   do {
     const std::int64_t kc = std::min(kSlice, g.K - k0);
     const Into into = k0 == 0 ? g.into : Into::add;
+    const bool last = k0 + kSlice >= g.K;
     for (std::int64_t n0 = 0; n0 < g.N; n0 += P) {
       const int nv = static_cast<int>(std::min<std::int64_t>(NV, (g.N - n0 + W - 1) / W));
       const T* b = g.b + (n0 / P) * g.b_panel + k0 * g.ldb;
       for (std::int64_t m0 = 0; m0 < g.M; m0 += MR) {
         const int mr = static_cast<int>(std::min<std::int64_t>(MR, g.M - m0));
-        gemm_tile_upto<V, MR, NV>(mr, nv, kc, g.a + m0 * g.a_row + k0 * g.a_col, g.a_row, g.a_col, b, g.ldb,
-                                  g.c + m0 * g.ldc + n0, g.ldc, into, g.row_scale ? g.row_scale + m0 : nullptr);
+        const T* a = g.a + m0 * g.a_row + k0 * g.a_col;
+        const T* row_scale = g.row_scale ? g.row_scale + m0 : nullptr;
+        T* c = g.c + m0 * g.ldc + n0;
+        if (std::is_same_v<Epilogue, AsIs> || last) {
+          gemm_tile_upto<V, MR, NV>(mr, nv, kc, a, g.a_row, g.a_col, b, g.ldb, c, g.ldc, into, row_scale, m0, n0,
+                                    epilogue);
+        } else {
+          gemm_tile_upto<V, MR, NV>(mr, nv, kc, a, g.a_row, g.a_col, b, g.ldb, c, g.ldc, into, row_scale, m0, n0,
+                                    AsIs{});
+        }
       }
     }
     k0 += kSlice;
