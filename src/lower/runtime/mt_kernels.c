@@ -560,45 +560,60 @@ static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
 #define MT_CHAN_OUT(BITS, q, acc, y_min) \
   mt_max32((int32_t)__builtin_arm_ssat(mt_rq_chan_apply(q, acc), BITS), y_min)
 
-/* int8 x int8: two rows of x times two weight rows per pass, so each loaded word (and its
- * SXTB16 split) serves two products: per 4 inputs 4 LDR, 8 SXTB16, 8 SMLAD for 16 MACs. The
- * sums start from the bias, exact in int32 (|b| < 2^30, in <= 65536, |x w| <= 2^14); an odd
- * last row takes one row times the two channels, an odd last channel is computed twice. The
- * inner loop indexes the four rows from their ends with j counting up to 0 (its add sets the
- * flags: no compare). When every channel's requantization is fast (the usual positive ratio
- * below 1/2) it is set up once per channel pair, else (and for a single row, where that setup
- * would not pay) the one-row variant above takes the call. */
-#define MT_DEFINE_LINEAR_DSP_S8(Y, YT, BITS)                                                             \
-  static int mt_linear_dsp2_s8_s8_##Y(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, int rows, \
-                                      int in, int out, int xs, const int32_t *rq, int rq_per_channel,     \
-                                      int32_t y_zero, int32_t y_min) {                                    \
+/* Four inputs of a row as the halfword pairs (x0, x2) and (x1, x3), the pairs SXTB16 makes of
+ * a word of four int8 weights: int8 inputs split by SXTB16 too, int16 inputs regrouped by
+ * PKHBT / PKHTB. */
+#define MT_SPLIT4_s8(p, e, o)                                                                             \
+  do {                                                                                                    \
+    const int32_t w_ = mt_ld32(p);                                                                        \
+    e = __sxtb16(w_), o = mt_odd_bytes(w_);                                                               \
+  } while (0)
+#define MT_SPLIT4_s16(p, e, o)                                                                            \
+  do {                                                                                                    \
+    const int32_t l_ = mt_ld32(p), h_ = mt_ld32((p) + 2);                                                 \
+    e = mt_even_halves(l_, h_), o = mt_odd_halves(l_, h_);                                                \
+  } while (0)
+
+/* int8 weights, two rows of x times two weight rows per pass, so each loaded word (and its
+ * split) serves two products: per 4 inputs 8 SMLAD for 16 MACs, with 4 LDR and 8 SXTB16 for
+ * int8 x, 6 LDR, 4 PKH and 4 SXTB16 for int16 x. The sums start from the bias and are int32,
+ * exact when |b| < 2^30 and in <= MAX_IN (65536 for int8 x, |x w| <= 2^14; 256 for int16 x,
+ * |x w| <= 2^22); an odd last row takes one row times the two channels, an odd last channel
+ * is computed twice. The inner loop indexes the four rows from their ends with j counting up
+ * to 0 (its add sets the flags: no compare). When every channel's requantization is fast (the
+ * usual positive ratio below 1/2) it is set up once per channel pair; else, for a single row
+ * (where that setup would not pay), a wider sum or a larger bias the one-row variant above
+ * takes the call. */
+#define MT_DEFINE_LINEAR_DSP2(X, Y, XT, YT, BT, BITS, MAX_IN)                                             \
+  static int mt_linear_dsp2_##X##_s8_##Y(const XT *x, const int8_t *w, const BT *b, YT *y, int rows,     \
+                                         int in, int out, int xs, const int32_t *rq, int rq_per_channel,  \
+                                         int32_t y_zero, int32_t y_min) {                                 \
     const int in4 = in & ~3;                                                                              \
-    int r, o, j;                                                                                          \
-    if (in > 65536) return 0;                                                                             \
-    for (o = 0; o < (rq_per_channel ? out : 1) && rows >= 2; ++o)                                         \
-      if (!mt_rq_chan_fast(rq + 2 * o)) break;                                                            \
-    if (rows < 2 || o < (rq_per_channel ? out : 1)) /* one row, or a channel not fast */                  \
-      return mt_linear_dsp_s8_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);   \
-    for (o = 0; b && o < out; ++o)                                                                        \
-      if (b[o] >= (1 << 30) || b[o] <= -(1 << 30)) return 0;                                             \
+    int r, o, j, fast = rows >= 2 && in <= (MAX_IN);                                                      \
+    for (o = 0; fast && o < (rq_per_channel ? out : 1); ++o) fast = mt_rq_chan_fast(rq + 2 * o);          \
+    for (o = 0; fast && b && o < out; ++o) fast = b[o] < (1 << 30) && b[o] > -(1 << 30);                  \
+    if (!fast) return mt_linear_dsp_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel,      \
+                                                 y_zero, y_min);                                          \
     for (o = 0; o < out; o += 2) {                                                                        \
       const int o1 = o + 1 < out ? o + 1 : o;                                                             \
       const int8_t *w0 = w + o * in, *w1 = w + o1 * in;                                                   \
       const mt_rq_chan q0 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                   \
       const mt_rq_chan q1 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o1 : 0), y_zero);                  \
-      const int32_t b0 = b ? b[o] : 0, b1 = b ? b[o1] : 0;                                                \
-      const int8_t *xa = x;                                                                               \
+      const int32_t b0 = b ? (int32_t)b[o] : 0, b1 = b ? (int32_t)b[o1] : 0;                              \
+      const XT *xa = x;                                                                                   \
       YT *y0 = y + o;                                                                                     \
       for (r = rows >> 1; r != 0; --r, xa += 2 * xs, y0 += 2 * out) {                                     \
-        const int8_t *xb = xa + xs;                                                                       \
-        const int8_t *xae = xa + in4, *xbe = xb + in4, *w0e = w0 + in4, *w1e = w1 + in4;                  \
+        const XT *xb = xa + xs;                                                                           \
+        const XT *xae = xa + in4, *xbe = xb + in4;                                                        \
+        const int8_t *w0e = w0 + in4, *w1e = w1 + in4;                                                    \
         YT *y1 = y0 + out;                                                                                \
         int32_t a00 = b0, a01 = b1, a10 = b0, a11 = b1;                                                   \
         for (j = -in4; j != 0; j += 4) {                                                                  \
-          const int32_t u = mt_ld32(xae + j), t = mt_ld32(xbe + j);                                       \
-          const int32_t ue = __sxtb16(u), uo = mt_odd_bytes(u), te = __sxtb16(t), to = mt_odd_bytes(t);   \
-          const int32_t p = mt_ld32(w0e + j), pe = __sxtb16(p), po = mt_odd_bytes(p);                     \
-          const int32_t g = mt_ld32(w1e + j), ge = __sxtb16(g), go = mt_odd_bytes(g);                     \
+          int32_t ue, uo, te, to, pe, po, ge, go;                                                         \
+          MT_SPLIT4_##X(xae + j, ue, uo);                                                                 \
+          MT_SPLIT4_##X(xbe + j, te, to);                                                                 \
+          MT_SPLIT4_s8(w0e + j, pe, po);                                                                  \
+          MT_SPLIT4_s8(w1e + j, ge, go);                                                                  \
           a00 = __smlad(uo, po, __smlad(ue, pe, a00));                                                    \
           a10 = __smlad(to, po, __smlad(te, pe, a10));                                                    \
           a01 = __smlad(uo, go, __smlad(ue, ge, a01));                                                    \
@@ -615,7 +630,14 @@ static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
       }                                                                                                   \
       if (rows & 1) { /* an odd last row: the two channels only */                                        \
         int32_t a00 = b0, a01 = b1;                                                                       \
-        for (j = 0; j + 4 <= in; j += 4) MT_MAC2_S8_S8(xa + j, w0 + j, w1 + j, a00, a01);                 \
+        for (j = 0; j + 4 <= in; j += 4) {                                                                \
+          int32_t ue, uo, pe, po, ge, go;                                                                 \
+          MT_SPLIT4_##X(xa + j, ue, uo);                                                                  \
+          MT_SPLIT4_s8(w0 + j, pe, po);                                                                   \
+          MT_SPLIT4_s8(w1 + j, ge, go);                                                                   \
+          a00 = __smlad(uo, po, __smlad(ue, pe, a00));                                                    \
+          a01 = __smlad(uo, go, __smlad(ue, ge, a01));                                                    \
+        }                                                                                                 \
         for (; j < in; ++j) a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                 \
         y0[0] = (YT)MT_CHAN_OUT(BITS, &q0, a00, y_min);                                                   \
         y0[o1 - o] = (YT)MT_CHAN_OUT(BITS, &q1, a01, y_min);                                              \
@@ -623,15 +645,17 @@ static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
     }                                                                                                     \
     return 1;                                                                                             \
   }
-MT_DEFINE_LINEAR_DSP_S8(s8, int8_t, 8)
-MT_DEFINE_LINEAR_DSP_S8(s16, int16_t, 16)
+MT_DEFINE_LINEAR_DSP2(s8, s8, int8_t, int8_t, int32_t, 8, 65536)
+MT_DEFINE_LINEAR_DSP2(s8, s16, int8_t, int16_t, int32_t, 16, 65536)
+MT_DEFINE_LINEAR_DSP2(s16, s8, int16_t, int8_t, int64_t, 8, 256)
+MT_DEFINE_LINEAR_DSP2(s16, s16, int16_t, int16_t, int64_t, 16, 256)
 #else
 #define mt_linear_dsp2_s8_s8_s8 MT_NO_VARIANT
 #define mt_linear_dsp2_s8_s8_s16 MT_NO_VARIANT
 #define mt_linear_dsp_s8_s16_s8 MT_NO_VARIANT
 #define mt_linear_dsp_s8_s16_s16 MT_NO_VARIANT
-#define mt_linear_dsp_s16_s8_s8 MT_NO_VARIANT
-#define mt_linear_dsp_s16_s8_s16 MT_NO_VARIANT
+#define mt_linear_dsp2_s16_s8_s8 MT_NO_VARIANT
+#define mt_linear_dsp2_s16_s8_s16 MT_NO_VARIANT
 #define mt_linear_dsp_s16_s16_s8 MT_NO_VARIANT
 #define mt_linear_dsp_s16_s16_s16 MT_NO_VARIANT
 #endif
@@ -640,8 +664,8 @@ MT_DEFINE_LINEAR(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_linear_dsp2_s8_
 MT_DEFINE_LINEAR(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_linear_dsp2_s8_s8_s16)
 MT_DEFINE_LINEAR(s8, s16, s8, int8_t, int16_t, int8_t, int32_t, mt_linear_dsp_s8_s16_s8)
 MT_DEFINE_LINEAR(s8, s16, s16, int8_t, int16_t, int16_t, int32_t, mt_linear_dsp_s8_s16_s16)
-MT_DEFINE_LINEAR(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_linear_dsp_s16_s8_s8)
-MT_DEFINE_LINEAR(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, mt_linear_dsp_s16_s8_s16)
+MT_DEFINE_LINEAR(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_linear_dsp2_s16_s8_s8)
+MT_DEFINE_LINEAR(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, mt_linear_dsp2_s16_s8_s16)
 MT_DEFINE_LINEAR(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, mt_linear_dsp_s16_s16_s8)
 MT_DEFINE_LINEAR(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, mt_linear_dsp_s16_s16_s16)
 
