@@ -261,6 +261,26 @@ static void elementwise(void) {
       mt_add_s16_s16_s16(a16, b16, nbs[k], y16, 2048, wa, wb, cc, sh + 9, 0), h16(y16, 2048);
     }
   h_end("add");
+  /* exact ties of both signs (a 2^(s-1) with odd a, b 2^(s-2) in pairs), sums just below zero
+   * (c = -1), the largest products (m = -2^31 times -2^15), zero points, s = 18 and s = 31 */
+  h_begin();
+  for (c = 0; c < 4; ++c) {
+    const int sh = c % 2 ? 31 : 18, zy = c < 2 ? 0 : 3 - 2 * c;
+    const int32_t ma = c == 3 ? INT32_MIN : (int32_t)(1u << (sh - 1)), mb = c == 3 ? INT32_MIN : (int32_t)(1u << (sh - 2));
+    for (k = -1; k <= 1; ++k) {
+      mt_add_s16_s16_s16(a16, b16, 2048, y16, 2048, ma, mb, k, sh, zy * 100), h16(y16, 2048);
+      mt_add_s16_s8_s16(a16, b8, 2048, y16, 2048, ma, mb, k, sh, zy), h16(y16, 2048);
+      mt_add_s8_s16_s8(a8, b16, 2048, y8, 2048, ma, mb, k, sh, zy), h8(y8, 2048);
+      mt_add_s16_s16_s8(a16, b16, 2048, y8, 2048, ma >> 8, mb >> 8, k, sh, zy), h8(y8, 2048);
+    }
+  }
+  for (k = 0; k < 2048; ++k) a16[k] = (int16_t)(k % 2 ? -32768 : k % 7 - 3), b16[k] = (int16_t)(k % 3 ? -32768 : k % 5 - 2);
+  mt_add_s16_s16_s16(a16, b16, 2048, y16, 2048, INT32_MIN, INT32_MIN, -1, 31, 0), h16(y16, 2048);
+  mt_add_s16_s16_s16(a16, b16, 2048, y16, 2048, 1 << 17, -(1 << 17), 0, 18, 0), h16(y16, 2048);
+  mt_add_s16_s16_s16(a16, b16, 2048, y16, 2048, 1 << 17, 1 << 16, -1, 18, -7), h16(y16, 2048);
+  fill16(a16, 2048, -32768, 32767);
+  fill16(b16, 2048, -32768, 32767);
+  h_end("add ties");
   h_begin();
   for (k = 0; k < 4; ++k)
     for (c = -3; c <= 33; c += 4) { /* draws in declarations: C leaves the order of arguments open */

@@ -691,15 +691,55 @@ MT_DEFINE_MATMUL(s16, int16_t)
 /* Elementwise                                                                           */
 /* ==================================================================================== */
 
+#if MT_DSP
+/* The int64 adds without broadcast for a shift s in [18, 31] (Armv7E-M): round half away
+ * from zero of x = a ma + b mb + c is floor((A + [A >= 0]) 2^-s) with A = x + 2^(s-1) - 1
+ * (for x >= 0 both are floor((x + 2^(s-1)) 2^-s); for x < 0 floor((x - 1 + 2^(s-1)) 2^-s),
+ * which is floor(A 2^-s) when A < 0 and 0, as floor((A + 1) 2^-s), when A >= 0). A is two
+ * SMLAL from the constant c + 2^(s-1) - 1, [A >= 0] is its inverted sign bit added with
+ * carry, and as |x| < 2^48 the result is within 2^30: the low word of the 64-bit floor shift
+ * is (lo >> s) | (hi << (32 - s)). The zero point is added and the sum saturated by SSAT
+ * (|result + y_zero| < 2^31: the same integer as mt_out). */
+#define MT_DEFINE_ADD_DSP(A, B, Y, AT, BT, YT, BITS)                                                       \
+  static int mt_add_dsp_##A##_##B##_##Y(const AT *a, const BT *b, int nb, YT *y, int n, int32_t ma,        \
+                                        int32_t mb, int32_t c, int shift, int32_t y_zero) {                \
+    const int64_t start = (int64_t)c + ((int64_t)1 << (shift - 1)) - 1;                                    \
+    const int left = 32 - shift;                                                                           \
+    const YT *const end = y + n;                                                                           \
+    if (nb != n || shift < 18 || shift > 31) return 0;                                                     \
+    while (y != end) {                                                                                     \
+      const int64_t t = start + (int64_t)*a++ * ma + (int64_t)*b++ * mb; /* A */                           \
+      const uint64_t w = (uint64_t)t + (~(uint32_t)((uint64_t)t >> 32) >> 31);                             \
+      const uint32_t r = ((uint32_t)w >> shift) | ((uint32_t)(w >> 32) << left);                           \
+      *y++ = (YT)__builtin_arm_ssat((int32_t)r + y_zero, BITS);                                            \
+    }                                                                                                      \
+    return 1;                                                                                              \
+  }
+MT_DEFINE_ADD_DSP(s8, s16, s8, int8_t, int16_t, int8_t, 8)
+MT_DEFINE_ADD_DSP(s8, s16, s16, int8_t, int16_t, int16_t, 16)
+MT_DEFINE_ADD_DSP(s16, s8, s8, int16_t, int8_t, int8_t, 8)
+MT_DEFINE_ADD_DSP(s16, s8, s16, int16_t, int8_t, int16_t, 16)
+MT_DEFINE_ADD_DSP(s16, s16, s8, int16_t, int16_t, int8_t, 8)
+MT_DEFINE_ADD_DSP(s16, s16, s16, int16_t, int16_t, int16_t, 16)
+#else
+#define mt_add_dsp_s8_s16_s8 MT_NO_VARIANT
+#define mt_add_dsp_s8_s16_s16 MT_NO_VARIANT
+#define mt_add_dsp_s16_s8_s8 MT_NO_VARIANT
+#define mt_add_dsp_s16_s8_s16 MT_NO_VARIANT
+#define mt_add_dsp_s16_s16_s8 MT_NO_VARIANT
+#define mt_add_dsp_s16_s16_s16 MT_NO_VARIANT
+#endif
+
 /* a ma + b mb + c in ACC (int32 for two int8 operands, |ma|, |mb| < 2^21; else int64, where
  * |acc| <= 2^15 2^31 2 + 2^31 < 2^48, so a shift in [18, 48] takes mt_rshift_within, the
  * same integer as mt_rshift_s64 in fewer instructions), one rounding shift; b's index wraps
- * with a counter (no modulo). */
-#define MT_DEFINE_ADD(A, B, Y, AT, BT, YT, ACC, RSHIFT)                                                    \
+ * with a counter (no modulo). VARIANT is the target's variant (MT_NO_VARIANT: none). */
+#define MT_DEFINE_ADD(A, B, Y, AT, BT, YT, ACC, RSHIFT, VARIANT)                                           \
   void mt_add_##A##_##B##_##Y(const AT *a, const BT *b, int nb, YT *y, int n, int32_t ma, int32_t mb,      \
                               int32_t c, int shift, int32_t y_zero) {                                      \
     int i, j;                                                                                              \
     if (nb <= 0) return;                                                                                   \
+    if (VARIANT(a, b, nb, y, n, ma, mb, c, shift, y_zero)) return;                                         \
     if (sizeof(ACC) == 8 && shift >= 18 && shift <= 48) {                                                  \
       if (nb == n && y_zero == 0) { /* no broadcast, no zero point: mt_out is a saturation */              \
         for (i = 0; i < n; ++i) {                                                                          \
@@ -721,14 +761,14 @@ MT_DEFINE_MATMUL(s16, int16_t)
       if (++j == nb) j = 0;                                                                                \
     }                                                                                                      \
   }
-MT_DEFINE_ADD(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_rshift_s32)
-MT_DEFINE_ADD(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_rshift_s32)
-MT_DEFINE_ADD(s8, s16, s8, int8_t, int16_t, int8_t, int64_t, mt_rshift_s64)
-MT_DEFINE_ADD(s8, s16, s16, int8_t, int16_t, int16_t, int64_t, mt_rshift_s64)
-MT_DEFINE_ADD(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_rshift_s64)
-MT_DEFINE_ADD(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, mt_rshift_s64)
-MT_DEFINE_ADD(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, mt_rshift_s64)
-MT_DEFINE_ADD(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, mt_rshift_s64)
+MT_DEFINE_ADD(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_rshift_s32, MT_NO_VARIANT)
+MT_DEFINE_ADD(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_rshift_s32, MT_NO_VARIANT)
+MT_DEFINE_ADD(s8, s16, s8, int8_t, int16_t, int8_t, int64_t, mt_rshift_s64, mt_add_dsp_s8_s16_s8)
+MT_DEFINE_ADD(s8, s16, s16, int8_t, int16_t, int16_t, int64_t, mt_rshift_s64, mt_add_dsp_s8_s16_s16)
+MT_DEFINE_ADD(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_rshift_s64, mt_add_dsp_s16_s8_s8)
+MT_DEFINE_ADD(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, mt_rshift_s64, mt_add_dsp_s16_s8_s16)
+MT_DEFINE_ADD(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, mt_rshift_s64, mt_add_dsp_s16_s16_s8)
+MT_DEFINE_ADD(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, mt_rshift_s64, mt_add_dsp_s16_s16_s16)
 
 #define MT_DEFINE_MUL(T, CT)                                                                             \
   void mt_mul_##T(const CT *a, const CT *b, int nb, CT *y, int n, int32_t a_zero, int32_t b_zero,        \
