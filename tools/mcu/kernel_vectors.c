@@ -372,6 +372,20 @@ static void layernorm(void) {
   }
   for (t = 0; t < 64; ++t) a16[t] = 1234;
   mt_layernorm_s16_s16(a16, y16, 1, 64, 0, 0, g, 40, be, 30, 0), h16(y16, 64); /* var = 0 */
+  /* the edges of the Armv7E-M row variant: exact ties of both signs (g = 0, b 2^30 at g_shift
+   * 32: b / 4), ties moved by xhat's sign (g = +-1), zero points, g_shift 61, and b_shift 1
+   * at g_shift 32 or 31 (both the reference's) */
+  for (t = 0; t < 256; ++t) g[t] = t % 3 == 0 ? 0 : (t % 3 == 1 ? 1 : -1), be[t] = t % 11 - 5;
+  for (t = 0; t < 4; ++t) {
+    const int n = 16 << t;
+    fill16(a16, 2 * n, -3000, 3000);
+    fill8(a8, 2 * n, -128, 127);
+    mt_layernorm_s16_s16(a16, y16, 2, n, 21475, 31, g, 32, be, 2, t - 2), h16(y16, 2 * n);
+    mt_layernorm_s16_s8(a16, y8, 2, n, 21475, 31, g, 32, be, 2, 1 - t), h8(y8, 2 * n);
+    mt_layernorm_s16_s16(a16, y16, 2, n, 21475, 31, g, 32, be, 1, 0), h16(y16, 2 * n);
+    mt_layernorm_s16_s16(a16, y16, 2, n, 21475, 31, g, 31, be, 1, 0), h16(y16, 2 * n);
+    mt_layernorm_s8_s16(a8, y16, 2, n, 1, 10, g, 61, be, 31, 0), h16(y16, 2 * n);
+  }
   h_end("layernorm");
 }
 

@@ -325,6 +325,12 @@ static inline int32_t mt_odd_bytes(int32_t w) {
   return r;
 }
 
+/* acc + a b as one SMLAL on the two halves of the int64 (GCC's %Q / %R operand modifiers) */
+static inline int64_t mt_smlal(int64_t acc, int32_t a, int32_t b) {
+  __asm__("smlal %Q0, %R0, %1, %2" : "+r"(acc) : "r"(a), "r"(b));
+  return acc;
+}
+
 /* sum a_i b_i over 4 int8 pairs, added to acc: 2 SMLAD (4 MACs), 4 SXTB16 */
 static inline int32_t mt_dot4_s8(int32_t a, int32_t b, int32_t acc) {
   acc = __smlad(__sxtb16(a), __sxtb16(b), acc);
@@ -1244,6 +1250,49 @@ static inline int32_t mt_ln_out(int32_t cdev, uint32_t r, int er, int32_t g, int
   return mt_rshift_s64(v, g_shift);
 }
 
+#if MT_DSP
+/* A row's outputs on Armv7E-M when r < 2^31, sh1 = er - 20 is in [26, 56], g_shift in
+ * [32, 61] and bs in [1, 30]: xhat = round(d r 2^-sh1) is floor((p - [p < 0] + 2^(sh1-1))
+ * 2^-sh1) with p = d r (r > 0: [p < 0] = [d < 0]), one SMLAL from the constant plus d >> 31;
+ * |p| < 2^55, so |xhat| <= 2^30 is the low word of the floor shift. Then v = xhat g + b 2^bs
+ * (|v| <= 2^62) is rounded as the adds do: A = v + 2^(gs-1) - 1 by two SMLAL, floor((A +
+ * [A >= 0]) 2^-gs) from the high word (|result| <= 2^30, as the reference's whichever path),
+ * the zero point added, SSAT. The same integers as mt_ln_out and mt_out_*. Returns 0 (the
+ * reference takes the row) outside these ranges. */
+#define MT_DEFINE_LN_ROW_DSP(X, Y, XT, YT, G, BITS)                                                         \
+  static int mt_ln_row_dsp_##X##_##Y(const XT *xr, YT *yr, int n, int32_t mean, uint32_t r, int er,          \
+                                     const int32_t *g, int g_shift, const int32_t *b, int bs, int32_t y_zero) { \
+    const int sh1 = er - 20;                                                                                 \
+    int j;                                                                                                   \
+    if (r >= 0x80000000u || sh1 < 26 || sh1 > 56 || g_shift < 32 || g_shift > 61 || bs < 1 || bs > 30)      \
+      return 0;                                                                                              \
+    {                                                                                                        \
+      const int64_t k1 = (int64_t)1 << (sh1 - 1), k2 = ((int64_t)1 << (g_shift - 1)) - 1;                   \
+      const int32_t bm = (int32_t)(1u << bs);                                                                \
+      const int hs = g_shift - 32;                                                                           \
+      for (j = 0; j < n; ++j) {                                                                              \
+        const int32_t d = (int32_t)xr[j] * (1 << (G)) - mean;                                                \
+        const int64_t pw = mt_smlal(k1 + (d >> 31), d, (int32_t)r);                                          \
+        const uint32_t lo = (uint32_t)pw, hi = (uint32_t)((uint64_t)pw >> 32);                               \
+        const int32_t xhat = sh1 >= 32 ? (int32_t)hi >> (sh1 - 32) : (int32_t)((lo >> sh1) | (hi << (32 - sh1))); \
+        const int64_t A = mt_smlal(mt_smlal(k2, xhat, g[j]), b[j], bm);                                      \
+        const uint64_t w = (uint64_t)A + (~(uint32_t)((uint64_t)A >> 32) >> 31);                             \
+        yr[j] = (YT)__builtin_arm_ssat(((int32_t)(uint32_t)(w >> 32) >> hs) + y_zero, BITS);                 \
+      }                                                                                                      \
+    }                                                                                                        \
+    return 1;                                                                                                \
+  }
+MT_DEFINE_LN_ROW_DSP(s8, s8, int8_t, int8_t, 16, 8)
+MT_DEFINE_LN_ROW_DSP(s8, s16, int8_t, int16_t, 16, 16)
+MT_DEFINE_LN_ROW_DSP(s16, s8, int16_t, int8_t, 8, 8)
+MT_DEFINE_LN_ROW_DSP(s16, s16, int16_t, int16_t, 8, 16)
+#else
+#define mt_ln_row_dsp_s8_s8 MT_NO_VARIANT
+#define mt_ln_row_dsp_s8_s16 MT_NO_VARIANT
+#define mt_ln_row_dsp_s16_s8 MT_NO_VARIANT
+#define mt_ln_row_dsp_s16_s16 MT_NO_VARIANT
+#endif
+
 #define MT_DEFINE_LAYERNORM(X, Y, XT, YT, G)                                                                \
   void mt_layernorm_##X##_##Y(const XT *x, YT *y, int rows, int n, uint32_t eps_q, int eps_frac,            \
                               const int32_t *g, int g_shift, const int32_t *b, int b_shift, int32_t y_zero) { \
@@ -1265,6 +1314,7 @@ static inline int32_t mt_ln_out(int32_t cdev, uint32_t r, int er, int32_t g, int
         ssq += (uint64_t)((int64_t)d * d);                                                                  \
       }                                                                                                     \
       mt_ln_rsqrt(&c, ssq, &r, &er);                                                                        \
+      if (mt_ln_row_dsp_##X##_##Y(xr, yr, n, mean, r, er, g, g_shift, b, g_shift - b_shift, y_zero)) continue; \
       for (j = 0; j < n; ++j) {                                                                             \
         const int32_t d = (int32_t)xr[j] * (1 << (G)) - mean;                                               \
         yr[j] = mt_out_##Y(mt_ln_out(d, r, er, g[j], g_shift, b[j], g_shift - b_shift), y_zero);          \
@@ -1603,12 +1653,6 @@ static __attribute__((noinline)) void mt_attn_logits_s16(const mt_attn *a, const
     mt_attn_logits2_s16(&q, qi, kj, ks, n, 32, 1, t);
   else
     mt_attn_logits2_s16(&q, qi, kj, ks, n, D, 1, t);
-}
-
-/* acc + a b as one SMLAL on the two halves of the int64 (GCC's %Q / %R operand modifiers) */
-static inline int64_t mt_smlal(int64_t acc, int32_t a, int32_t b) {
-  __asm__("smlal %Q0, %R0, %1, %2" : "+r"(acc) : "r"(a), "r"(b));
-  return acc;
 }
 
 /* acc[d] += w0 v0[d] + w1 v1[d] for int16 v into the int64 sums: for weights that fit int16
