@@ -20,7 +20,7 @@ for tool in gcc arm-none-eabi-gcc arm-none-eabi-nm qemu-system-arm; do
 done
 
 kernels=("$@")
-[[ ${#kernels[@]} -gt 0 ]] || kernels=(linear_s8 linear_s16 softmax_s8 softmax_s16 attention_s8 attention_s16 attention_s16_dense
+[[ ${#kernels[@]} -gt 0 ]] || kernels=(linear_s8 linear_s16 linear_s16x8 softmax_s8 softmax_s16 attention_s8 attention_s16 attention_s16_dense
   attention_s16_dense_h4)
 
 # build: name cpu board flash ram extra-flags

@@ -27,8 +27,9 @@ static uint32_t fnv(const void *p, int bytes) { /* FNV-1a over the output bytes 
   return h;
 }
 
-/* the shapes: linear [128, 16] x [48, 16]^T; softmax 128 x 128; attention L = S = 128, d = 16
- * (attention_*: full-range inputs, so many keys get weight 0; attention_s16_dense*: the q and
+/* the shapes: linear [128, 16] x [48, 16]^T (linear_s16x8: int16 x, int8 weights, as the
+ * layers of an int8 model that read its int16 residual stream); softmax 128 x 128; attention
+ * L = S = 128, d = 16 (attention_*: full-range inputs, so many keys get weight 0; attention_s16_dense*: the q and
  * k of a real block, |logit| of a few units, every key with a weight, on H = 1 head of 16 or
  * H = 4 heads of 4 features of the same [L, 3 * 16] projection) */
 enum { ROWS = 128, IN = 16, OUT = 48, SM = 128, L = 128, D = 16 };
@@ -73,6 +74,10 @@ int main(int argc, char **argv) {
     } else if (!strcmp(name, "linear_s16")) {
       if (r == 0) for (i = 0; i < 2 * OUT; i += 2) rq[i + 1] += 16; /* 2^16 x the int8 products */
       mt_linear_s16_s16_s16(x16, w16, b64, y16, ROWS, IN, OUT, 0, rq, 1, 0, -32768);
+      macs = (long)ROWS * IN * OUT, out = y16, bytes = 2 * ROWS * OUT;
+    } else if (!strcmp(name, "linear_s16x8")) {
+      if (r == 0) for (i = 0; i < OUT; ++i) b64[i] = (int64_t)b32[i] * 256, rq[2 * i + 1] += 8; /* 2^8 x */
+      mt_linear_s16_s8_s16(x16, w8, b64, y16, ROWS, IN, OUT, 0, rq, 1, 0, -32768);
       macs = (long)ROWS * IN * OUT, out = y16, bytes = 2 * ROWS * OUT;
     } else if (!strcmp(name, "softmax_s8")) {
       /* logits at 2^-4: z = (max - x) 2^-4 log2(e) in Q16 */

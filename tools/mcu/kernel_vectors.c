@@ -162,19 +162,23 @@ static void linear(void) {
   h_end("linear odd shapes");
 }
 
-/* int8 x int8 with every channel's requantization on the fast path of the Armv7E-M two-row
- * variant (shift in [1, 31], m > 0): odd and even rows, inputs, channels and row strides, the
- * ends of the shift range and of the multiplier, biases at +-(2^30 - 1), saturation both
- * ways, zero points and a fused relu; then one channel just outside the range (s = 0, s = 32,
- * m < 0: the one-row variant), and exact ties of both signs (x = 0, acc = b = 4 (2k + 1) at
- * s = 2 with m = +-2^30, acc = 2 (2k + 1) at s = 1). */
+/* int8 x int8 and int16 x int8 with every channel's requantization on the fast path of the
+ * Armv7E-M two-row variant (shift in [1, 31], m > 0): odd and even rows, inputs, channels and
+ * row strides, the ends of the shift range and of the multiplier, biases at +-(2^30 - 1),
+ * saturation both ways, zero points and a fused relu; then one channel just outside the range
+ * (s = 0, s = 32, m < 0: the one-row variant), exact ties of both signs (x = 0, acc = b =
+ * 4 (2k + 1) at s = 2 with m = +-2^30, acc = 2 (2k + 1) at s = 1), and int16 x int8 at the
+ * int32 sum's edge: 256 products of -2^15 and -2^7 plus a bias of 2^30 - 1 is 2^31 - 1 (two
+ * rows), 257 of them or a bias of 2^30 take the one-row variant's int64 sums. */
 static void linear_two_rows(void) {
   static const int ins[] = {1, 3, 4, 5, 8, 16, 27, 40};
   static const int32_t zero_min[][2] = {{-5, -128}, {0, 0}, {7, 7}, {-128, -128}, {127, 127}};
   static int32_t bias[16], rq[32];
+  static int64_t bias64[16];
   static int8_t zero8[5 * 43];
   int i, k, c;
   fill8(a8, 5 * 43, -128, 127);
+  fill16(a16, 5 * 43, -32768, 32767);
   fill8(b8, 16 * 40, -128, 127);
   h_begin();
   for (k = 0; k < 4; ++k) {
@@ -183,6 +187,7 @@ static void linear_two_rows(void) {
       bias[c] /= 2 << (2 * k), rq[2 * c] = (int32_t)((1u << 30) | (lcg() >> 2)), rq[2 * c + 1] = rnd(1, 31);
     rq[0] = 1 << 30, rq[1] = 2, rq[2] = INT32_MAX, rq[3] = 31, rq[4] = INT32_MAX, rq[5] = 2, rq[6] = INT32_MAX, rq[7] = 1;
     bias[3] = (1 << 30) - 1, bias[4] = -(1 << 30) + 1;
+    for (c = 0; c < 16; ++c) bias64[c] = bias[c];
     if (k == 1) rq[2 * 5 + 1] = 0;  /* below the range */
     if (k == 2) rq[2 * 6 + 1] = 32; /* above it */
     if (k == 3) rq[2 * 7] = -rq[2 * 7];
@@ -194,8 +199,21 @@ static void linear_two_rows(void) {
           h8(y8, rows * out);
       mt_linear_s8_s8_s16(a8, b8, bias, y16, rows, in, out, xs, rq, 1, zm[0] * 200, zm[1] == -128 ? -32768 : zm[1] * 200),
           h16(y16, rows * out);
+      mt_linear_s16_s8_s8(a16, b8, bias64, y8, rows, in, out, xs, rq, 1, zm[0], zm[1]), h8(y8, rows * out);
+      mt_linear_s16_s8_s16(a16, b8, i % 2 ? bias64 : 0, y16, rows, in, out, xs, rq + 2 * (i % 3), 0, zm[0] * 200,
+                           zm[1] == -128 ? -32768 : zm[1] * 200),
+          h16(y16, rows * out);
     }
   }
+  for (i = 0; i < 2 * 257; ++i) a16[i] = -32768;
+  for (i = 0; i < 4 * 257; ++i) b8[i] = -128;
+  for (c = 0; c < 4; ++c) bias64[c] = (1 << 30) - 1 - c % 2, rq[2 * c] = INT32_MAX, rq[2 * c + 1] = 1 + c;
+  mt_linear_s16_s8_s16(a16, b8, bias64, y16, 2, 256, 4, 0, rq, 1, 0, -32768), h16(y16, 8);
+  mt_linear_s16_s8_s8(a16, b8, bias64, y8, 2, 256, 3, 0, rq, 1, 0, -128), h8(y8, 6);
+  mt_linear_s16_s8_s16(a16, b8, bias64, y16, 2, 257, 4, 0, rq, 1, 0, -32768), h16(y16, 8);
+  bias64[1] = 1 << 30;
+  mt_linear_s16_s8_s16(a16, b8, bias64, y16, 2, 256, 4, 0, rq, 1, 0, -32768), h16(y16, 8);
+  fill8(b8, 16 * 40, -128, 127);
   for (c = 0; c < 16; ++c) bias[c] = 4 * (2 * (c - 8) + 1), rq[2 * c] = 1 << 30, rq[2 * c + 1] = 2;
   mt_linear_s8_s8_s8(zero8, b8, bias, y8, 3, 8, 16, 0, rq, 1, 0, -128), h8(y8, 48);
   mt_linear_s8_s8_s16(zero8, b8, bias, y16, 4, 8, 16, 0, rq, 1, 0, -32768), h16(y16, 64);
@@ -203,7 +221,7 @@ static void linear_two_rows(void) {
   mt_linear_s8_s8_s8(zero8, b8, bias, y8, 2, 8, 16, 0, rq, 1, 0, -128), h8(y8, 32);
   for (c = 0; c < 16; ++c) bias[c] /= 2, rq[2 * c] = 1 << 30, rq[2 * c + 1] = 1; /* s = 1: acc = 2 (2k + 1) */
   mt_linear_s8_s8_s8(zero8, b8, bias, y8, 2, 8, 16, 0, rq, 1, 0, -128), h8(y8, 32);
-  h_end("linear s8 two rows");
+  h_end("linear two rows");
 }
 
 static void matmul(void) {
@@ -243,6 +261,26 @@ static void elementwise(void) {
       mt_add_s16_s16_s16(a16, b16, nbs[k], y16, 2048, wa, wb, cc, sh + 9, 0), h16(y16, 2048);
     }
   h_end("add");
+  /* exact ties of both signs (a 2^(s-1) with odd a, b 2^(s-2) in pairs), sums just below zero
+   * (c = -1), the largest products (m = -2^31 times -2^15), zero points, s = 18 and s = 31 */
+  h_begin();
+  for (c = 0; c < 4; ++c) {
+    const int sh = c % 2 ? 31 : 18, zy = c < 2 ? 0 : 3 - 2 * c;
+    const int32_t ma = c == 3 ? INT32_MIN : (int32_t)(1u << (sh - 1)), mb = c == 3 ? INT32_MIN : (int32_t)(1u << (sh - 2));
+    for (k = -1; k <= 1; ++k) {
+      mt_add_s16_s16_s16(a16, b16, 2048, y16, 2048, ma, mb, k, sh, zy * 100), h16(y16, 2048);
+      mt_add_s16_s8_s16(a16, b8, 2048, y16, 2048, ma, mb, k, sh, zy), h16(y16, 2048);
+      mt_add_s8_s16_s8(a8, b16, 2048, y8, 2048, ma, mb, k, sh, zy), h8(y8, 2048);
+      mt_add_s16_s16_s8(a16, b16, 2048, y8, 2048, ma >> 8, mb >> 8, k, sh, zy), h8(y8, 2048);
+    }
+  }
+  for (k = 0; k < 2048; ++k) a16[k] = (int16_t)(k % 2 ? -32768 : k % 7 - 3), b16[k] = (int16_t)(k % 3 ? -32768 : k % 5 - 2);
+  mt_add_s16_s16_s16(a16, b16, 2048, y16, 2048, INT32_MIN, INT32_MIN, -1, 31, 0), h16(y16, 2048);
+  mt_add_s16_s16_s16(a16, b16, 2048, y16, 2048, 1 << 17, -(1 << 17), 0, 18, 0), h16(y16, 2048);
+  mt_add_s16_s16_s16(a16, b16, 2048, y16, 2048, 1 << 17, 1 << 16, -1, 18, -7), h16(y16, 2048);
+  fill16(a16, 2048, -32768, 32767);
+  fill16(b16, 2048, -32768, 32767);
+  h_end("add ties");
   h_begin();
   for (k = 0; k < 4; ++k)
     for (c = -3; c <= 33; c += 4) { /* draws in declarations: C leaves the order of arguments open */
@@ -334,6 +372,20 @@ static void layernorm(void) {
   }
   for (t = 0; t < 64; ++t) a16[t] = 1234;
   mt_layernorm_s16_s16(a16, y16, 1, 64, 0, 0, g, 40, be, 30, 0), h16(y16, 64); /* var = 0 */
+  /* the edges of the Armv7E-M row variant: exact ties of both signs (g = 0, b 2^30 at g_shift
+   * 32: b / 4), ties moved by xhat's sign (g = +-1), zero points, g_shift 61, and b_shift 1
+   * at g_shift 32 or 31 (both the reference's) */
+  for (t = 0; t < 256; ++t) g[t] = t % 3 == 0 ? 0 : (t % 3 == 1 ? 1 : -1), be[t] = t % 11 - 5;
+  for (t = 0; t < 4; ++t) {
+    const int n = 16 << t;
+    fill16(a16, 2 * n, -3000, 3000);
+    fill8(a8, 2 * n, -128, 127);
+    mt_layernorm_s16_s16(a16, y16, 2, n, 21475, 31, g, 32, be, 2, t - 2), h16(y16, 2 * n);
+    mt_layernorm_s16_s8(a16, y8, 2, n, 21475, 31, g, 32, be, 2, 1 - t), h8(y8, 2 * n);
+    mt_layernorm_s16_s16(a16, y16, 2, n, 21475, 31, g, 32, be, 1, 0), h16(y16, 2 * n);
+    mt_layernorm_s16_s16(a16, y16, 2, n, 21475, 31, g, 31, be, 1, 0), h16(y16, 2 * n);
+    mt_layernorm_s8_s16(a8, y16, 2, n, 1, 10, g, 61, be, 31, 0), h16(y16, 2 * n);
+  }
   h_end("layernorm");
 }
 

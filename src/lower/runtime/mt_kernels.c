@@ -325,6 +325,12 @@ static inline int32_t mt_odd_bytes(int32_t w) {
   return r;
 }
 
+/* acc + a b as one SMLAL on the two halves of the int64 (GCC's %Q / %R operand modifiers) */
+static inline int64_t mt_smlal(int64_t acc, int32_t a, int32_t b) {
+  __asm__("smlal %Q0, %R0, %1, %2" : "+r"(acc) : "r"(a), "r"(b));
+  return acc;
+}
+
 /* sum a_i b_i over 4 int8 pairs, added to acc: 2 SMLAD (4 MACs), 4 SXTB16 */
 static inline int32_t mt_dot4_s8(int32_t a, int32_t b, int32_t acc) {
   acc = __smlad(__sxtb16(a), __sxtb16(b), acc);
@@ -560,45 +566,60 @@ static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
 #define MT_CHAN_OUT(BITS, q, acc, y_min) \
   mt_max32((int32_t)__builtin_arm_ssat(mt_rq_chan_apply(q, acc), BITS), y_min)
 
-/* int8 x int8: two rows of x times two weight rows per pass, so each loaded word (and its
- * SXTB16 split) serves two products: per 4 inputs 4 LDR, 8 SXTB16, 8 SMLAD for 16 MACs. The
- * sums start from the bias, exact in int32 (|b| < 2^30, in <= 65536, |x w| <= 2^14); an odd
- * last row takes one row times the two channels, an odd last channel is computed twice. The
- * inner loop indexes the four rows from their ends with j counting up to 0 (its add sets the
- * flags: no compare). When every channel's requantization is fast (the usual positive ratio
- * below 1/2) it is set up once per channel pair, else (and for a single row, where that setup
- * would not pay) the one-row variant above takes the call. */
-#define MT_DEFINE_LINEAR_DSP_S8(Y, YT, BITS)                                                             \
-  static int mt_linear_dsp2_s8_s8_##Y(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, int rows, \
-                                      int in, int out, int xs, const int32_t *rq, int rq_per_channel,     \
-                                      int32_t y_zero, int32_t y_min) {                                    \
+/* Four inputs of a row as the halfword pairs (x0, x2) and (x1, x3), the pairs SXTB16 makes of
+ * a word of four int8 weights: int8 inputs split by SXTB16 too, int16 inputs regrouped by
+ * PKHBT / PKHTB. */
+#define MT_SPLIT4_s8(p, e, o)                                                                             \
+  do {                                                                                                    \
+    const int32_t w_ = mt_ld32(p);                                                                        \
+    e = __sxtb16(w_), o = mt_odd_bytes(w_);                                                               \
+  } while (0)
+#define MT_SPLIT4_s16(p, e, o)                                                                            \
+  do {                                                                                                    \
+    const int32_t l_ = mt_ld32(p), h_ = mt_ld32((p) + 2);                                                 \
+    e = mt_even_halves(l_, h_), o = mt_odd_halves(l_, h_);                                                \
+  } while (0)
+
+/* int8 weights, two rows of x times two weight rows per pass, so each loaded word (and its
+ * split) serves two products: per 4 inputs 8 SMLAD for 16 MACs, with 4 LDR and 8 SXTB16 for
+ * int8 x, 6 LDR, 4 PKH and 4 SXTB16 for int16 x. The sums start from the bias and are int32,
+ * exact when |b| < 2^30 and in <= MAX_IN (65536 for int8 x, |x w| <= 2^14; 256 for int16 x,
+ * |x w| <= 2^22); an odd last row takes one row times the two channels, an odd last channel
+ * is computed twice. The inner loop indexes the four rows from their ends with j counting up
+ * to 0 (its add sets the flags: no compare). When every channel's requantization is fast (the
+ * usual positive ratio below 1/2) it is set up once per channel pair; else, for a single row
+ * (where that setup would not pay), a wider sum or a larger bias the one-row variant above
+ * takes the call. */
+#define MT_DEFINE_LINEAR_DSP2(X, Y, XT, YT, BT, BITS, MAX_IN)                                             \
+  static int mt_linear_dsp2_##X##_s8_##Y(const XT *x, const int8_t *w, const BT *b, YT *y, int rows,     \
+                                         int in, int out, int xs, const int32_t *rq, int rq_per_channel,  \
+                                         int32_t y_zero, int32_t y_min) {                                 \
     const int in4 = in & ~3;                                                                              \
-    int r, o, j;                                                                                          \
-    if (in > 65536) return 0;                                                                             \
-    for (o = 0; o < (rq_per_channel ? out : 1) && rows >= 2; ++o)                                         \
-      if (!mt_rq_chan_fast(rq + 2 * o)) break;                                                            \
-    if (rows < 2 || o < (rq_per_channel ? out : 1)) /* one row, or a channel not fast */                  \
-      return mt_linear_dsp_s8_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);   \
-    for (o = 0; b && o < out; ++o)                                                                        \
-      if (b[o] >= (1 << 30) || b[o] <= -(1 << 30)) return 0;                                             \
+    int r, o, j, fast = rows >= 2 && in <= (MAX_IN);                                                      \
+    for (o = 0; fast && o < (rq_per_channel ? out : 1); ++o) fast = mt_rq_chan_fast(rq + 2 * o);          \
+    for (o = 0; fast && b && o < out; ++o) fast = b[o] < (1 << 30) && b[o] > -(1 << 30);                  \
+    if (!fast) return mt_linear_dsp_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel,      \
+                                                 y_zero, y_min);                                          \
     for (o = 0; o < out; o += 2) {                                                                        \
       const int o1 = o + 1 < out ? o + 1 : o;                                                             \
       const int8_t *w0 = w + o * in, *w1 = w + o1 * in;                                                   \
       const mt_rq_chan q0 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                   \
       const mt_rq_chan q1 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o1 : 0), y_zero);                  \
-      const int32_t b0 = b ? b[o] : 0, b1 = b ? b[o1] : 0;                                                \
-      const int8_t *xa = x;                                                                               \
+      const int32_t b0 = b ? (int32_t)b[o] : 0, b1 = b ? (int32_t)b[o1] : 0;                              \
+      const XT *xa = x;                                                                                   \
       YT *y0 = y + o;                                                                                     \
       for (r = rows >> 1; r != 0; --r, xa += 2 * xs, y0 += 2 * out) {                                     \
-        const int8_t *xb = xa + xs;                                                                       \
-        const int8_t *xae = xa + in4, *xbe = xb + in4, *w0e = w0 + in4, *w1e = w1 + in4;                  \
+        const XT *xb = xa + xs;                                                                           \
+        const XT *xae = xa + in4, *xbe = xb + in4;                                                        \
+        const int8_t *w0e = w0 + in4, *w1e = w1 + in4;                                                    \
         YT *y1 = y0 + out;                                                                                \
         int32_t a00 = b0, a01 = b1, a10 = b0, a11 = b1;                                                   \
         for (j = -in4; j != 0; j += 4) {                                                                  \
-          const int32_t u = mt_ld32(xae + j), t = mt_ld32(xbe + j);                                       \
-          const int32_t ue = __sxtb16(u), uo = mt_odd_bytes(u), te = __sxtb16(t), to = mt_odd_bytes(t);   \
-          const int32_t p = mt_ld32(w0e + j), pe = __sxtb16(p), po = mt_odd_bytes(p);                     \
-          const int32_t g = mt_ld32(w1e + j), ge = __sxtb16(g), go = mt_odd_bytes(g);                     \
+          int32_t ue, uo, te, to, pe, po, ge, go;                                                         \
+          MT_SPLIT4_##X(xae + j, ue, uo);                                                                 \
+          MT_SPLIT4_##X(xbe + j, te, to);                                                                 \
+          MT_SPLIT4_s8(w0e + j, pe, po);                                                                  \
+          MT_SPLIT4_s8(w1e + j, ge, go);                                                                  \
           a00 = __smlad(uo, po, __smlad(ue, pe, a00));                                                    \
           a10 = __smlad(to, po, __smlad(te, pe, a10));                                                    \
           a01 = __smlad(uo, go, __smlad(ue, ge, a01));                                                    \
@@ -615,7 +636,14 @@ static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
       }                                                                                                   \
       if (rows & 1) { /* an odd last row: the two channels only */                                        \
         int32_t a00 = b0, a01 = b1;                                                                       \
-        for (j = 0; j + 4 <= in; j += 4) MT_MAC2_S8_S8(xa + j, w0 + j, w1 + j, a00, a01);                 \
+        for (j = 0; j + 4 <= in; j += 4) {                                                                \
+          int32_t ue, uo, pe, po, ge, go;                                                                 \
+          MT_SPLIT4_##X(xa + j, ue, uo);                                                                  \
+          MT_SPLIT4_s8(w0 + j, pe, po);                                                                   \
+          MT_SPLIT4_s8(w1 + j, ge, go);                                                                   \
+          a00 = __smlad(uo, po, __smlad(ue, pe, a00));                                                    \
+          a01 = __smlad(uo, go, __smlad(ue, ge, a01));                                                    \
+        }                                                                                                 \
         for (; j < in; ++j) a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                 \
         y0[0] = (YT)MT_CHAN_OUT(BITS, &q0, a00, y_min);                                                   \
         y0[o1 - o] = (YT)MT_CHAN_OUT(BITS, &q1, a01, y_min);                                              \
@@ -623,15 +651,17 @@ static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
     }                                                                                                     \
     return 1;                                                                                             \
   }
-MT_DEFINE_LINEAR_DSP_S8(s8, int8_t, 8)
-MT_DEFINE_LINEAR_DSP_S8(s16, int16_t, 16)
+MT_DEFINE_LINEAR_DSP2(s8, s8, int8_t, int8_t, int32_t, 8, 65536)
+MT_DEFINE_LINEAR_DSP2(s8, s16, int8_t, int16_t, int32_t, 16, 65536)
+MT_DEFINE_LINEAR_DSP2(s16, s8, int16_t, int8_t, int64_t, 8, 256)
+MT_DEFINE_LINEAR_DSP2(s16, s16, int16_t, int16_t, int64_t, 16, 256)
 #else
 #define mt_linear_dsp2_s8_s8_s8 MT_NO_VARIANT
 #define mt_linear_dsp2_s8_s8_s16 MT_NO_VARIANT
 #define mt_linear_dsp_s8_s16_s8 MT_NO_VARIANT
 #define mt_linear_dsp_s8_s16_s16 MT_NO_VARIANT
-#define mt_linear_dsp_s16_s8_s8 MT_NO_VARIANT
-#define mt_linear_dsp_s16_s8_s16 MT_NO_VARIANT
+#define mt_linear_dsp2_s16_s8_s8 MT_NO_VARIANT
+#define mt_linear_dsp2_s16_s8_s16 MT_NO_VARIANT
 #define mt_linear_dsp_s16_s16_s8 MT_NO_VARIANT
 #define mt_linear_dsp_s16_s16_s16 MT_NO_VARIANT
 #endif
@@ -640,8 +670,8 @@ MT_DEFINE_LINEAR(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_linear_dsp2_s8_
 MT_DEFINE_LINEAR(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_linear_dsp2_s8_s8_s16)
 MT_DEFINE_LINEAR(s8, s16, s8, int8_t, int16_t, int8_t, int32_t, mt_linear_dsp_s8_s16_s8)
 MT_DEFINE_LINEAR(s8, s16, s16, int8_t, int16_t, int16_t, int32_t, mt_linear_dsp_s8_s16_s16)
-MT_DEFINE_LINEAR(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_linear_dsp_s16_s8_s8)
-MT_DEFINE_LINEAR(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, mt_linear_dsp_s16_s8_s16)
+MT_DEFINE_LINEAR(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_linear_dsp2_s16_s8_s8)
+MT_DEFINE_LINEAR(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, mt_linear_dsp2_s16_s8_s16)
 MT_DEFINE_LINEAR(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, mt_linear_dsp_s16_s16_s8)
 MT_DEFINE_LINEAR(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, mt_linear_dsp_s16_s16_s16)
 
@@ -667,15 +697,55 @@ MT_DEFINE_MATMUL(s16, int16_t)
 /* Elementwise                                                                           */
 /* ==================================================================================== */
 
+#if MT_DSP
+/* The int64 adds without broadcast for a shift s in [18, 31] (Armv7E-M): round half away
+ * from zero of x = a ma + b mb + c is floor((A + [A >= 0]) 2^-s) with A = x + 2^(s-1) - 1
+ * (for x >= 0 both are floor((x + 2^(s-1)) 2^-s); for x < 0 floor((x - 1 + 2^(s-1)) 2^-s),
+ * which is floor(A 2^-s) when A < 0 and 0, as floor((A + 1) 2^-s), when A >= 0). A is two
+ * SMLAL from the constant c + 2^(s-1) - 1, [A >= 0] is its inverted sign bit added with
+ * carry, and as |x| < 2^48 the result is within 2^30: the low word of the 64-bit floor shift
+ * is (lo >> s) | (hi << (32 - s)). The zero point is added and the sum saturated by SSAT
+ * (|result + y_zero| < 2^31: the same integer as mt_out). */
+#define MT_DEFINE_ADD_DSP(A, B, Y, AT, BT, YT, BITS)                                                       \
+  static int mt_add_dsp_##A##_##B##_##Y(const AT *a, const BT *b, int nb, YT *y, int n, int32_t ma,        \
+                                        int32_t mb, int32_t c, int shift, int32_t y_zero) {                \
+    const int64_t start = (int64_t)c + ((int64_t)1 << (shift - 1)) - 1;                                    \
+    const int left = 32 - shift;                                                                           \
+    const YT *const end = y + n;                                                                           \
+    if (nb != n || shift < 18 || shift > 31) return 0;                                                     \
+    while (y != end) {                                                                                     \
+      const int64_t t = start + (int64_t)*a++ * ma + (int64_t)*b++ * mb; /* A */                           \
+      const uint64_t w = (uint64_t)t + (~(uint32_t)((uint64_t)t >> 32) >> 31);                             \
+      const uint32_t r = ((uint32_t)w >> shift) | ((uint32_t)(w >> 32) << left);                           \
+      *y++ = (YT)__builtin_arm_ssat((int32_t)r + y_zero, BITS);                                            \
+    }                                                                                                      \
+    return 1;                                                                                              \
+  }
+MT_DEFINE_ADD_DSP(s8, s16, s8, int8_t, int16_t, int8_t, 8)
+MT_DEFINE_ADD_DSP(s8, s16, s16, int8_t, int16_t, int16_t, 16)
+MT_DEFINE_ADD_DSP(s16, s8, s8, int16_t, int8_t, int8_t, 8)
+MT_DEFINE_ADD_DSP(s16, s8, s16, int16_t, int8_t, int16_t, 16)
+MT_DEFINE_ADD_DSP(s16, s16, s8, int16_t, int16_t, int8_t, 8)
+MT_DEFINE_ADD_DSP(s16, s16, s16, int16_t, int16_t, int16_t, 16)
+#else
+#define mt_add_dsp_s8_s16_s8 MT_NO_VARIANT
+#define mt_add_dsp_s8_s16_s16 MT_NO_VARIANT
+#define mt_add_dsp_s16_s8_s8 MT_NO_VARIANT
+#define mt_add_dsp_s16_s8_s16 MT_NO_VARIANT
+#define mt_add_dsp_s16_s16_s8 MT_NO_VARIANT
+#define mt_add_dsp_s16_s16_s16 MT_NO_VARIANT
+#endif
+
 /* a ma + b mb + c in ACC (int32 for two int8 operands, |ma|, |mb| < 2^21; else int64, where
  * |acc| <= 2^15 2^31 2 + 2^31 < 2^48, so a shift in [18, 48] takes mt_rshift_within, the
  * same integer as mt_rshift_s64 in fewer instructions), one rounding shift; b's index wraps
- * with a counter (no modulo). */
-#define MT_DEFINE_ADD(A, B, Y, AT, BT, YT, ACC, RSHIFT)                                                    \
+ * with a counter (no modulo). VARIANT is the target's variant (MT_NO_VARIANT: none). */
+#define MT_DEFINE_ADD(A, B, Y, AT, BT, YT, ACC, RSHIFT, VARIANT)                                           \
   void mt_add_##A##_##B##_##Y(const AT *a, const BT *b, int nb, YT *y, int n, int32_t ma, int32_t mb,      \
                               int32_t c, int shift, int32_t y_zero) {                                      \
     int i, j;                                                                                              \
     if (nb <= 0) return;                                                                                   \
+    if (VARIANT(a, b, nb, y, n, ma, mb, c, shift, y_zero)) return;                                         \
     if (sizeof(ACC) == 8 && shift >= 18 && shift <= 48) {                                                  \
       if (nb == n && y_zero == 0) { /* no broadcast, no zero point: mt_out is a saturation */              \
         for (i = 0; i < n; ++i) {                                                                          \
@@ -697,14 +767,14 @@ MT_DEFINE_MATMUL(s16, int16_t)
       if (++j == nb) j = 0;                                                                                \
     }                                                                                                      \
   }
-MT_DEFINE_ADD(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_rshift_s32)
-MT_DEFINE_ADD(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_rshift_s32)
-MT_DEFINE_ADD(s8, s16, s8, int8_t, int16_t, int8_t, int64_t, mt_rshift_s64)
-MT_DEFINE_ADD(s8, s16, s16, int8_t, int16_t, int16_t, int64_t, mt_rshift_s64)
-MT_DEFINE_ADD(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_rshift_s64)
-MT_DEFINE_ADD(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, mt_rshift_s64)
-MT_DEFINE_ADD(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, mt_rshift_s64)
-MT_DEFINE_ADD(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, mt_rshift_s64)
+MT_DEFINE_ADD(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_rshift_s32, MT_NO_VARIANT)
+MT_DEFINE_ADD(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_rshift_s32, MT_NO_VARIANT)
+MT_DEFINE_ADD(s8, s16, s8, int8_t, int16_t, int8_t, int64_t, mt_rshift_s64, mt_add_dsp_s8_s16_s8)
+MT_DEFINE_ADD(s8, s16, s16, int8_t, int16_t, int16_t, int64_t, mt_rshift_s64, mt_add_dsp_s8_s16_s16)
+MT_DEFINE_ADD(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_rshift_s64, mt_add_dsp_s16_s8_s8)
+MT_DEFINE_ADD(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, mt_rshift_s64, mt_add_dsp_s16_s8_s16)
+MT_DEFINE_ADD(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, mt_rshift_s64, mt_add_dsp_s16_s16_s8)
+MT_DEFINE_ADD(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, mt_rshift_s64, mt_add_dsp_s16_s16_s16)
 
 #define MT_DEFINE_MUL(T, CT)                                                                             \
   void mt_mul_##T(const CT *a, const CT *b, int nb, CT *y, int n, int32_t a_zero, int32_t b_zero,        \
@@ -1180,6 +1250,49 @@ static inline int32_t mt_ln_out(int32_t cdev, uint32_t r, int er, int32_t g, int
   return mt_rshift_s64(v, g_shift);
 }
 
+#if MT_DSP
+/* A row's outputs on Armv7E-M when r < 2^31, sh1 = er - 20 is in [26, 56], g_shift in
+ * [32, 61] and bs in [1, 30]: xhat = round(d r 2^-sh1) is floor((p - [p < 0] + 2^(sh1-1))
+ * 2^-sh1) with p = d r (r > 0: [p < 0] = [d < 0]), one SMLAL from the constant plus d >> 31;
+ * |p| < 2^55, so |xhat| <= 2^30 is the low word of the floor shift. Then v = xhat g + b 2^bs
+ * (|v| <= 2^62) is rounded as the adds do: A = v + 2^(gs-1) - 1 by two SMLAL, floor((A +
+ * [A >= 0]) 2^-gs) from the high word (|result| <= 2^30, as the reference's whichever path),
+ * the zero point added, SSAT. The same integers as mt_ln_out and mt_out_*. Returns 0 (the
+ * reference takes the row) outside these ranges. */
+#define MT_DEFINE_LN_ROW_DSP(X, Y, XT, YT, G, BITS)                                                         \
+  static int mt_ln_row_dsp_##X##_##Y(const XT *xr, YT *yr, int n, int32_t mean, uint32_t r, int er,          \
+                                     const int32_t *g, int g_shift, const int32_t *b, int bs, int32_t y_zero) { \
+    const int sh1 = er - 20;                                                                                 \
+    int j;                                                                                                   \
+    if (r >= 0x80000000u || sh1 < 26 || sh1 > 56 || g_shift < 32 || g_shift > 61 || bs < 1 || bs > 30)      \
+      return 0;                                                                                              \
+    {                                                                                                        \
+      const int64_t k1 = (int64_t)1 << (sh1 - 1), k2 = ((int64_t)1 << (g_shift - 1)) - 1;                   \
+      const int32_t bm = (int32_t)(1u << bs);                                                                \
+      const int hs = g_shift - 32;                                                                           \
+      for (j = 0; j < n; ++j) {                                                                              \
+        const int32_t d = (int32_t)xr[j] * (1 << (G)) - mean;                                                \
+        const int64_t pw = mt_smlal(k1 + (d >> 31), d, (int32_t)r);                                          \
+        const uint32_t lo = (uint32_t)pw, hi = (uint32_t)((uint64_t)pw >> 32);                               \
+        const int32_t xhat = sh1 >= 32 ? (int32_t)hi >> (sh1 - 32) : (int32_t)((lo >> sh1) | (hi << (32 - sh1))); \
+        const int64_t A = mt_smlal(mt_smlal(k2, xhat, g[j]), b[j], bm);                                      \
+        const uint64_t w = (uint64_t)A + (~(uint32_t)((uint64_t)A >> 32) >> 31);                             \
+        yr[j] = (YT)__builtin_arm_ssat(((int32_t)(uint32_t)(w >> 32) >> hs) + y_zero, BITS);                 \
+      }                                                                                                      \
+    }                                                                                                        \
+    return 1;                                                                                                \
+  }
+MT_DEFINE_LN_ROW_DSP(s8, s8, int8_t, int8_t, 16, 8)
+MT_DEFINE_LN_ROW_DSP(s8, s16, int8_t, int16_t, 16, 16)
+MT_DEFINE_LN_ROW_DSP(s16, s8, int16_t, int8_t, 8, 8)
+MT_DEFINE_LN_ROW_DSP(s16, s16, int16_t, int16_t, 8, 16)
+#else
+#define mt_ln_row_dsp_s8_s8 MT_NO_VARIANT
+#define mt_ln_row_dsp_s8_s16 MT_NO_VARIANT
+#define mt_ln_row_dsp_s16_s8 MT_NO_VARIANT
+#define mt_ln_row_dsp_s16_s16 MT_NO_VARIANT
+#endif
+
 #define MT_DEFINE_LAYERNORM(X, Y, XT, YT, G)                                                                \
   void mt_layernorm_##X##_##Y(const XT *x, YT *y, int rows, int n, uint32_t eps_q, int eps_frac,            \
                               const int32_t *g, int g_shift, const int32_t *b, int b_shift, int32_t y_zero) { \
@@ -1201,6 +1314,7 @@ static inline int32_t mt_ln_out(int32_t cdev, uint32_t r, int er, int32_t g, int
         ssq += (uint64_t)((int64_t)d * d);                                                                  \
       }                                                                                                     \
       mt_ln_rsqrt(&c, ssq, &r, &er);                                                                        \
+      if (mt_ln_row_dsp_##X##_##Y(xr, yr, n, mean, r, er, g, g_shift, b, g_shift - b_shift, y_zero)) continue; \
       for (j = 0; j < n; ++j) {                                                                             \
         const int32_t d = (int32_t)xr[j] * (1 << (G)) - mean;                                               \
         yr[j] = mt_out_##Y(mt_ln_out(d, r, er, g[j], g_shift, b[j], g_shift - b_shift), y_zero);          \
@@ -1539,12 +1653,6 @@ static __attribute__((noinline)) void mt_attn_logits_s16(const mt_attn *a, const
     mt_attn_logits2_s16(&q, qi, kj, ks, n, 32, 1, t);
   else
     mt_attn_logits2_s16(&q, qi, kj, ks, n, D, 1, t);
-}
-
-/* acc + a b as one SMLAL on the two halves of the int64 (GCC's %Q / %R operand modifiers) */
-static inline int64_t mt_smlal(int64_t acc, int32_t a, int32_t b) {
-  __asm__("smlal %Q0, %R0, %1, %2" : "+r"(acc) : "r"(a), "r"(b));
-  return acc;
 }
 
 /* acc[d] += w0 v0[d] + w1 v1[d] for int16 v into the int64 sums: for weights that fit int16
