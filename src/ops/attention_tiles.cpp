@@ -9,8 +9,9 @@
 //   T_ij = q_i (scale log2e k_j)^T + log2e bias_ij              (gemm: rows of q x panels of K^T)
 //   t_i' = max(t_i, rowmax T_ij),  E_ij = 2^(T_ij - t_i'),  c_i = 2^(t_i - t_i')
 //   l_i' = c_i l_i + rowsum E_ij,  O_i' = c_i O_i + (E * M)_ij v_j   (gemm: rows of E x rows of v)
-// then O_i / l_i is the output, and t_i (= m_i log2 e) and 1 / l_i are kept for backward. When weights are
-// wanted (returned or averaged) a chunk is the whole row, so that A = E / l is exact in it.
+// then O_i / l_i is the output, and t_i (= m_i log2 e) and 1 / l_i are kept for backward.
+// When weights are wanted (returned or averaged) a chunk is the whole row, so that A = E / l
+// is exact in it.
 //
 // Backward, FlashAttention-2's loop order: per chunk j of keys (dk_j and dv_j add up in
 // place) and block i of query rows (dq_i adds up over the chunks):
@@ -196,7 +197,8 @@ template <class V, class T>
 
 // Lane folds in log2(lanes) steps, each combining every lane l with lane l ^ s (s = half
 // the lanes, ..., 1), so that every lane ends with the fold of all (a pairwise sum). The
-// max skips NaN (a NaN row still turns NaN through its exponentials).
+// max is taken of lanes without NaN: scores_row's running max skips a NaN score (a NaN row
+// still turns NaN through its exponentials).
 template <int s, class V, int... l>
 [[gnu::always_inline]] inline V lanes_xor(V v, std::integer_sequence<int, l...>) {
   return __builtin_shufflevector(v, v, (l ^ s)...);
