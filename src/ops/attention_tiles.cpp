@@ -212,13 +212,25 @@ template <int s, class V, class Op>
     return fold_lanes<s / 2>(op(v, lanes_xor<s>(v, std::make_integer_sequence<int, W>{})), op);
   }
 }
+struct MaxOf {
+  template <class V>
+  [[gnu::always_inline]] V operator()(V x, V y) const {
+    return x > y ? x : y;
+  }
+};
+struct SumOf {
+  template <class V>
+  [[gnu::always_inline]] V operator()(V x, V y) const {
+    return x + y;
+  }
+};
 template <class V>
 [[gnu::always_inline]] inline auto max_lanes(V v) {
-  return fold_lanes<sizeof(V) / sizeof(v[0]) / 2>(v, [](V x, V y) { return x > y ? x : y; });
+  return fold_lanes<sizeof(V) / sizeof(v[0]) / 2>(v, MaxOf{});
 }
 template <class V>
 [[gnu::always_inline]] inline auto sum_lanes(V v) {
-  return fold_lanes<sizeof(V) / sizeof(v[0]) / 2>(v, [](V x, V y) { return x + y; });
+  return fold_lanes<sizeof(V) / sizeof(v[0]) / 2>(v, SumOf{});
 }
 
 // One row of a chunk of scores in base 2 in place: t += log2e bias, -inf past `cols` (up to
@@ -324,7 +336,8 @@ template <class Isa, class T>
 
 // C = A B^T for a block of rows of A (lda apart) and the keys j0 .. j0 + width of B, whose
 // transpose B^T (K x keys) is packed in panels (pack_transposed): the scores q k^T and dO v^T.
-// With an epilogue the product is compiled here, the epilogue inlined into its tiles.
+// With an epilogue the product is compiled here, the epilogue inlined into its tiles; it must
+// then be whole tiles (simd::gemm_tiles).
 template <class Isa, class T, class Epilogue = AsIs>
 [[gnu::always_inline]] inline void times_panels(std::int64_t rows, std::int64_t width, std::int64_t K, const T* a,
                                                 std::int64_t lda, const T* panels, std::int64_t j0, T* c,
@@ -476,14 +489,15 @@ template <class Isa, class T>
     const std::int64_t cols = std::min(BC, S - j0), width = round_up(cols, W);
     for (std::int64_t i0 = 0; i0 < L; i0 += BR) {
       const std::int64_t rows = std::min(BR, L - i0);
+      const bool whole_tiles = rows % Isa::kRows == 0 && cols % P == 0;  // for the tiles' epilogues
       const T* at = z.s;  // A_ij, rows lda apart
       std::int64_t lda = LT;
       if (saved) {
         at = a.weights + i0 * S + j0, lda = S;
-      } else if (!a.bias && cols == width) {  // A = 2^(T - t) / l as the tiles of T_ij are made
+      } else if (whole_tiles && !a.bias) {  // A = 2^(T - t) / l as the tiles of T_ij are made
         const T* stats = a.stats + 2 * i0;
         times_panels<Isa>(rows, width, D, z.q + i0 * z.ldd, z.ldd, z.kt, j0, z.s, LT,
-                          [stats](V t, std::int64_t r, std::int64_t) {
+                          [stats](V t, std::int64_t r, std::int64_t) __attribute__((always_inline)) {
                             return stats[2 * r + 1] * exp_shifted<Isa>(t, stats[2 * r]);
                           });
       } else {
@@ -496,12 +510,12 @@ template <class Isa, class T>
           for (std::int64_t j = 0; j < width; j += W) store_vec(t + j, inv * exp_shifted<Isa>(load_vec<V>(t + j), shift));
         }
       }
-      if (want_ds && !saved && !a.drop && !a.dbias) {  // scale dS = scale A (dP - D) as the tiles of dP are made
+      if (want_ds && whole_tiles && !saved && !a.drop && !a.dbias) {  // scale dS = scale A (dP - D), in dP's tiles
         const T* d = z.di + i0;
         const T* ab = z.s;
         const T scale = a.scale;
         times_panels<Isa>(rows, width, Dv, z.dout + i0 * z.lddv, z.lddv, z.vt, j0, z.dp, LT,
-                          [d, ab, LT, scale](V dp, std::int64_t r, std::int64_t c) {
+                          [d, ab, LT, scale](V dp, std::int64_t r, std::int64_t c) __attribute__((always_inline)) {
                             return scale * (load_vec<V>(ab + r * LT + c) * (dp - d[r]));
                           });
       } else if (want_ds) {

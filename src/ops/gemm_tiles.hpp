@@ -119,7 +119,9 @@ constexpr int kPanelOf = Isa::kVectors * kLanesOf<Isa, T>;
 /// g.c (+)= g.a g.b, each vector of C stored as epilogue(vector, row, column) (row < M,
 /// column a multiple of the lanes < N). K runs in slices of 128, so that the slice of a
 /// panel of B that all the tiles of a column of C read stays in L1 (32 KiB at most on
-/// AVX-512); the epilogue applies to the last slice only.
+/// AVX-512); the epilogue applies to the last slice only. A product with an epilogue must be
+/// whole tiles (M a multiple of kRows, N of kPanelOf): the epilogue is compiled into the one
+/// full tile shape, not into each of the edge shapes.
 template <class Isa, class T, class Epilogue = AsIs>
 [[gnu::always_inline]] inline void gemm_tiles(const Gemm<T>& g, const Epilogue& epilogue = {}) {
   using V = VecOf<Isa, T>;
@@ -138,12 +140,13 @@ template <class Isa, class T, class Epilogue = AsIs>
         const T* a = g.a + m0 * g.a_row + k0 * g.a_col;
         const T* row_scale = g.row_scale ? g.row_scale + m0 : nullptr;
         T* c = g.c + m0 * g.ldc + n0;
-        if (std::is_same_v<Epilogue, AsIs> || last) {
-          gemm_tile_upto<V, MR, NV>(mr, nv, kc, a, g.a_row, g.a_col, b, g.ldb, c, g.ldc, into, row_scale, m0, n0,
-                                    epilogue);
-        } else {
+        if constexpr (std::is_same_v<Epilogue, AsIs>) {
           gemm_tile_upto<V, MR, NV>(mr, nv, kc, a, g.a_row, g.a_col, b, g.ldb, c, g.ldc, into, row_scale, m0, n0,
                                     AsIs{});
+        } else if (last) {
+          gemm_tile<V, MR, NV>(kc, a, g.a_row, g.a_col, b, g.ldb, c, g.ldc, into, row_scale, m0, n0, epilogue);
+        } else {
+          gemm_tile<V, MR, NV>(kc, a, g.a_row, g.a_col, b, g.ldb, c, g.ldc, into, row_scale, m0, n0, AsIs{});
         }
       }
     }
