@@ -91,25 +91,19 @@ template <class V, int MR, int NV, class T, class Epilogue>
   }
 }
 
-// The tile for mr <= MR rows and nv <= NV vectors, each shape compiled once.
-template <class V, int MR, int NV, class T, class Epilogue>
+// The tile for mr <= MR rows and nv <= NV vectors, each shape compiled once, C stored as it is
+// (an epilogue takes the full tile only: gemm_tiles).
+template <class V, int MR, int NV, class T>
 [[gnu::always_inline]] inline void gemm_tile_upto(int mr, int nv, std::int64_t K, const T* a, std::int64_t a_row,
                                                   std::int64_t a_col, const T* b, std::int64_t ldb, T* c,
-                                                  std::int64_t ldc, Into into, const T* row_scale, std::int64_t i0,
-                                                  std::int64_t j0, const Epilogue& epilogue) {
+                                                  std::int64_t ldc, Into into, const T* row_scale) {
   if constexpr (MR > 1) {
-    if (mr < MR) {
-      return gemm_tile_upto<V, MR - 1, NV>(mr, nv, K, a, a_row, a_col, b, ldb, c, ldc, into, row_scale, i0, j0,
-                                           epilogue);
-    }
+    if (mr < MR) return gemm_tile_upto<V, MR - 1, NV>(mr, nv, K, a, a_row, a_col, b, ldb, c, ldc, into, row_scale);
   }
   if constexpr (NV > 1) {
-    if (nv < NV) {
-      return gemm_tile_upto<V, MR, NV - 1>(mr, nv, K, a, a_row, a_col, b, ldb, c, ldc, into, row_scale, i0, j0,
-                                           epilogue);
-    }
+    if (nv < NV) return gemm_tile_upto<V, MR, NV - 1>(mr, nv, K, a, a_row, a_col, b, ldb, c, ldc, into, row_scale);
   }
-  gemm_tile<V, MR, NV>(K, a, a_row, a_col, b, ldb, c, ldc, into, row_scale, i0, j0, epilogue);
+  gemm_tile<V, MR, NV>(K, a, a_row, a_col, b, ldb, c, ldc, into, row_scale, 0, 0, AsIs{});
 }
 
 /// Columns of one panel of B: a tile's width.
@@ -141,8 +135,7 @@ template <class Isa, class T, class Epilogue = AsIs>
         const T* row_scale = g.row_scale ? g.row_scale + m0 : nullptr;
         T* c = g.c + m0 * g.ldc + n0;
         if constexpr (std::is_same_v<Epilogue, AsIs>) {
-          gemm_tile_upto<V, MR, NV>(mr, nv, kc, a, g.a_row, g.a_col, b, g.ldb, c, g.ldc, into, row_scale, m0, n0,
-                                    AsIs{});
+          gemm_tile_upto<V, MR, NV>(mr, nv, kc, a, g.a_row, g.a_col, b, g.ldb, c, g.ldc, into, row_scale);
         } else if (last) {
           gemm_tile<V, MR, NV>(kc, a, g.a_row, g.a_col, b, g.ldb, c, g.ldc, into, row_scale, m0, n0, epilogue);
         } else {
