@@ -6,7 +6,7 @@
 // ld = D; head h of batch n in a projection [N, L, H D] has offset n L H D + h D and
 // ld = H D, so heads are split and merged without copies.
 //
-// Forward, per matrix i (attention_tiles.cpp):
+// Forward, per matrix i (attention_tiles_isa.hpp):
 //   S = scale q k^T + bias            (blocked entries are -inf)
 //   A = softmax_rows(S)               (a fully blocked row gives A = 0)
 //   P = A * M                         (dropout: M holds 0 or 1 / (1 - p); otherwise P = A)

@@ -1,5 +1,5 @@
 // Internal: C (+)= A B on register tiles, the inner loops of the fused attention kernels
-// (attention_tiles.cpp).
+// (attention_tiles_isa.hpp).
 //
 // BLIS's micro-kernel design: a tile of Isa::kRows rows x Isa::kVectors vectors of C stays
 // in registers while k runs; each step loads kVectors vectors of row k of B and broadcasts
