@@ -34,9 +34,39 @@ Tensor reduce_map(const Tensor& x, Dtype d, const std::vector<std::int64_t>& dim
   return reshape(y, reduced_shape(x.shape(), dims, keepdim));
 }
 
-// Sum over a contiguous block of dims of a floating tensor, seen as (outer, n, inner) with
-// inner > 1: out[o, i] = sum_k x[o, k, i], accumulated row by row so that the inner loop
-// runs over contiguous memory (xtensor's reducer walks such axes element by element).
+// The sum of n contiguous values, a two-level cascade: each block of kBlock values in
+// kLanes partial sums (independent, so the compiler vectorizes the loop without
+// reassociating anything; each adds 256 values) folded pairwise, the blocks' sums added in
+// double. Error: about 256 roundings of T instead of n (a sequential float sum of 10^6
+// values of 0.1 is off by 1%, this one by 2e-6), and no chain of dependent adds; PyTorch's
+// cascade sum keeps partial sums for the same two reasons.
+template <class T>
+T sum_contiguous(const T* x, std::int64_t n) {
+  constexpr int kLanes = 16;
+  constexpr std::int64_t kBlock = 4096;
+  double total = 0;
+  for (std::int64_t b = 0; b < n; b += kBlock) {
+    const T* xb = x + b;
+    const std::int64_t m = std::min(kBlock, n - b);
+    T acc[kLanes] = {};
+    std::int64_t i = 0;
+    for (; i + kLanes <= m; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) acc[l] += xb[i + l];
+    }
+    for (int w = kLanes / 2; w >= 1; w /= 2) {
+      for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
+    }
+    T s = acc[0];
+    for (; i < m; ++i) s += xb[i];
+    total += static_cast<double>(s);
+  }
+  return static_cast<T>(total);
+}
+
+// Sum over a contiguous block of dims of a floating tensor, seen as (outer, n, inner):
+// out[o, i] = sum_k x[o, k, i]. With inner > 1 accumulated row by row, so that the inner
+// loop runs over contiguous memory (xtensor's reducer walks such axes element by element);
+// with inner = 1 (trailing dims, a full sum) each out[o] is sum_contiguous of n values.
 // Returns an undefined tensor when the layout does not fit (the caller uses xtensor).
 Tensor sum_block(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim, double divisor) {
   if (!x.is_floating_point() || dims.empty()) return Tensor();
@@ -48,7 +78,6 @@ Tensor sum_block(const Tensor& x, const std::vector<std::int64_t>& dims, bool ke
     const auto size = x.shape()[static_cast<std::size_t>(d)];
     (d < dims.front() ? outer : d > dims.back() ? inner : n) *= size;
   }
-  if (inner == 1) return Tensor();
   Tensor y = Tensor::empty(reduced_shape(x.shape(), dims, keepdim), x.dtype());
   detail::visit_floating(x.dtype(), "sum", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -57,11 +86,15 @@ Tensor sum_block(const Tensor& x, const std::vector<std::int64_t>& dims, bool ke
     for (std::int64_t o = 0; o < outer; ++o) {
       T* out = py + o * inner;
       const T* rows = px + o * n * inner;
-      if (n == 0) std::fill_n(out, inner, T(0));
-      else std::copy_n(rows, inner, out);
-      for (std::int64_t k = 1; k < n; ++k) {
-        const T* row = rows + k * inner;
-        for (std::int64_t i = 0; i < inner; ++i) out[i] += row[i];
+      if (inner == 1) {
+        out[0] = sum_contiguous(rows, n);
+      } else {
+        if (n == 0) std::fill_n(out, inner, T(0));
+        else std::copy_n(rows, inner, out);
+        for (std::int64_t k = 1; k < n; ++k) {
+          const T* row = rows + k * inner;
+          for (std::int64_t i = 0; i < inner; ++i) out[i] += row[i];
+        }
       }
       if (divisor != 1.0) {
         for (std::int64_t i = 0; i < inner; ++i) out[i] /= static_cast<T>(divisor);
