@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Instructions per function of one unit of work on an emulated Cortex-M.
 
-    tools/mcu/profile_functions.py ELF1 PROFILE1 ELF2 PROFILE2 [--top N]
+    tools/mcu/profile_functions.py ELF1 PROFILE1 ELF2 PROFILE2 [--top N] [--lines N]
 
 PROFILEk is what tools/mcu/insncount.c writes with profile=FILE for ELFk, a program that
 runs the work k times (the count1.elf / count2.elf of a firmware folder's `make
@@ -11,7 +11,8 @@ count in the second program minus its count in the first is what one run of the 
 costs in it: start-up, the output check and the semihosting exit cancel out, as in the
 whole-program counts. The two programs differ only in a constant, so their symbols are
 looked up separately. Prints a table, most instructions first, with each function's share
-of the total.
+of the total. With --lines N (ELFs built with -g) it also lists the N source lines that
+cost most per run (arm-none-eabi-addr2line), each with its text.
 """
 import argparse
 import bisect
@@ -48,6 +49,31 @@ def per_function(elf, profile, nm):
     return counts
 
 
+def per_line(elf, profile, addr2line):
+    """Instructions per source line ("file:line") of one profile."""
+    counts = collections.Counter()
+    with open(profile) as f:
+        for line in f:
+            address, count = line.split()
+            counts[int(address, 16)] += int(count)
+    addresses = sorted(counts)
+    out = subprocess.run([addr2line, "-e", elf], input="\n".join(hex(a) for a in addresses), capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    lines = collections.Counter()
+    for a, where in zip(addresses, out):
+        lines[where.split(" (discriminator")[0]] += counts[a]
+    return lines
+
+
+def source_text(where):
+    path, _, number = where.rpartition(":")
+    try:
+        with open(path) as f:
+            return f.read().splitlines()[int(number) - 1].strip()
+    except (OSError, ValueError, IndexError):
+        return ""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("elf1")
@@ -55,7 +81,9 @@ def main():
     ap.add_argument("elf2")
     ap.add_argument("profile2")
     ap.add_argument("--top", type=int, default=25, help="functions to list (default 25)")
+    ap.add_argument("--lines", type=int, default=0, help="also list the N costliest source lines (needs -g)")
     ap.add_argument("--nm", default="arm-none-eabi-nm")
+    ap.add_argument("--addr2line", default="arm-none-eabi-addr2line")
     args = ap.parse_args()
     if not shutil.which(args.nm):
         sys.exit(f"profile_functions: {args.nm} not found (Debian: apt-get install binutils-arm-none-eabi)")
@@ -72,6 +100,17 @@ def main():
     if rest:
         print(f"| ({len(rows) - args.top} more) | {rest:,} | {100.0 * rest / total:.1f}% |")
     print(f"| total | {total:,} | 100% |")
+    if args.lines:
+        one = per_line(args.elf1, args.profile1, args.addr2line)
+        two = per_line(args.elf2, args.profile2, args.addr2line)
+        diff = {where: two[where] - one[where] for where in set(one) | set(two)}
+        rows = sorted(((w, c) for w, c in diff.items() if c), key=lambda r: -r[1])
+        print()
+        print("| source line | instructions per run | share | text |")
+        print("|---|---:|---:|---|")
+        for where, count in rows[:args.lines]:
+            text = source_text(where).replace("|", "\\|")[:100]
+            print(f"| {where.rpartition('/')[2]} | {count:,} | {100.0 * count / total:.1f}% | `{text}` |")
 
 
 if __name__ == "__main__":

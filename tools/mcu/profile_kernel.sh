@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# tools/mcu/profile_kernel.sh — where one runtime kernel spends its instructions on an
+# emulated Cortex-M: per function and per source line, one call.
+#
+#   tools/mcu/profile_kernel.sh KERNEL [CPU] [CFLAGS...]
+#   tools/mcu/profile_kernel.sh attention_s16_dense                 Cortex-M4, DSP variants
+#   tools/mcu/profile_kernel.sh attention_s8 cortex-m4 -DMT_NO_DSP  its portable C
+#   LINES=60 KEEP=dir tools/mcu/profile_kernel.sh ...               more lines; keep the build
+#
+# KERNEL is one of tools/mcu/kernel_bench.c's (bench_kernels.sh lists them); CPU one of
+# cortex-m0, -m3, -m4, -m7, -m33. kernel_bench.c is built with -g against the runtime
+# preprocessed (-E -P) and, when clang-format is installed, reformatted to 100 columns, so
+# that the kernels defined by macros (the streaming attention, the layer norms, ...) get a
+# source line per statement. It runs under QEMU with tools/mcu/insncount.c's per-address
+# profile for one and two calls; tools/mcu/profile_functions.py --lines gives the
+# difference, one call, per function and per line of that preprocessed file.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+rt=$(cd "$here/../../src/lower/runtime" && pwd)
+[[ $# -ge 1 ]] || { sed -n '2,16p' "$0" >&2; exit 2; }
+kernel=$1 cpu=${2:-cortex-m4}
+shift $(($# >= 2 ? 2 : 1))
+case $cpu in
+  cortex-m0) board=mps2-an385 flash=0x0 ram=0x20000000 ;;
+  cortex-m3 | cortex-m4) board=mps2-an386 flash=0x0 ram=0x20000000 ;;
+  cortex-m7) board=mps2-an500 flash=0x0 ram=0x20000000 ;;
+  cortex-m33) board=mps2-an505 flash=0x10000000 ram=0x38000000 ;;
+  *) echo "profile_kernel: unknown CPU '$cpu' (cortex-m0, -m3, -m4, -m7, -m33)" >&2; exit 2 ;;
+esac
+for tool in gcc arm-none-eabi-gcc arm-none-eabi-addr2line qemu-system-arm; do
+  command -v "$tool" >/dev/null || { echo "profile_kernel: $tool not found (tools/install-deps.sh installs it)" >&2; exit 2; }
+done
+if [[ -n ${KEEP:-} ]]; then work=$KEEP; mkdir -p "$work"; else work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; fi
+
+cflags=(-mcpu="$cpu" -mthumb -std=c99 -O2 "$@")
+arm-none-eabi-gcc "${cflags[@]}" -I"$rt" -E -P "$rt/mt_kernels.c" >"$work/mt_kernels_pp.c"
+if command -v clang-format >/dev/null; then
+  clang-format --style='{ColumnLimit: 100}' "$work/mt_kernels_pp.c" >"$work/mt_kernels_flat.c"
+else
+  echo "profile_kernel: no clang-format: a macro-defined kernel's lines stay one line" >&2
+  cp "$work/mt_kernels_pp.c" "$work/mt_kernels_flat.c"
+fi
+gcc -O2 -shared -fPIC -o "$work/libinsncount.so" "$here/insncount.c"
+arm-none-eabi-gcc "${cflags[@]}" -g -I"$rt" --specs=picolibc.specs --oslib=semihost --crt0=semihost \
+  -Wl,--defsym=__flash=$flash -Wl,--defsym=__flash_size=1M -Wl,--defsym=__ram=$ram \
+  -Wl,--defsym=__ram_size=256K -Wl,--defsym=__stack_size=16K \
+  "$here/kernel_bench.c" "$work/mt_kernels_flat.c" -o "$work/bench.elf"
+for reps in 1 2; do
+  timeout 600 qemu-system-arm -M "$board" -display none -serial null -monitor none \
+    -semihosting-config enable=on,target=native,arg=kernel_bench,arg="$kernel",arg="$reps" \
+    -plugin "$work/libinsncount.so,profile=$work/profile$reps.txt" -d plugin -D "$work/insns$reps.txt" \
+    -kernel "$work/bench.elf" </dev/null >"$work/out$reps.txt" 2>&1 || true
+  [[ -s $work/profile$reps.txt ]] || { cat "$work/out$reps.txt" >&2; echo "profile_kernel: $kernel did not run" >&2; exit 1; }
+done
+echo "$kernel on $cpu ($board), one call, ${cflags[*]}:"
+echo
+python3 "$here/profile_functions.py" "$work/bench.elf" "$work/profile1.txt" "$work/bench.elf" "$work/profile2.txt" \
+  --top 12 --lines "${LINES:-30}"
