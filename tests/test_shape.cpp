@@ -72,6 +72,15 @@ TEST_CASE("index_select gathers rows with repeats and checks the index") {
   CHECK(r.at({1, 2, 1}) == 20.0);
   CHECK_THROWS_MSG(g.index_select(0, mt::tensor({2.0}, mt::kInt64)), mt::IndexError, "index_select", "index 2");
   CHECK_THROWS_MSG(g.index_select(0, mt::tensor({0.0})), mt::DtypeError, "int64");
+  // A 0-d input keeps its shape []: one index value only (a hostile graph file had two and
+  // wrote past the one-element result).
+  Tensor s = mt::scalar_tensor(5.0);
+  Tensor one = s.index_select(0, mt::tensor({0.0}, mt::kInt64));
+  CHECK(one.shape() == mt::Shape{});
+  CHECK(one.item() == 5.0);
+  CHECK_THROWS_MSG(s.index_select(0, mt::tensor({0.0, 0.0}, mt::kInt64)), mt::IndexError, "index_select", "0-d",
+                   "got 2");
+  CHECK_THROWS_MSG(s.index_select(0, mt::zeros({0}, mt::kInt64)), mt::IndexError, "index_select", "got 0");
 }
 
 TEST_CASE("cat and stack join tensors; mismatches name the offending tensor") {

@@ -312,6 +312,11 @@ Tensor index_select(const Tensor& x, std::int64_t dim_in, const Tensor& index) {
   const auto s = split_at(x.shape(), dim);
   const std::int64_t* idx = index.data<std::int64_t>();
   const std::int64_t count = index.numel();
+  if (x.dim() == 0 && count != 1) {  // the result keeps x's shape []: one value (PyTorch's rule)
+    throw IndexError(fmt::format("index_select: the index into a 0-d tensor must hold one value, got {} (index "
+                                 "shape {}); reshape the input to 1-D first to select several",
+                                 count, shape_str(index.shape())));
+  }
   for (std::int64_t j = 0; j < count; ++j) {
     if (idx[j] < 0 || idx[j] >= s.n) {
       throw IndexError(fmt::format("index_select: index {} at position {} is out of range for dim {} of size {} "
