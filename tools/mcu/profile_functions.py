@@ -17,6 +17,7 @@ cost most per run (arm-none-eabi-addr2line), each with its text.
 import argparse
 import bisect
 import collections
+import functools
 import shutil
 import subprocess
 import sys
@@ -35,27 +36,29 @@ def functions(elf, nm):
     return sorted(spans)
 
 
-def per_function(elf, profile, nm):
-    spans = functions(elf, nm)
-    starts = [s for s, _, _ in spans]
-    counts = collections.Counter()
-    with open(profile) as f:
-        for line in f:
-            address, count = line.split()
-            a = int(address, 16)
-            i = bisect.bisect_right(starts, a) - 1
-            name = spans[i][2] if i >= 0 and a < spans[i][1] else "(outside any function)"
-            counts[name] += int(count)
-    return counts
-
-
-def per_line(elf, profile, addr2line):
-    """Instructions per source line ("file:line") of one profile."""
+def read_profile(profile):
+    """{address: instructions} of one profile file ("address count" lines, hex and decimal)."""
     counts = collections.Counter()
     with open(profile) as f:
         for line in f:
             address, count = line.split()
             counts[int(address, 16)] += int(count)
+    return counts
+
+
+def per_function(elf, profile, nm):
+    spans = functions(elf, nm)
+    starts = [s for s, _, _ in spans]
+    counts = collections.Counter()
+    for a, count in read_profile(profile).items():
+        i = bisect.bisect_right(starts, a) - 1
+        counts[spans[i][2] if i >= 0 and a < spans[i][1] else "(outside any function)"] += count
+    return counts
+
+
+def per_line(elf, profile, addr2line):
+    """Instructions per source line ("file:line") of one profile."""
+    counts = read_profile(profile)
     addresses = sorted(counts)
     out = subprocess.run([addr2line, "-e", elf], input="\n".join(hex(a) for a in addresses), capture_output=True,
                          text=True, check=True).stdout.splitlines()
@@ -65,13 +68,25 @@ def per_line(elf, profile, addr2line):
     return lines
 
 
-def source_text(where):
-    path, _, number = where.rpartition(":")
+def per_run(one, two):
+    """(key, count) of the second program minus the first, nonzero, most first (ties by key)."""
+    diff = {key: two[key] - one[key] for key in set(one) | set(two)}
+    return sorted(((k, c) for k, c in diff.items() if c), key=lambda r: (-r[1], str(r[0])))
+
+
+@functools.lru_cache(maxsize=None)
+def source_lines(path):
     try:
         with open(path) as f:
-            return f.read().splitlines()[int(number) - 1].strip()
-    except (OSError, ValueError, IndexError):
-        return ""
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+def source_text(where):
+    path, _, number = where.rpartition(":")
+    lines = source_lines(path)
+    return lines[int(number) - 1].strip() if number.isdigit() and 0 < int(number) <= len(lines) else ""
 
 
 def main():
@@ -87,11 +102,8 @@ def main():
     args = ap.parse_args()
     if not shutil.which(args.nm):
         sys.exit(f"profile_functions: {args.nm} not found (Debian: apt-get install binutils-arm-none-eabi)")
-    one = per_function(args.elf1, args.profile1, args.nm)
-    two = per_function(args.elf2, args.profile2, args.nm)
-    diff = {name: two[name] - one[name] for name in set(one) | set(two)}
-    total = sum(diff.values())
-    rows = sorted(((n, c) for n, c in diff.items() if c), key=lambda r: -r[1])
+    rows = per_run(per_function(args.elf1, args.profile1, args.nm), per_function(args.elf2, args.profile2, args.nm))
+    total = sum(c for _, c in rows)
     print(f"| function | instructions per run | share |")
     print(f"|---|---:|---:|")
     for name, count in rows[:args.top]:
@@ -101,10 +113,8 @@ def main():
         print(f"| ({len(rows) - args.top} more) | {rest:,} | {100.0 * rest / total:.1f}% |")
     print(f"| total | {total:,} | 100% |")
     if args.lines:
-        one = per_line(args.elf1, args.profile1, args.addr2line)
-        two = per_line(args.elf2, args.profile2, args.addr2line)
-        diff = {where: two[where] - one[where] for where in set(one) | set(two)}
-        rows = sorted(((w, c) for w, c in diff.items() if c), key=lambda r: -r[1])
+        rows = per_run(per_line(args.elf1, args.profile1, args.addr2line),
+                       per_line(args.elf2, args.profile2, args.addr2line))
         print()
         print("| source line | instructions per run | share | text |")
         print("|---|---:|---:|---|")
