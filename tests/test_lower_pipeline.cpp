@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <set>
 
 #include "../examples/models/copy_decoder.hpp"
 #include "../examples/models/iris_transformer.hpp"
+#include "../src/lower/runtime/mt_kernels.h"
 #include "helpers.hpp"
 #include "lower_firmware.hpp"
 #include "random_graph.hpp"
@@ -227,6 +229,69 @@ TEST_CASE("lower: MultiheadAttention lowers as it runs (one op): cross-attention
     const Agreement a = compare(model, sim, xs.slice(0, 16, 24));
     MESSAGE("cross-attention int" << bits << ": max error " << a.max_abs_error << " of range " << a.output_range);
     CHECK(a.relative() <= (bits == 16 ? 0.01 : 0.04));
+  }
+}
+
+TEST_CASE("lower: a fixed mask that blocks every later key runs as the causal flag (no keep bits, the same integers)") {
+  mt::manual_seed(19);
+  constexpr std::int64_t kLen = 6;
+  auto attention = [](const Tensor& mask, bool is_causal) {
+    return [mask, is_causal](const Tensor& x) {  // x [1, 6, 24]: q, k, v side by side
+      return std::get<0>(mt::scaled_dot_product_attention(x.slice(2, 0, 8), x.slice(2, 8, 16), x.slice(2, 16, 24),
+                                                          mask.defined() ? mt::Mask::additive(mask) : mt::Mask(), 0.0,
+                                                          is_causal));
+    };
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor causal = mt::Mask::causal(kLen).as_additive(mt::kFloat32);  // 0 on and below the diagonal
+  Tensor hole = causal.clone();  // causal, and query 3 may not see key 0
+  hole.data<float>()[3 * kLen + 0] = static_cast<float>(-inf);
+  Tensor padding = mt::zeros({kLen, kLen});  // not causal: the last key blocked for every query
+  for (std::int64_t i = 0; i < kLen; ++i) padding.data<float>()[i * kLen + kLen - 1] = static_cast<float>(-inf);
+  struct Case {
+    const char* name;
+    Tensor mask;
+    bool is_causal, flag, keep;  // the node's is_causal; the program's MT_ATTN_CAUSAL and keep bits
+  };
+  const std::vector<Case> cases = {{"causal mask", causal, false, true, false},
+                                   {"is_causal", Tensor(), true, true, false},
+                                   {"causal mask with a hole", hole, false, true, true},
+                                   {"padding mask", padding, false, false, true},
+                                   {"padding mask and is_causal", padding, true, true, true}};
+  const Tensor xs = mt::randn({12, kLen, 24});
+  for (const lower::AttentionKernel kernel : {lower::AttentionKernel::Streaming, lower::AttentionKernel::TwoPass}) {
+    for (const int bits : {16, 8}) {
+      std::vector<std::vector<std::int64_t>> causal_outputs;  // the first two cases, run on the same integers
+      for (const Case& c : cases) {
+        INFO(c.name << ", int" << bits << (kernel == lower::AttentionKernel::Streaming ? ", streaming" : ", two-pass"));
+        const auto fn = attention(c.mask, c.is_causal);
+        const lower::Graph g = lower::trace(fn, mt::zeros({1, kLen, 24}));
+        lower::QuantOptions o = options(bits, "masked");
+        o.attention = kernel;
+        const lower::Program p = lower::quantize(g, lower::calibrate(g, xs), o);
+        std::int64_t flags = 0, keeps = 0;
+        for (const lower::Buffer& b : p.buffers) {
+          if (b.name.rfind("keep", 0) == 0) ++keeps;
+          if (b.fields.size() == MT_ATTN_PARAMS) flags |= b.data[MT_ATTN_FLAGS];
+        }
+        CHECK((flags & MT_ATTN_CAUSAL) == (c.flag ? MT_ATTN_CAUSAL : 0));
+        CHECK((keeps > 0) == c.keep);
+        lower::Simulator sim(p);
+        double err = 0, range = 0;
+        std::vector<std::int64_t> ints;
+        for (std::int64_t i = 0; i < xs.size(0); ++i) {
+          const Tensor x = xs.slice(0, i, i + 1);
+          const Tensor yf = fn(x), yq = sim.forward(x);
+          err = std::max(err, mt::max(mt::abs(yf - yq)).item()), range = std::max(range, mt::max(mt::abs(yf)).item());
+          const std::vector<std::int64_t> q = sim.values(p.output);
+          ints.insert(ints.end(), q.begin(), q.end());
+        }
+        CHECK(err <= (bits == 16 ? 0.01 : 0.04) * range);
+        if (c.flag && !c.keep) causal_outputs.push_back(ints);
+      }
+      REQUIRE(causal_outputs.size() == 2);
+      CHECK(causal_outputs[0] == causal_outputs[1]);
+    }
   }
 }
 

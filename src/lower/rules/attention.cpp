@@ -79,7 +79,7 @@ HeadsResult lower_heads(Lowering& L, const Node& n, View q, View k, View v, cons
   const std::string what = fmt::format("%{} = {}", n.output, n.op);
   // The parameters of matrix h: base-2 logits in Q16 = q.k scale_q scale_k * scale * log2(e)
   // * 2^16; out = v * scale_v / scale_out. Matrices with equal parameters share one table.
-  auto params_of = [&](std::int64_t h, std::int64_t keep_id) {
+  auto params_of = [&](std::int64_t h, bool causal_h) {
     const Multiplier logit =
         L.rq(std::ldexp(head_scale(q, 'q', h) * head_scale(k, 'k', h) * scale / std::log(2.0), 16), what);
     const Multiplier out_m = L.rq(head_scale(v, 'v', h) / f.scale, what);
@@ -91,8 +91,7 @@ HeadsResult lower_heads(Lowering& L, const Node& n, View q, View k, View v, cons
     params[MT_ATTN_OUT_STRIDE] = result.in_place ? q.strides[r - 2] : out.strides[r - 2];
     params[MT_ATTN_LOGIT_M] = logit.m, params[MT_ATTN_LOGIT_S] = logit.s;
     params[MT_ATTN_OUT_M] = out_m.m, params[MT_ATTN_OUT_S] = out_m.s;
-    params[MT_ATTN_FLAGS] = causal ? MT_ATTN_CAUSAL : 0;
-    (void)keep_id;
+    params[MT_ATTN_FLAGS] = causal_h ? MT_ATTN_CAUSAL : 0;
     return L.table(Elem::S32, params, fmt::format("attn{}", n.output),
                    {"MT_ATTN_L", "MT_ATTN_S", "MT_ATTN_D", "MT_ATTN_DV", "MT_ATTN_Q_STRIDE", "MT_ATTN_K_STRIDE",
                     "MT_ATTN_V_STRIDE", "MT_ATTN_OUT_STRIDE", "MT_ATTN_LOGIT_M", "MT_ATTN_LOGIT_S", "MT_ATTN_OUT_M",
@@ -119,19 +118,34 @@ HeadsResult lower_heads(Lowering& L, const Node& n, View q, View k, View v, cons
       qo += idx[d] * q.strides[d], ko += idx[d] * k.strides[d], vo += idx[d] * v.strides[d];
       if (!result.in_place) oo += idx[d] * out.strides[d];
     }
+    // A mask that blocks every key after its query (j > i) is causal: the kernels then stop
+    // each query's key loop at i (MT_ATTN_CAUSAL) instead of computing logits that the keep
+    // bits discard, and the bits are emitted only if they also block a key j <= i (the kernel
+    // ANDs the two). The same keys in the same order: the same integers.
     std::int64_t keep_id = -1;
+    bool causal_h = causal;
     if (keep.defined()) {
       const Tensor km = keep.reshape({heads, Lq * S});
       const Tensor row = microtorch::slice(km, 0, h, h + 1).reshape({Lq * S});
-      std::vector<std::int64_t> bits(static_cast<std::size_t>((Lq * S + 7) / 8), 0);
       const bool* pk = row.data<bool>();
-      for (std::int64_t i = 0; i < Lq * S; ++i) {
-        if (pk[i]) bits[static_cast<std::size_t>(i >> 3)] |= std::int64_t{1} << (i & 7);
+      bool blocks_after = true, blocks_before = false;  // every j > i blocked; some j <= i blocked
+      for (std::int64_t i = 0; i < Lq; ++i) {
+        for (std::int64_t j = 0; j < S; ++j) {
+          if (j > i) blocks_after = blocks_after && !pk[i * S + j];
+          else blocks_before = blocks_before || !pk[i * S + j];
+        }
       }
-      keep_id = L.table(Elem::U8, std::move(bits), fmt::format("keep{}", n.output));
+      causal_h = causal || blocks_after;
+      if (!causal_h || blocks_before) {
+        std::vector<std::int64_t> bits(static_cast<std::size_t>((Lq * S + 7) / 8), 0);
+        for (std::int64_t i = 0; i < Lq * S; ++i) {
+          if (pk[i]) bits[static_cast<std::size_t>(i >> 3)] |= std::int64_t{1} << (i & 7);
+        }
+        keep_id = L.table(Elem::U8, std::move(bits), fmt::format("keep{}", n.output));
+      }
     }
     L.step(Lowering::kernel(stream ? "attention_stream" : "attention_twopass", {T}),
-           {Arg::buf(params_of(h, keep_id)), Arg::buf(keep_id), Arg::buf(q.buffer, qo), Arg::buf(k.buffer, ko), Arg::buf(v.buffer, vo),
+           {Arg::buf(params_of(h, causal_h)), Arg::buf(keep_id), Arg::buf(q.buffer, qo), Arg::buf(k.buffer, ko), Arg::buf(v.buffer, vo),
             result.in_place ? Arg::buf(q.buffer, qo) : Arg::buf(out.buffer, oo), Arg::buf(scratch.buffer)},
            Lq * S * (D + Dv));
     for (std::size_t d = lead.size(); d-- > 0;) {  // next (batch, head) index
