@@ -100,12 +100,14 @@ check cmake-run env -i "$tmp/user/cmake-build/user" "$tmp/user"
 
 check microtorch-lower-starts env -i "$prefix/bin/microtorch-lower" --help
 check state-dict-tool-installed test -x "$prefix/bin/microtorch-state-dict"
-# The firmware runner finds its counting plugin's source in the prefix (its usage names it).
+# The firmware runner finds its counting plugin's source and its board table (targets.sh,
+# which it sources before printing its usage) in the prefix.
 runner_usage() {
   local usage
   usage=$(env -i PATH=/usr/bin:/bin "$prefix/bin/microtorch-run-firmware-qemu" 2>&1) || true  # exits 2: no folder given
   echo "$usage"
-  grep -q "plugin source: .*/bin/../share/microtorch/insncount.c" <<<"$usage" && test -f "$prefix/share/microtorch/insncount.c"
+  grep -q "plugin source: .*/bin/../share/microtorch/insncount.c" <<<"$usage" && test -f "$prefix/share/microtorch/insncount.c" &&
+    test -f "$prefix/share/microtorch/targets.sh"
 }
 check firmware-runner-installed runner_usage
 finish

@@ -131,19 +131,18 @@ std::vector<Config> configurations() {
   return out;
 }
 
-// The CPUs: QEMU board, the board's memory (mps2-an505 boots in the secure state: its secure
-// aliases), extra compiler flags. "m4-c" is the Cortex-M4 with the portable C kernels.
+// The CPUs: QEMU board (tools/mcu/targets.sh's), extra compiler flags. "m4-c" is the
+// Cortex-M4 with the portable C kernels. The firmware folder's Makefile links for the board.
 struct Target {
-  const char *name, *label, *cpu, *board, *flash, *ram, *flags;
+  const char *name, *label, *cpu, *board, *flags;
 };
 constexpr Target kTargets[] = {
-    {"m0", "Cortex-M0", "cortex-m0", "mps2-an385", "0x0", "0x20000000", ""},
-    {"m4-c", "M4 portable C", "cortex-m4", "mps2-an386", "0x0", "0x20000000", "-DMT_NO_DSP"},
-    {"m4", "M4 DSP", "cortex-m4", "mps2-an386", "0x0", "0x20000000", ""},
-    // Cortex-M7 ("cortex-m7", "mps2-an500") and M33 ("cortex-m33", "mps2-an505", flash
-    // 0x10000000, RAM 0x38000000) run the same DSP variants; tools/mcu/bench_kernels.sh
-    // measures them per kernel and the firmware checks run them. Left out here to keep the
-    // run short on two shared cores.
+    {"m0", "Cortex-M0", "cortex-m0", "mps2-an385", ""},
+    {"m4-c", "M4 portable C", "cortex-m4", "mps2-an386", "-DMT_NO_DSP"},
+    {"m4", "M4 DSP", "cortex-m4", "mps2-an386", ""},
+    // Cortex-M7 ("cortex-m7", "mps2-an500") and M33 ("cortex-m33", "mps2-an505") run the
+    // same DSP variants; tools/mcu/bench_kernels.sh measures them per kernel and the firmware
+    // checks run them. Left out here to keep the run short on two shared cores.
 };
 constexpr std::size_t kNumTargets = sizeof kTargets / sizeof kTargets[0];
 
@@ -172,21 +171,16 @@ std::string slurp(const std::string& path) {
 }
 
 // Per target: builds the check program with -DCHECK_RUNS=1 and =2 through the folder's
-// Makefile (the one recipe, as tools/mcu/run_firmware_qemu.sh; the board's memory map and
-// the target's flags passed to it), runs both under the counting plugin and requires the
-// simulator's output from both; then sizes the firmware (lower::firmware_size).
+// Makefile (the one recipe, as tools/mcu/run_firmware_qemu.sh; the target's flags passed to
+// it), runs both under the counting plugin and requires the simulator's output from both;
+// then sizes the firmware (lower::firmware_size).
 void measure(Job& j, const std::string& plugin) {
   const std::string& d = j.dir;
   for (std::size_t t = 0; t < kNumTargets; ++t) {
     const Target& tg = kTargets[t];
     const std::string b = fmt::format("build/{}", tg.name);
-    const std::string link = fmt::format(
-        "--specs=picolibc.specs --oslib=semihost --crt0=semihost -Wl,--gc-sections -Wl,--defsym=__flash={} "
-        "-Wl,--defsym=__flash_size=1M -Wl,--defsym=__ram={} -Wl,--defsym=__ram_size=256K "
-        "-Wl,--defsym=__stack_size=16K",
-        tg.flash, tg.ram);
-    if (sh(fmt::format("make --no-print-directory -C '{}' CPU={} B={} OPT='-O2 {}' BOARD_LINK='{}' count-elfs", d,
-                       tg.cpu, b, tg.flags, link),
+    if (sh(fmt::format("make --no-print-directory -C '{}' CPU={} B={} OPT='-O2 {}' count-elfs", d, tg.cpu, b,
+                       tg.flags),
            fmt::format("{}/build-{}.log", d, tg.name))) {
       j.error = fmt::format("{} build failed: {}", tg.name, slurp(fmt::format("{}/build-{}.log", d, tg.name)));
       return;

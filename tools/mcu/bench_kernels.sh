@@ -23,15 +23,17 @@ kernels=("$@")
 [[ ${#kernels[@]} -gt 0 ]] || kernels=(linear_s8 linear_s16 linear_s16x8 softmax_s8 softmax_s16 attention_s8 attention_s16 attention_s16_dense
   attention_s16_dense_h4)
 
-# build: name cpu board flash ram extra-flags
+# shellcheck source=tools/mcu/targets.sh
+source "$here/targets.sh"
+# build: name cpu extra-flags
 builds=(
-  "m0|cortex-m0|mps2-an385|0x0|0x20000000|"
-  "m4-c|cortex-m4|mps2-an386|0x0|0x20000000|-DMT_NO_DSP"
-  "m4|cortex-m4|mps2-an386|0x0|0x20000000|"
-  "m7-c|cortex-m7|mps2-an500|0x0|0x20000000|-DMT_NO_DSP"
-  "m7|cortex-m7|mps2-an500|0x0|0x20000000|"
-  "m33-c|cortex-m33|mps2-an505|0x10000000|0x38000000|-DMT_NO_DSP"
-  "m33|cortex-m33|mps2-an505|0x10000000|0x38000000|"
+  "m0|cortex-m0|"
+  "m4-c|cortex-m4|-DMT_NO_DSP"
+  "m4|cortex-m4|"
+  "m7-c|cortex-m7|-DMT_NO_DSP"
+  "m7|cortex-m7|"
+  "m33-c|cortex-m33|-DMT_NO_DSP"
+  "m33|cortex-m33|"
 )
 if [[ -n ${ONLY:-} ]]; then # ONLY=m0,m4: a subset of the builds (while tuning)
   keep=(); for b in "${builds[@]}"; do [[ ,$ONLY, == *,${b%%|*},* ]] && keep+=("$b"); done; builds=("${keep[@]}")
@@ -39,13 +41,10 @@ fi
 gcc -O2 -shared -fPIC -o "$work/libinsncount.so" "$here/insncount.c"
 pids=()
 for b in "${builds[@]}"; do
-  IFS='|' read -r name cpu board flash ram flags <<<"$b"
-  # shellcheck disable=SC2086
+  IFS='|' read -r name cpu flags <<<"$b"
+  # shellcheck disable=SC2086,SC2046
   arm-none-eabi-gcc -mcpu=$cpu -mthumb -std=c99 -Wall -Wextra -Wconversion -Werror -O2 $flags -I"$rt" \
-    --specs=picolibc.specs --oslib=semihost --crt0=semihost \
-    -Wl,--defsym=__flash=$flash -Wl,--defsym=__flash_size=1M -Wl,--defsym=__ram=$ram \
-    -Wl,--defsym=__ram_size=256K -Wl,--defsym=__stack_size=16K \
-    "$here/kernel_bench.c" "$rt/mt_kernels.c" -o "$work/$name.elf" >"$work/$name.log" 2>&1 &
+    $(mcu_link "$cpu") "$here/kernel_bench.c" "$rt/mt_kernels.c" -o "$work/$name.elf" >"$work/$name.log" 2>&1 &
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p" || { cat "$work"/*.log >&2; echo "bench_kernels: build failed" >&2; exit 1; }; done
@@ -63,7 +62,8 @@ declare -A n
 fail=0
 for k in "${kernels[@]}"; do
   for b in "${builds[@]}"; do
-    IFS='|' read -r name cpu board _ <<<"$b"
+    IFS='|' read -r name cpu _ <<<"$b"
+    board=$(mcu_board "$cpu")
     c1=$(count "$name" "$board" "$k" 1) c2=$(count "$name" "$board" "$k" 2)
     n[$k,$name]=$((c2 - c1))
     line=$(cat "$work/$name-$k-1.txt")

@@ -20,13 +20,9 @@ rt=$(cd "$here/../../src/lower/runtime" && pwd)
 [[ $# -ge 1 ]] || { sed -n '2,16p' "$0" >&2; exit 2; }
 kernel=$1 cpu=${2:-cortex-m4}
 shift $(($# >= 2 ? 2 : 1))
-case $cpu in
-  cortex-m0) board=mps2-an385 flash=0x0 ram=0x20000000 ;;
-  cortex-m3 | cortex-m4) board=mps2-an386 flash=0x0 ram=0x20000000 ;;
-  cortex-m7) board=mps2-an500 flash=0x0 ram=0x20000000 ;;
-  cortex-m33) board=mps2-an505 flash=0x10000000 ram=0x38000000 ;;
-  *) echo "profile_kernel: unknown CPU '$cpu' (cortex-m0, -m3, -m4, -m7, -m33)" >&2; exit 2 ;;
-esac
+# shellcheck source=tools/mcu/targets.sh
+source "$here/targets.sh"
+board=$(mcu_board "$cpu") || { echo "profile_kernel: unknown CPU '$cpu' ($mcu_cpus)" >&2; exit 2; }
 for tool in gcc arm-none-eabi-gcc arm-none-eabi-addr2line qemu-system-arm; do
   command -v "$tool" >/dev/null || { echo "profile_kernel: $tool not found (tools/install-deps.sh installs it)" >&2; exit 2; }
 done
@@ -41,10 +37,9 @@ else
   cp "$work/mt_kernels_pp.c" "$work/mt_kernels_flat.c"
 fi
 gcc -O2 -shared -fPIC -o "$work/libinsncount.so" "$here/insncount.c"
-arm-none-eabi-gcc "${cflags[@]}" -g -I"$rt" --specs=picolibc.specs --oslib=semihost --crt0=semihost \
-  -Wl,--defsym=__flash=$flash -Wl,--defsym=__flash_size=1M -Wl,--defsym=__ram=$ram \
-  -Wl,--defsym=__ram_size=256K -Wl,--defsym=__stack_size=16K \
-  "$here/kernel_bench.c" "$work/mt_kernels_flat.c" -o "$work/bench.elf"
+# shellcheck disable=SC2046
+arm-none-eabi-gcc "${cflags[@]}" -g -I"$rt" $(mcu_link "$cpu") "$here/kernel_bench.c" "$work/mt_kernels_flat.c" \
+  -o "$work/bench.elf"
 for reps in 1 2; do
   timeout 600 qemu-system-arm -M "$board" -display none -serial null -monitor none \
     -semihosting-config enable=on,target=native,arg=kernel_bench,arg="$kernel",arg="$reps" \

@@ -12,8 +12,8 @@
 #   2. the check program on the host (-O2) prints expected.txt exactly;
 #   3. the same under -fsanitize=undefined,address -fno-sanitize-recover=all: no report;
 #   4. on QEMU, every CPU's build prints it too: Cortex-M0 and M3 (portable C) on mps2-an385,
-#      the DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500) and M33 (mps2-an505,
-#      linked at its secure aliases: BOARD_LINK passed to the Makefile).
+#      the DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500) and M33 (mps2-an505;
+#      tools/mcu/targets.sh names the boards, the Makefile links for each one's memory map).
 #   5. (COUNT_INSTRUCTIONS=1) instructions per inference on each CPU: the check program built
 #      with -DCHECK_RUNS=1 and =2 runs under the counting plugin tools/mcu/insncount.c; the
 #      difference of the two whole-program counts is one inference. PROFILE=1 also counts each
@@ -37,6 +37,10 @@ plugin_src=$here/insncount.c
 [[ -f $plugin_src ]] || plugin_src=$here/../share/microtorch/insncount.c
 profiler=$here/profile_functions.py
 [[ -f $profiler ]] || profiler=$here/../share/microtorch/profile_functions.py
+targets=$here/targets.sh
+[[ -f $targets ]] || targets=$here/../share/microtorch/targets.sh
+# shellcheck source=tools/mcu/targets.sh
+source "$targets"
 
 if [[ $# -lt 2 || $# -gt 3 ]]; then
   echo "usage: $(basename "$0") DIR NAME [WORK]   (COUNT_INSTRUCTIONS=1 also counts instructions per inference;" >&2
@@ -48,17 +52,8 @@ dir=$(cd "$1" && pwd)
 name=$2
 check=$(cd "${3:-$1}" && pwd)
 read -r -a cpus <<<"${CPUS-cortex-m0 cortex-m4 cortex-m7 cortex-m33}"
-board_of() {
-  case $1 in
-    cortex-m0 | cortex-m0plus | cortex-m3) echo mps2-an385 ;;
-    cortex-m4) echo mps2-an386 ;;
-    cortex-m7) echo mps2-an500 ;;
-    cortex-m33) echo mps2-an505 ;;
-    *) return 1 ;;
-  esac
-}
 for cpu in "${cpus[@]}"; do
-  board_of "$cpu" >/dev/null || { echo "run_firmware_qemu: no QEMU board for $cpu (cortex-m0, -m0plus, -m3, -m4, -m7, -m33)" >&2; exit 2; }
+  mcu_board "$cpu" >/dev/null || { echo "run_firmware_qemu: no QEMU board for $cpu ($mcu_cpus)" >&2; exit 2; }
 done
 tools=(make cc)
 [[ ${#cpus[@]} -gt 0 ]] && tools+=(arm-none-eabi-gcc arm-none-eabi-nm qemu-system-arm)
@@ -79,15 +74,9 @@ bad() { printf 'FAIL: %s\n' "$*"; fail=1; }
 declare -A pid
 start() { local b=$1; shift; make --no-print-directory -C "$dir" BUILD="$work" CHECK_DIR="$check" "$@" >"$work/$b.log" 2>&1 & pid[$b]=$!; }
 need() { wait "${pid[$1]}" || { bad "build $1"; sed 's/^/   /' "$work/$1.log" | head -20; return 1; }; }
-m33_link="BOARD_LINK=--specs=picolibc.specs --oslib=semihost --crt0=semihost -Wl,--gc-sections \
--Wl,--defsym=__flash=0x10000000 -Wl,--defsym=__flash_size=1M -Wl,--defsym=__ram=0x38000000 \
--Wl,--defsym=__ram_size=256K -Wl,--defsym=__stack_size=16K"
-arm_make() { # build cpu target
-  if [[ $2 == cortex-m33 ]]; then start "$1" CPU="$2" "$3" "$m33_link"; else start "$1" CPU="$2" "$3"; fi
-}
 start host host
 start san san
-for cpu in "${cpus[@]}"; do arm_make "$cpu" "$cpu" check-elf; done
+for cpu in "${cpus[@]}"; do start "$cpu" CPU="$cpu" check-elf; done
 
 echo "== 1. warning-free C99 builds (host${cpus[*]:+, ${cpus[*]}})"
 ok=1
@@ -133,10 +122,10 @@ qemu() { # board elf out [extra args...]
 }
 
 if [[ ${#cpus[@]} -gt 0 ]]; then
-  echo "== 4. QEMU:$(for cpu in "${cpus[@]}"; do printf ' %s on %s' "$cpu" "$(board_of "$cpu")"; done)"
+  echo "== 4. QEMU:$(for cpu in "${cpus[@]}"; do printf ' %s on %s' "$cpu" "$(mcu_board "$cpu")"; done)"
 fi
 for cpu in "${cpus[@]}"; do
-  board=$(board_of "$cpu")
+  board=$(mcu_board "$cpu")
   [[ -f $work/$cpu/check.elf ]] || continue
   rc=0
   qemu "$board" "$work/$cpu/check.elf" "$work/$cpu.txt" || rc=$?
@@ -147,14 +136,14 @@ done
 if [[ ${COUNT_INSTRUCTIONS:-0} == 1 && $fail -eq 0 && ${#cpus[@]} -gt 0 ]]; then
   echo "== 5. instructions per inference (counting plugin)"
   cc -O2 -shared -fPIC -o "$work/libinsncount.so" "$plugin_src"
-  for cpu in "${cpus[@]}"; do arm_make "count-$cpu" "$cpu" count-elfs; done
+  for cpu in "${cpus[@]}"; do start "count-$cpu" CPU="$cpu" count-elfs; done
   for cpu in "${cpus[@]}"; do
     counts=()
     if need "count-$cpu"; then
       for runs in 1 2; do
         plugin=$work/libinsncount.so
         [[ ${PROFILE:-0} == 1 ]] && plugin+=",profile=$work/$cpu-profile$runs.txt"
-        qemu "$(board_of "$cpu")" "$work/$cpu/count$runs.elf" "$work/$cpu-count$runs.txt" \
+        qemu "$(mcu_board "$cpu")" "$work/$cpu/count$runs.elf" "$work/$cpu-count$runs.txt" \
           -plugin "$plugin" -d plugin -D "$work/$cpu-insns$runs.txt" || bad "$cpu counting run $runs failed"
         head -n 1 "$check/expected.txt" | cmp -s - "$work/$cpu-count$runs.txt" ||
           bad "$cpu counting run $runs differs from the simulator"

@@ -33,13 +33,9 @@ for tool in gcc arm-none-eabi-gcc arm-none-eabi-nm qemu-system-arm; do
   command -v "$tool" >/dev/null || { echo "run_kernels_qemu: $tool not found (tools/install-deps.sh installs it)" >&2; exit 2; }
 done
 
+# shellcheck source=tools/mcu/targets.sh
+source "$here/targets.sh"
 warn=(-std=c99 -Wall -Wextra -Wconversion -Werror)
-arm_link=(--specs=picolibc.specs --oslib=semihost --crt0=semihost
-  -Wl,--defsym=__flash_size=1M -Wl,--defsym=__ram_size=256K -Wl,--defsym=__stack_size=16K)
-memory_map() { # cpu: where its board has flash and RAM (mps2-an505 boots secure: the secure aliases)
-  if [[ $1 == cortex-m33 ]]; then echo -Wl,--defsym=__flash=0x10000000 -Wl,--defsym=__ram=0x38000000
-  else echo -Wl,--defsym=__flash=0x0 -Wl,--defsym=__ram=0x20000000; fi
-}
 fail=0
 step() { printf '== %s\n' "$*"; }
 bad() { printf 'FAIL: %s\n' "$*"; fail=1; }
@@ -71,7 +67,7 @@ link() { # cpu: kernel_vectors.c + that cpu's kernel object
     gcc "${warn[@]}" -O2 -I"$rt" "$here/kernel_vectors.c" "$work/k-host.o" -o "$work/vectors-host"
   else
     # shellcheck disable=SC2046
-    arm-none-eabi-gcc -mcpu="$1" -mthumb "${warn[@]}" -O2 -I"$rt" "${arm_link[@]}" $(memory_map "$1") \
+    arm-none-eabi-gcc -mcpu="$1" -mthumb "${warn[@]}" -O2 -I"$rt" $(mcu_link "$1") \
       "$here/kernel_vectors.c" "$work/k-$1.o" -o "$work/vectors-$1.elf"
   fi
 }
@@ -128,10 +124,7 @@ run_qemu() { # cpu board
 }
 
 step "4. Cortex-M0 code (mps2-an385) and the DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500), M33 (mps2-an505) under QEMU"
-run_qemu cortex-m0 mps2-an385
-run_qemu cortex-m4 mps2-an386
-run_qemu cortex-m7 mps2-an500
-run_qemu cortex-m33 mps2-an505
+for cpu in cortex-m0 cortex-m4 cortex-m7 cortex-m33; do run_qemu "$cpu" "$(mcu_board "$cpu")"; done
 
 if [[ $fail -eq 0 ]]; then
   echo "run_kernels_qemu: PASS (host == UBSan/ASan host == cortex-m0 == cortex-m4 == cortex-m7 == cortex-m33)"
