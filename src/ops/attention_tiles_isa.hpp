@@ -381,7 +381,7 @@ template <class Isa, class T>
       const T* bias = a.bias ? a.bias + (i0 + r) * a.bias_row_stride + j0 * a.bias_col_stride : nullptr;
       const T m_new = std::max(m[r], scores_row<V>(t, cols, width, bias, a.bias_col_stride));
       const T shift = m_new == minus_inf ? T(0) : m_new;  // a fully masked row: 2^-inf = 0
-      correction[r] = std::exp2(m[r] - shift);
+      correction[r] = j0 == 0 ? T(0) : std::exp2(m[r] - shift);  // the first chunk: l = 0, O overwritten
       V sum{};
       for (std::int64_t j = 0; j < width; j += W) {
         const V e = exp_shifted<Isa>(load_vec<V>(t + j), shift);
@@ -394,19 +394,25 @@ template <class Isa, class T>
       const std::int64_t row = (i0 + r) * S + j0;
       if (whole_rows) {  // the one chunk: A = E / l exactly, P = A * M; O is corrected as in any chunk
         const T inv = l[r] == T(0) ? T(0) : T(1) / l[r];
+        // The outputs in locals: a store through one of them could otherwise change the
+        // matrix's fields, so each vector would reload and test them.
+        T* const weights = a.weights ? a.weights + row : nullptr;
+        T* const probs = a.probs ? a.probs + row : nullptr;
+        T* const average = a.average ? a.average + row : nullptr;
+        const bool average_first = a.average_first;
+        const T share = a.average_weight;
         for (std::int64_t j = 0; j < width; j += W) {
           V e = load_vec<V>(t + j), x = inv * e;
-          if (a.weights) store_first(a.weights + row + j, x, cols - j);
+          if (weights) store_first(weights + j, x, cols - j);
           if (drop) {
             const V mj = load_first<V>(drop + j, cols - j, T(0));
             x *= mj, e *= mj;
-            if (a.probs) store_first(a.probs + row + j, x, cols - j);
+            if (probs) store_first(probs + j, x, cols - j);
             store_vec(t + j, e);
           }
-          if (a.average) {
-            T* avg = a.average + row + j;
-            const V prior = a.average_first ? V{} : load_first<V>(avg, cols - j, T(0));
-            store_first(avg, prior + a.average_weight * x, cols - j);
+          if (average) {
+            const V prior = average_first ? V{} : load_first<V>(average + j, cols - j, T(0));
+            store_first(average + j, prior + share * x, cols - j);
           }
         }
       } else if (drop) {
@@ -520,6 +526,7 @@ template <class Isa, class T>
                           });
       } else if (want_ds) {
         times_panels<Isa>(rows, width, Dv, z.dout + i0 * z.lddv, z.lddv, z.vt, j0, z.dp, LT);  // dP_ij = dO_i v_j^T
+        const T scale = a.scale;  // a local: the stores below could otherwise change it
         for (std::int64_t r = 0; r < rows; ++r) {  // dS = A (dA - rowsum(dA A)), dA = dP M; kept as scale dS
           T* ds = z.dp + r * LT;
           const T* ar = at + r * lda;
@@ -544,7 +551,7 @@ template <class Isa, class T>
           for (std::int64_t j = 0; j < width; j += W) {
             const V x = load_first<V>(ar + j, cols - j, T(0)) * (load_vec<V>(ds + j) - d);
             if (dbias) store_first(dbias + j, x, cols - j);
-            store_vec(ds + j, a.scale * x);
+            store_vec(ds + j, scale * x);
           }
         }
       }
