@@ -114,8 +114,9 @@ if need san; then
   fi
 fi
 
-qemu() { # board elf out [extra args...]
-  local board=$1 elf=$2 out=$3
+qemu() { # cpu elf out [extra args...]: on the cpu's board
+  local board elf=$2 out=$3
+  board=$(mcu_board "$1")
   shift 3
   timeout 300 qemu-system-arm -M "$board" -nographic -semihosting-config enable=on,target=native "$@" \
     -kernel "$elf" </dev/null >"$out" 2>&1
@@ -128,7 +129,7 @@ for cpu in "${cpus[@]}"; do
   board=$(mcu_board "$cpu")
   [[ -f $work/$cpu/check.elf ]] || continue
   rc=0
-  qemu "$board" "$work/$cpu/check.elf" "$work/$cpu.txt" || rc=$?
+  qemu "$cpu" "$work/$cpu/check.elf" "$work/$cpu.txt" || rc=$?
   if [[ $rc -ne 0 ]]; then bad "$cpu on $board exited with status $rc"; tail -n 5 "$work/$cpu.txt" | sed 's/^/   /'; continue; fi
   compare "$cpu on $board" "$work/$cpu.txt"
 done
@@ -143,7 +144,7 @@ if [[ ${COUNT_INSTRUCTIONS:-0} == 1 && $fail -eq 0 && ${#cpus[@]} -gt 0 ]]; then
       for runs in 1 2; do
         plugin=$work/libinsncount.so
         [[ ${PROFILE:-0} == 1 ]] && plugin+=",profile=$work/$cpu-profile$runs.txt"
-        qemu "$(mcu_board "$cpu")" "$work/$cpu/count$runs.elf" "$work/$cpu-count$runs.txt" \
+        qemu "$cpu" "$work/$cpu/count$runs.elf" "$work/$cpu-count$runs.txt" \
           -plugin "$plugin" -d plugin -D "$work/$cpu-insns$runs.txt" || bad "$cpu counting run $runs failed"
         head -n 1 "$check/expected.txt" | cmp -s - "$work/$cpu-count$runs.txt" ||
           bad "$cpu counting run $runs differs from the simulator"

@@ -106,8 +106,9 @@ if need vectors-san; then
   fi
 fi
 
-run_qemu() { # cpu board
-  local cpu=$1 board=$2 rc=0
+run_qemu() { # cpu, on its board
+  local cpu=$1 board rc=0
+  board=$(mcu_board "$cpu")
   need "vectors-$cpu" || return 0
   # picolibc's semihosted stdout reaches QEMU's stderr: capture both streams
   timeout 300 qemu-system-arm -M "$board" -nographic -semihosting-config enable=on,target=native \
@@ -124,7 +125,7 @@ run_qemu() { # cpu board
 }
 
 step "4. Cortex-M0 code (mps2-an385) and the DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500), M33 (mps2-an505) under QEMU"
-for cpu in cortex-m0 cortex-m4 cortex-m7 cortex-m33; do run_qemu "$cpu" "$(mcu_board "$cpu")"; done
+for cpu in cortex-m0 cortex-m4 cortex-m7 cortex-m33; do run_qemu "$cpu"; done
 
 if [[ $fail -eq 0 ]]; then
   echo "run_kernels_qemu: PASS (host == UBSan/ASan host == cortex-m0 == cortex-m4 == cortex-m7 == cortex-m33)"
