@@ -364,12 +364,47 @@ TEST_CASE("attention on 2 and 3 threads gives the bits of 1 thread when the matr
   mt::set_num_threads(1);
 }
 
+TEST_CASE("averaged weights under autograd: backward reads each head's kept A, the gradients of recomputing it") {
+  // With the weights averaged over the heads and a graph recorded, the forward keeps each
+  // head's A for backward (which then sums rowsum(dA A) from it); without weights backward
+  // recomputes A from the row statistics. Both are the same gradients up to rounding.
+  mt::manual_seed(30);
+  const std::int64_t N = 2, L = 37, S = 45, H = 3, D = 16;
+  const Mask mask = Mask::additive(mt::randn({L, S})) & Mask::key_padding(mt::tensor({45, 20}, mt::kInt64), S).unsqueeze(1);
+  const Tensor q0 = mt::randn({N, L, H * D}), k0 = mt::randn({N, S, H * D}), v0 = mt::randn({N, S, H * 8});
+  const Tensor g = mt::randn({N, L, H * 8});
+  std::vector<mt::TensorList> runs;
+  for (int path = 0; path < 3; ++path) {  // averaged weights, per-head weights, no weights
+    CAPTURE(path);
+    Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+    auto [out, w] = mt::multi_head_attention(q, k, v, H,
+                                             {.mask = mask, .need_weights = path != 2, .average_weights = path == 0});
+    if (path == 0) {
+      mt::NoGradGuard no_grad;
+      auto [per_head_out, per_head] = mt::multi_head_attention(q0, k0, v0, H, {.mask = mask});
+      CHECK_CLOSE(w, mt::mean(per_head, {1}), 1e-6, 1e-7);
+    }
+    (out * g).sum().backward();
+    runs.push_back(mt::TensorList{out, q.grad(), k.grad(), v.grad()});
+  }
+  for (std::size_t t = 1; t < runs.size(); ++t) {
+    for (std::size_t i = 0; i < runs[0].size(); ++i) {
+      CAPTURE(t);
+      CAPTURE(i);
+      CHECK_CLOSE(runs[t][i], runs[0][i], 1e-5, 1e-6);
+    }
+  }
+}
+
 TEST_CASE("gradcheck: multi_head_attention, packed self-attention and MultiheadAttention's fused path") {
   mt::manual_seed(29);
   Tensor q = rand64({2, 3, 4}), k = rand64({2, 5, 4}), v = rand64({2, 5, 6}), qkv = rand64({2, 3, 12});
   const Mask mask = Mask::key_padding(mt::tensor({3, 0}, mt::kInt64), 5).unsqueeze(1);
   CHECK(mt::gradcheck([&](auto& in) { return std::get<0>(mt::multi_head_attention(in[0], in[1], in[2], 2, {.mask = mask})); },
                       {q, k, v}));
+  CHECK(mt::gradcheck(
+      [&](auto& in) { return std::get<0>(mt::multi_head_attention(in[0], in[1], in[2], 2, {.mask = mask, .average_weights = true})); },
+      {q, k, v}));
   CHECK(mt::gradcheck([](auto& in) { return std::get<0>(mt::multi_head_attention_packed(in[0], 2, {.scale = 0.3})); },
                       {qkv}));
   nn::MultiheadAttention mha(4, 2, {.batch_first = true, .dtype = mt::kFloat64});

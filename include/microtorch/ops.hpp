@@ -361,7 +361,9 @@ struct AttentionHeadsOptions {
 /// [N, L, H Dv], but without copying any head: BLAS reads each head where the projection
 /// wrote it. Returns (output [N, L, H Dv], weights [N, H, L, S] or, averaged, [N, L, S]).
 /// Without a graph to record and without per-head weights to return, no L x S buffer
-/// outlives a head. This is what nn::MultiheadAttention runs. E and Ev must split into
+/// outlives a head; with averaged weights and a graph, each head's weights (up to 64 MiB in
+/// all) are kept for backward, which reads them instead of recomputing them (PyTorch keeps
+/// them too). This is what nn::MultiheadAttention runs. E and Ev must split into
 /// num_heads equal heads (ShapeError otherwise).
 std::tuple<Tensor, Tensor> multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                                 std::int64_t num_heads, const AttentionHeadsOptions& options = {});
