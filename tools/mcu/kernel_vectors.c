@@ -338,6 +338,10 @@ static void softmax(void) {
     fill16(a16, 3 * n, -spread, spread);
     mt_softmax_s16_s16(a16, y16, 3, n, m, 8 + t % 6, 15, 0), h16(y16, 3 * n);
     mt_softmax_s16_s8(a16, y8, 3, n, m, 8 + t % 6, 8, -128), h8(y8, 3 * n);
+    /* ratios of 1/2 and more (s in [-30, 0]: logits at 2^-15 or coarser), exponents that
+     * saturate int32 */
+    mt_softmax_s16_s16(a16, y16, 3, n, m, -((t * 7) % 31), 15, 0), h16(y16, 3 * n);
+    mt_softmax_s16_s8(a16, y8, 3, n, m, -((t * 11) % 31), 8, -128), h8(y8, 3 * n);
     fill8(a8, 3 * n, -128, 127);
     mt_softmax_s8_s8(a8, y8, 3, n, m, t % 6, 7, 0), h8(y8, 3 * n);
     mt_softmax_s8_s16(a8, y16, 3, n, m, t % 6, 15, 0), h16(y16, 3 * n);
@@ -346,6 +350,10 @@ static void softmax(void) {
   a16[0] = -32768, a16[1] = 32767, a16[2] = 32767, a16[3] = 0;
   mt_softmax_s16_s16(a16, y16, 1, 4, 0, -16, 15, 0), h16(y16, 4);
   mt_softmax_s16_s16(a16, y16, 1, 4, 0, 0, 15, 0), h16(y16, 4);
+  mt_softmax_s16_s16(a16, y16, 1, 4, INT32_MAX, -30, 15, 0), h16(y16, 4);
+  mt_softmax_s16_s16(a16, y16, 1, 4, 1 << 30, 0, 15, 0), h16(y16, 4);
+  a16[1] = -32767;
+  mt_softmax_s16_s16(a16, y16, 1, 4, 1 << 30, -15, 15, 0), h16(y16, 4);
   h_end("softmax");
 }
 

@@ -424,15 +424,70 @@ MT_DEFINE_LINEAR_OUT(s16, int16_t)
 MT_DEFINE_LINEAR_OUT_DSP(s8, int8_t, 8)
 MT_DEFINE_LINEAR_OUT_DSP(s16, int16_t, 16)
 
+/* The requantization of one channel, set up once per channel by the linear layers when
+ * 1 <= s <= 31 and m > 0 (a positive ratio below 1/2, the usual case: mt_rq_chan_fast): with
+ * P = acc m (|P| < 2^62) the rounded result floor((P + 2^(30+s) - [P < 0]) / 2^(31+s)) is
+ * formed as u = P + c - [P < 0], c = 2^62 + 2^(30+s) (u >= 0), then the high word shifted by
+ * s - 1 minus the offset 2^(31-s): no 64-bit shift, the same integer. As m > 0, [P < 0] =
+ * [acc < 0] and c - [P < 0] is c plus acc >> 31 (arithmetic: 0 or -1) sign-extended to 64
+ * bits: ADDS and ADC with the shifted operand, then the one SMLAL. The output zero point is
+ * folded into the offset (|result| <= 2^30: nothing to saturate before it). */
+typedef struct {
+  uint32_t c_lo; /* c's low and high words */
+  int32_t c_hi, m, off;
+  int sh;
+} mt_rq_chan;
+
+static inline int mt_rq_chan_fast(const int32_t *rq) { return rq[1] >= 1 && rq[1] <= 31 && rq[0] > 0; }
+/* In place of a channel's requantization that is not fast (never applied) */
+static const mt_rq_chan mt_rq_chan_none = {0, 0, 0, 0, 0};
+
+static inline mt_rq_chan mt_rq_chan_init(const int32_t *rq, int32_t y_zero) {
+  const int s = rq[1];
+  mt_rq_chan q;
+  q.m = rq[0];
+  q.sh = s - 1;
+  q.off = (int32_t)(1u << (31 - s)) - y_zero;
+  q.c_lo = s == 1 ? 1u << 31 : 0u;
+  q.c_hi = (int32_t)((1u << 30) + (s == 1 ? 0u : 1u << (s - 2)));
+  return q;
+}
+
+/* y_zero + rq(acc) for a fast channel (not saturated) */
+static inline int32_t mt_rq_chan_apply(const mt_rq_chan *q, int32_t acc) {
+  uint32_t lo, hi; /* {hi, lo} = c - [acc < 0] */
+  __asm__("adds %0, %2, %4, asr #31\n\tadc %1, %3, %4, asr #31"
+          : "=&r"(lo), "=r"(hi)
+          : "r"(q->c_lo), "r"(q->c_hi), "r"(acc)
+          : "cc");
+  const uint64_t u = ((uint64_t)hi << 32 | lo) + (uint64_t)((int64_t)acc * q->m);
+  return (int32_t)((uint32_t)(u >> 32) >> q->sh) - q->off;
+}
+static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
+/* mt_linear_out_* for a fast channel: y_zero + rq(acc) saturated (SSAT), at least y_min */
+#define MT_CHAN_OUT(BITS, q, acc, y_min) \
+  mt_max32((int32_t)__builtin_arm_ssat(mt_rq_chan_apply(q, acc), BITS), y_min)
+
+/* y_zero + rq(acc) saturated, at least y_min, for an int64 sum: by the channel's
+ * requantization set up once (q) when it is fast and the sum fits int32 ((acc + 2^31) >> 32
+ * is 0: a compare of the high word), else by OUT (mt_linear_out64). The same integers. */
+#define MT_LINEAR_OUT_ANY(OUT, Y, BITS, fast, q, acc, rq, y_zero, y_min)                                  \
+  ((fast) && (((uint64_t)(int64_t)(acc) + 0x80000000u) >> 32) == 0                                       \
+       ? MT_CHAN_OUT(BITS, q, (int32_t)(acc), y_min)                                                      \
+       : (int32_t)OUT##_##Y(acc, rq, y_zero, y_min))
+
 /* Channels in pairs (outer loop: their bias, multipliers and weight rows are set up once),
  * rows inner; STEP inputs against the two weight rows, twice per loop iteration. The sums
  * start from the bias: exact in int32 when |b| < 2^30 and in <= 65536 (|x w| <= 2^14), else
- * the reference takes the call; with an int16 operand they are int64 (SMLALD), exact. */
-#define MT_DEFINE_LINEAR_DSP(X, W, Y, XT, WT, YT, BT, ACC, STEP, MAC2, OUT)                               \
+ * the reference takes the call; with an int16 operand they are int64 (SMLALD), exact, and
+ * for two rows or more a fast channel's requantization is set up once (mt_rq_chan) and
+ * applied to each sum that fits int32 (mt_rq's 64-bit path for the others). */
+#define MT_DEFINE_LINEAR_DSP(X, W, Y, XT, WT, YT, BT, BITS, ACC, STEP, MAC2, OUT)                         \
   static int mt_linear_dsp_##X##_##W##_##Y(const XT *x, const WT *w, const BT *b, YT *y, int rows,      \
                                            int in, int out, int xs, const int32_t *rq,                  \
                                            int rq_per_channel, int32_t y_zero, int32_t y_min) {         \
     int r, o, j;                                                                                          \
+    const int wide = sizeof(ACC) == 8 && rows >= 2;                                                      \
     if (sizeof(ACC) == 4) {                                                                               \
       if (in > 65536) return 0;                                                                           \
       for (o = 0; b && o < out; ++o)                                                                      \
@@ -442,6 +497,9 @@ MT_DEFINE_LINEAR_OUT_DSP(s16, int16_t, 16)
       const int o1 = o + 1 < out ? o + 1 : o; /* an odd last channel is computed twice */                 \
       const WT *w0 = w + o * in, *w1 = w + o1 * in;                                                       \
       const int32_t *rq0 = rq + (rq_per_channel ? 2 * o : 0), *rq1 = rq + (rq_per_channel ? 2 * o1 : 0);  \
+      const int f0 = wide && mt_rq_chan_fast(rq0), f1 = wide && mt_rq_chan_fast(rq1);                     \
+      const mt_rq_chan q0 = f0 ? mt_rq_chan_init(rq0, y_zero) : mt_rq_chan_none;                           \
+      const mt_rq_chan q1 = f1 ? mt_rq_chan_init(rq1, y_zero) : mt_rq_chan_none;                           \
       const ACC b0 = b ? (ACC)b[o] : 0, b1 = b ? (ACC)b[o1] : 0;                                          \
       for (r = 0; r < rows; ++r) {                                                                        \
         const XT *xr = x + r * xs;                                                                        \
@@ -458,8 +516,8 @@ MT_DEFINE_LINEAR_OUT_DSP(s16, int16_t, 16)
           a0 += (int32_t)xr[j] * w0[j];                                                                   \
           a1 += (int32_t)xr[j] * w1[j];                                                                   \
         }                                                                                                 \
-        y[r * out + o] = OUT##_##Y(a0, rq0, y_zero, y_min);                                               \
-        y[r * out + o1] = OUT##_##Y(a1, rq1, y_zero, y_min);                                              \
+        y[r * out + o] = (YT)MT_LINEAR_OUT_ANY(OUT, Y, BITS, f0, &q0, a0, rq0, y_zero, y_min);              \
+        y[r * out + o1] = (YT)MT_LINEAR_OUT_ANY(OUT, Y, BITS, f1, &q1, a1, rq1, y_zero, y_min);             \
       }                                                                                                   \
     }                                                                                                     \
     return 1;                                                                                             \
@@ -498,6 +556,12 @@ static inline int32_t mt_pack_halves(int32_t a, int32_t b) { return (int32_t)((u
     a0 = __smlald(xw_, mt_ld32(p0), a0);                                                                  \
     a1 = __smlald(xw_, mt_ld32(p1), a1);                                                                  \
   } while (0)
+/* 4 of them (the linear layers' step: 8 inputs per pass of their loop) */
+#define MT_MAC2_S16_S16_4(xp, p0, p1, a0, a1)                                                             \
+  do {                                                                                                    \
+    MT_MAC2_S16_S16(xp, p0, p1, a0, a1);                                                                  \
+    MT_MAC2_S16_S16((xp) + 2, (p0) + 2, (p1) + 2, a0, a1);                                                \
+  } while (0)
 /* 4 int16 inputs against two int8 weight rows: x regrouped as (x0, x2), (x1, x3) once, each
  * weight word split by SXTB16 into (w0, w2), (w1, w3): 4 SMLALD */
 #define MT_MAC2_S16_S8(xp, p0, p1, a0, a1)                                                                \
@@ -515,56 +579,14 @@ static inline int32_t mt_pack_halves(int32_t a, int32_t b) { return (int32_t)((u
     a0 = __smlald(xo_, mt_odd_halves(u01_, u23_), __smlald(xe_, mt_even_halves(u01_, u23_), a0));         \
     a1 = __smlald(xo_, mt_odd_halves(v01_, v23_), __smlald(xe_, mt_even_halves(v01_, v23_), a1));         \
   } while (0)
-MT_DEFINE_LINEAR_DSP(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, int32_t, 4, MT_MAC2_S8_S8, mt_linear_out32)
-MT_DEFINE_LINEAR_DSP(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, int32_t, 4, MT_MAC2_S8_S8, mt_linear_out32)
-MT_DEFINE_LINEAR_DSP(s8, s16, s8, int8_t, int16_t, int8_t, int32_t, int64_t, 4, MT_MAC2_S8_S16, mt_linear_out64)
-MT_DEFINE_LINEAR_DSP(s8, s16, s16, int8_t, int16_t, int16_t, int32_t, int64_t, 4, MT_MAC2_S8_S16, mt_linear_out64)
-MT_DEFINE_LINEAR_DSP(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, int64_t, 4, MT_MAC2_S16_S8, mt_linear_out64)
-MT_DEFINE_LINEAR_DSP(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, int64_t, 4, MT_MAC2_S16_S8, mt_linear_out64)
-MT_DEFINE_LINEAR_DSP(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, int64_t, 2, MT_MAC2_S16_S16, mt_linear_out64)
-MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, int64_t, 2, MT_MAC2_S16_S16, mt_linear_out64)
-
-/* The requantization of one channel, set up once per channel for the int8 x int8 layers when
- * 1 <= s <= 31 and m > 0 (a positive ratio below 1/2, the usual case: mt_rq_chan_fast): with
- * P = acc m (|P| < 2^62) the rounded result floor((P + 2^(30+s) - [P < 0]) / 2^(31+s)) is
- * formed as u = P + c - [P < 0], c = 2^62 + 2^(30+s) (u >= 0), then the high word shifted by
- * s - 1 minus the offset 2^(31-s): no 64-bit shift, the same integer. As m > 0, [P < 0] =
- * [acc < 0] and c - [P < 0] is c plus acc >> 31 (arithmetic: 0 or -1) sign-extended to 64
- * bits: ADDS and ADC with the shifted operand, then the one SMLAL. The output zero point is
- * folded into the offset (|result| <= 2^30: nothing to saturate before it). */
-typedef struct {
-  uint32_t c_lo; /* c's low and high words */
-  int32_t c_hi, m, off;
-  int sh;
-} mt_rq_chan;
-
-static inline int mt_rq_chan_fast(const int32_t *rq) { return rq[1] >= 1 && rq[1] <= 31 && rq[0] > 0; }
-
-static inline mt_rq_chan mt_rq_chan_init(const int32_t *rq, int32_t y_zero) {
-  const int s = rq[1];
-  mt_rq_chan q;
-  q.m = rq[0];
-  q.sh = s - 1;
-  q.off = (int32_t)(1u << (31 - s)) - y_zero;
-  q.c_lo = s == 1 ? 1u << 31 : 0u;
-  q.c_hi = (int32_t)((1u << 30) + (s == 1 ? 0u : 1u << (s - 2)));
-  return q;
-}
-
-/* y_zero + rq(acc) for a fast channel (not saturated) */
-static inline int32_t mt_rq_chan_apply(const mt_rq_chan *q, int32_t acc) {
-  uint32_t lo, hi; /* {hi, lo} = c - [acc < 0] */
-  __asm__("adds %0, %2, %4, asr #31\n\tadc %1, %3, %4, asr #31"
-          : "=&r"(lo), "=r"(hi)
-          : "r"(q->c_lo), "r"(q->c_hi), "r"(acc)
-          : "cc");
-  const uint64_t u = ((uint64_t)hi << 32 | lo) + (uint64_t)((int64_t)acc * q->m);
-  return (int32_t)((uint32_t)(u >> 32) >> q->sh) - q->off;
-}
-static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
-/* mt_linear_out_* for a fast channel: y_zero + rq(acc) saturated (SSAT), at least y_min */
-#define MT_CHAN_OUT(BITS, q, acc, y_min) \
-  mt_max32((int32_t)__builtin_arm_ssat(mt_rq_chan_apply(q, acc), BITS), y_min)
+MT_DEFINE_LINEAR_DSP(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, 8, int32_t, 4, MT_MAC2_S8_S8, mt_linear_out32)
+MT_DEFINE_LINEAR_DSP(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, 16, int32_t, 4, MT_MAC2_S8_S8, mt_linear_out32)
+MT_DEFINE_LINEAR_DSP(s8, s16, s8, int8_t, int16_t, int8_t, int32_t, 8, int64_t, 4, MT_MAC2_S8_S16, mt_linear_out64)
+MT_DEFINE_LINEAR_DSP(s8, s16, s16, int8_t, int16_t, int16_t, int32_t, 16, int64_t, 4, MT_MAC2_S8_S16, mt_linear_out64)
+MT_DEFINE_LINEAR_DSP(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, 8, int64_t, 4, MT_MAC2_S16_S8, mt_linear_out64)
+MT_DEFINE_LINEAR_DSP(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, 16, int64_t, 4, MT_MAC2_S16_S8, mt_linear_out64)
+MT_DEFINE_LINEAR_DSP(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, 8, int64_t, 4, MT_MAC2_S16_S16_4, mt_linear_out64)
+MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int64_t, 4, MT_MAC2_S16_S16_4, mt_linear_out64)
 
 /* Four inputs of a row as the halfword pairs (x0, x2) and (x1, x3), the pairs SXTB16 makes of
  * a word of four int8 weights: int8 inputs split by SXTB16 too, int16 inputs regrouped by
@@ -1072,11 +1094,27 @@ static uint32_t mt_norm16(uint64_t sum_q20, int *shift) {
   return y16;
 }
 
-/* int16 inputs: the exp of each element, computed where it is needed (twice) */
+/* int16 inputs: the exp of each element, computed where it is needed (twice). On Armv7E-M
+ * the exponent z = rq(d) for the usual ratio (m > 0, -30 <= s <= 0: logits at 2^-15 or
+ * coarser) as p = d m + 2^(k-1) by one UMULL and ADDS/ADC, k = 31 + s, then p >> k from its
+ * two words when below 2^31, else INT32_MAX: with d >= 0 the same integer as mt_rq32_large
+ * (no sign to correct, no 64-bit shift). Other ratios take mt_softmax_z. */
+#if MT_DSP
+static inline uint32_t mt_softmax_z_large(uint32_t d, uint32_t m, int k) {
+  const uint64_t p = (uint64_t)d * m + (1u << (k - 1));
+  const uint32_t hi = (uint32_t)(p >> 32), lo = (uint32_t)p;
+  return hi >> (k - 1) ? 0x7FFFFFFFu : (lo >> k) | (hi << (32 - k));
+}
+#define MT_SOFTMAX_TABLE_s16 const int z_large = in_m > 0 && in_s >= -30 && in_s <= 0;
+#define MT_SOFTMAX_Z_s16(d)                                                                                \
+  (z_large ? mt_softmax_z_large((uint32_t)(d), (uint32_t)in_m, 31 + in_s) : mt_softmax_z(d, in_m, in_s))
+#else
 #define MT_SOFTMAX_TABLE_s16
+#define MT_SOFTMAX_Z_s16(d) mt_softmax_z(d, in_m, in_s)
+#endif
 #define MT_SOFTMAX_FILL_s16(range) (void)0
-#define MT_SOFTMAX_Q20_s16(d) mt_exp2neg_q20(mt_softmax_z(d, in_m, in_s))
-#define MT_SOFTMAX_Q16_s16(d) mt_exp2neg_q16(mt_softmax_z(d, in_m, in_s))
+#define MT_SOFTMAX_Q20_s16(d) mt_exp2neg_q20(MT_SOFTMAX_Z_s16(d))
+#define MT_SOFTMAX_Q16_s16(d) mt_exp2neg_q16(MT_SOFTMAX_Z_s16(d))
 
 /* int8 inputs: d = max - x_j has only 256 possible values. Their exps are computed once per
  * call into a table (1 KB on the stack), as far as the rows' ranges need them, then looked
