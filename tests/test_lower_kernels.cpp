@@ -276,6 +276,8 @@ void check_linear(LinearFn<TX, TW, TB, TY> fn, int rows, int in, int out, bool b
   const int xs = x_stride > 0 ? x_stride : in;  // rows of x at a stride: the padding must be ignored
   const auto x = random_ints<TX>(g, static_cast<std::size_t>(rows * xs));
   const auto w = random_ints<TW>(g, static_cast<std::size_t>(out * in));
+  auto stored = w;  // as the lowering stores W: in pair order when x and W differ in width
+  if (sizeof(TX) != sizeof(TW)) microtorch::lower::pair_order(stored, in);
   const auto b = random_ints<TB>(g, static_cast<std::size_t>(out), -(std::int64_t{1} << 30), std::int64_t{1} << 30);
   // multipliers that keep the outputs in range for typical sums, some saturating
   std::vector<std::int32_t> rq;
@@ -283,8 +285,8 @@ void check_linear(LinearFn<TX, TW, TB, TY> fn, int rows, int in, int out, bool b
   for (int c = 0; c < (per_channel ? out : 1); ++c) rq.push_back(random_m(g)), rq.push_back(ds(g));
   std::vector<TY> y(static_cast<std::size_t>(rows * out));
   const std::int32_t y_min = relu ? y_zero : static_cast<std::int32_t>(lo_of<TY>());
-  fn(x.data(), w.data(), bias ? b.data() : nullptr, y.data(), rows, in, out, x_stride, rq.data(), per_channel ? 1 : 0,
-     y_zero, y_min);
+  fn(x.data(), stored.data(), bias ? b.data() : nullptr, y.data(), rows, in, out, x_stride, rq.data(),
+     per_channel ? 1 : 0, y_zero, y_min);
   for (int r = 0; r < rows; ++r)
     for (int o = 0; o < out; ++o) {
       std::int64_t acc = bias ? b[o] : 0;
@@ -313,6 +315,15 @@ TEST_CASE("lower kernels: linear equals the exact x W^T + b requantized per chan
   check_linear(mt_linear_s16_s16_s8, 3, 64, 7, true, false, -100, false, 28);
   check_linear(mt_linear_s16_s16_s16, 3, 64, 7, true, true, 0, false, 29);
   check_linear(mt_linear_s16_s16_s16, 2, 700, 3, false, true, 0, true, 30, 0);
+  check_linear(mt_linear_s16_s8_s16, 4, 515, 5, true, true, 0, false, 31);  // 508-term chunks, 3 in order
+  check_linear(mt_linear_s8_s16_s8, 3, 6, 3, true, true, 0, false, 32);
+
+  // pair order: the middle two of every four weights of a row swapped, the last in % 4 kept
+  std::vector<int> order{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  microtorch::lower::pair_order(order, 7);
+  CHECK(order == std::vector<int>{0, 2, 1, 3, 4, 5, 6, 7, 9, 8, 10, 11, 12, 13});
+  microtorch::lower::pair_order(order, 7);
+  CHECK(order == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13});
 
   // all-extreme inputs: the int32 fast path at its bound, no overflow
   std::vector<std::int16_t> x(511, -32768);

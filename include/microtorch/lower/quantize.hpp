@@ -177,6 +177,18 @@ Program quantize(const Graph& graph, const Calibration& calibration, const Quant
 /// share bytes (greedy by size, first fit, 8-byte aligned). Sets offsets and arena_bytes.
 void plan_memory(Program& program);
 
+/// Puts the rows of `w` ([rows, in], row-major) in pair order, the weight order of a linear
+/// layer whose input and weights differ in width (mt_kernels.h, mt_linear_*): in every four
+/// consecutive weights of a row the middle two swap places (w0, w2, w1, w3, w4, w6, w5, w7,
+/// ..), the last in % 4 keep theirs. Its own inverse.
+template <class T>
+void pair_order(std::vector<T>& w, std::int64_t in) {
+  const auto n = static_cast<std::size_t>(in);
+  for (std::size_t r = 0; n > 0 && r + n <= w.size(); r += n) {
+    for (std::size_t j = 0; j + 4 <= n; j += 4) std::swap(w[r + j + 1], w[r + j + 2]);
+  }
+}
+
 /// Round to nearest, ties away from zero, then saturate to `bits` (the runtime's rounding).
 std::int64_t quantize_value(double x, int frac, int bits);
 /// The largest frac with round(absmax * 2^frac) <= 2^(bits-1) - 1, clamped to [-16, 31],

@@ -98,6 +98,9 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
     const double b = bias.defined() ? bias.data<double>()[c] / acc_scale : 0.0;
     b_q[static_cast<std::size_t>(c)] = static_cast<std::int64_t>(std::llround(b)) - zsum;
   }
+  // x and W of different widths: W's rows in the kernels' pair order (mt_kernels.h), now that
+  // the sums above have read them in order
+  if (elem_bytes(x.elem) != elem_bytes(we)) pair_order(L.program().buffer(wb).data, in);
   const bool need_bias = bias.defined() || zmax != 0;
   const std::int64_t bb =
       need_bias ? L.table(be, b_q, "b_" + c_name(bias.defined() ? bname : wname + "_zero")) : -1;

@@ -279,24 +279,42 @@ static uint32_t mt_exp2neg_q20(uint32_t z) {
 /* ==================================================================================== */
 
 /* Dot products with b read at a stride (1 for a weight row, N for a matmul column).
- * Products are summed in int32 in chunks short enough that int32 cannot overflow
- * (131071 * 2^14 and 511 * 2^22 are < 2^31), each chunk then added to an int64;
- * int16 x int16 (|a b| <= 2^30) sums in int64 throughout (SMLAL on Cortex-M4). */
-#define MT_DEFINE_DOT(NAME, AT, BT, CHUNK)                                         \
-  static int64_t NAME(const AT *a, const BT *b, int bstride, int n) {             \
-    int64_t acc = 0;                                                              \
-    int i = 0;                                                                    \
-    while (i < n) {                                                               \
-      const int end = n - i > (CHUNK) ? i + (CHUNK) : n;                          \
-      int32_t s = 0;                                                              \
-      for (; i < end; ++i) s += (int32_t)a[i] * (int32_t)b[i * bstride];          \
-      acc += s;                                                                   \
-    }                                                                             \
-    return acc;                                                                   \
+ * int8 x int8 products are summed in int32 in chunks of 131071 (131071 * 2^14 < 2^31), each
+ * chunk then added to an int64; int16 x int16 (|a b| <= 2^30) sums in int64 throughout
+ * (SMLAL on Cortex-M4). */
+static int64_t mt_dot_ref_s8_s8(const int8_t *a, const int8_t *b, int bstride, int n) {
+  int64_t acc = 0;
+  int i = 0;
+  while (i < n) {
+    const int end = n - i > 131071 ? i + 131071 : n;
+    int32_t s = 0;
+    for (; i < end; ++i) s += (int32_t)a[i] * (int32_t)b[i * bstride];
+    acc += s;
   }
-MT_DEFINE_DOT(mt_dot_ref_s8_s8, int8_t, int8_t, 131071)
-MT_DEFINE_DOT(mt_dot_s8_s16, int8_t, int16_t, 511)
-MT_DEFINE_DOT(mt_dot_s16_s8, int16_t, int8_t, 511)
+  return acc;
+}
+
+/* A row of x and a weight row in pair order (mt_kernels.h, mt_linear_*: the middle two of
+ * each four weights swapped) of a mixed-width layer, int16 x int8 or int8 x int16: the
+ * products (|a b| <= 2^22) summed in int32 in chunks of 508 (508 * 2^22 < 2^31, a multiple
+ * of four), each chunk then added to an int64. */
+#define MT_DEFINE_DOT_PAIRED(NAME, AT, BT)                                                             \
+  static int64_t NAME(const AT *a, const BT *w, int n) {                                              \
+    int64_t acc = 0;                                                                                  \
+    int i = 0;                                                                                        \
+    while (i < n) {                                                                                   \
+      const int end = n - i > 508 ? i + 508 : n;                                                      \
+      int32_t s = 0;                                                                                  \
+      for (; i + 4 <= end; i += 4)                                                                    \
+        s += (int32_t)a[i] * w[i] + (int32_t)a[i + 1] * w[i + 2] + (int32_t)a[i + 2] * w[i + 1] +     \
+             (int32_t)a[i + 3] * w[i + 3];                                                            \
+      for (; i < end; ++i) s += (int32_t)a[i] * w[i]; /* the last in % 4, in order */                 \
+      acc += s;                                                                                       \
+    }                                                                                                 \
+    return acc;                                                                                       \
+  }
+MT_DEFINE_DOT_PAIRED(mt_wdot_s8_s16, int8_t, int16_t)
+MT_DEFINE_DOT_PAIRED(mt_wdot_s16_s8, int16_t, int8_t)
 
 static int64_t mt_dot_ref_s16_s16(const int16_t *a, const int16_t *b, int bstride, int n) {
   int64_t acc = 0;
@@ -371,6 +389,10 @@ static int64_t mt_dot_s16_s16(const int16_t *a, const int16_t *b, int bstride, i
   return mt_dot_ref_s16_s16(a, b, bstride, n);
 }
 
+/* A row of x and a weight row of a same-width linear layer (in order) */
+static int64_t mt_wdot_s8_s8(const int8_t *a, const int8_t *w, int n) { return mt_dot_s8_s8(a, w, 1, n); }
+static int64_t mt_wdot_s16_s16(const int16_t *a, const int16_t *w, int n) { return mt_dot_s16_s16(a, w, 1, n); }
+
 /* y[r, o] = max(y_min, y_zero + rq(acc + b[o])) for one output channel */
 #define MT_DEFINE_LINEAR_OUT(Y, YT)                                                                     \
   static YT mt_linear_out_##Y(int64_t acc, const int32_t *rq, int32_t y_zero, int32_t y_min) {          \
@@ -394,7 +416,7 @@ MT_DEFINE_LINEAR_OUT(s16, int16_t)
     if (VARIANT(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min)) return;               \
     for (r = 0; r < rows; ++r)                                                                           \
       for (o = 0; o < out; ++o) {                                                                        \
-        int64_t acc = mt_dot_##X##_##W(x + r * xs, w + o * in, 1, in);                                   \
+        int64_t acc = mt_wdot_##X##_##W(x + r * xs, w + o * in, in);                                      \
         if (b) acc += b[o];                                                                              \
         y[r * out + o] = mt_linear_out_##Y(acc, rq + (rq_per_channel ? 2 * o : 0), y_zero, y_min);       \
       }                                                                                                  \
@@ -405,8 +427,9 @@ MT_DEFINE_LINEAR_OUT(s16, int16_t)
  * each word of x is loaded (and its bytes sign-extended) once for both. int8 x int8: per 4
  * inputs and 2 channels 3 LDR, 6 SXTB16, 4 SMLAD for 8 MACs, int32 sums exact as in the
  * reference; int16 x int16: per 2 inputs 3 LDR, 2 SMLALD for 4 MACs; int16 x int8 (and int8 x
- * int16): per 4 inputs 4 LDR, 2 PKH, 4 SXTB16, 4 SMLALD for 8 MACs; exact 64-bit sums. Same
- * requantization, same integers as the reference. */
+ * int16): per 4 inputs 4 LDR, 4 SXTB16, 4 SMLALD for 8 MACs (the weights in pair order meet the
+ * int16 operand's halfword pairs as loaded); exact 64-bit sums. Same requantization, same
+ * integers as the reference. */
 
 /* One output of a DSP layer from its exact sum acc (bias included): y_zero + rq(acc) saturated
  * (QADD, then SSAT), at least y_min; mt_rq32_common inline when the channel's shift allows it.
@@ -524,7 +547,8 @@ static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
   }
 
 /* Halfwords (h0, h1) of a and (h2, h3) of b regrouped as (h0, h2) (PKHBT) and (h1, h3)
- * (PKHTB), so that 4 int16 pair with the SXTB16 split of 4 bytes. One instruction each (no
+ * (PKHTB), so that 4 int16 pair with the SXTB16 split of 4 bytes (the attention's values of
+ * two keys). One instruction each (no
  * ACLE intrinsic for them in GCC 12, which does not find them in the C either). */
 static inline int32_t mt_even_halves(int32_t a, int32_t b) {
   int32_t r;
@@ -562,22 +586,21 @@ static inline int32_t mt_pack_halves(int32_t a, int32_t b) { return (int32_t)((u
     MT_MAC2_S16_S16(xp, p0, p1, a0, a1);                                                                  \
     MT_MAC2_S16_S16((xp) + 2, (p0) + 2, (p1) + 2, a0, a1);                                                \
   } while (0)
-/* 4 int16 inputs against two int8 weight rows: x regrouped as (x0, x2), (x1, x3) once, each
- * weight word split by SXTB16 into (w0, w2), (w1, w3): 4 SMLALD */
+/* 4 int16 inputs against two int8 weight rows in pair order (w0, w2, w1, w3): SXTB16 splits
+ * a weight word into (w0, w1) and (w2, w3), the two halfword pairs of x as loaded: 4 SMLALD */
 #define MT_MAC2_S16_S8(xp, p0, p1, a0, a1)                                                                \
   do {                                                                                                    \
     const int32_t x01_ = mt_ld32(xp), x23_ = mt_ld32((xp) + 2), w0_ = mt_ld32(p0), w1_ = mt_ld32(p1);     \
-    const int32_t xe_ = mt_even_halves(x01_, x23_), xo_ = mt_odd_halves(x01_, x23_);                      \
-    a0 = __smlald(xo_, mt_odd_bytes(w0_), __smlald(xe_, __sxtb16(w0_), a0));                              \
-    a1 = __smlald(xo_, mt_odd_bytes(w1_), __smlald(xe_, __sxtb16(w1_), a1));                              \
+    a0 = __smlald(x23_, mt_odd_bytes(w0_), __smlald(x01_, __sxtb16(w0_), a0));                            \
+    a1 = __smlald(x23_, mt_odd_bytes(w1_), __smlald(x01_, __sxtb16(w1_), a1));                            \
   } while (0)
-/* 4 int8 inputs against two int16 weight rows: the same with the roles exchanged */
+/* 4 int8 inputs against two int16 weight rows in pair order: x split by SXTB16 into (x0, x2)
+ * and (x1, x3), the two halfword pairs of a weight row as loaded */
 #define MT_MAC2_S8_S16(xp, p0, p1, a0, a1)                                                                \
   do {                                                                                                    \
     const int32_t xw_ = mt_ld32(xp), xe_ = __sxtb16(xw_), xo_ = mt_odd_bytes(xw_);                        \
-    const int32_t u01_ = mt_ld32(p0), u23_ = mt_ld32((p0) + 2), v01_ = mt_ld32(p1), v23_ = mt_ld32((p1) + 2); \
-    a0 = __smlald(xo_, mt_odd_halves(u01_, u23_), __smlald(xe_, mt_even_halves(u01_, u23_), a0));         \
-    a1 = __smlald(xo_, mt_odd_halves(v01_, v23_), __smlald(xe_, mt_even_halves(v01_, v23_), a1));         \
+    a0 = __smlald(xo_, mt_ld32((p0) + 2), __smlald(xe_, mt_ld32(p0), a0));                                \
+    a1 = __smlald(xo_, mt_ld32((p1) + 2), __smlald(xe_, mt_ld32(p1), a1));                                \
   } while (0)
 MT_DEFINE_LINEAR_DSP(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, 8, int32_t, 4, MT_MAC2_S8_S8, mt_linear_out32)
 MT_DEFINE_LINEAR_DSP(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, 16, int32_t, 4, MT_MAC2_S8_S8, mt_linear_out32)
@@ -588,9 +611,9 @@ MT_DEFINE_LINEAR_DSP(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, 16, int64_
 MT_DEFINE_LINEAR_DSP(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, 8, int64_t, 4, MT_MAC2_S16_S16_4, mt_linear_out64)
 MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int64_t, 4, MT_MAC2_S16_S16_4, mt_linear_out64)
 
-/* Four inputs of a row as the halfword pairs (x0, x2) and (x1, x3), the pairs SXTB16 makes of
- * a word of four int8 weights: int8 inputs split by SXTB16 too, int16 inputs regrouped by
- * PKHBT / PKHTB. */
+/* Four inputs of a row as the two halfword pairs that meet the SXTB16 split of a word of four
+ * int8 weights: int8 inputs split by SXTB16 too ((x0, x2), (x1, x3) against weights in order),
+ * int16 inputs as loaded ((x0, x1), (x2, x3) against weights in pair order, w0 w2 w1 w3). */
 #define MT_SPLIT4_s8(p, e, o)                                                                             \
   do {                                                                                                    \
     const int32_t w_ = mt_ld32(p);                                                                        \
@@ -598,13 +621,12 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
   } while (0)
 #define MT_SPLIT4_s16(p, e, o)                                                                            \
   do {                                                                                                    \
-    const int32_t l_ = mt_ld32(p), h_ = mt_ld32((p) + 2);                                                 \
-    e = mt_even_halves(l_, h_), o = mt_odd_halves(l_, h_);                                                \
+    e = mt_ld32(p), o = mt_ld32((p) + 2);                                                                 \
   } while (0)
 
 /* int8 weights, two rows of x times two weight rows per pass, so each loaded word (and its
  * split) serves two products: per 4 inputs 8 SMLAD for 16 MACs, with 4 LDR and 8 SXTB16 for
- * int8 x, 6 LDR, 4 PKH and 4 SXTB16 for int16 x. The sums start from the bias and are int32,
+ * int8 x, 6 LDR and 4 SXTB16 for int16 x (weights in pair order). The sums start from the bias and are int32,
  * exact when |b| < 2^30 and in <= MAX_IN (65536 for int8 x, |x w| <= 2^14; 256 for int16 x,
  * |x w| <= 2^22); an odd last row takes one row times the two channels, an odd last channel
  * is computed twice. The inner loop indexes the four rows from their ends with j counting up

@@ -207,8 +207,15 @@ uint32_t mt_exp2neg_q16(uint32_t z);
  *     y[r, o] = max(y_min, y_zero + rq(sum_j x[r, j] w[o, j] + b[o], rq[2c], rq[2c + 1]))
  *   with c = o when rq_per_channel, else 0 (rq holds pairs (m, s) of mt_rq). y_min is the
  *   lowest output (the output's minimum, or its zero point for a fused relu).
+ * Weight order: a layer whose x and w differ in width (int16 x int8, int8 x int16) takes each
+ *   row of w in pair order, the middle two of every four weights swapped: w[o, 0], w[o, 2],
+ *   w[o, 1], w[o, 3], w[o, 4], w[o, 6], w[o, 5], w[o, 7], .., the last in % 4 in order (the
+ *   lowering stores them so; lower::pair_order). A word of four int8 weights then splits
+ *   (SXTB16) into the halfword pairs (w0, w1), (w2, w3) that meet two int16 words of x as
+ *   loaded, and two int16 words of weights meet the split of four int8 inputs. Same-width
+ *   layers take w in order.
  * Accumulators: int8 x int8 sums in int32 (|x w| <= 2^14: exact up to in = 131071);
- * otherwise int64 (int32 partial sums of 511 terms for int16 x int8). Exact.
+ * otherwise int64 (int32 partial sums of 508 terms for int16 x int8). Exact.
  * y must not alias x. b is int32 for int8 x, int64 for int16 x. */
 void mt_linear_s8_s8_s8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y, int rows, int in,
                         int out, int x_stride, const int32_t *rq, int rq_per_channel, int32_t y_zero,
