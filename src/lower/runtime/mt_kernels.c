@@ -1543,12 +1543,37 @@ static inline __attribute__((always_inline)) void mt_attn_logit2_s8(const mt_att
   }
 }
 
-/* The logits of a block of n keys, two at a time (an odd last key is computed twice, into
- * t[n]); head dimension 16 with the loop over q unrolled. Not inlined into the attention body
+/* Head dimension 16 with the one-SMLAL logit (lk >= 0): q's four words split by SXTB16 once
+ * per block into eight registers, then one key per pass: 4 LDR, 8 SXTB16, 8 SMLAD and the
+ * logit. */
+static inline void mt_attn_logits16_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj, int ks, int n,
+                                       int32_t *t) {
+  const int32_t m = a->p[MT_ATTN_LOGIT_M];
+  const int lk = a->logit_k;
+  const int32_t q0 = mt_ld32(qi), q1 = mt_ld32(qi + 4), q2 = mt_ld32(qi + 8), q3 = mt_ld32(qi + 12);
+  const int32_t e0 = __sxtb16(q0), o0 = mt_odd_bytes(q0), e1 = __sxtb16(q1), o1 = mt_odd_bytes(q1);
+  const int32_t e2 = __sxtb16(q2), o2 = mt_odd_bytes(q2), e3 = __sxtb16(q3), o3 = mt_odd_bytes(q3);
+  const int32_t *const end = t + n;
+  for (; t != end; ++t, kj += ks) {
+    const int32_t k0 = mt_ld32(kj), k1 = mt_ld32(kj + 4), k2 = mt_ld32(kj + 8), k3 = mt_ld32(kj + 12);
+    int32_t s = __smlad(e0, __sxtb16(k0), __smuad(o0, mt_odd_bytes(k0)));
+    s = __smlad(e1, __sxtb16(k1), __smlad(o1, mt_odd_bytes(k1), s));
+    s = __smlad(e2, __sxtb16(k2), __smlad(o2, mt_odd_bytes(k2), s));
+    s = __smlad(e3, __sxtb16(k3), __smlad(o3, mt_odd_bytes(k3), s));
+    *t = mt_attn_logit_smlal(s, m, lk);
+  }
+}
+
+/* The logits of a block of n keys: head dimension 16 one key per pass (above), else two at a
+ * time (an odd last key is computed twice, into t[n]). Not inlined into the attention body
  * (one call per block of keys), so that its loops keep their values in registers. */
 static __attribute__((noinline)) void mt_attn_logits_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj,
                                                         int ks, int n, int D, int32_t *t) {
   int j;
+  if (D == 16 && a->logit_k >= 0) {
+    mt_attn_logits16_s8(a, qi, kj, ks, n, t);
+    return;
+  }
   for (j = 0; j < n; j += 2, kj += 2 * ks) {
     const int8_t *k1 = j + 1 < n ? kj + ks : kj;
     if (D == 16)
@@ -1662,6 +1687,25 @@ static inline __attribute__((always_inline)) int32_t mt_attn_logit_q_apply(const
   return mt_attn_logit_q_wide(q, score); /* not inlined: rare in real blocks, large */
 }
 
+/* Head dimensions 4, 8 and 16 (constant D) with c_lo = 0: q's D/2 words loaded once per block
+ * and kept in registers, then one key per pass: D/2 LDR and D/2 SMLALD into the exact 64-bit
+ * sum, requantized inline as above. */
+static inline __attribute__((always_inline)) void mt_attn_logits1_s16(const mt_attn_logit_q *q, const int16_t *qi,
+                                                                     const int16_t *kj, int ks, int n, int D,
+                                                                     int32_t *t) {
+  int32_t qw[8];
+  const int32_t *const end = t + n;
+  int i;
+#pragma GCC unroll 8
+  for (i = 0; i < D / 2; ++i) qw[i] = mt_ld32(qi + 2 * i);
+  for (; t != end; ++t, kj += ks) {
+    int64_t s = 0;
+#pragma GCC unroll 8
+    for (i = 0; i < D / 2; ++i) s = __smlald(qw[i], mt_ld32(kj + 2 * i), s);
+    *t = mt_attn_logit_q_apply(q, s, 1);
+  }
+}
+
 /* Two keys per pass over q: each word of q (two features) loaded once, 2 SMLALD per 2
  * features and 2 keys, the exact 64-bit sums requantized inline as above. Inline, so that a
  * constant D fixes the loop over q. */
@@ -1704,11 +1748,11 @@ static __attribute__((noinline)) void mt_attn_logits_s16(const mt_attn *a, const
   if (!q.lo_zero) /* s = 1 */
     mt_attn_logits2_s16(&q, qi, kj, ks, n, D, 0, t);
   else if (D == 16)
-    mt_attn_logits2_s16(&q, qi, kj, ks, n, 16, 1, t);
+    mt_attn_logits1_s16(&q, qi, kj, ks, n, 16, t);
   else if (D == 8)
-    mt_attn_logits2_s16(&q, qi, kj, ks, n, 8, 1, t);
+    mt_attn_logits1_s16(&q, qi, kj, ks, n, 8, t);
   else if (D == 4)
-    mt_attn_logits2_s16(&q, qi, kj, ks, n, 4, 1, t);
+    mt_attn_logits1_s16(&q, qi, kj, ks, n, 4, t);
   else if (D == 32)
     mt_attn_logits2_s16(&q, qi, kj, ks, n, 32, 1, t);
   else
@@ -1914,6 +1958,26 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
     if (np & 1) mt_attn_pv1_##T(acc, pv[np - 1], pw[np - 1], Dv);                                          \
     np = 0;                                                                                                \
   } while (0)
+#define MT_ATTN_FIRST(vj, t) /* the first visible key: weight 1 */                                        \
+  do {                                                                                                     \
+    have = 1;                                                                                              \
+    mx = (t);                                                                                              \
+    l = 65536u;                                                                                            \
+    for (d = 0; d < Dv; ++d) acc[d] = w_one * (vj)[d]; /* w_one is an ACC */                              \
+  } while (0)
+/* Blocks of keys (Armv7E-M): the first visible key of a row starts the sums before the block's
+ * loop, which then has no test for it; one key at a time (the portable C) the loop takes it. */
+#if MT_DSP
+#define MT_ATTN_FIRST_OF_BLOCK()                                                                          \
+  if (!have) {                                                                                             \
+    while (u < nk && keep && !mt_attn_visible(&a, i, j + u)) ++u;                                          \
+    if (u == nk) continue;                                                                                 \
+    MT_ATTN_FIRST(v + (j + u) * vs, tb[u]);                                                                \
+    ++u;                                                                                                   \
+  }
+#else
+#define MT_ATTN_FIRST_OF_BLOCK()
+#endif
 #define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, KEYS)                                                       \
   void mt_attention_stream_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
                                const CT *v, CT *out, ACC *acc) {                                           \
@@ -1935,15 +1999,14 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
       for (j = 0; j < jend; j += (KEYS)) {                                                                 \
         const int nk = jend - j < (KEYS) ? jend - j : (KEYS);                                              \
         mt_attn_logits_##T(&a, qi, k + j * ks, ks, nk, D, tb);                                             \
-        for (u = 0; u < nk; ++u) {                                                                         \
+        u = 0;                                                                                             \
+        MT_ATTN_FIRST_OF_BLOCK();                                                                          \
+        for (; u < nk; ++u) {                                                                              \
           const CT *vj = v + (j + u) * vs;                                                                 \
           const int32_t t = tb[u];                                                                         \
           if (keep && !mt_attn_visible(&a, i, j + u)) continue;                                            \
-          if (!have) { /* first visible key: weight 1 */                                                   \
-            have = 1;                                                                                      \
-            mx = t;                                                                                        \
-            l = 65536u;                                                                                    \
-            for (d = 0; d < Dv; ++d) acc[d] = w_one * (ACC)vj[d];                                          \
+          if (!MT_DSP && !have) {                                                                          \
+            MT_ATTN_FIRST(vj, t);                                                                          \
           } else if (t <= mx) { /* weight w = 2^(t - mx) <= 1 */                                           \
             const uint32_t w = MT_ATTN_EXP2((uint32_t)mx - (uint32_t)t);                                   \
             int32_t wg;                                                                                    \
