@@ -1939,11 +1939,11 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
 
 /* One body for both types: ACC the accumulators (int64 for s16, int32 for s8, where the
  * weights enter with g fewer bits so that S * 2^(16 - g) * 2^7 <= 2^31); at a new max each
- * sum is rescaled by 2^(m - m') (Q16) and the key's row added (mt_attn_rescale_row_*). The logits come in blocks of KEYS keys
- * (mt_attn_logits_*; 1 in the portable C, MT_ATTN_KEYS = 32 in the Armv7E-M variants, which
- * compute two keys per pass over q and keep the block's logits on the stack, 132 B: a tight
- * dot product loop apart from the update's many live values), then each key updates the
- * running sums in key order. Keys that do not raise the max are added MT_ATTN_GROUP_* at a
+ * sum is rescaled by 2^(m - m') (Q16) and the key's row added (mt_attn_rescale_row_*). The
+ * logits come in blocks of KEYS keys (mt_attn_logits_*; 1 in the portable C, MT_ATTN_KEYS = 32
+ * in the Armv7E-M variants, which keep q in registers or compute two keys per pass over it and
+ * keep the block's logits on the stack, 132 B: a tight dot product loop apart from the
+ * update's many live values), then each key updates the running sums in key order. Keys that do not raise the max are added MT_ATTN_GROUP_* at a
  * time (acc[d] += w v[d] + w' v'[d] ..: mt_attn_pvg_*, one pass over acc for the group); keys
  * still pending are added before any rescaling, so the sums are the same integers as one key
  * at a time (exact additions, in the same order relative to every rounding). */
@@ -1952,31 +1952,80 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
 #else
 #define MT_ATTN_EXP2 mt_exp2neg_q16
 #endif
-#define MT_ATTN_FLUSH(T) /* the pending keys' rows into acc */                                            \
+#define MT_ATTN_FLUSH(T) /* the pending keys' rows into acc */                                             \
   do {                                                                                                     \
     if (np >= 2) mt_attn_pv2_##T(acc, pv[0], pw[0], pv[1], pw[1], Dv);                                     \
     if (np & 1) mt_attn_pv1_##T(acc, pv[np - 1], pw[np - 1], Dv);                                          \
     np = 0;                                                                                                \
   } while (0)
-#define MT_ATTN_FIRST(vj, t) /* the first visible key: weight 1 */                                        \
+#define MT_ATTN_FIRST(vj, t) /* the first visible key: weight 1 */                                         \
   do {                                                                                                     \
     have = 1;                                                                                              \
     mx = (t);                                                                                              \
     l = 65536u;                                                                                            \
-    for (d = 0; d < Dv; ++d) acc[d] = w_one * (vj)[d]; /* w_one is an ACC */                              \
+    for (d = 0; d < Dv; ++d) acc[d] = w_one * (vj)[d]; /* w_one is an ACC */                               \
   } while (0)
-/* Blocks of keys (Armv7E-M): the first visible key of a row starts the sums before the block's
- * loop, which then has no test for it; one key at a time (the portable C) the loop takes it. */
+/* One visible key, logit t, v row vj, in the loop over a block's keys (its continue skips to
+ * the next key) */
+#define MT_ATTN_KEY(T, t, vj)                                                                              \
+  if (!MT_DSP && !have) {                                                                                  \
+    MT_ATTN_FIRST(vj, t);                                                                                  \
+  } else if (t <= mx) { /* weight w = 2^(t - mx) <= 1 */                                                   \
+    const uint32_t w = MT_ATTN_EXP2((uint32_t)mx - (uint32_t)t);                                           \
+    int32_t wg;                                                                                            \
+    if (w == 0) continue;                                                                                  \
+    l += w;                                                                                                \
+    wg = (int32_t)(g ? (w >> g) + ((w >> (g - 1)) & 1u) : w);                                              \
+    if (np < MT_ATTN_GROUP_##T - 1) {                                                                      \
+      pv[np] = vj, pw[np++] = wg;                                                                          \
+      continue;                                                                                            \
+    }                                                                                                      \
+    mt_attn_pvg_##T(acc, pv, pw, vj, wg, Dv);                                                              \
+    np = 0;                                                                                                \
+  } else { /* new max: rescale the running sums by alpha = 2^(mx - t) */                                   \
+    const uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);                                     \
+    MT_ATTN_FLUSH(T);                                                                                      \
+    l = mt_mulq16_u32(l, alpha) + 65536u;                                                                  \
+    mt_attn_rescale_row_##T(acc, alpha, vj, w_one, Dv);                                                    \
+    mx = t;                                                                                                \
+  }
+/* The keys u .. nk-1 of a block. Blocks of keys (Armv7E-M): the first visible key of a row
+ * starts the sums before the block's loop (MT_ATTN_FIRST_OF_BLOCK), which then has no test for
+ * it, and without a mask a pointer walk over the logits and v rows, no test per key; one key
+ * at a time (the portable C) one loop takes every case. */
 #if MT_DSP
-#define MT_ATTN_FIRST_OF_BLOCK()                                                                          \
+#define MT_ATTN_FIRST_OF_BLOCK()                                                                           \
   if (!have) {                                                                                             \
     while (u < nk && keep && !mt_attn_visible(&a, i, j + u)) ++u;                                          \
     if (u == nk) continue;                                                                                 \
     MT_ATTN_FIRST(v + (j + u) * vs, tb[u]);                                                                \
     ++u;                                                                                                   \
   }
+#define MT_ATTN_KEYS_OF_BLOCK(T, CT)                                                                       \
+  if (!keep) {                                                                                             \
+    const int32_t *tp = tb + u;                                                                            \
+    const CT *vj = v + (j + u) * vs;                                                                       \
+    for (; tp != tb + nk; ++tp, vj += vs) {                                                                \
+      const int32_t t = *tp;                                                                               \
+      MT_ATTN_KEY(T, t, vj);                                                                               \
+    }                                                                                                      \
+  } else {                                                                                                 \
+    for (; u < nk; ++u) {                                                                                  \
+      const CT *vj = v + (j + u) * vs;                                                                     \
+      const int32_t t = tb[u];                                                                             \
+      if (!mt_attn_visible(&a, i, j + u)) continue;                                                        \
+      MT_ATTN_KEY(T, t, vj);                                                                               \
+    }                                                                                                      \
+  }
 #else
 #define MT_ATTN_FIRST_OF_BLOCK()
+#define MT_ATTN_KEYS_OF_BLOCK(T, CT)                                                                       \
+  for (; u < nk; ++u) {                                                                                    \
+    const CT *vj = v + (j + u) * vs;                                                                       \
+    const int32_t t = tb[u];                                                                               \
+    if (keep && !mt_attn_visible(&a, i, j + u)) continue;                                                  \
+    MT_ATTN_KEY(T, t, vj);                                                                                 \
+  }
 #endif
 #define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, KEYS)                                                       \
   void mt_attention_stream_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
@@ -1994,39 +2043,14 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
       const CT *qi = q + i * qs;                                                                           \
       const int jend = mt_attn_key_end(&a, i);                                                             \
       int have = 0, np = 0;                                                                                \
-      int32_t mx = 0, tb[(KEYS) + 1]; /* the block's logits (one more: an odd block's pair) */           \
+      int32_t mx = 0, tb[(KEYS) + 1]; /* the block's logits (one more: an odd block's pair) */             \
       uint32_t l = 0; /* sum of 2^(t_j - mx), Q16 */                                                       \
       for (j = 0; j < jend; j += (KEYS)) {                                                                 \
         const int nk = jend - j < (KEYS) ? jend - j : (KEYS);                                              \
         mt_attn_logits_##T(&a, qi, k + j * ks, ks, nk, D, tb);                                             \
         u = 0;                                                                                             \
         MT_ATTN_FIRST_OF_BLOCK();                                                                          \
-        for (; u < nk; ++u) {                                                                              \
-          const CT *vj = v + (j + u) * vs;                                                                 \
-          const int32_t t = tb[u];                                                                         \
-          if (keep && !mt_attn_visible(&a, i, j + u)) continue;                                            \
-          if (!MT_DSP && !have) {                                                                          \
-            MT_ATTN_FIRST(vj, t);                                                                          \
-          } else if (t <= mx) { /* weight w = 2^(t - mx) <= 1 */                                           \
-            const uint32_t w = MT_ATTN_EXP2((uint32_t)mx - (uint32_t)t);                                   \
-            int32_t wg;                                                                                    \
-            if (w == 0) continue;                                                                          \
-            l += w;                                                                                        \
-            wg = (int32_t)(g ? (w >> g) + ((w >> (g - 1)) & 1u) : w);                                      \
-            if (np < MT_ATTN_GROUP_##T - 1) {                                                             \
-              pv[np] = vj, pw[np++] = wg;                                                                  \
-              continue;                                                                                    \
-            }                                                                                              \
-            mt_attn_pvg_##T(acc, pv, pw, vj, wg, Dv);                                                      \
-            np = 0;                                                                                        \
-          } else { /* new max: rescale the running sums by alpha = 2^(mx - t) */                           \
-            const uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);                             \
-            MT_ATTN_FLUSH(T);                                                                              \
-            l = mt_mulq16_u32(l, alpha) + 65536u;                                                          \
-            mt_attn_rescale_row_##T(acc, alpha, vj, w_one, Dv);                                            \
-            mx = t;                                                                                        \
-          }                                                                                                \
-        }                                                                                                  \
+        MT_ATTN_KEYS_OF_BLOCK(T, CT);                                                                      \
       }                                                                                                    \
       if (!have) { /* fully masked row: zeros */                                                           \
         for (d = 0; d < Dv; ++d) out[i * os + d] = 0;                                                      \
