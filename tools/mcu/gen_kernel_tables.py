@@ -23,10 +23,14 @@ def emit(name, ctype, values, per_line=12, comment=""):
     print("};")
 
 
-# 2^-f on [0, 1] in steps of 1/64, Q24 (2^23 .. 2^24), one entry past 1 for the quadratic
-# interpolation of the last interval.
-emit("mt_exp2_q24", "uint32_t", [rnd(2 ** 24 * 2.0 ** (-k / 64)) for k in range(66)], per_line=6,
-     comment="round(2^24 * 2^(-k/64)), k = 0..65")
+# 2^-f on [0, 1] in 64 segments for the quadratic interpolation: with g(k) = round(2^24 *
+# 2^(-k/64)), Q24 (2^23 .. 2^24), k = 0..65, each segment's g0 = g(k), 2 (g0 - g1) and the
+# second difference g2 + g0 - 2 g1 (the kernel's operands, exact integers).
+g = [rnd(2 ** 24 * 2.0 ** (-k / 64)) for k in range(66)]
+emit("mt_exp2_seg", "uint32_t",
+     [v for k in range(64) for v in (g[k], 2 * (g[k] - g[k + 1]), g[k + 2] + g[k] - 2 * g[k + 1])], per_line=6,
+     comment="per segment k = 0..63 of g(k) = round(2^24 * 2^(-k/64)): g(k), 2 (g(k) - g(k+1)), "
+             "g(k+2) + g(k) - 2 g(k+1)")
 
 # tanh and Phi (standard normal CDF) on [0, 8] in steps of 1/32, Q0.16, clamped to 65535;
 # one entry past 8 for the quadratic interpolation of the last interval.
