@@ -192,7 +192,7 @@ uint32_t mt_recip_u32(uint32_t d, int *e);
 uint32_t mt_rsqrt_u64(uint64_t v, int *e);
 
 /* 2^-z for z >= 0 in Q16 (z = 65536 means 2^-1), result in Q16: 65536 at z = 0,
- * 0 once z >= 17. 66-entry Q24 table of 2^(-k/64), quadratic interpolation, one rounding:
+ * 0 once z >= 17. Q24 table of 2^(-k/64) in 64 segments, quadratic interpolation, one rounding:
  * within 0.51 LSB of 2^16 * 2^-z. */
 uint32_t mt_exp2neg_q16(uint32_t z);
 
