@@ -1632,42 +1632,43 @@ static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, co
   for (; d < Dv; ++d) acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d];
 }
 
+/* Four features d .. d+3 of four keys: acc[d] += w0 v0[d] + .. + w3 v3[d], two SMLAD per feature
+ * on the v bytes paired by SXTB16 + PKHBT/PKHTB, the weights packed in two words wa, wb */
+static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *acc, const int8_t *v0,
+                                                                      const int8_t *v1, const int8_t *v2,
+                                                                      const int8_t *v3, int32_t wa, int32_t wb) {
+  const int32_t x0 = mt_ld32(v0), x1 = mt_ld32(v1), x2 = mt_ld32(v2), x3 = mt_ld32(v3);
+  const int32_t e0 = __sxtb16(x0), e1 = __sxtb16(x1), e2 = __sxtb16(x2), e3 = __sxtb16(x3);
+  const int32_t o0 = mt_odd_bytes(x0), o1 = mt_odd_bytes(x1), o2 = mt_odd_bytes(x2), o3 = mt_odd_bytes(x3);
+  acc[0] = __smlad(mt_even_halves(e2, e3), wb, __smlad(mt_even_halves(e0, e1), wa, acc[0]));
+  acc[1] = __smlad(mt_even_halves(o2, o3), wb, __smlad(mt_even_halves(o0, o1), wa, acc[1]));
+  acc[2] = __smlad(mt_odd_halves(e2, e3), wb, __smlad(mt_odd_halves(e0, e1), wa, acc[2]));
+  acc[3] = __smlad(mt_odd_halves(o2, o3), wb, __smlad(mt_odd_halves(o0, o1), wa, acc[3]));
+}
+
 /* Four keys: acc[d] += w0 v0[d] + .. + w3 v3[d] in one load and store of each sum: when all four
- * weights fit int16, two SMLAD per feature on the v bytes paired by SXTB16 + PKHBT/PKHTB, the
- * weights packed in two words once; else the C sum. Exact int32 sums, as the reference. */
-static inline __attribute__((always_inline)) void mt_attn_pv4d_s8(int32_t *acc, const int8_t *const *pv,
-                                                                  const int32_t *pw, const int8_t *v3, int32_t w3,
-                                                                  int Dv) {
+ * weights fit int16 four features per step (mt_attn_pv4_step_s8; value dim 16 unrolled, each v
+ * row's pointer loaded once), else the C sum. Exact int32 sums, as the reference. Not inlined:
+ * one call per group of keys keeps the key loop's registers. */
+static __attribute__((noinline)) void mt_attn_pv4_s8(int32_t *acc, const int8_t *const *pv, const int32_t *pw,
+                                                     const int8_t *v3, int32_t w3, int Dv) {
   const int8_t *v0 = pv[0], *v1 = pv[1], *v2 = pv[2];
   const int32_t w0 = pw[0], w1 = pw[1], w2 = pw[2];
   int d = 0;
   if (w0 <= 32767 && w1 <= 32767 && w2 <= 32767 && w3 <= 32767) {
     const int32_t wa = mt_pack_halves(w0, w1), wb = mt_pack_halves(w2, w3);
+    if (Dv == 16) {
 #pragma GCC unroll 4
-    for (; d + 4 <= Dv; d += 4) {
-      const int32_t x0 = mt_ld32(v0 + d), x1 = mt_ld32(v1 + d), x2 = mt_ld32(v2 + d), x3 = mt_ld32(v3 + d);
-      const int32_t e0 = __sxtb16(x0), e1 = __sxtb16(x1), e2 = __sxtb16(x2), e3 = __sxtb16(x3);
-      const int32_t o0 = mt_odd_bytes(x0), o1 = mt_odd_bytes(x1), o2 = mt_odd_bytes(x2), o3 = mt_odd_bytes(x3);
-      acc[d] = __smlad(mt_even_halves(e2, e3), wb, __smlad(mt_even_halves(e0, e1), wa, acc[d]));
-      acc[d + 1] = __smlad(mt_even_halves(o2, o3), wb, __smlad(mt_even_halves(o0, o1), wa, acc[d + 1]));
-      acc[d + 2] = __smlad(mt_odd_halves(e2, e3), wb, __smlad(mt_odd_halves(e0, e1), wa, acc[d + 2]));
-      acc[d + 3] = __smlad(mt_odd_halves(o2, o3), wb, __smlad(mt_odd_halves(o0, o1), wa, acc[d + 3]));
+      for (; d < 16; d += 4) mt_attn_pv4_step_s8(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);
+    } else if (Dv == 8) {
+      mt_attn_pv4_step_s8(acc, v0, v1, v2, v3, wa, wb);
+      mt_attn_pv4_step_s8(acc + 4, v0 + 4, v1 + 4, v2 + 4, v3 + 4, wa, wb);
+      d = 8;
+    } else {
+      for (; d + 4 <= Dv; d += 4) mt_attn_pv4_step_s8(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);
     }
   }
   for (; d < Dv; ++d) acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d] + w2 * (int32_t)v2[d] + w3 * (int32_t)v3[d];
-}
-/* Not inlined (one call per group of keys keeps the key loop's registers); value dimensions
- * 4, 8 and 16 with their loops unrolled (each v row's pointer loaded once) */
-static __attribute__((noinline)) void mt_attn_pv4_s8(int32_t *acc, const int8_t *const *pv, const int32_t *pw,
-                                                     const int8_t *v3, int32_t w3, int Dv) {
-  if (Dv == 16)
-    mt_attn_pv4d_s8(acc, pv, pw, v3, w3, 16);
-  else if (Dv == 8)
-    mt_attn_pv4d_s8(acc, pv, pw, v3, w3, 8);
-  else if (Dv == 4)
-    mt_attn_pv4d_s8(acc, pv, pw, v3, w3, 4);
-  else
-    mt_attn_pv4d_s8(acc, pv, pw, v3, w3, Dv);
 }
 #define MT_ATTN_GROUP_s8 4
 #define mt_attn_pvg_s8 mt_attn_pv4_s8
@@ -1811,39 +1812,42 @@ static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int32_t a, c
   for (; d < Dv; ++d) acc[d] = mt_smlal(mt_smlal(acc[d], a, v0[d]), b, v1[d]);
 }
 
+/* Two features d, d+1 of four keys into the int64 sums: two SMLALD per feature on the v
+ * halfwords paired by PKHBT/PKHTB, the weights packed in two words wa, wb */
+static inline __attribute__((always_inline)) void mt_attn_pv4_step_s16(int64_t *acc, const int16_t *v0,
+                                                                       const int16_t *v1, const int16_t *v2,
+                                                                       const int16_t *v3, int32_t wa, int32_t wb) {
+  const int32_t x0 = mt_ld32(v0), x1 = mt_ld32(v1), x2 = mt_ld32(v2), x3 = mt_ld32(v3);
+  acc[0] = __smlald(mt_even_halves(x2, x3), wb, __smlald(mt_even_halves(x0, x1), wa, acc[0]));
+  acc[1] = __smlald(mt_odd_halves(x2, x3), wb, __smlald(mt_odd_halves(x0, x1), wa, acc[1]));
+}
+
 /* Four keys: acc[d] += w0 v0[d] + .. + w3 v3[d] in one load and store of each int64 sum: two
- * SMLALD per feature when all four weights fit int16, else four SMLAL; exact. */
-static inline __attribute__((always_inline)) void mt_attn_pv4d_s16(int64_t *acc, const int16_t *const *pv,
-                                                                   const int32_t *pw, const int16_t *v3, int32_t a3,
-                                                                   int Dv) {
+ * SMLALD per feature when all four weights fit int16 (value dim 16 unrolled), else four SMLAL;
+ * exact. Not inlined, as mt_attn_pv4_s8. */
+static __attribute__((noinline)) void mt_attn_pv4_s16(int64_t *acc, const int16_t *const *pv, const int32_t *pw,
+                                                      const int16_t *v3, int32_t a3, int Dv) {
   const int16_t *v0 = pv[0], *v1 = pv[1], *v2 = pv[2];
   const int32_t a0 = pw[0], a1 = pw[1], a2 = pw[2];
   int d = 0;
   if (a0 <= 32767 && a1 <= 32767 && a2 <= 32767 && a3 <= 32767) {
     const int32_t wa = mt_pack_halves(a0, a1), wb = mt_pack_halves(a2, a3);
+    if (Dv == 16) {
 #pragma GCC unroll 8
-    for (; d + 2 <= Dv; d += 2) {
-      const int32_t x0 = mt_ld32(v0 + d), x1 = mt_ld32(v1 + d);
-      const int32_t e01 = mt_even_halves(x0, x1), o01 = mt_odd_halves(x0, x1);
-      const int32_t x2 = mt_ld32(v2 + d), x3 = mt_ld32(v3 + d);
-      acc[d] = __smlald(mt_even_halves(x2, x3), wb, __smlald(e01, wa, acc[d]));
-      acc[d + 1] = __smlald(mt_odd_halves(x2, x3), wb, __smlald(o01, wa, acc[d + 1]));
+      for (; d < 16; d += 2) mt_attn_pv4_step_s16(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);
+    } else if (Dv == 8) {
+#pragma GCC unroll 4
+      for (; d < 8; d += 2) mt_attn_pv4_step_s16(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);
+    } else if (Dv == 4) {
+      mt_attn_pv4_step_s16(acc, v0, v1, v2, v3, wa, wb);
+      mt_attn_pv4_step_s16(acc + 2, v0 + 2, v1 + 2, v2 + 2, v3 + 2, wa, wb);
+      d = 4;
+    } else {
+      for (; d + 2 <= Dv; d += 2) mt_attn_pv4_step_s16(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);
     }
   }
   for (; d < Dv; ++d)
     acc[d] = mt_smlal(mt_smlal(mt_smlal(mt_smlal(acc[d], a0, v0[d]), a1, v1[d]), a2, v2[d]), a3, v3[d]);
-}
-/* Not inlined, value dimensions 4, 8 and 16 unrolled: as mt_attn_pv4_s8 */
-static __attribute__((noinline)) void mt_attn_pv4_s16(int64_t *acc, const int16_t *const *pv, const int32_t *pw,
-                                                      const int16_t *v3, int32_t a3, int Dv) {
-  if (Dv == 16)
-    mt_attn_pv4d_s16(acc, pv, pw, v3, a3, 16);
-  else if (Dv == 8)
-    mt_attn_pv4d_s16(acc, pv, pw, v3, a3, 8);
-  else if (Dv == 4)
-    mt_attn_pv4d_s16(acc, pv, pw, v3, a3, 4);
-  else
-    mt_attn_pv4d_s16(acc, pv, pw, v3, a3, Dv);
 }
 #define MT_ATTN_GROUP_s16 4
 #define mt_attn_pvg_s16 mt_attn_pv4_s16
