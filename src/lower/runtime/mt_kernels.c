@@ -1646,30 +1646,36 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
   acc[3] = __smlad(mt_odd_halves(o2, o3), wb, __smlad(mt_odd_halves(o0, o1), wa, acc[3]));
 }
 
-/* Four keys: acc[d] += w0 v0[d] + .. + w3 v3[d] in one load and store of each sum: when all four
- * weights fit int16 four features per step (mt_attn_pv4_step_s8; value dim 16 unrolled, each v
- * row's pointer loaded once), else the C sum. Exact int32 sums, as the reference. Not inlined:
- * one call per group of keys keeps the key loop's registers. */
-static __attribute__((noinline)) void mt_attn_pv4_s8(int32_t *acc, const int8_t *const *pv, const int32_t *pw,
-                                                     const int8_t *v3, int32_t w3, int Dv) {
-  const int8_t *v0 = pv[0], *v1 = pv[1], *v2 = pv[2];
-  const int32_t w0 = pw[0], w1 = pw[1], w2 = pw[2];
-  int d = 0;
-  if (w0 <= 32767 && w1 <= 32767 && w2 <= 32767 && w3 <= 32767) {
-    const int32_t wa = mt_pack_halves(w0, w1), wb = mt_pack_halves(w2, w3);
-    if (Dv == 16) {
-#pragma GCC unroll 4
-      for (; d < 16; d += 4) mt_attn_pv4_step_s8(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);
-    } else if (Dv == 8) {
-      mt_attn_pv4_step_s8(acc, v0, v1, v2, v3, wa, wb);
-      mt_attn_pv4_step_s8(acc + 4, v0 + 4, v1 + 4, v2 + 4, v3 + 4, wa, wb);
-      d = 8;
-    } else {
-      for (; d + 4 <= Dv; d += 4) mt_attn_pv4_step_s8(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);
-    }
+/* Four keys: acc[d] += w0 v0[d] + .. + w3 v3[d] in one load and store of each sum
+ * (mt_attn_pv4_*): when all four weights fit int16 STEP features per mt_attn_pv4_step_* (the
+ * loop unrolled for value dims 4, 8 and 16: each v row's pointer loaded once), else, and for
+ * the last Dv % STEP features, one feature at a time (MT_ATTN_PV4_ONE_*). Exact sums, as the
+ * reference. Not inlined: one call per group of keys keeps the key loop's registers. */
+#define MT_DEFINE_ATTN_PV4(T, CT, ACC, STEP)                                                               \
+  static __attribute__((noinline)) void mt_attn_pv4_##T(ACC *acc, const CT *const *pv, const int32_t *pw,  \
+                                                        const CT *v3, int32_t w3, int Dv) {                \
+    const CT *v0 = pv[0], *v1 = pv[1], *v2 = pv[2];                                                        \
+    const int32_t w0 = pw[0], w1 = pw[1], w2 = pw[2];                                                      \
+    int d = 0;                                                                                             \
+    if (w0 <= 32767 && w1 <= 32767 && w2 <= 32767 && w3 <= 32767) {                                       \
+      const int32_t wa = mt_pack_halves(w0, w1), wb = mt_pack_halves(w2, w3);                              \
+      if (Dv == 16) {                                                                                      \
+        _Pragma("GCC unroll 8") for (; d < 16; d += STEP)                                                  \
+            mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                         \
+      } else if (Dv == 8) {                                                                                \
+        _Pragma("GCC unroll 4") for (; d < 8; d += STEP)                                                   \
+            mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                         \
+      } else if (Dv == 4) {                                                                                \
+        _Pragma("GCC unroll 2") for (; d < 4; d += STEP)                                                   \
+            mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                         \
+      } else {                                                                                             \
+        for (; d + STEP <= Dv; d += STEP) mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb); \
+      }                                                                                                    \
+    }                                                                                                      \
+    for (; d < Dv; ++d) MT_ATTN_PV4_ONE_##T;                                                               \
   }
-  for (; d < Dv; ++d) acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d] + w2 * (int32_t)v2[d] + w3 * (int32_t)v3[d];
-}
+#define MT_ATTN_PV4_ONE_s8 acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d] + w2 * (int32_t)v2[d] + w3 * (int32_t)v3[d]
+MT_DEFINE_ATTN_PV4(s8, int8_t, int32_t, 4)
 #define MT_ATTN_GROUP_s8 4
 #define mt_attn_pvg_s8 mt_attn_pv4_s8
 
@@ -1822,33 +1828,11 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s16(int64_t *
   acc[1] = __smlald(mt_odd_halves(x2, x3), wb, __smlald(mt_odd_halves(x0, x1), wa, acc[1]));
 }
 
-/* Four keys: acc[d] += w0 v0[d] + .. + w3 v3[d] in one load and store of each int64 sum: two
- * SMLALD per feature when all four weights fit int16 (value dim 16 unrolled), else four SMLAL;
- * exact. Not inlined, as mt_attn_pv4_s8. */
-static __attribute__((noinline)) void mt_attn_pv4_s16(int64_t *acc, const int16_t *const *pv, const int32_t *pw,
-                                                      const int16_t *v3, int32_t a3, int Dv) {
-  const int16_t *v0 = pv[0], *v1 = pv[1], *v2 = pv[2];
-  const int32_t a0 = pw[0], a1 = pw[1], a2 = pw[2];
-  int d = 0;
-  if (a0 <= 32767 && a1 <= 32767 && a2 <= 32767 && a3 <= 32767) {
-    const int32_t wa = mt_pack_halves(a0, a1), wb = mt_pack_halves(a2, a3);
-    if (Dv == 16) {
-#pragma GCC unroll 8
-      for (; d < 16; d += 2) mt_attn_pv4_step_s16(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);
-    } else if (Dv == 8) {
-#pragma GCC unroll 4
-      for (; d < 8; d += 2) mt_attn_pv4_step_s16(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);
-    } else if (Dv == 4) {
-      mt_attn_pv4_step_s16(acc, v0, v1, v2, v3, wa, wb);
-      mt_attn_pv4_step_s16(acc + 2, v0 + 2, v1 + 2, v2 + 2, v3 + 2, wa, wb);
-      d = 4;
-    } else {
-      for (; d + 2 <= Dv; d += 2) mt_attn_pv4_step_s16(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);
-    }
-  }
-  for (; d < Dv; ++d)
-    acc[d] = mt_smlal(mt_smlal(mt_smlal(mt_smlal(acc[d], a0, v0[d]), a1, v1[d]), a2, v2[d]), a3, v3[d]);
-}
+/* Four keys into the int64 sums: two SMLALD per feature when all four weights fit int16, else
+ * four SMLAL (a weight <= 2^16 times an int16 fits int32); exact */
+#define MT_ATTN_PV4_ONE_s16 \
+  acc[d] = mt_smlal(mt_smlal(mt_smlal(mt_smlal(acc[d], w0, v0[d]), w1, v1[d]), w2, v2[d]), w3, v3[d])
+MT_DEFINE_ATTN_PV4(s16, int16_t, int64_t, 2)
 #define MT_ATTN_GROUP_s16 4
 #define mt_attn_pvg_s16 mt_attn_pv4_s16
 
