@@ -125,7 +125,9 @@ std::string source_text(const Program& p) {
   c += "/* ---- weights and tables (flash) ---- */\n\n";
   for (const Buffer& b : p.buffers) {
     if (b.kind != BufferKind::Weight) continue;
-    c += fmt::format("/* {}: {} {} */\n", b.origin, b.size, q_name(b)) + c_array(b);
+    c += fmt::format("/* {}: {} {}{} */\n", b.origin, b.size, q_name(b),
+                     b.rows_in_pair_order ? ", rows in pair order (mt_kernels.h)" : "") +
+         c_array(b);
   }
   if (p.arena_bytes > 0) {
     c += fmt::format("\n/* ---- the arena (RAM), {} bytes; plan in {}_report.txt ---- */\n\n", p.arena_bytes, p.name);

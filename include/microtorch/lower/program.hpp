@@ -75,7 +75,10 @@ struct Buffer {
   /// The calibrated range [lo, hi] the scale covers (activations; 0 for weights and tables).
   double lo = 0, hi = 0;
   ///@}
-  std::vector<std::int64_t> data;  ///< Weight: the values
+  std::vector<std::int64_t> data;  ///< Weight: the values, in the order the kernel reads them
+  /// Weight: the rows in pair order (a linear layer whose input and weights differ in width:
+  /// lower::pair_order, mt_kernels.h), not in plain row-major order.
+  bool rows_in_pair_order = false;
   /// Parameter tables: the runtime's name of each entry (MT_ATTN_L, ...), emitted as
   /// designated initializers.
   std::vector<std::string> fields;

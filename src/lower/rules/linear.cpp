@@ -100,7 +100,11 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
   }
   // x and W of different widths: W's rows in the kernels' pair order (mt_kernels.h), now that
   // the sums above have read them in order
-  if (elem_bytes(x.elem) != elem_bytes(we)) pair_order(L.program().buffer(wb).data, in);
+  if (elem_bytes(x.elem) != elem_bytes(we)) {
+    Buffer& stored = L.program().buffer(wb);
+    pair_order(stored.data, in);
+    stored.rows_in_pair_order = true;
+  }
   const bool need_bias = bias.defined() || zmax != 0;
   const std::int64_t bb =
       need_bias ? L.table(be, b_q, "b_" + c_name(bias.defined() ? bname : wname + "_zero")) : -1;

@@ -272,7 +272,10 @@ static inline __attribute__((always_inline)) uint32_t mt_exp2neg_mant_q24_inline
   return seg[0] - ((seg[1] * w + seg[2] * ww + 1024u) >> 11); /* -2 d1 < 2^19, 0 < d2 < 2^11 */
 }
 
-static __attribute__((noinline)) uint32_t mt_exp2neg_mant_q24(uint32_t r) { return mt_exp2neg_mant_q24_inline(r); }
+/* Out of line, so that mt_exp2neg_q16 stays a small wrapper its callers inline (Cortex-M0) */
+static __attribute__((noinline)) uint32_t mt_exp2neg_mant_q24(uint32_t r) {
+  return mt_exp2neg_mant_q24_inline(r);
+}
 
 /* 2^-z = 2^-n * 2^-(r/2^16), one rounding shift of the Q24 mantissa */
 uint32_t mt_exp2neg_q16(uint32_t z) {
@@ -411,7 +414,9 @@ static int64_t mt_dot_s16_s16(const int16_t *a, const int16_t *b, int bstride, i
 
 /* A row of x and a weight row of a same-width linear layer (in order) */
 static int64_t mt_wdot_s8_s8(const int8_t *a, const int8_t *w, int n) { return mt_dot_s8_s8(a, w, 1, n); }
-static int64_t mt_wdot_s16_s16(const int16_t *a, const int16_t *w, int n) { return mt_dot_s16_s16(a, w, 1, n); }
+static int64_t mt_wdot_s16_s16(const int16_t *a, const int16_t *w, int n) {
+  return mt_dot_s16_s16(a, w, 1, n);
+}
 
 /* y[r, o] = max(y_min, y_zero + rq(acc + b[o])) for one output channel */
 #define MT_DEFINE_LINEAR_OUT(Y, YT)                                                                     \
@@ -567,9 +572,9 @@ static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
   }
 
 /* Halfwords (h0, h1) of a and (h2, h3) of b regrouped as (h0, h2) (PKHBT) and (h1, h3)
- * (PKHTB), so that 4 int16 pair with the SXTB16 split of 4 bytes (the attention's values of
- * two keys). One instruction each (no
- * ACLE intrinsic for them in GCC 12, which does not find them in the C either). */
+ * (PKHTB): the values of two keys paired feature by feature in the attention's v rows. One
+ * instruction each (no ACLE intrinsic for them in GCC 12, which does not find them in the C
+ * either). */
 static inline int32_t mt_even_halves(int32_t a, int32_t b) {
   int32_t r;
   __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
@@ -646,8 +651,8 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
 
 /* int8 weights, two rows of x times two weight rows per pass, so each loaded word (and its
  * split) serves two products: per 4 inputs 8 SMLAD for 16 MACs, with 4 LDR and 8 SXTB16 for
- * int8 x, 6 LDR and 4 SXTB16 for int16 x (weights in pair order). The sums start from the bias and are int32,
- * exact when |b| < 2^30 and in <= MAX_IN (65536 for int8 x, |x w| <= 2^14; 256 for int16 x,
+ * int8 x, 6 LDR and 4 SXTB16 for int16 x (weights in pair order). The sums start from the
+ * bias and are int32, exact when |b| < 2^30 and in <= MAX_IN (65536 for int8 x, |x w| <= 2^14; 256 for int16 x,
  * |x w| <= 2^22); an odd last row takes one row times the two channels, an odd last channel
  * is computed twice. The inner loop indexes the four rows from their ends with j counting up
  * to 0 (its add sets the flags: no compare). When every channel's requantization is fast (the
@@ -1669,12 +1674,14 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
         _Pragma("GCC unroll 2") for (; d < 4; d += STEP)                                                   \
             mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                         \
       } else {                                                                                             \
-        for (; d + STEP <= Dv; d += STEP) mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb); \
+        for (; d + STEP <= Dv; d += STEP)                                                                  \
+          mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                           \
       }                                                                                                    \
     }                                                                                                      \
     for (; d < Dv; ++d) MT_ATTN_PV4_ONE_##T;                                                               \
   }
-#define MT_ATTN_PV4_ONE_s8 acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d] + w2 * (int32_t)v2[d] + w3 * (int32_t)v3[d]
+#define MT_ATTN_PV4_ONE_s8 \
+  acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d] + w2 * (int32_t)v2[d] + w3 * (int32_t)v3[d]
 MT_DEFINE_ATTN_PV4(s8, int8_t, int32_t, 4)
 #define MT_ATTN_GROUP_s8 4
 #define mt_attn_pvg_s8 mt_attn_pv4_s8
@@ -1980,10 +1987,11 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
  * logits come in blocks of KEYS keys (mt_attn_logits_*; 1 in the portable C, MT_ATTN_KEYS = 32
  * in the Armv7E-M variants, which keep q in registers or compute two keys per pass over it and
  * keep the block's logits on the stack, 132 B: a tight dot product loop apart from the
- * update's many live values), then each key updates the running sums in key order. Keys that do not raise the max are added MT_ATTN_GROUP_* at a
- * time (acc[d] += w v[d] + w' v'[d] ..: mt_attn_pvg_*, one pass over acc for the group); keys
- * still pending are added before any rescaling, so the sums are the same integers as one key
- * at a time (exact additions, in the same order relative to every rounding). */
+ * update's many live values), then each key updates the running sums in key order. Keys that
+ * do not raise the max are added MT_ATTN_GROUP_* at a time (acc[d] += w v[d] + w' v'[d] ..:
+ * mt_attn_pvg_*, one pass over acc for the group); keys still pending are added before any
+ * rescaling, so the sums are the same integers as one key at a time (exact additions, in the
+ * same order relative to every rounding). */
 #if MT_DSP
 #define MT_ATTN_EXP2 mt_exp2neg_q16_inline
 #else
