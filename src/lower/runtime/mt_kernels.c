@@ -2034,10 +2034,18 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
     mt_attn_rescale_row_##T(acc, alpha, vj, w_one, Dv);                                                    \
     mx = t;                                                                                                \
   }
-/* The keys u .. nk-1 of a block. Blocks of keys (Armv7E-M): the first visible key of a row
- * starts the sums before the block's loop (MT_ATTN_FIRST_OF_BLOCK), which then has no test for
- * it, and without a mask a pointer walk over the logits and v rows, no test per key; one key
- * at a time (the portable C) one loop takes every case. */
+/* The keys u .. nk-1 of a block in order, each visible one through MT_ATTN_KEY. Blocks of keys
+ * (Armv7E-M): the first visible key of a row starts the sums before the block's loop
+ * (MT_ATTN_FIRST_OF_BLOCK), which then has no test for it, and without a mask a pointer walk
+ * over the logits and v rows, no test per key; one key at a time (the portable C) the loop in
+ * order takes every case. */
+#define MT_ATTN_KEYS_IN_ORDER(T, CT)                                                                       \
+  for (; u < nk; ++u) {                                                                                    \
+    const CT *vj = v + (j + u) * vs;                                                                       \
+    const int32_t t = tb[u];                                                                               \
+    if (keep && !mt_attn_visible(&a, i, j + u)) continue;                                                  \
+    MT_ATTN_KEY(T, t, vj);                                                                                 \
+  }
 #if MT_DSP
 #define MT_ATTN_FIRST_OF_BLOCK()                                                                           \
   if (!have) {                                                                                             \
@@ -2054,23 +2062,11 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
       const int32_t t = *tp;                                                                               \
       MT_ATTN_KEY(T, t, vj);                                                                               \
     }                                                                                                      \
-  } else {                                                                                                 \
-    for (; u < nk; ++u) {                                                                                  \
-      const CT *vj = v + (j + u) * vs;                                                                     \
-      const int32_t t = tb[u];                                                                             \
-      if (!mt_attn_visible(&a, i, j + u)) continue;                                                        \
-      MT_ATTN_KEY(T, t, vj);                                                                               \
-    }                                                                                                      \
-  }
+  } else                                                                                                   \
+    MT_ATTN_KEYS_IN_ORDER(T, CT)
 #else
 #define MT_ATTN_FIRST_OF_BLOCK()
-#define MT_ATTN_KEYS_OF_BLOCK(T, CT)                                                                       \
-  for (; u < nk; ++u) {                                                                                    \
-    const CT *vj = v + (j + u) * vs;                                                                       \
-    const int32_t t = tb[u];                                                                               \
-    if (keep && !mt_attn_visible(&a, i, j + u)) continue;                                                  \
-    MT_ATTN_KEY(T, t, vj);                                                                                 \
-  }
+#define MT_ATTN_KEYS_OF_BLOCK(T, CT) MT_ATTN_KEYS_IN_ORDER(T, CT)
 #endif
 #define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, KEYS)                                                       \
   void mt_attention_stream_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
