@@ -165,8 +165,9 @@ static void linear(void) {
 /* int8 x int8 and int16 x int8 with every channel's requantization on the fast path of the
  * Armv7E-M two-row variant (shift in [1, 31], m > 0): odd and even rows, inputs, channels and
  * row strides, the ends of the shift range and of the multiplier, biases at +-(2^30 - 1),
- * saturation both ways, zero points and a fused relu; then one channel just outside the range
- * (s = 0, s = 32, m < 0: the one-row variant), exact ties of both signs (x = 0, acc = b =
+ * saturation both ways, zero points and a fused relu; then one channel outside that range
+ * (s = 0: the layer's pairs through mt_rq_any; s = 32, m < 0: the one-row variant), shifts in
+ * [-30, 31] (mt_rq_any throughout), exact ties of both signs (x = 0, acc = b =
  * 4 (2k + 1) at s = 2 with m = +-2^30, acc = 2 (2k + 1) at s = 1), and int16 x int8 at the
  * int32 sum's edge: 256 products of -2^15 and -2^7 plus a bias of 2^30 - 1 is 2^31 - 1 (two
  * rows), 257 of them or a bias of 2^30 take the one-row variant's int64 sums. */
@@ -201,6 +202,26 @@ static void linear_two_rows(void) {
           h16(y16, rows * out);
       mt_linear_s16_s8_s8(a16, b8, bias64, y8, rows, in, out, xs, rq, 1, zm[0], zm[1]), h8(y8, rows * out);
       mt_linear_s16_s8_s16(a16, b8, i % 2 ? bias64 : 0, y16, rows, in, out, xs, rq + 2 * (i % 3), 0, zm[0] * 200,
+                           zm[1] == -128 ? -32768 : zm[1] * 200),
+          h16(y16, rows * out);
+    }
+  }
+  /* shifts of 0 or less (mt_rq_any: a ratio of 1/2 or more, as int8 layers with int16 outputs
+   * have), then any shift in [-30, 31] per channel: both words of the product shifted, or its
+   * high word alone; outputs from small to saturated both ways */
+  for (k = 0; k < 3; ++k) {
+    fill32(bias, 16);
+    for (c = 0; c < 16; ++c)
+      bias[c] /= 1 << (12 + 4 * k), rq[2 * c] = (int32_t)((1u << 30) | (lcg() >> 2)),
+      rq[2 * c + 1] = k == 0 ? rnd(-2, 0) : k == 1 ? rnd(-30, 0) : rnd(-30, 31);
+    for (c = 0; c < 16; ++c) bias64[c] = bias[c];
+    for (i = 0; i < 8; ++i) {
+      const int in = ins[i], rows = 2 + i % 4, out = i % 2 ? 15 : 16, xs = i % 3 ? 0 : in + 3;
+      const int32_t *zm = zero_min[(i + k) % 5];
+      mt_linear_s8_s8_s16(a8, b8, bias, y16, rows, in, out, xs, rq, 1, zm[0] * 200, zm[1] == -128 ? -32768 : zm[1] * 200),
+          h16(y16, rows * out);
+      mt_linear_s8_s8_s8(a8, b8, bias, y8, rows, in, out, xs, rq, 1, zm[0], zm[1]), h8(y8, rows * out);
+      mt_linear_s16_s8_s16(a16, b8, bias64, y16, rows, in, out, xs, rq + 2 * (i % 3), 0, zm[0] * 200,
                            zm[1] == -128 ? -32768 : zm[1] * 200),
           h16(y16, rows * out);
     }

@@ -516,6 +516,41 @@ static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
 #define MT_CHAN_OUT(BITS, q, acc, y_min) \
   mt_max32((int32_t)__builtin_arm_ssat(mt_rq_chan_apply(q, acc), BITS), y_min)
 
+/* The requantization of any channel with m > 0 and -30 <= s <= 31 (the two-row layers with a
+ * channel whose shift is 0 or less, a ratio of 1/2 or more: int8 layers with int16 outputs):
+ * u = P + 2^(k - 1) - [P < 0] with k = 31 + s (ADDS, ADC, then SMLAL), and floor(u / 2^k)
+ * from its words (k < 32: both words, saturated to int32 when the high part is not the sign
+ * of the low; k >= 32: the high word alone), then QADD of the zero point. The same integer as
+ * y_zero + rq(acc) saturated to int32, |u| < 2^63. */
+typedef struct {
+  int64_t c; /* 2^(k - 1) */
+  int32_t m, z;
+  int k;
+} mt_rq_any;
+
+static inline int mt_rq_any_ok(const int32_t *rq) { return rq[0] > 0 && rq[1] >= -30 && rq[1] <= 31; }
+
+static inline mt_rq_any mt_rq_any_init(const int32_t *rq, int32_t y_zero) {
+  mt_rq_any q;
+  q.k = 31 + rq[1];
+  q.c = (int64_t)1 << (q.k - 1);
+  q.m = rq[0];
+  q.z = y_zero;
+  return q;
+}
+
+static inline int32_t mt_rq_any_apply(const mt_rq_any *q, int32_t acc) {
+  const int64_t u = q->c + (acc >> 31) + (int64_t)acc * q->m;
+  const int32_t hi = (int32_t)(u >> 32), k = q->k;
+  int32_t th, tl;
+  if (k >= 32) return __qadd(hi >> (k - 32), q->z);
+  th = hi >> k;
+  tl = (int32_t)(((uint32_t)u >> k) | ((uint32_t)hi << (32 - k)));
+  return th == (tl >> 31) ? __qadd(tl, q->z) : th < 0 ? INT32_MIN : INT32_MAX;
+}
+#define MT_ANY_OUT(BITS, q, acc, y_min) \
+  mt_max32((int32_t)__builtin_arm_ssat(mt_rq_any_apply(q, acc), BITS), y_min)
+
 /* y_zero + rq(acc) saturated, at least y_min, for an int64 sum: by the channel's
  * requantization set up once (q) when it is fast and the sum fits int32 ((acc + 2^31) >> 32
  * is 0: a compare of the high word), else by OUT (mt_linear_out64). The same integers. */
@@ -652,28 +687,25 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
 /* int8 weights, two rows of x times two weight rows per pass, so each loaded word (and its
  * split) serves two products: per 4 inputs 8 SMLAD for 16 MACs, with 4 LDR and 8 SXTB16 for
  * int8 x, 6 LDR and 4 SXTB16 for int16 x (weights in pair order). The sums start from the
- * bias and are int32, exact when |b| < 2^30 and in <= MAX_IN (65536 for int8 x, |x w| <= 2^14; 256 for int16 x,
- * |x w| <= 2^22); an odd last row takes one row times the two channels, an odd last channel
- * is computed twice. The inner loop indexes the four rows from their ends with j counting up
- * to 0 (its add sets the flags: no compare). When every channel's requantization is fast (the
- * usual positive ratio below 1/2) it is set up once per channel pair; else, for a single row
- * (where that setup would not pay), a wider sum or a larger bias the one-row variant above
- * takes the call. */
-#define MT_DEFINE_LINEAR_DSP2(X, Y, XT, YT, BT, BITS, MAX_IN)                                             \
-  static int mt_linear_dsp2_##X##_s8_##Y(const XT *x, const int8_t *w, const BT *b, YT *y, int rows,     \
-                                         int in, int out, int xs, const int32_t *rq, int rq_per_channel,  \
-                                         int32_t y_zero, int32_t y_min) {                                 \
+ * bias and are int32, exact when |b| < 2^30 and in <= MAX_IN (65536 for int8 x, |x w| <= 2^14;
+ * 256 for int16 x, |x w| <= 2^22); an odd last row takes one row times the two channels, an
+ * odd last channel is computed twice. The inner loop indexes the four rows from their ends
+ * with j counting up to 0 (its add sets the flags: no compare). Each channel's requantization
+ * is set up once per channel pair (QT, applied by OUT): mt_rq_chan when every channel has the
+ * usual shift of 1 to 31 (a positive ratio below 1/2), else mt_rq_any (shifts down to -30: the
+ * int8 layers with int16 outputs at a ratio of 1/2 or more; its rows out of line). A negative
+ * multiplier, a single row (where that setup would not pay), a wider sum or a larger bias: the
+ * one-row variant above takes the call. */
+#define MT_DEFINE_LINEAR_ROWS(NAME, QT, OUT, X, XT, YT, BT, BITS)                                          \
+  static void NAME(const XT *x, const int8_t *w, const BT *b, YT *y, int rows, int in, int out, int xs,  \
+                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                \
     const int in4 = in & ~3;                                                                              \
-    int r, o, j, fast = rows >= 2 && in <= (MAX_IN);                                                      \
-    for (o = 0; fast && o < (rq_per_channel ? out : 1); ++o) fast = mt_rq_chan_fast(rq + 2 * o);          \
-    for (o = 0; fast && b && o < out; ++o) fast = b[o] < (1 << 30) && b[o] > -(1 << 30);                  \
-    if (!fast) return mt_linear_dsp_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel,      \
-                                                 y_zero, y_min);                                          \
+    int r, o, j;                                                                                          \
     for (o = 0; o < out; o += 2) {                                                                        \
       const int o1 = o + 1 < out ? o + 1 : o;                                                             \
       const int8_t *w0 = w + o * in, *w1 = w + o1 * in;                                                   \
-      const mt_rq_chan q0 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                   \
-      const mt_rq_chan q1 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o1 : 0), y_zero);                  \
+      const QT q0 = QT##_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                                 \
+      const QT q1 = QT##_init(rq + (rq_per_channel ? 2 * o1 : 0), y_zero);                                \
       const int32_t b0 = b ? (int32_t)b[o] : 0, b1 = b ? (int32_t)b[o1] : 0;                              \
       const XT *xa = x;                                                                                   \
       YT *y0 = y + o;                                                                                     \
@@ -698,10 +730,10 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
           a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                                   \
           a10 += (int32_t)xb[j] * w0[j], a11 += (int32_t)xb[j] * w1[j];                                   \
         }                                                                                                 \
-        y0[0] = (YT)MT_CHAN_OUT(BITS, &q0, a00, y_min);                                                   \
-        y0[o1 - o] = (YT)MT_CHAN_OUT(BITS, &q1, a01, y_min);                                              \
-        y1[0] = (YT)MT_CHAN_OUT(BITS, &q0, a10, y_min);                                                   \
-        y1[o1 - o] = (YT)MT_CHAN_OUT(BITS, &q1, a11, y_min);                                              \
+        y0[0] = (YT)OUT(BITS, &q0, a00, y_min);                                                           \
+        y0[o1 - o] = (YT)OUT(BITS, &q1, a01, y_min);                                                      \
+        y1[0] = (YT)OUT(BITS, &q0, a10, y_min);                                                           \
+        y1[o1 - o] = (YT)OUT(BITS, &q1, a11, y_min);                                                      \
       }                                                                                                   \
       if (rows & 1) { /* an odd last row: the two channels only */                                        \
         int32_t a00 = b0, a01 = b1;                                                                       \
@@ -714,10 +746,28 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
           a01 = __smlad(uo, go, __smlad(ue, ge, a01));                                                    \
         }                                                                                                 \
         for (; j < in; ++j) a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                 \
-        y0[0] = (YT)MT_CHAN_OUT(BITS, &q0, a00, y_min);                                                   \
-        y0[o1 - o] = (YT)MT_CHAN_OUT(BITS, &q1, a01, y_min);                                              \
+        y0[0] = (YT)OUT(BITS, &q0, a00, y_min);                                                           \
+        y0[o1 - o] = (YT)OUT(BITS, &q1, a01, y_min);                                                      \
       }                                                                                                   \
     }                                                                                                     \
+  }
+#define MT_DEFINE_LINEAR_DSP2(X, Y, XT, YT, BT, BITS, MAX_IN)                                             \
+  MT_DEFINE_LINEAR_ROWS(mt_linear_rows_##X##_s8_##Y, mt_rq_chan, MT_CHAN_OUT, X, XT, YT, BT, BITS)        \
+  __attribute__((noinline))                                                                               \
+  MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_##X##_s8_##Y, mt_rq_any, MT_ANY_OUT, X, XT, YT, BT, BITS)      \
+  static int mt_linear_dsp2_##X##_s8_##Y(const XT *x, const int8_t *w, const BT *b, YT *y, int rows,     \
+                                         int in, int out, int xs, const int32_t *rq, int rq_per_channel,  \
+                                         int32_t y_zero, int32_t y_min) {                                 \
+    int o, ok = rows >= 2 && in <= (MAX_IN), chan = 1;                                                    \
+    for (o = 0; ok && o < (rq_per_channel ? out : 1); ++o)                                                \
+      ok = mt_rq_any_ok(rq + 2 * o), chan = chan && mt_rq_chan_fast(rq + 2 * o);                          \
+    for (o = 0; ok && b && o < out; ++o) ok = b[o] < (1 << 30) && b[o] > -(1 << 30);                      \
+    if (!ok) return mt_linear_dsp_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, \
+                                               y_min);                                                    \
+    if (chan)                                                                                             \
+      mt_linear_rows_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);     \
+    else                                                                                                  \
+      mt_linear_rows_any_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min); \
     return 1;                                                                                             \
   }
 MT_DEFINE_LINEAR_DSP2(s8, s8, int8_t, int8_t, int32_t, 8, 65536)
