@@ -166,8 +166,8 @@ static void linear(void) {
  * Armv7E-M two-row variant (shift in [1, 31], m > 0): odd and even rows, inputs, channels and
  * row strides, the ends of the shift range and of the multiplier, biases at +-(2^30 - 1),
  * saturation both ways, zero points and a fused relu; then one channel outside that range
- * (s = 0: the layer's pairs through mt_rq_any; s = 32, m < 0: the one-row variant), shifts in
- * [-30, 31] (mt_rq_any throughout), exact ties of both signs (x = 0, acc = b =
+ * (s = 0: int8 x int8 with int16 outputs through mt_rq_any, the other types the one-row
+ * variant; s = 32, m < 0: the one-row variant), shifts in [-30, 31] (the same), exact ties of both signs (x = 0, acc = b =
  * 4 (2k + 1) at s = 2 with m = +-2^30, acc = 2 (2k + 1) at s = 1), and int16 x int8 at the
  * int32 sum's edge: 256 products of -2^15 and -2^7 plus a bias of 2^30 - 1 is 2^31 - 1 (two
  * rows), 257 of them or a bias of 2^30 take the one-row variant's int64 sums. */
@@ -206,9 +206,9 @@ static void linear_two_rows(void) {
           h16(y16, rows * out);
     }
   }
-  /* shifts of 0 or less (mt_rq_any: a ratio of 1/2 or more, as int8 layers with int16 outputs
-   * have), then any shift in [-30, 31] per channel: both words of the product shifted, or its
-   * high word alone; outputs from small to saturated both ways */
+  /* shifts of 0 or less (a ratio of 1/2 or more, as int8 layers with int16 outputs have:
+   * mt_rq_any), then any shift in [-30, 31] per channel: both words of the product shifted, or
+   * its high word alone; outputs from small to saturated both ways */
   for (k = 0; k < 3; ++k) {
     fill32(bias, 16);
     for (c = 0; c < 16; ++c)

@@ -692,10 +692,11 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
  * odd last channel is computed twice. The inner loop indexes the four rows from their ends
  * with j counting up to 0 (its add sets the flags: no compare). Each channel's requantization
  * is set up once per channel pair (QT, applied by OUT): mt_rq_chan when every channel has the
- * usual shift of 1 to 31 (a positive ratio below 1/2), else mt_rq_any (shifts down to -30: the
- * int8 layers with int16 outputs at a ratio of 1/2 or more; its rows out of line). A negative
- * multiplier, a single row (where that setup would not pay), a wider sum or a larger bias: the
- * one-row variant above takes the call. */
+ * usual shift of 1 to 31 (a positive ratio below 1/2); else, for int8 x int8 with int16 outputs
+ * (ANY: the layers whose output is as fine as their sums, a ratio of 1/2 or more), mt_rq_any
+ * (shifts down to -30; its rows out of line, and only for that type: 1.5 KB of flash). A
+ * negative multiplier, a single row (where that setup would not pay), a wider sum, a larger
+ * bias or another shift: the one-row variant above takes the call. */
 #define MT_DEFINE_LINEAR_ROWS(NAME, QT, OUT, X, XT, YT, BT, BITS)                                          \
   static void NAME(const XT *x, const int8_t *w, const BT *b, YT *y, int rows, int in, int out, int xs,  \
                    const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                \
@@ -751,29 +752,30 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
       }                                                                                                   \
     }                                                                                                     \
   }
-#define MT_DEFINE_LINEAR_DSP2(X, Y, XT, YT, BT, BITS, MAX_IN)                                             \
+#define MT_NO_ROWS(...) ((void)0)
+#define MT_DEFINE_LINEAR_DSP2(X, Y, XT, YT, BT, BITS, MAX_IN, ANY, ANY_ROWS)                              \
   MT_DEFINE_LINEAR_ROWS(mt_linear_rows_##X##_s8_##Y, mt_rq_chan, MT_CHAN_OUT, X, XT, YT, BT, BITS)        \
-  __attribute__((noinline))                                                                               \
-  MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_##X##_s8_##Y, mt_rq_any, MT_ANY_OUT, X, XT, YT, BT, BITS)      \
   static int mt_linear_dsp2_##X##_s8_##Y(const XT *x, const int8_t *w, const BT *b, YT *y, int rows,     \
                                          int in, int out, int xs, const int32_t *rq, int rq_per_channel,  \
                                          int32_t y_zero, int32_t y_min) {                                 \
     int o, ok = rows >= 2 && in <= (MAX_IN), chan = 1;                                                    \
     for (o = 0; ok && o < (rq_per_channel ? out : 1); ++o)                                                \
-      ok = mt_rq_any_ok(rq + 2 * o), chan = chan && mt_rq_chan_fast(rq + 2 * o);                          \
+      chan = chan && mt_rq_chan_fast(rq + 2 * o), ok = chan || ((ANY) && mt_rq_any_ok(rq + 2 * o));       \
     for (o = 0; ok && b && o < out; ++o) ok = b[o] < (1 << 30) && b[o] > -(1 << 30);                      \
     if (!ok) return mt_linear_dsp_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, \
                                                y_min);                                                    \
     if (chan)                                                                                             \
       mt_linear_rows_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);     \
     else                                                                                                  \
-      mt_linear_rows_any_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min); \
+      ANY_ROWS(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);                         \
     return 1;                                                                                             \
   }
-MT_DEFINE_LINEAR_DSP2(s8, s8, int8_t, int8_t, int32_t, 8, 65536)
-MT_DEFINE_LINEAR_DSP2(s8, s16, int8_t, int16_t, int32_t, 16, 65536)
-MT_DEFINE_LINEAR_DSP2(s16, s8, int16_t, int8_t, int64_t, 8, 256)
-MT_DEFINE_LINEAR_DSP2(s16, s16, int16_t, int16_t, int64_t, 16, 256)
+__attribute__((noinline))
+MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_any, MT_ANY_OUT, s8, int8_t, int16_t, int32_t, 16)
+MT_DEFINE_LINEAR_DSP2(s8, s8, int8_t, int8_t, int32_t, 8, 65536, 0, MT_NO_ROWS)
+MT_DEFINE_LINEAR_DSP2(s8, s16, int8_t, int16_t, int32_t, 16, 65536, 1, mt_linear_rows_any_s8_s8_s16)
+MT_DEFINE_LINEAR_DSP2(s16, s8, int16_t, int8_t, int64_t, 8, 256, 0, MT_NO_ROWS)
+MT_DEFINE_LINEAR_DSP2(s16, s16, int16_t, int16_t, int64_t, 16, 256, 0, MT_NO_ROWS)
 #else
 #define mt_linear_dsp2_s8_s8_s8 MT_NO_VARIANT
 #define mt_linear_dsp2_s8_s8_s16 MT_NO_VARIANT
