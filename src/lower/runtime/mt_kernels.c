@@ -752,8 +752,11 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
       }                                                                                                   \
     }                                                                                                     \
   }
+/* ANY: 1 for the types with rows by mt_rq_any (mt_linear_rows_any_*), else 0 */
+#define MT_ANY_ROWS_0(X, Y) MT_NO_ROWS
+#define MT_ANY_ROWS_1(X, Y) mt_linear_rows_any_##X##_s8_##Y
 #define MT_NO_ROWS(...) ((void)0)
-#define MT_DEFINE_LINEAR_DSP2(X, Y, XT, YT, BT, BITS, MAX_IN, ANY, ANY_ROWS)                              \
+#define MT_DEFINE_LINEAR_DSP2(X, Y, XT, YT, BT, BITS, MAX_IN, ANY)                                        \
   MT_DEFINE_LINEAR_ROWS(mt_linear_rows_##X##_s8_##Y, mt_rq_chan, MT_CHAN_OUT, X, XT, YT, BT, BITS)        \
   static int mt_linear_dsp2_##X##_s8_##Y(const XT *x, const int8_t *w, const BT *b, YT *y, int rows,     \
                                          int in, int out, int xs, const int32_t *rq, int rq_per_channel,  \
@@ -767,15 +770,15 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
     if (chan)                                                                                             \
       mt_linear_rows_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);     \
     else                                                                                                  \
-      ANY_ROWS(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);                         \
+      MT_ANY_ROWS_##ANY(X, Y)(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);          \
     return 1;                                                                                             \
   }
 __attribute__((noinline))
 MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_any, MT_ANY_OUT, s8, int8_t, int16_t, int32_t, 16)
-MT_DEFINE_LINEAR_DSP2(s8, s8, int8_t, int8_t, int32_t, 8, 65536, 0, MT_NO_ROWS)
-MT_DEFINE_LINEAR_DSP2(s8, s16, int8_t, int16_t, int32_t, 16, 65536, 1, mt_linear_rows_any_s8_s8_s16)
-MT_DEFINE_LINEAR_DSP2(s16, s8, int16_t, int8_t, int64_t, 8, 256, 0, MT_NO_ROWS)
-MT_DEFINE_LINEAR_DSP2(s16, s16, int16_t, int16_t, int64_t, 16, 256, 0, MT_NO_ROWS)
+MT_DEFINE_LINEAR_DSP2(s8, s8, int8_t, int8_t, int32_t, 8, 65536, 0)
+MT_DEFINE_LINEAR_DSP2(s8, s16, int8_t, int16_t, int32_t, 16, 65536, 1)
+MT_DEFINE_LINEAR_DSP2(s16, s8, int16_t, int8_t, int64_t, 8, 256, 0)
+MT_DEFINE_LINEAR_DSP2(s16, s16, int16_t, int16_t, int64_t, 16, 256, 0)
 #else
 #define mt_linear_dsp2_s8_s8_s8 MT_NO_VARIANT
 #define mt_linear_dsp2_s8_s8_s16 MT_NO_VARIANT
