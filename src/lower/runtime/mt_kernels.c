@@ -473,31 +473,33 @@ MT_DEFINE_LINEAR_OUT_DSP(s8, int8_t, 8)
 MT_DEFINE_LINEAR_OUT_DSP(s16, int16_t, 16)
 
 /* The requantization of one channel, set up once per channel by the linear layers when
- * 1 <= s <= 31 and m > 0 (a positive ratio below 1/2, the usual case: mt_rq_chan_fast): with
- * P = acc m (|P| < 2^62) the rounded result floor((P + 2^(30+s) - [P < 0]) / 2^(31+s)) is
- * formed as u = P + c - [P < 0], c = 2^62 + 2^(30+s) (u >= 0), then the high word shifted by
- * s - 1 minus the offset 2^(31-s): no 64-bit shift, the same integer. As m > 0, [P < 0] =
- * [acc < 0] and c - [P < 0] is c plus acc >> 31 (arithmetic: 0 or -1) sign-extended to 64
- * bits: ADDS and ADC with the shifted operand, then the one SMLAL. The output zero point is
- * folded into the offset (|result| <= 2^30: nothing to saturate before it). */
+ * 1 <= s <= 31, m > 0 (a positive ratio below 1/2, the usual case) and |y_zero| < 2^(31-s)
+ * (mt_rq_chan_fast): with P = acc m (|P| < 2^62), y_zero + rq(acc) = y_zero + floor((P +
+ * 2^(30+s) - [P < 0]) / 2^(31+s)) is floor(T / 2^(31+s)) for T = P + c - [P < 0] with the
+ * zero point folded into c = 2^(30+s) + y_zero 2^(31+s) (|c| < 2^62, so |T| < 2^63): the high
+ * word of T shifted right by s - 1 (arithmetic: the floor), no 64-bit shift, the same integer.
+ * As m > 0, [P < 0] = [acc < 0] and c - [P < 0] is c plus acc >> 31 (arithmetic: 0 or -1)
+ * sign-extended to 64 bits: ADDS and ADC with the shifted operand, then the one SMLAL and the
+ * ASR. |result| < 2^31 (the caller saturates it). */
 typedef struct {
   uint32_t c_lo; /* c's low and high words */
-  int32_t c_hi, m, off;
+  int32_t c_hi, m;
   int sh;
 } mt_rq_chan;
 
-static inline int mt_rq_chan_fast(const int32_t *rq) { return rq[1] >= 1 && rq[1] <= 31 && rq[0] > 0; }
+static inline int mt_rq_chan_fast(const int32_t *rq, int32_t y_zero) {
+  return rq[1] >= 1 && rq[1] <= 31 && rq[0] > 0 && mt_mag32(y_zero) < 1u << (31 - rq[1]);
+}
 /* In place of a channel's requantization that is not fast (never applied) */
-static const mt_rq_chan mt_rq_chan_none = {0, 0, 0, 0, 0};
+static const mt_rq_chan mt_rq_chan_none = {0, 0, 0, 0};
 
 static inline mt_rq_chan mt_rq_chan_init(const int32_t *rq, int32_t y_zero) {
-  const int s = rq[1];
+  const int s = rq[1]; /* c = 2^32 (2^(s-2) + y_zero 2^(s-1)), or 2^31 + 2^32 y_zero for s = 1 */
   mt_rq_chan q;
   q.m = rq[0];
   q.sh = s - 1;
-  q.off = (int32_t)(1u << (31 - s)) - y_zero;
   q.c_lo = s == 1 ? 1u << 31 : 0u;
-  q.c_hi = (int32_t)((1u << 30) + (s == 1 ? 0u : 1u << (s - 2)));
+  q.c_hi = (int32_t)((s == 1 ? 0u : 1u << (s - 2)) + (uint32_t)y_zero * (1u << (s - 1)));
   return q;
 }
 
@@ -509,12 +511,13 @@ static inline int32_t mt_rq_chan_apply(const mt_rq_chan *q, int32_t acc) {
           : "r"(q->c_lo), "r"(q->c_hi), "r"(acc)
           : "cc");
   const uint64_t u = ((uint64_t)hi << 32 | lo) + (uint64_t)((int64_t)acc * q->m);
-  return (int32_t)((uint32_t)(u >> 32) >> q->sh) - q->off;
+  return (int32_t)(uint32_t)(u >> 32) >> q->sh;
 }
 static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
-/* mt_linear_out_* for a fast channel: y_zero + rq(acc) saturated (SSAT), at least y_min */
-#define MT_CHAN_OUT(BITS, q, acc, y_min) \
-  mt_max32((int32_t)__builtin_arm_ssat(mt_rq_chan_apply(q, acc), BITS), y_min)
+/* y_zero + rq(acc) for a fast channel saturated to BITS (SSAT); MT_CHAN_OUT: at least y_min
+ * too, mt_linear_out_* for a fast channel */
+#define MT_CHAN_SAT(BITS, q, acc) ((int32_t)__builtin_arm_ssat(mt_rq_chan_apply(q, acc), BITS))
+#define MT_CHAN_OUT(BITS, q, acc, y_min) mt_max32(MT_CHAN_SAT(BITS, q, acc), y_min)
 
 /* The requantization of any channel with m > 0 and -30 <= s <= 31 (the two-row layers with a
  * channel whose shift is 0 or less, a ratio of 1/2 or more: int8 layers with int16 outputs):
@@ -548,8 +551,7 @@ static inline int32_t mt_rq_any_apply(const mt_rq_any *q, int32_t acc) {
   tl = (int32_t)(((uint32_t)u >> k) | ((uint32_t)hi << (32 - k)));
   return th == (tl >> 31) ? __qadd(tl, q->z) : th < 0 ? INT32_MIN : INT32_MAX;
 }
-#define MT_ANY_OUT(BITS, q, acc, y_min) \
-  mt_max32((int32_t)__builtin_arm_ssat(mt_rq_any_apply(q, acc), BITS), y_min)
+#define MT_ANY_SAT(BITS, q, acc) ((int32_t)__builtin_arm_ssat(mt_rq_any_apply(q, acc), BITS))
 
 /* y_zero + rq(acc) saturated, at least y_min, for an int64 sum: by the channel's
  * requantization set up once (q) when it is fast and the sum fits int32 ((acc + 2^31) >> 32
@@ -580,7 +582,7 @@ static inline int32_t mt_rq_any_apply(const mt_rq_any *q, int32_t acc) {
       const int o1 = o + 1 < out ? o + 1 : o; /* an odd last channel is computed twice */                 \
       const WT *w0 = w + o * in, *w1 = w + o1 * in;                                                       \
       const int32_t *rq0 = rq + (rq_per_channel ? 2 * o : 0), *rq1 = rq + (rq_per_channel ? 2 * o1 : 0);  \
-      const int f0 = wide && mt_rq_chan_fast(rq0), f1 = wide && mt_rq_chan_fast(rq1);                     \
+      const int f0 = wide && mt_rq_chan_fast(rq0, y_zero), f1 = wide && mt_rq_chan_fast(rq1, y_zero);     \
       const mt_rq_chan q0 = f0 ? mt_rq_chan_init(rq0, y_zero) : mt_rq_chan_none;                           \
       const mt_rq_chan q1 = f1 ? mt_rq_chan_init(rq1, y_zero) : mt_rq_chan_none;                           \
       const ACC b0 = b ? (ACC)b[o] : 0, b1 = b ? (ACC)b[o1] : 0;                                          \
@@ -684,6 +686,15 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
     e = mt_ld32(p), o = mt_ld32((p) + 2);                                                                 \
   } while (0)
 
+/* y[i] = max(y[i], y_min) for i < n */
+#define MT_DEFINE_RAISE_TO(Y, YT)                                            \
+  static void mt_raise_to_##Y(YT *y, int n, int32_t y_min) {                 \
+    int i;                                                                   \
+    for (i = 0; i < n; ++i) y[i] = (YT)mt_max32(y[i], y_min);                \
+  }
+MT_DEFINE_RAISE_TO(s8, int8_t)
+MT_DEFINE_RAISE_TO(s16, int16_t)
+
 /* int8 weights, two rows of x times two weight rows per pass, so each loaded word (and its
  * split) serves two products: per 4 inputs 8 SMLAD for 16 MACs, with 4 LDR and 8 SXTB16 for
  * int8 x, 6 LDR and 4 SXTB16 for int16 x (weights in pair order). The sums start from the
@@ -694,12 +705,16 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
  * is set up once per channel pair (QT, applied by OUT): mt_rq_chan when every channel has the
  * usual shift of 1 to 31 (a positive ratio below 1/2); else, for int8 x int8 with int16 outputs
  * (ANY: the layers whose output is as fine as their sums, a ratio of 1/2 or more), mt_rq_any
- * (shifts down to -30; its rows out of line, and only for that type: 1.5 KB of flash). A
- * negative multiplier, a single row (where that setup would not pay), a wider sum, a larger
- * bias or another shift: the one-row variant above takes the call. */
+ * (shifts down to -30; its rows out of line, and only for that type: 1.5 KB of flash). The
+ * rows store y_zero + rq(acc) saturated; a y_min above the type's minimum (a relu into a
+ * format whose zero point is not the lowest value) is applied by a pass over the outputs
+ * afterwards (mt_raise_to_*): max(y_min, saturated) either way, and the rows' registers go to
+ * the sums (a bound per output cost linear_s8 8%). A negative multiplier, a single row (where
+ * that setup would not pay), a wider sum, a larger bias or another shift: the one-row variant
+ * above takes the call. */
 #define MT_DEFINE_LINEAR_ROWS(NAME, QT, OUT, X, XT, YT, BT, BITS)                                          \
   static void NAME(const XT *x, const int8_t *w, const BT *b, YT *y, int rows, int in, int out, int xs,  \
-                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                \
+                   const int32_t *rq, int rq_per_channel, int32_t y_zero) {                               \
     const int in4 = in & ~3;                                                                              \
     int r, o, j;                                                                                          \
     for (o = 0; o < out; o += 2) {                                                                        \
@@ -731,10 +746,10 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
           a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                                   \
           a10 += (int32_t)xb[j] * w0[j], a11 += (int32_t)xb[j] * w1[j];                                   \
         }                                                                                                 \
-        y0[0] = (YT)OUT(BITS, &q0, a00, y_min);                                                           \
-        y0[o1 - o] = (YT)OUT(BITS, &q1, a01, y_min);                                                      \
-        y1[0] = (YT)OUT(BITS, &q0, a10, y_min);                                                           \
-        y1[o1 - o] = (YT)OUT(BITS, &q1, a11, y_min);                                                      \
+        y0[0] = (YT)OUT(BITS, &q0, a00);                                                                  \
+        y0[o1 - o] = (YT)OUT(BITS, &q1, a01);                                                             \
+        y1[0] = (YT)OUT(BITS, &q0, a10);                                                                  \
+        y1[o1 - o] = (YT)OUT(BITS, &q1, a11);                                                             \
       }                                                                                                   \
       if (rows & 1) { /* an odd last row: the two channels only */                                        \
         int32_t a00 = b0, a01 = b1;                                                                       \
@@ -747,8 +762,8 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
           a01 = __smlad(uo, go, __smlad(ue, ge, a01));                                                    \
         }                                                                                                 \
         for (; j < in; ++j) a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                 \
-        y0[0] = (YT)OUT(BITS, &q0, a00, y_min);                                                           \
-        y0[o1 - o] = (YT)OUT(BITS, &q1, a01, y_min);                                                      \
+        y0[0] = (YT)OUT(BITS, &q0, a00);                                                                  \
+        y0[o1 - o] = (YT)OUT(BITS, &q1, a01);                                                             \
       }                                                                                                   \
     }                                                                                                     \
   }
@@ -757,24 +772,27 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
 #define MT_ANY_ROWS_1(X, Y) mt_linear_rows_any_##X##_s8_##Y
 #define MT_NO_ROWS(...) ((void)0)
 #define MT_DEFINE_LINEAR_DSP2(X, Y, XT, YT, BT, BITS, MAX_IN, ANY)                                        \
-  MT_DEFINE_LINEAR_ROWS(mt_linear_rows_##X##_s8_##Y, mt_rq_chan, MT_CHAN_OUT, X, XT, YT, BT, BITS)        \
+  MT_DEFINE_LINEAR_ROWS(mt_linear_rows_##X##_s8_##Y, mt_rq_chan, MT_CHAN_SAT, X, XT, YT, BT, BITS)        \
   static int mt_linear_dsp2_##X##_s8_##Y(const XT *x, const int8_t *w, const BT *b, YT *y, int rows,     \
                                          int in, int out, int xs, const int32_t *rq, int rq_per_channel,  \
                                          int32_t y_zero, int32_t y_min) {                                 \
     int o, ok = rows >= 2 && in <= (MAX_IN), chan = 1;                                                    \
-    for (o = 0; ok && o < (rq_per_channel ? out : 1); ++o)                                                \
-      chan = chan && mt_rq_chan_fast(rq + 2 * o), ok = chan || ((ANY) && mt_rq_any_ok(rq + 2 * o));       \
+    for (o = 0; ok && o < (rq_per_channel ? out : 1); ++o) {                                              \
+      chan = chan && mt_rq_chan_fast(rq + 2 * o, y_zero);                                                 \
+      ok = chan || ((ANY) && mt_rq_any_ok(rq + 2 * o));                                                   \
+    }                                                                                                     \
     for (o = 0; ok && b && o < out; ++o) ok = b[o] < (1 << 30) && b[o] > -(1 << 30);                      \
     if (!ok) return mt_linear_dsp_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, \
                                                y_min);                                                    \
     if (chan)                                                                                             \
-      mt_linear_rows_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);     \
+      mt_linear_rows_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero);            \
     else                                                                                                  \
-      MT_ANY_ROWS_##ANY(X, Y)(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);          \
+      MT_ANY_ROWS_##ANY(X, Y)(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero);                 \
+    if (y_min > -(1 << ((BITS) - 1))) mt_raise_to_##Y(y, rows * out, y_min);                              \
     return 1;                                                                                             \
   }
 __attribute__((noinline))
-MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_any, MT_ANY_OUT, s8, int8_t, int16_t, int32_t, 16)
+MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_any, MT_ANY_SAT, s8, int8_t, int16_t, int32_t, 16)
 MT_DEFINE_LINEAR_DSP2(s8, s8, int8_t, int8_t, int32_t, 8, 65536, 0)
 MT_DEFINE_LINEAR_DSP2(s8, s16, int8_t, int16_t, int32_t, 16, 65536, 1)
 MT_DEFINE_LINEAR_DSP2(s16, s8, int16_t, int8_t, int64_t, 8, 256, 0)
