@@ -165,7 +165,9 @@ static void linear(void) {
 /* int8 x int8 and int16 x int8 with every channel's requantization on the fast path of the
  * Armv7E-M two-row variant (shift in [1, 31], m > 0): odd and even rows, inputs, channels and
  * row strides, the ends of the shift range and of the multiplier, biases at +-(2^30 - 1),
- * saturation both ways, zero points and a fused relu; then one channel outside that range
+ * saturation both ways, zero points (those of int16 outputs up to 25,400: beyond the 2^(31-s)
+ * that mt_rq_chan folds in at large shifts) and a fused relu (a bound the rows apply
+ * afterwards); int16 x through the inline assembly loop; then one channel outside that range
  * (s = 0: int8 x int8 with int16 outputs through mt_rq_any, the other types the one-row
  * variant; s = 32, m < 0: the one-row variant), shifts in [-30, 31] (the same), exact ties of both signs (x = 0, acc = b =
  * 4 (2k + 1) at s = 2 with m = +-2^30, acc = 2 (2k + 1) at s = 1), and int16 x int8 at the

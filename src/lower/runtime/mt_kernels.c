@@ -686,6 +686,67 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
     e = mt_ld32(p), o = mt_ld32((p) + 2);                                                                 \
   } while (0)
 
+/* The two-row pass's inner loop: a00 += xa . w0, a01 += xa . w1, a10 += xb . w0, a11 += xb . w1
+ * over the first in4 inputs (a multiple of 4). int8 x: C, the four rows indexed from their ends
+ * with j counting up to 0 (its add sets the flags: no compare); 4 LDR, 8 SXTB16, 8 SMLAD per 4
+ * inputs. int16 x: the two weight words split first, then each word of x loaded into one
+ * register and multiplied into both channels' sums, so that the four pointers, the four sums
+ * and five values take 13 registers (row a's end stays in memory; 13 are free even with a
+ * frame pointer, as at -O0): 6 LDR (post-indexed), 4 SXTB16, 8 SMLAD and the end test, 21
+ * instructions per 16 MACs where GCC's schedule of the same C spills two pointers (24).
+ * Inline assembly: GCC 12 keeps no such order. */
+#define MT_ROWS_MAC_s8(xa, xb, w0, w1, in4, a00, a01, a10, a11)                                           \
+  do {                                                                                                    \
+    const int8_t *const xae_ = (xa) + (in4), *const xbe_ = (xb) + (in4);                                  \
+    const int8_t *const w0e_ = (w0) + (in4), *const w1e_ = (w1) + (in4);                                  \
+    int j_;                                                                                               \
+    for (j_ = -(in4); j_ != 0; j_ += 4) {                                                                 \
+      int32_t ue, uo, te, to, pe, po, ge, go;                                                             \
+      MT_SPLIT4_s8(xae_ + j_, ue, uo);                                                                    \
+      MT_SPLIT4_s8(xbe_ + j_, te, to);                                                                    \
+      MT_SPLIT4_s8(w0e_ + j_, pe, po);                                                                    \
+      MT_SPLIT4_s8(w1e_ + j_, ge, go);                                                                    \
+      a00 = __smlad(uo, po, __smlad(ue, pe, a00));                                                        \
+      a10 = __smlad(to, po, __smlad(te, pe, a10));                                                        \
+      a01 = __smlad(uo, go, __smlad(ue, ge, a01));                                                        \
+      a11 = __smlad(to, go, __smlad(te, ge, a11));                                                        \
+    }                                                                                                     \
+  } while (0)
+#define MT_ROWS_MAC_s16(xa, xb, w0, w1, in4, a00, a01, a10, a11)                                          \
+  do {                                                                                                    \
+    const int16_t *pa_ = (xa), *pb_ = (xb), *const end_ = (xa) + (in4);                                  \
+    const int8_t *p0_ = (w0), *p1_ = (w1);                                                                \
+    int32_t p_, pe_, g_, ge_, t_;                                                                         \
+    if ((in4) == 0) break;                                                                                \
+    __asm__("1:\n\t"                                                                                       \
+            "ldr %[p], [%[w0]], #4\n\t"        /* weights w0 w2 w1 w3 of channel 0 (pair order) */       \
+            "sxtb16 %[pe], %[p]\n\t"           /* (w0, w1) */                                            \
+            "sxtb16 %[p], %[p], ror #8\n\t"    /* (w2, w3) */                                            \
+            "ldr %[g], [%[w1]], #4\n\t"        /* channel 1 */                                           \
+            "sxtb16 %[ge], %[g]\n\t"                                                                      \
+            "sxtb16 %[g], %[g], ror #8\n\t"                                                               \
+            "ldr %[t], [%[xa]], #4\n\t"        /* (x0, x1) of row a */                                   \
+            "smlad %[a00], %[t], %[pe], %[a00]\n\t"                                                       \
+            "smlad %[a01], %[t], %[ge], %[a01]\n\t"                                                       \
+            "ldr %[t], [%[xa]], #4\n\t"        /* (x2, x3) */                                            \
+            "smlad %[a00], %[t], %[p], %[a00]\n\t"                                                        \
+            "smlad %[a01], %[t], %[g], %[a01]\n\t"                                                        \
+            "ldr %[t], [%[xb]], #4\n\t"        /* row b */                                               \
+            "smlad %[a10], %[t], %[pe], %[a10]\n\t"                                                       \
+            "smlad %[a11], %[t], %[ge], %[a11]\n\t"                                                       \
+            "ldr %[t], [%[xb]], #4\n\t"                                                                   \
+            "smlad %[a10], %[t], %[p], %[a10]\n\t"                                                        \
+            "smlad %[a11], %[t], %[g], %[a11]\n\t"                                                        \
+            "ldr %[t], %[end]\n\t"             /* row a's end, from memory: the 13th register */         \
+            "cmp %[xa], %[t]\n\t"                                                                          \
+            "bne 1b"                                                                                      \
+            : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [xa] "+r"(pa_),         \
+              [xb] "+r"(pb_), [w0] "+r"(p0_), [w1] "+r"(p1_), [p] "=&r"(p_), [pe] "=&r"(pe_), [g] "=&r"(g_), \
+              [ge] "=&r"(ge_), [t] "=&r"(t_)                                                              \
+            : [end] "m"(end_)                                                                             \
+            : "cc", "memory");                                                                            \
+  } while (0)
+
 /* y[i] = max(y[i], y_min) for i < n */
 #define MT_DEFINE_RAISE_TO(Y, YT)                                            \
   static void mt_raise_to_##Y(YT *y, int n, int32_t y_min) {                 \
@@ -700,8 +761,7 @@ MT_DEFINE_RAISE_TO(s16, int16_t)
  * int8 x, 6 LDR and 4 SXTB16 for int16 x (weights in pair order). The sums start from the
  * bias and are int32, exact when |b| < 2^30 and in <= MAX_IN (65536 for int8 x, |x w| <= 2^14;
  * 256 for int16 x, |x w| <= 2^22); an odd last row takes one row times the two channels, an
- * odd last channel is computed twice. The inner loop indexes the four rows from their ends
- * with j counting up to 0 (its add sets the flags: no compare). Each channel's requantization
+ * odd last channel is computed twice. The inner loop is MT_ROWS_MAC_*. Each channel's requantization
  * is set up once per channel pair (QT, applied by OUT): mt_rq_chan when every channel has the
  * usual shift of 1 to 31 (a positive ratio below 1/2); else, for int8 x int8 with int16 outputs
  * (ANY: the layers whose output is as fine as their sums, a ratio of 1/2 or more), mt_rq_any
@@ -727,21 +787,9 @@ MT_DEFINE_RAISE_TO(s16, int16_t)
       YT *y0 = y + o;                                                                                     \
       for (r = rows >> 1; r != 0; --r, xa += 2 * xs, y0 += 2 * out) {                                     \
         const XT *xb = xa + xs;                                                                           \
-        const XT *xae = xa + in4, *xbe = xb + in4;                                                        \
-        const int8_t *w0e = w0 + in4, *w1e = w1 + in4;                                                    \
         YT *y1 = y0 + out;                                                                                \
         int32_t a00 = b0, a01 = b1, a10 = b0, a11 = b1;                                                   \
-        for (j = -in4; j != 0; j += 4) {                                                                  \
-          int32_t ue, uo, te, to, pe, po, ge, go;                                                         \
-          MT_SPLIT4_##X(xae + j, ue, uo);                                                                 \
-          MT_SPLIT4_##X(xbe + j, te, to);                                                                 \
-          MT_SPLIT4_s8(w0e + j, pe, po);                                                                  \
-          MT_SPLIT4_s8(w1e + j, ge, go);                                                                  \
-          a00 = __smlad(uo, po, __smlad(ue, pe, a00));                                                    \
-          a10 = __smlad(to, po, __smlad(te, pe, a10));                                                    \
-          a01 = __smlad(uo, go, __smlad(ue, ge, a01));                                                    \
-          a11 = __smlad(to, go, __smlad(te, ge, a11));                                                    \
-        }                                                                                                 \
+        MT_ROWS_MAC_##X(xa, xb, w0, w1, in4, a00, a01, a10, a11);                                         \
         for (j = in4; j < in; ++j) {                                                                      \
           a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                                   \
           a10 += (int32_t)xb[j] * w0[j], a11 += (int32_t)xb[j] * w1[j];                                   \
