@@ -790,10 +790,11 @@ MT_DEFINE_RAISE_TO(s16, int16_t)
         YT *y1 = y0 + out;                                                                                \
         int32_t a00 = b0, a01 = b1, a10 = b0, a11 = b1;                                                   \
         MT_ROWS_MAC_##X(xa, xb, w0, w1, in4, a00, a01, a10, a11);                                         \
-        for (j = in4; j < in; ++j) {                                                                      \
-          a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                                   \
-          a10 += (int32_t)xb[j] * w0[j], a11 += (int32_t)xb[j] * w1[j];                                   \
-        }                                                                                                 \
+        if (__builtin_expect(in & 3, 0)) /* a hint: the last in % 4 inputs, rare (GCC's registers) */   \
+          for (j = in4; j < in; ++j) {                                                                    \
+            a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                                 \
+            a10 += (int32_t)xb[j] * w0[j], a11 += (int32_t)xb[j] * w1[j];                                 \
+          }                                                                                               \
         y0[0] = (YT)OUT(BITS, &q0, a00);                                                                  \
         y0[o1 - o] = (YT)OUT(BITS, &q1, a01);                                                             \
         y1[0] = (YT)OUT(BITS, &q0, a10);                                                                  \
