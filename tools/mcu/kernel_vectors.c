@@ -403,6 +403,16 @@ static void layernorm(void) {
   }
   for (t = 0; t < 64; ++t) a16[t] = 1234;
   mt_layernorm_s16_s16(a16, y16, 1, 64, 0, 0, g, 40, be, 30, 0), h16(y16, 64); /* var = 0 */
+  /* rows at the ends of the range, constant and alternating (the Armv7E-M sum of squares from
+   * the one pass's sums: large terms that cancel) */
+  for (t = 0; t < 256; ++t) {
+    a16[t] = 32767, a16[256 + t] = (int16_t)(t % 2 ? -32768 : 32767);
+    a8[t] = -128, a8[256 + t] = (int8_t)(t % 2 ? 127 : -128);
+  }
+  mt_layernorm_s16_s16(a16, y16, 2, 256, 21475, 31, g, 40, be, 30, 0), h16(y16, 512);
+  mt_layernorm_s16_s8(a16 + 1, y8, 2, 255, 21475, 31, g, 45, be, 40, -7), h8(y8, 510);
+  mt_layernorm_s8_s8(a8, y8, 2, 256, 1, 10, g, 46, be, 40, 3), h8(y8, 512);
+  mt_layernorm_s8_s16(a8 + 1, y16, 2, 255, 1, 10, g, 40, be, 30, 0), h16(y16, 510);
   /* the edges of the Armv7E-M row variant: exact ties of both signs (g = 0, b 2^30 at g_shift
    * 32: b / 4), ties moved by xhat's sign (g = +-1), zero points, g_shift 61, and b_shift 1
    * at g_shift 32 or 31 (both the reference's) */

@@ -1500,6 +1500,58 @@ MT_DEFINE_LN_ROW_DSP(s16, s16, int16_t, int16_t, 8, 16)
 #define mt_ln_row_dsp_s16_s16 MT_NO_VARIANT
 #endif
 
+/* A row's sum (exact in int32, n <= 32767) and, on Armv7E-M, its sum of squares in the same
+ * pass: per word SMLAD with (1, 1) and SMLALD of the word with itself, two int16 at a time
+ * (int8: a word split by SXTB16 into two such); *sq = sum x^2 (< 2^45). The portable C sums
+ * only (*sq = 0): its sum of squares is the loop over x - mean. */
+#if MT_DSP
+static int32_t mt_ln_sums_s16(const int16_t *x, int n, uint64_t *sq) {
+  int32_t sum = 0;
+  int64_t q = 0;
+  int j = 0;
+  for (; j + 2 <= n; j += 2) {
+    const int32_t w = mt_ld32(x + j);
+    sum = __smlad(w, 0x00010001, sum);
+    q = __smlald(w, w, q);
+  }
+  if (j < n) sum += x[j], q += (int32_t)x[j] * x[j];
+  *sq = (uint64_t)q;
+  return sum;
+}
+static int32_t mt_ln_sums_s8(const int8_t *x, int n, uint64_t *sq) {
+  int32_t sum = 0;
+  int64_t q = 0;
+  int j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const int32_t w = mt_ld32(x + j), e = __sxtb16(w), o = mt_odd_bytes(w);
+    sum = __smlad(o, 0x00010001, __smlad(e, 0x00010001, sum));
+    q = __smlald(o, o, __smlald(e, e, q));
+  }
+  for (; j < n; ++j) sum += x[j], q += (int32_t)x[j] * x[j];
+  *sq = (uint64_t)q;
+  return sum;
+}
+#else
+#define MT_DEFINE_LN_SUMS(X, XT)                                          \
+  static int32_t mt_ln_sums_##X(const XT *x, int n, uint64_t *sq) {       \
+    int32_t sum = 0;                                                      \
+    int j;                                                                \
+    for (j = 0; j < n; ++j) sum += x[j];                                  \
+    *sq = 0;                                                              \
+    return sum;                                                           \
+  }
+MT_DEFINE_LN_SUMS(s8, int8_t)
+MT_DEFINE_LN_SUMS(s16, int16_t)
+#endif
+
+/* sum (x 2^G - mean)^2 = 2^2G sum x^2 - 2^(G+1) mean sum x + n mean^2 from sq = sum x^2: each
+ * term below 2^62 (|x 2^G| <= 2^23, |mean| <= 2^23, |sum| <= 2^30, n <= 2^15) and the result
+ * in [0, 2^63), so the uint64 arithmetic (modulo 2^64) gives the exact integer. */
+static uint64_t mt_ln_ssq_of_sums(uint64_t sq, int32_t sum, int32_t mean, int n, int G) {
+  return (sq << (2 * G)) - ((uint64_t)((int64_t)mean * sum) << (G + 1)) +
+         (uint64_t)n * (uint64_t)((int64_t)mean * mean);
+}
+
 #define MT_DEFINE_LAYERNORM(X, Y, XT, YT, G)                                                                \
   void mt_layernorm_##X##_##Y(const XT *x, YT *y, int rows, int n, uint32_t eps_q, int eps_frac,            \
                               const int32_t *g, int g_shift, const int32_t *b, int b_shift, int32_t y_zero) { \
@@ -1510,16 +1562,17 @@ MT_DEFINE_LN_ROW_DSP(s16, s16, int16_t, int16_t, 8, 16)
     for (row = 0; row < rows; ++row) {                                                                      \
       const XT *xr = x + row * n;                                                                           \
       YT *yr = y + row * n;                                                                                 \
-      int32_t sum = 0, mean;                                                                                \
-      uint64_t ssq = 0;                                                                                     \
+      uint64_t sq, ssq = 0;                                                                                 \
+      const int32_t sum = mt_ln_sums_##X(xr, n, &sq), mean = mt_ln_mean(&c, sum);                           \
       uint32_t r;                                                                                           \
       int er;                                                                                               \
-      for (j = 0; j < n; ++j) sum += xr[j];                                                                 \
-      mean = mt_ln_mean(&c, sum);                                                                           \
-      for (j = 0; j < n; ++j) {                                                                             \
-        const int32_t d = (int32_t)xr[j] * (1 << (G)) - mean; /* |d| <= 2^24 */                            \
-        ssq += (uint64_t)((int64_t)d * d);                                                                  \
-      }                                                                                                     \
+      if (MT_DSP) /* the same integer from the one pass's sums */                                           \
+        ssq = mt_ln_ssq_of_sums(sq, sum, mean, n, G);                                                       \
+      else                                                                                                  \
+        for (j = 0; j < n; ++j) {                                                                           \
+          const int32_t d = (int32_t)xr[j] * (1 << (G)) - mean; /* |d| <= 2^24 */                          \
+          ssq += (uint64_t)((int64_t)d * d);                                                                \
+        }                                                                                                   \
       mt_ln_rsqrt(&c, ssq, &r, &er);                                                                        \
       if (mt_ln_row_dsp_##X##_##Y(xr, yr, n, mean, r, er, g, g_shift, b, g_shift - b_shift, y_zero)) continue; \
       for (j = 0; j < n; ++j) {                                                                             \
