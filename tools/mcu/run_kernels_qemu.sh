@@ -12,7 +12,9 @@
 #      divide, no DSP: the portable C) on mps2-an385 (a Cortex-M3 board, runs v6-M code), and
 #      the Armv7E-M DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500) and M33
 #      (mps2-an505, its secure memory map); every output must equal the host's (the portable
-#      C, which the simulator runs) byte for byte (semihosting, picolibc).
+#      C, which the simulator runs) byte for byte (semihosting, picolibc); and the Cortex-M4
+#      build at -O0 too (a frame pointer takes a register from the DSP variants' inline
+#      assembly: it must still build, and compute the same bytes).
 #
 #   tools/mcu/run_kernels_qemu.sh            # all steps
 #   KEEP=dir tools/mcu/run_kernels_qemu.sh   # keep the builds and outputs in dir
@@ -57,8 +59,11 @@ need() { # name: wait for that build; report its log on failure
   fi
 }
 start k-host gcc "${warn[@]}" -O2 -c "$rt/mt_kernels.c" -o "$work/k-host.o"
-for cpu in cortex-m0 cortex-m4 cortex-m7 cortex-m33; do
-  start k-$cpu arm-none-eabi-gcc -mcpu=$cpu -mthumb "${warn[@]}" -O2 -c "$rt/mt_kernels.c" -o "$work/k-$cpu.o"
+# a build: a cpu, or cortex-m4-O0 (that cpu's kernels at -O0)
+opt_of() { [[ $1 == *-O0 ]] && echo -O0 || echo -O2; }
+for cfg in cortex-m0 cortex-m4 cortex-m7 cortex-m33 cortex-m4-O0; do
+  start k-$cfg arm-none-eabi-gcc -mcpu="${cfg%-O0}" -mthumb "${warn[@]}" "$(opt_of $cfg)" -c "$rt/mt_kernels.c" \
+    -o "$work/k-$cfg.o"
 done
 start vectors-san gcc -std=c99 -O1 -g -fno-omit-frame-pointer -fsanitize=undefined,address \
   -fno-sanitize-recover=all -I"$rt" "$here/kernel_vectors.c" "$rt/mt_kernels.c" -o "$work/vectors-san"
@@ -67,20 +72,20 @@ link() { # cpu: kernel_vectors.c + that cpu's kernel object
     gcc "${warn[@]}" -O2 -I"$rt" "$here/kernel_vectors.c" "$work/k-host.o" -o "$work/vectors-host"
   else
     # shellcheck disable=SC2046
-    arm-none-eabi-gcc -mcpu="$1" -mthumb "${warn[@]}" -O2 -I"$rt" $(mcu_link "$1") \
+    arm-none-eabi-gcc -mcpu="${1%-O0}" -mthumb "${warn[@]}" -O2 -I"$rt" $(mcu_link "${1%-O0}") \
       "$here/kernel_vectors.c" "$work/k-$1.o" -o "$work/vectors-$1.elf"
   fi
 }
-for cpu in host cortex-m4 cortex-m0 cortex-m7 cortex-m33; do
+for cpu in host cortex-m4 cortex-m0 cortex-m7 cortex-m33 cortex-m4-O0; do
   if need k-$cpu; then start vectors-$cpu link $cpu; else start vectors-$cpu false; fi
 done
 
-step "1. warning-free C99 builds of mt_kernels.c (host, cortex-m0, cortex-m4, cortex-m7, cortex-m33)"
+step "1. warning-free C99 builds of mt_kernels.c (host, cortex-m0, cortex-m4, cortex-m7, cortex-m33; cortex-m4 at -O0)"
 ok=1
-for n in k-host k-cortex-m0 k-cortex-m4 k-cortex-m7 k-cortex-m33; do [[ -f $work/$n.o ]] || ok=0; done # awaited above
+for n in k-host k-cortex-m0 k-cortex-m4 k-cortex-m7 k-cortex-m33 k-cortex-m4-O0; do [[ -f $work/$n.o ]] || ok=0; done # awaited above
 if [[ $ok -eq 1 ]]; then
   undef=$(arm-none-eabi-nm -u "$work/k-cortex-m0.o" | awk '{print $NF}' | tr '\n' ' ')
-  echo "   all five compile with ${warn[*]}; the cortex-m0 object calls: ${undef:-nothing}"
+  echo "   all six compile with ${warn[*]}; the cortex-m0 object calls: ${undef:-nothing}"
   if grep -Eq 'div|mod|__aeabi_[fd]|2f|2d|f2|d2|sf3|df3|float|fix' <<<"$undef"; then
     bad "the cortex-m0 build needs a division or float helper"
   fi
@@ -108,7 +113,7 @@ fi
 
 run_qemu() { # cpu, on its board
   local cpu=$1 board rc=0
-  board=$(mcu_board "$cpu")
+  board=$(mcu_board "${cpu%-O0}")
   need "vectors-$cpu" || return 0
   # picolibc's semihosted stdout reaches QEMU's stderr: capture both streams
   timeout 300 qemu-system-arm -M "$board" -nographic -semihosting-config enable=on,target=native \
@@ -124,11 +129,11 @@ run_qemu() { # cpu, on its board
   fi
 }
 
-step "4. Cortex-M0 code (mps2-an385) and the DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500), M33 (mps2-an505) under QEMU"
-for cpu in cortex-m0 cortex-m4 cortex-m7 cortex-m33; do run_qemu "$cpu"; done
+step "4. Cortex-M0 code (mps2-an385) and the DSP variants on Cortex-M4 (mps2-an386; also built at -O0), M7 (mps2-an500), M33 (mps2-an505) under QEMU"
+for cpu in cortex-m0 cortex-m4 cortex-m7 cortex-m33 cortex-m4-O0; do run_qemu "$cpu"; done
 
 if [[ $fail -eq 0 ]]; then
-  echo "run_kernels_qemu: PASS (host == UBSan/ASan host == cortex-m0 == cortex-m4 == cortex-m7 == cortex-m33)"
+  echo "run_kernels_qemu: PASS (host == UBSan/ASan host == cortex-m0 == cortex-m4 (-O2, -O0) == cortex-m7 == cortex-m33)"
 else
   echo "run_kernels_qemu: FAIL"
 fi
