@@ -748,26 +748,26 @@ MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int6
   } while (0)
 
 /* y[i] = max(y[i], y_min) for i < n */
-#define MT_DEFINE_RAISE_TO(Y, YT)                                            \
-  static void mt_raise_to_##Y(YT *y, int n, int32_t y_min) {                 \
-    int i;                                                                   \
-    for (i = 0; i < n; ++i) y[i] = (YT)mt_max32(y[i], y_min);                \
+#define MT_DEFINE_RAISE_TO(Y, YT)                                                                          \
+  static void mt_raise_to_##Y(YT *y, int n, int32_t y_min) {                                               \
+    int i;                                                                                                 \
+    for (i = 0; i < n; ++i) y[i] = (YT)mt_max32(y[i], y_min);                                              \
   }
 MT_DEFINE_RAISE_TO(s8, int8_t)
 MT_DEFINE_RAISE_TO(s16, int16_t)
 
 /* int8 weights, two rows of x times two weight rows per pass, so each loaded word (and its
  * split) serves two products: per 4 inputs 8 SMLAD for 16 MACs, with 4 LDR and 8 SXTB16 for
- * int8 x, 6 LDR and 4 SXTB16 for int16 x (weights in pair order). The sums start from the
- * bias and are int32, exact when |b| < 2^30 and in <= MAX_IN (65536 for int8 x, |x w| <= 2^14;
- * 256 for int16 x, |x w| <= 2^22); an odd last row takes one row times the two channels, an
- * odd last channel is computed twice. The inner loop is MT_ROWS_MAC_*. Each channel's requantization
- * is set up once per channel pair (QT, applied by OUT): mt_rq_chan when every channel has the
- * usual shift of 1 to 31 (a positive ratio below 1/2); else, for int8 x int8 with int16 outputs
- * (ANY: the layers whose output is as fine as their sums, a ratio of 1/2 or more), mt_rq_any
- * (shifts down to -30; its rows out of line, and only for that type: 1.5 KB of flash). The
- * rows store y_zero + rq(acc) saturated; a y_min above the type's minimum (a relu into a
- * format whose zero point is not the lowest value) is applied by a pass over the outputs
+ * int8 x, 6 LDR and 4 SXTB16 for int16 x (weights in pair order). The sums start from the bias
+ * and are int32, exact when |b| < 2^30 and in <= MAX_IN (65536 for int8 x, |x w| <= 2^14; 256
+ * for int16 x, |x w| <= 2^22); an odd last row takes one row times the two channels, an odd
+ * last channel is computed twice. The inner loop is MT_ROWS_MAC_*. Each channel's
+ * requantization is set up once per channel pair (QT, applied by OUT): mt_rq_chan when every
+ * channel has the usual shift of 1 to 31 (a positive ratio below 1/2); else, for int8 x int8
+ * with int16 outputs (ANY: the layers whose output is as fine as their sums, a ratio of 1/2 or
+ * more), mt_rq_any (shifts down to -30; its rows out of line, and only for that type: 1.5 KB of
+ * flash). The rows store y_zero + rq(acc) saturated; a y_min above the type's minimum (a relu
+ * into a format whose zero point is not the lowest value) is applied by a pass over the outputs
  * afterwards (mt_raise_to_*): max(y_min, saturated) either way, and the rows' registers go to
  * the sums (a bound per output cost linear_s8 8%). A negative multiplier, a single row (where
  * that setup would not pay), a wider sum, a larger bias or another shift: the one-row variant
@@ -897,6 +897,13 @@ MT_DEFINE_MATMUL(s16, int16_t)
  * carry, and as |x| < 2^48 the result is within 2^30: the low word of the 64-bit floor shift
  * is (lo >> s) | (hi << (32 - s)). The zero point is added and the sum saturated by SSAT
  * (|result + y_zero| < 2^31: the same integer as mt_out). */
+#define MT_ADD_DSP_ELEM(YT, BITS, ZERO) /* one element, the loop's pointers advanced */                   \
+  do {                                                                                                     \
+    const int64_t t = start + (int64_t)*a++ * ma + (int64_t)*b++ * mb; /* A */                             \
+    const uint64_t w = (uint64_t)t + (~(uint32_t)((uint64_t)t >> 32) >> 31);                               \
+    const uint32_t r = ((uint32_t)w >> shift) | ((uint32_t)(w >> 32) << left);                             \
+    *y++ = (YT)__builtin_arm_ssat((int32_t)r + (ZERO), BITS);                                              \
+  } while (0)
 #define MT_DEFINE_ADD_DSP(A, B, Y, AT, BT, YT, BITS)                                                       \
   static int mt_add_dsp_##A##_##B##_##Y(const AT *a, const BT *b, int nb, YT *y, int n, int32_t ma,        \
                                         int32_t mb, int32_t c, int shift, int32_t y_zero) {                \
@@ -905,18 +912,8 @@ MT_DEFINE_MATMUL(s16, int16_t)
     const YT *const end = y + n;                                                                           \
     if (nb != n || shift < 18 || shift > 31) return 0;                                                     \
     if (y_zero == 0) /* symmetric outputs (int16 residual streams): no add, and no spill (4 fewer) */      \
-      while (y != end) {                                                                                   \
-        const int64_t t = start + (int64_t)*a++ * ma + (int64_t)*b++ * mb; /* A */                         \
-        const uint64_t w = (uint64_t)t + (~(uint32_t)((uint64_t)t >> 32) >> 31);                           \
-        const uint32_t r = ((uint32_t)w >> shift) | ((uint32_t)(w >> 32) << left);                         \
-        *y++ = (YT)__builtin_arm_ssat((int32_t)r, BITS);                                                   \
-      }                                                                                                    \
-    while (y != end) {                                                                                     \
-      const int64_t t = start + (int64_t)*a++ * ma + (int64_t)*b++ * mb; /* A */                           \
-      const uint64_t w = (uint64_t)t + (~(uint32_t)((uint64_t)t >> 32) >> 31);                             \
-      const uint32_t r = ((uint32_t)w >> shift) | ((uint32_t)(w >> 32) << left);                           \
-      *y++ = (YT)__builtin_arm_ssat((int32_t)r + y_zero, BITS);                                            \
-    }                                                                                                      \
+      while (y != end) MT_ADD_DSP_ELEM(YT, BITS, 0);                                                       \
+    while (y != end) MT_ADD_DSP_ELEM(YT, BITS, y_zero);                                                    \
     return 1;                                                                                              \
   }
 MT_DEFINE_ADD_DSP(s8, s16, s8, int8_t, int16_t, int8_t, 8)
@@ -1539,13 +1536,13 @@ static int32_t mt_ln_sums_s8(const int8_t *x, int n, uint64_t *sq) {
   return sum;
 }
 #else
-#define MT_DEFINE_LN_SUMS(X, XT)                                          \
-  static int32_t mt_ln_sums_##X(const XT *x, int n, uint64_t *sq) {       \
-    int32_t sum = 0;                                                      \
-    int j;                                                                \
-    for (j = 0; j < n; ++j) sum += x[j];                                  \
-    *sq = 0;                                                              \
-    return sum;                                                           \
+#define MT_DEFINE_LN_SUMS(X, XT)                                                                           \
+  static int32_t mt_ln_sums_##X(const XT *x, int n, uint64_t *sq) {                                        \
+    int32_t sum = 0;                                                                                       \
+    int j;                                                                                                 \
+    for (j = 0; j < n; ++j) sum += x[j];                                                                   \
+    *sq = 0;                                                                                               \
+    return sum;                                                                                            \
   }
 MT_DEFINE_LN_SUMS(s8, int8_t)
 MT_DEFINE_LN_SUMS(s16, int16_t)
