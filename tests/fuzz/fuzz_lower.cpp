@@ -6,7 +6,9 @@
 //   - the arena plan never gives two buffers that are live at the same step the same bytes;
 //   - every simulated output lies in its type's range and, at int16, within 2% of the float
 //     model's output range (at least 1): the lowering tests' bound for these graphs (the
-//     seed bias_overflow is the first finding: a bias that overflowed its int32 format);
+//     seed bias_overflow is the first finding: a bias that overflowed its int32 format;
+//     layer_norm_narrow_row the second: a LayerNorm row a few input steps wide, whose
+//     rounding eps = 1e-5 amplified, so the generator's LayerNorms take eps = 1e-3);
 //   - the emitted C text names every step's kernel (emit_c itself writes files: the
 //     compile-and-compare of emitted C runs in tests/test_lower_pipeline.cpp).
 #include <cstddef>
