@@ -56,7 +56,8 @@ std::string c_pointer(const Program& p, const Arg& a) {
 }
 
 std::string c_array(const Buffer& b) {
-  std::string s = fmt::format("static const {} {}[{}] = {{", elem_ctype(b.elem), b.name, std::max<std::int64_t>(b.size, 1));
+  std::string s = fmt::format("static const {} {}[{}] MT_WORD_ALIGNED = {{", elem_ctype(b.elem), b.name,
+                              std::max<std::int64_t>(b.size, 1));
   if (!b.fields.empty() && b.fields.size() == b.data.size()) {  // a parameter table: designated initializers
     for (std::size_t i = 0; i < b.data.size(); ++i) {
       s += fmt::format("\n  [{}] = {}{}", b.fields[i], c_int(b.data[i]), i + 1 < b.data.size() ? "," : "");

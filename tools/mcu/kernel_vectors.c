@@ -145,6 +145,15 @@ static void linear(void) {
   mt_linear_s16_s16_s8(a16, b16, bias64, y8, 4, 32, 16, 0, rq, 1, -9, -128), h8(y8, 64);
   mt_linear_s16_s16_s16(a16, b16, bias64, y16, 4, 32, 16, 0, rq, 1, 0, -32768), h16(y16, 64);
   h_end("linear s16 in");
+  /* int16 x int16 and the Armv7E-M LDRD loop's conditions (in a multiple of 8, rows and weight
+   * rows on word boundaries): rows 4 bytes past a multiple of 8, then each condition broken */
+  h_begin();
+  mt_linear_s16_s16_s16(a16, b16, bias64, y16, 3, 40, 6, 42, rq, 1, 0, -32768), h16(y16, 18);
+  mt_linear_s16_s16_s16(a16, b16, bias64, y16, 3, 20, 6, 0, rq, 1, 0, -32768), h16(y16, 18); /* in % 8 */
+  mt_linear_s16_s16_s16(a16 + 1, b16, bias64, y16, 3, 24, 6, 0, rq, 1, 0, -32768), h16(y16, 18);
+  mt_linear_s16_s16_s16(a16, b16 + 1, bias64, y16, 3, 24, 6, 0, rq, 1, 0, -32768), h16(y16, 18);
+  mt_linear_s16_s16_s8(a16, b16, bias64, y8, 3, 24, 6, 25, rq, 1, 0, -128), h8(y8, 18); /* odd stride */
+  h_end("linear s16 words");
   /* the shapes of the DSP variants' edges: inputs not a multiple of 8 / 4 / 2, an odd channel
    * count, biases below 2^30, per-channel shifts outside [1, 31] and m = 0 */
   for (i = 0; i < 16; ++i) bias32[i] = bias32[i] / 4, bias64[i] = bias64[i] / 4, rq[2 * i + 1] = rnd(-2, 40);

@@ -561,17 +561,70 @@ static inline int32_t mt_rq_any_apply(const mt_rq_any *q, int32_t acc) {
        ? MT_CHAN_OUT(BITS, q, (int32_t)(acc), y_min)                                                      \
        : (int32_t)OUT##_##Y(acc, rq, y_zero, y_min))
 
+/* The sums of one row of x against two weight rows, a0 += xr . w0 and a1 += xr . w1 over the
+ * row's in inputs: MT_ROW_MAC_C, STEP inputs against the two weight rows (MAC2), twice per
+ * loop iteration, then one STEP and one input at a time. */
+#define MT_ROW_MAC_C(MAC2, STEP, xr, w0, w1, in, a0, a1)                                                  \
+  do {                                                                                                    \
+    int j;                                                                                                \
+    for (j = 0; j + 2 * (STEP) <= (in); j += 2 * (STEP)) {                                                \
+      MAC2((xr) + j, (w0) + j, (w1) + j, a0, a1);                                                         \
+      MAC2((xr) + j + (STEP), (w0) + j + (STEP), (w1) + j + (STEP), a0, a1);                              \
+    }                                                                                                     \
+    if (j + (STEP) <= (in)) {                                                                             \
+      MAC2((xr) + j, (w0) + j, (w1) + j, a0, a1);                                                         \
+      j += (STEP);                                                                                        \
+    }                                                                                                     \
+    for (; j < (in); ++j) {                                                                               \
+      a0 += (int32_t)(xr)[j] * (w0)[j];                                                                   \
+      a1 += (int32_t)(xr)[j] * (w1)[j];                                                                   \
+    }                                                                                                     \
+  } while (0)
+/* MT_ROW_MAC_WORDS: int16 x int16 with in a positive multiple of 8 and the row and both weight
+ * rows on word boundaries (mt_linear_dsp2_s16_s16_* checks it): LDRD, one instruction for two
+ * words (as two pipelined LDR on Cortex-M4 and M7; it faults on an address that is not a
+ * multiple of 4), 3 LDRD and 4 SMLALD per 8 MACs, twice per pass: 14 instructions and the end
+ * test per 16 MACs where MT_ROW_MAC_C's takes 24 LDR and SMLALD and its adds. 12 registers (a
+ * frame pointer leaves 13). Inline assembly: GCC 12 neither pairs the loads into LDRD nor keeps
+ * the sums in registers around them. */
+#define MT_ROW_MAC_WORDS(MAC2, STEP, xr, w0, w1, in, a0, a1)                                              \
+  do {                                                                                                    \
+    const char *px_ = (const char *)(xr), *p0_ = (const char *)(w0), *p1_ = (const char *)(w1);           \
+    const char *const end_ = px_ + 2 * (in);                                                              \
+    int32_t x0_, x1_, u0_, u1_;                                                                           \
+    __asm__("1:\n\t"                                                                                       \
+            "ldrd %[x0], %[x1], [%[px]], #8\n\t"    /* (x0, x1), (x2, x3) */                             \
+            "ldrd %[u0], %[u1], [%[p0]], #8\n\t"    /* channel 0's (w0, w1), (w2, w3) */                 \
+            "smlald %Q[a0], %R[a0], %[x0], %[u0]\n\t"                                                     \
+            "smlald %Q[a0], %R[a0], %[x1], %[u1]\n\t"                                                     \
+            "ldrd %[u0], %[u1], [%[p1]], #8\n\t"    /* channel 1 */                                      \
+            "smlald %Q[a1], %R[a1], %[x0], %[u0]\n\t"                                                     \
+            "smlald %Q[a1], %R[a1], %[x1], %[u1]\n\t"                                                     \
+            "ldrd %[x0], %[x1], [%[px]], #8\n\t"    /* (x4, x5), (x6, x7) */                             \
+            "ldrd %[u0], %[u1], [%[p0]], #8\n\t"                                                          \
+            "smlald %Q[a0], %R[a0], %[x0], %[u0]\n\t"                                                     \
+            "smlald %Q[a0], %R[a0], %[x1], %[u1]\n\t"                                                     \
+            "ldrd %[u0], %[u1], [%[p1]], #8\n\t"                                                          \
+            "smlald %Q[a1], %R[a1], %[x0], %[u0]\n\t"                                                     \
+            "smlald %Q[a1], %R[a1], %[x1], %[u1]\n\t"                                                     \
+            "cmp %[px], %[end]\n\t"                                                                        \
+            "bne 1b"                                                                                      \
+            : [a0] "+r"(a0), [a1] "+r"(a1), [px] "+r"(px_), [p0] "+r"(p0_), [p1] "+r"(p1_),                \
+              [x0] "=&r"(x0_), [x1] "=&r"(x1_), [u0] "=&r"(u0_), [u1] "=&r"(u1_)                           \
+            : [end] "r"(end_)                                                                             \
+            : "cc", "memory");                                                                            \
+  } while (0)
+
 /* Channels in pairs (outer loop: their bias, multipliers and weight rows are set up once),
- * rows inner; STEP inputs against the two weight rows, twice per loop iteration. The sums
- * start from the bias: exact in int32 when |b| < 2^30 and in <= 65536 (|x w| <= 2^14), else
- * the reference takes the call; with an int16 operand they are int64 (SMLALD), exact, and
- * for two rows or more a fast channel's requantization is set up once (mt_rq_chan) and
- * applied to each sum that fits int32 (mt_rq's 64-bit path for the others). */
-#define MT_DEFINE_LINEAR_DSP(X, W, Y, XT, WT, YT, BT, BITS, ACC, STEP, MAC2, OUT)                         \
-  static int mt_linear_dsp_##X##_##W##_##Y(const XT *x, const WT *w, const BT *b, YT *y, int rows,      \
-                                           int in, int out, int xs, const int32_t *rq,                  \
-                                           int rq_per_channel, int32_t y_zero, int32_t y_min) {         \
-    int r, o, j;                                                                                          \
+ * rows inner, each row's two sums by ROW (above). The sums start from the bias: exact in int32
+ * when |b| < 2^30 and in <= 65536 (|x w| <= 2^14), else the reference takes the call; with an
+ * int16 operand they are int64 (SMLALD), exact, and for two rows or more a fast channel's
+ * requantization is set up once (mt_rq_chan) and applied to each sum that fits int32 (mt_rq's
+ * 64-bit path for the others). */
+#define MT_DEFINE_LINEAR_DSP(NAME, Y, XT, WT, YT, BT, BITS, ACC, STEP, MAC2, OUT, ROW)                    \
+  static int NAME(const XT *x, const WT *w, const BT *b, YT *y, int rows, int in, int out, int xs,       \
+                  const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                \
+    int r, o;                                                                                             \
     const int wide = sizeof(ACC) == 8 && rows >= 2;                                                      \
     if (sizeof(ACC) == 4) {                                                                               \
       if (in > 65536) return 0;                                                                           \
@@ -589,18 +642,7 @@ static inline int32_t mt_rq_any_apply(const mt_rq_any *q, int32_t acc) {
       for (r = 0; r < rows; ++r) {                                                                        \
         const XT *xr = x + r * xs;                                                                        \
         ACC a0 = b0, a1 = b1;                                                                             \
-        for (j = 0; j + 2 * STEP <= in; j += 2 * STEP) {                                                  \
-          MAC2(xr + j, w0 + j, w1 + j, a0, a1);                                                           \
-          MAC2(xr + j + STEP, w0 + j + STEP, w1 + j + STEP, a0, a1);                                      \
-        }                                                                                                 \
-        if (j + STEP <= in) {                                                                             \
-          MAC2(xr + j, w0 + j, w1 + j, a0, a1);                                                           \
-          j += STEP;                                                                                      \
-        }                                                                                                 \
-        for (; j < in; ++j) {                                                                             \
-          a0 += (int32_t)xr[j] * w0[j];                                                                   \
-          a1 += (int32_t)xr[j] * w1[j];                                                                   \
-        }                                                                                                 \
+        ROW(MAC2, STEP, xr, w0, w1, in, a0, a1);                                                          \
         y[r * out + o] = (YT)MT_LINEAR_OUT_ANY(OUT, Y, BITS, f0, &q0, a0, rq0, y_zero, y_min);              \
         y[r * out + o1] = (YT)MT_LINEAR_OUT_ANY(OUT, Y, BITS, f1, &q1, a1, rq1, y_zero, y_min);             \
       }                                                                                                   \
@@ -664,14 +706,40 @@ static inline int32_t mt_pack_halves(int32_t a, int32_t b) { return (int32_t)((u
     a0 = __smlald(xo_, mt_ld32((p0) + 2), __smlald(xe_, mt_ld32(p0), a0));                                \
     a1 = __smlald(xo_, mt_ld32((p1) + 2), __smlald(xe_, mt_ld32(p1), a1));                                \
   } while (0)
-MT_DEFINE_LINEAR_DSP(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, 8, int32_t, 4, MT_MAC2_S8_S8, mt_linear_out32)
-MT_DEFINE_LINEAR_DSP(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, 16, int32_t, 4, MT_MAC2_S8_S8, mt_linear_out32)
-MT_DEFINE_LINEAR_DSP(s8, s16, s8, int8_t, int16_t, int8_t, int32_t, 8, int64_t, 4, MT_MAC2_S8_S16, mt_linear_out64)
-MT_DEFINE_LINEAR_DSP(s8, s16, s16, int8_t, int16_t, int16_t, int32_t, 16, int64_t, 4, MT_MAC2_S8_S16, mt_linear_out64)
-MT_DEFINE_LINEAR_DSP(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, 8, int64_t, 4, MT_MAC2_S16_S8, mt_linear_out64)
-MT_DEFINE_LINEAR_DSP(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, 16, int64_t, 4, MT_MAC2_S16_S8, mt_linear_out64)
-MT_DEFINE_LINEAR_DSP(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, 8, int64_t, 4, MT_MAC2_S16_S16_4, mt_linear_out64)
-MT_DEFINE_LINEAR_DSP(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int64_t, 4, MT_MAC2_S16_S16_4, mt_linear_out64)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s8_s8, s8, int8_t, int8_t, int8_t, int32_t, 8, int32_t, 4,
+                     MT_MAC2_S8_S8, mt_linear_out32, MT_ROW_MAC_C)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s8_s16, s16, int8_t, int8_t, int16_t, int32_t, 16, int32_t, 4,
+                     MT_MAC2_S8_S8, mt_linear_out32, MT_ROW_MAC_C)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s16_s8, s8, int8_t, int16_t, int8_t, int32_t, 8, int64_t, 4,
+                     MT_MAC2_S8_S16, mt_linear_out64, MT_ROW_MAC_C)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s16_s16, s16, int8_t, int16_t, int16_t, int32_t, 16, int64_t, 4,
+                     MT_MAC2_S8_S16, mt_linear_out64, MT_ROW_MAC_C)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s8_s8, s8, int16_t, int8_t, int8_t, int64_t, 8, int64_t, 4,
+                     MT_MAC2_S16_S8, mt_linear_out64, MT_ROW_MAC_C)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s8_s16, s16, int16_t, int8_t, int16_t, int64_t, 16, int64_t, 4,
+                     MT_MAC2_S16_S8, mt_linear_out64, MT_ROW_MAC_C)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s16_s8, s8, int16_t, int16_t, int8_t, int64_t, 8, int64_t, 4,
+                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_C)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s16_s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int64_t, 4,
+                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_C)
+MT_DEFINE_LINEAR_DSP(mt_linear_words_s16_s16_s8, s8, int16_t, int16_t, int8_t, int64_t, 8, int64_t, 4,
+                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_WORDS)
+MT_DEFINE_LINEAR_DSP(mt_linear_words_s16_s16_s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int64_t, 4,
+                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_WORDS)
+
+/* int16 x int16: rows of x and weight rows on word boundaries with in a multiple of 8 (the
+ * lowering's layers: it aligns its arrays and the arena) through MT_ROW_MAC_WORDS, else
+ * MT_ROW_MAC_C. */
+#define MT_DEFINE_LINEAR_WORDS(Y, YT)                                                                     \
+  static int mt_linear_dsp2_s16_s16_##Y(const int16_t *x, const int16_t *w, const int64_t *b, YT *y,    \
+                                        int rows, int in, int out, int xs, const int32_t *rq,           \
+                                        int rq_per_channel, int32_t y_zero, int32_t y_min) {            \
+    const int words = in >= 8 && (in & 7) == 0 && (xs & 1) == 0 && (((uintptr_t)x | (uintptr_t)w) & 3u) == 0; \
+    return (words ? mt_linear_words_s16_s16_##Y : mt_linear_dsp_s16_s16_##Y)(x, w, b, y, rows, in, out, xs, rq,  \
+                                                                            rq_per_channel, y_zero, y_min);     \
+  }
+MT_DEFINE_LINEAR_WORDS(s8, int8_t)
+MT_DEFINE_LINEAR_WORDS(s16, int16_t)
 
 /* Four inputs of a row as the two halfword pairs that meet the SXTB16 split of a word of four
  * int8 weights: int8 inputs split by SXTB16 too ((x0, x2), (x1, x3) against weights in order),
@@ -853,8 +921,8 @@ MT_DEFINE_LINEAR_DSP2(s16, s16, int16_t, int16_t, int64_t, 16, 256, 0)
 #define mt_linear_dsp_s8_s16_s16 MT_NO_VARIANT
 #define mt_linear_dsp2_s16_s8_s8 MT_NO_VARIANT
 #define mt_linear_dsp2_s16_s8_s16 MT_NO_VARIANT
-#define mt_linear_dsp_s16_s16_s8 MT_NO_VARIANT
-#define mt_linear_dsp_s16_s16_s16 MT_NO_VARIANT
+#define mt_linear_dsp2_s16_s16_s8 MT_NO_VARIANT
+#define mt_linear_dsp2_s16_s16_s16 MT_NO_VARIANT
 #endif
 
 MT_DEFINE_LINEAR(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_linear_dsp2_s8_s8_s8)
@@ -863,8 +931,8 @@ MT_DEFINE_LINEAR(s8, s16, s8, int8_t, int16_t, int8_t, int32_t, mt_linear_dsp_s8
 MT_DEFINE_LINEAR(s8, s16, s16, int8_t, int16_t, int16_t, int32_t, mt_linear_dsp_s8_s16_s16)
 MT_DEFINE_LINEAR(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_linear_dsp2_s16_s8_s8)
 MT_DEFINE_LINEAR(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, mt_linear_dsp2_s16_s8_s16)
-MT_DEFINE_LINEAR(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, mt_linear_dsp_s16_s16_s8)
-MT_DEFINE_LINEAR(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, mt_linear_dsp_s16_s16_s16)
+MT_DEFINE_LINEAR(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, mt_linear_dsp2_s16_s16_s8)
+MT_DEFINE_LINEAR(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, mt_linear_dsp2_s16_s16_s16)
 
 #define MT_DEFINE_MATMUL(T, CT)                                                                          \
   void mt_matmul_##T(const CT *a, const CT *b, CT *y, int batch, int M, int K, int N, int b_transposed,  \

@@ -216,7 +216,15 @@ uint32_t mt_exp2neg_q16(uint32_t z);
  *   layers take w in order.
  * Accumulators: int8 x int8 sums in int32 (|x w| <= 2^14: exact up to in = 131071);
  * otherwise int64 (int32 partial sums of 508 terms for int16 x int8). Exact.
- * y must not alias x. b is int32 for int8 x, int64 for int16 x. */
+ * y must not alias x. b is int32 for int8 x, int64 for int16 x. Any address works; on
+ * Armv7E-M, int16 x int16 layers whose rows of x and w start on word boundaries, with in a
+ * multiple of 8, load two words per instruction (LDRD): the generated arrays are declared
+ * MT_WORD_ALIGNED and the arena's buffers start at multiples of 8 bytes. */
+#if defined(__GNUC__) || defined(__clang__)
+#define MT_WORD_ALIGNED __attribute__((aligned(4)))
+#else
+#define MT_WORD_ALIGNED
+#endif
 void mt_linear_s8_s8_s8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y, int rows, int in,
                         int out, int x_stride, const int32_t *rq, int rq_per_channel, int32_t y_zero,
                         int32_t y_min);
