@@ -553,12 +553,21 @@ static inline int32_t mt_rq_any_apply(const mt_rq_any *q, int32_t acc) {
 }
 #define MT_ANY_SAT(BITS, q, acc) ((int32_t)__builtin_arm_ssat(mt_rq_any_apply(q, acc), BITS))
 
+/* The low word of an int64 through an empty asm: where GCC has proved that the sum fits int32
+ * it otherwise drops the conversion and multiplies all 64 bits by m (MUL, MLA, UMULL and adds
+ * in place of mt_rq_chan_apply's one SMLAL). */
+static inline int32_t mt_low_word(int64_t acc) {
+  int32_t lo = (int32_t)acc;
+  __asm__("" : "+r"(lo));
+  return lo;
+}
+
 /* y_zero + rq(acc) saturated, at least y_min, for an int64 sum: by the channel's
  * requantization set up once (q) when it is fast and the sum fits int32 ((acc + 2^31) >> 32
  * is 0: a compare of the high word), else by OUT (mt_linear_out64). The same integers. */
 #define MT_LINEAR_OUT_ANY(OUT, Y, BITS, fast, q, acc, rq, y_zero, y_min)                                  \
   ((fast) && (((uint64_t)(int64_t)(acc) + 0x80000000u) >> 32) == 0                                       \
-       ? MT_CHAN_OUT(BITS, q, (int32_t)(acc), y_min)                                                      \
+       ? MT_CHAN_OUT(BITS, q, mt_low_word(acc), y_min)                                                    \
        : (int32_t)OUT##_##Y(acc, rq, y_zero, y_min))
 
 /* The sums of one row of x against two weight rows, a0 += xr . w0 and a1 += xr . w1 over the
