@@ -596,6 +596,20 @@ static void attention(void) {
     mt_attention_stream_s16(p, 0, a16, b16, y16 + 2048, y16, acc64), h16(y16, 64);
   }
   h_end("attention logit units");
+  /* int16 scores beyond int32 (full-range q and k, head dim 16: |q . k| up to 2^34) among
+   * narrow ones, over two blocks of keys, both signs of the multiplier */
+  h_begin();
+  for (c = 0; c < 2; ++c) {
+    for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
+    p[MT_ATTN_L] = 6, p[MT_ATTN_S] = 40, p[MT_ATTN_D] = 16, p[MT_ATTN_DV] = 4;
+    p[MT_ATTN_LOGIT_M] = c ? -1548970010 : 1548970010, p[MT_ATTN_LOGIT_S] = 21;
+    p[MT_ATTN_OUT_M] = rnd_m();
+    fill16(a16, 6 * 16, -32768, 32767), fill16(b16, 40 * 16, -32768, 32767);
+    for (i = 0; i < 40 * 16; i += 48) b16[i] = b16[i + 1] = 0; /* some rows narrower */
+    fill16(y16 + 2048, 40 * 4, -32768, 32767);
+    mt_attention_stream_s16(p, 0, a16, b16, y16 + 2048, y16, acc64), h16(y16, 24);
+  }
+  h_end("attention s16 wide scores");
 }
 
 static void copy_embedding(void) {
