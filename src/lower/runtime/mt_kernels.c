@@ -2021,8 +2021,7 @@ static inline __attribute__((always_inline)) void mt_attn_logits1_s16(const mt_a
  * key. 32 instructions per key (35 with each block's setup) where mt_attn_logits1_s16's C, which
  * spills q, took 43. */
 static __attribute__((noinline)) void mt_attn_logits16w_s16(const mt_attn_logit_q *q, const int16_t *qi,
-                                                           const int16_t *kj, int ks, int n,
-                                  int32_t *t) {
+                                                           const int16_t *kj, int ks, int n, int32_t *t) {
   const int32_t q0 = mt_ld32(qi), q1 = mt_ld32(qi + 2), q2 = mt_ld32(qi + 4), q3 = mt_ld32(qi + 6);
   const int32_t q4 = mt_ld32(qi + 8), q5 = mt_ld32(qi + 10), q6 = mt_ld32(qi + 12), q7 = mt_ld32(qi + 14);
   const int32_t m = q->m, c_hi = q->c_hi, sh = q->sh, kstep = 2 * ks;
