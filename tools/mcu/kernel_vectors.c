@@ -256,6 +256,52 @@ static void linear_two_rows(void) {
   h_end("linear two rows");
 }
 
+/* int16 x int16 sums beyond int32 on a fast channel (the Armv7E-M two-row variant's 96-bit
+ * requantization, mt_rq_chan_apply64): with x = 0 each sum is its bias, so the sums are chosen
+ * exactly: either side of int32's ends, exact ties of both signs (acc = +-(2^33 + 4) at s = 2,
+ * m = 2^30), 2^40 to 2^62, INT64_MAX and INT64_MIN; each meets every one of 16 channels (shifts
+ * 1 to 31, multipliers 1 to 2^31 - 1), with zero points (beyond 2^(31-s) at large shifts: the
+ * one-row path) and a relu, int16 and int8 outputs; then full-range rows at shifts 20 to 31,
+ * where sums beyond int32 are not saturated, through the LDRD loop (in = 24) and the C loops
+ * (in = 20). */
+static void linear_wide_sums(void) {
+  static const int64_t sums[16] = {
+      (int64_t)1 << 31,          ((int64_t)1 << 31) - 1,     -((int64_t)1 << 31),        -((int64_t)1 << 31) - 1,
+      ((int64_t)1 << 31) + 1,    ((int64_t)1 << 33) + 4,     -((int64_t)1 << 33) - 4,    3 * ((int64_t)1 << 32) + 12345,
+      -5 * ((int64_t)1 << 32) - 7, ((int64_t)1 << 40) + 1,   -((int64_t)1 << 40),        -((int64_t)1 << 50) - 3,
+      ((int64_t)1 << 62) - 1,    -((int64_t)1 << 62),        INT64_MAX,                  INT64_MIN};
+  static const int32_t ms[16][2] = {{1 << 30, 2},   {INT32_MAX, 1},   {INT32_MAX, 31}, {1, 1},
+                                    {1 << 30, 31},  {12345, 5},       {INT32_MAX, 16}, {0x6ACE1234, 30},
+                                    {3, 7},         {1 << 30, 1},     {0x5A5A5A5A, 24}, {INT32_MAX, 2},
+                                    {1 << 30, 17},  {0x40000001, 8},  {1 << 30, 3},    {7, 31}};
+  static const int32_t zero_min[3][2] = {{0, -32768}, {100, -32768}, {-7, 0}};
+  static MT_WORD_ALIGNED int16_t zero16[2 * 8];
+  static int64_t bias64[16];
+  static int32_t rq[32];
+  int i, j, c;
+  for (c = 0; c < 16; ++c) rq[2 * c] = ms[c][0], rq[2 * c + 1] = ms[c][1];
+  h_begin();
+  for (j = 0; j < 16; ++j) {
+    for (c = 0; c < 16; ++c) bias64[c] = sums[(c + j) % 16];
+    for (i = 0; i < 3; ++i) {
+      mt_linear_s16_s16_s16(zero16, b16, bias64, y16, 2, 8, 16, 0, rq, 1, zero_min[i][0], zero_min[i][1]),
+          h16(y16, 32);
+      mt_linear_s16_s16_s8(zero16, b16, bias64, y8, 2, 8, 16, 0, rq, 1, zero_min[i][0] / 20,
+                           zero_min[i][1] == 0 ? 0 : -128),
+          h8(y8, 32);
+    }
+  }
+  fill16(a16, 3 * 24, -32768, 32767);
+  fill16(b16, 16 * 24, -32768, 32767);
+  for (j = 0; j < 4; ++j) {
+    for (c = 0; c < 16; ++c)
+      rq[2 * c] = (int32_t)((1u << 30) | (lcg() >> 2)), rq[2 * c + 1] = rnd(20, 31), bias64[c] = (int64_t)c << 33;
+    mt_linear_s16_s16_s16(a16, b16, bias64, y16, 3, 24, 16, 0, rq, 1, 0, -32768), h16(y16, 48);
+    mt_linear_s16_s16_s16(a16, b16, bias64, y16, 3, 20, 16, 0, rq, 1, 0, -32768), h16(y16, 48);
+  }
+  h_end("linear wide sums");
+}
+
 static void matmul(void) {
   int bt;
   fill16(a16, 2 * 9 * 17, -32768, 32767);
@@ -679,6 +725,7 @@ int main(void) {
   primitives();
   linear();
   linear_two_rows();
+  linear_wide_sums();
   matmul();
   elementwise();
   activations();

@@ -562,13 +562,37 @@ static inline int32_t mt_low_word(int64_t acc) {
   return lo;
 }
 
+/* y_zero + rq(acc) for a fast channel and an int64 sum beyond int32, saturated to int32: the
+ * same T = P + c' (c' = c - [acc < 0]) in 96 bits, P = acc m = ah m 2^32 + al m for acc = ah
+ * 2^32 + al (al unsigned). Its words above the lowest, H = floor(T / 2^32) = ah m + (c'_hi +
+ * t) with t = floor((al m + c'_lo) / 2^32) < 2^31: UMLAL, then SMLAL onto the int64 c'_hi +
+ * t (|H| < 2^63). Then H >> (s - 1) (s - 1 <= 30: the low word from both words) saturated.
+ * The same integer as mt_rq, without its magnitudes and 64-bit rounding. */
+static inline int32_t mt_rq_chan_apply64(const mt_rq_chan *q, int64_t acc) {
+  const int32_t ah = mt_low_word(acc >> 32), sh = q->sh; /* (SMLAL, not a 64-bit multiply) */
+  uint32_t lo, hi; /* {hi, lo} = c' */
+  __asm__("adds %0, %2, %4, asr #31\n\tadc %1, %3, %4, asr #31"
+          : "=&r"(lo), "=r"(hi)
+          : "r"(q->c_lo), "r"(q->c_hi), "r"(ah)
+          : "cc");
+  const uint32_t t = (uint32_t)(((uint64_t)(uint32_t)acc * (uint32_t)q->m + lo) >> 32);
+  const int64_t h = (int64_t)ah * q->m + ((int64_t)(int32_t)hi + t);
+  const uint32_t hl = (uint32_t)h;
+  const int32_t hh = (int32_t)(h >> 32), vh = hh >> sh;
+  const int32_t vl = (int32_t)((hl >> sh) | ((uint32_t)hh << 1 << (31 - sh)));
+  return vh == vl >> 31 ? vl : vh < 0 ? INT32_MIN : INT32_MAX;
+}
 /* y_zero + rq(acc) saturated, at least y_min, for an int64 sum: by the channel's
- * requantization set up once (q) when it is fast and the sum fits int32 ((acc + 2^31) >> 32
- * is 0: a compare of the high word), else by OUT (mt_linear_out64). The same integers. */
+ * requantization set up once (q) when it is fast, in 32 bits when the sum fits int32 ((acc +
+ * 2^31) >> 32 is 0: a compare of the high word), else in 96 (mt_rq_chan_apply64); else by OUT
+ * (mt_linear_out64). The same integers. */
 #define MT_LINEAR_OUT_ANY(OUT, Y, BITS, fast, q, acc, rq, y_zero, y_min)                                  \
-  ((fast) && (((uint64_t)(int64_t)(acc) + 0x80000000u) >> 32) == 0                                       \
-       ? MT_CHAN_OUT(BITS, q, mt_low_word(acc), y_min)                                                    \
-       : (int32_t)OUT##_##Y(acc, rq, y_zero, y_min))
+  ((fast) ? mt_max32((int32_t)__builtin_arm_ssat((((uint64_t)(int64_t)(acc) + 0x80000000u) >> 32) == 0  \
+                                              ? mt_rq_chan_apply(q, mt_low_word(acc))                      \
+                                              : mt_rq_chan_apply64(q, acc),                                \
+                                          BITS),                                                          \
+                     y_min)                                                                               \
+          : (int32_t)OUT##_##Y(acc, rq, y_zero, y_min))
 
 /* The sums of one row of x against two weight rows, a0 += xr . w0 and a1 += xr . w1 over the
  * row's in inputs: MT_ROW_MAC_C, STEP inputs against the two weight rows (MAC2), twice per
