@@ -610,6 +610,37 @@ TEST_CASE("lower kernels: integer softmax within 1.25 LSB of Q0.15 and 0.6 LSB o
   CHECK(p8[0] == 127);
 }
 
+TEST_CASE("lower kernels: int16 softmax: a row alone gives what it gives among many rows, both exponent paths agree") {
+  // int16 inputs take 2^-z(d) from two tables of 256 factors: filled up to the rows' ranges
+  // when enough rows are left to pay for them, else each short row writes just its own
+  // elements' entries. Both must give the same integers, whatever the row's neighbours.
+  std::mt19937 g(46);
+  for (int trial = 0; trial < 24; ++trial) {
+    const int n = 1 + trial * 7 % 61, rows = 40;
+    const int spread = 16 << (trial % 12);  // ranges from 32 (one table) to the whole int16 range
+    const auto in = mult(std::ldexp((trial % 3 == 0 ? 2.0 : 0.01) / std::log(2.0), 16));
+    std::uniform_int_distribution<int> u(-spread, spread - 1);
+    std::vector<std::int16_t> x(rows * n);
+    for (auto& v : x) v = static_cast<std::int16_t>(std::clamp(u(g), -32768, 32767));
+    std::vector<std::int16_t> all(rows * n), one(n);
+    mt_softmax_s16_s16(x.data(), all.data(), rows, n, in.first, in.second, 15, 0);
+    for (int r = 0; r < rows; r += 7) {
+      mt_softmax_s16_s16(x.data() + r * n, one.data(), 1, n, in.first, in.second, 15, 0);
+      for (int j = 0; j < n; ++j) CHECK_MESSAGE(one[j] == all[r * n + j], "trial " << trial << " row " << r << " j " << j);
+    }
+  }
+  // The factors' exponents z(v) = rq(v, m, s): the same reals as (m, 0) and (2 m, 1) round to
+  // the same integers, one through the kernel's own path for s in [-30, 0], one through mt_rq32
+  std::vector<std::int16_t> x(64 * 50), a(x.size()), b(x.size());
+  std::uniform_int_distribution<int> u(-32768, 32767);
+  for (auto& v : x) v = static_cast<std::int16_t>(u(g));
+  for (const std::int32_t m : {1, 977, 123456789, (1 << 30) - 1}) {
+    mt_softmax_s16_s16(x.data(), a.data(), 64, 50, m, 0, 15, 0);
+    mt_softmax_s16_s16(x.data(), b.data(), 64, 50, 2 * m, 1, 15, 0);
+    CHECK(a == b);
+  }
+}
+
 namespace {
 
 template <class TX, class TY>
