@@ -569,7 +569,9 @@ static inline int32_t mt_low_word(int64_t acc) {
  * t (|H| < 2^63). Then H >> (s - 1) (s - 1 <= 30: the low word from both words) saturated.
  * The same integer as mt_rq, without its magnitudes and 64-bit rounding. */
 static inline int32_t mt_rq_chan_apply64(const mt_rq_chan *q, int64_t acc) {
-  const int32_t ah = mt_low_word(acc >> 32), sh = q->sh; /* (SMLAL, not a 64-bit multiply) */
+  const int32_t ah = mt_low_word(acc >> 32); /* (SMLAL, not a 64-bit multiply) */
+  int32_t sh = q->sh;
+  __asm__ volatile("" : "+r"(sh)); /* what depends on it formed here, not per channel */
   uint32_t lo, hi; /* {hi, lo} = c' */
   __asm__("adds %0, %2, %4, asr #31\n\tadc %1, %3, %4, asr #31"
           : "=&r"(lo), "=r"(hi)

@@ -381,6 +381,8 @@ int mt_embedding_s16(const int32_t *ids, int n, const int16_t *table, int num, i
  * e_j = 2^-z_j by range reduction (integer part of z = a shift, fraction from the table of
  * mt_exp2neg_q16); the row sum of e_j in Q20 (so that the many small terms add up without a
  * rounding bias); ONE reciprocal per row (mt_recip_u32); p_j = e_j times the reciprocal.
+ * int16 inputs: e_j = 2^-z(256 dh) 2^-z(dl) for max - x_j = 256 dh + dl, from two tables of
+ * 256 factors in Q31 filled per call (2 KB of stack), the row sum from the products in Q30.
  * Output y_zero + p * 2^out_bits, saturated: Q0.15 (s16: out_bits 15, zero 0), Q0.7 (s8
  * symmetric: 7, 0) or scale 1/256, zero point -128 (s8 affine: 8, -128).
  * Error: 1.10 LSB of Q0.15, 0.50 LSB of 8-bit outputs. n <= 65535. y may alias x (same type). */
