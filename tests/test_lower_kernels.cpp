@@ -626,7 +626,8 @@ TEST_CASE("lower kernels: int16 softmax: a row alone gives what it gives among m
     mt_softmax_s16_s16(x.data(), all.data(), rows, n, in.first, in.second, 15, 0);
     for (int r = 0; r < rows; r += 7) {
       mt_softmax_s16_s16(x.data() + r * n, one.data(), 1, n, in.first, in.second, 15, 0);
-      for (int j = 0; j < n; ++j) CHECK_MESSAGE(one[j] == all[r * n + j], "trial " << trial << " row " << r << " j " << j);
+      for (int j = 0; j < n; ++j)
+        CHECK_MESSAGE(one[j] == all[r * n + j], "trial " << trial << " row " << r << " j " << j);
     }
   }
   // The factors' exponents z(v) = rq(v, m, s): the same reals as (m, 0) and (2 m, 1) round to

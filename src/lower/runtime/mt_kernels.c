@@ -1419,7 +1419,8 @@ static uint32_t mt_softmax_g(int32_t v, int32_t in_m, int in_s) {
 #if MT_DSP
 #define MT_SOFTMAX_H2_s16(j, h0, h1)                                                                       \
   const uint32_t d2_ = (uint32_t)__ssub16((int32_t)((uint32_t)(uint16_t)mx * 0x10001u), mt_ld32(xr + (j))); \
-  const uint32_t h0 = MT_SOFTMAX_H_s16(d2_ & 255u, (d2_ >> 8) & 255u), h1 = MT_SOFTMAX_H_s16((d2_ >> 16) & 255u, d2_ >> 24)
+  const uint32_t h0 = MT_SOFTMAX_H_s16(d2_ & 255u, (d2_ >> 8) & 255u);                                     \
+  const uint32_t h1 = MT_SOFTMAX_H_s16((d2_ >> 16) & 255u, d2_ >> 24)
 #else
 #define MT_SOFTMAX_H2_s16(j, h0, h1)                                                                       \
   const int32_t da_ = mx - xr[j], db_ = mx - xr[(j) + 1];                                                  \
