@@ -503,13 +503,18 @@ static inline mt_rq_chan mt_rq_chan_init(const int32_t *rq, int32_t y_zero) {
   return q;
 }
 
+/* {*hi, *lo} = c - [sign < 0]: ADDS and ADC of sign >> 31 (arithmetic) */
+static inline void mt_rq_chan_c(const mt_rq_chan *q, int32_t sign, uint32_t *lo, uint32_t *hi) {
+  __asm__("adds %0, %2, %4, asr #31\n\tadc %1, %3, %4, asr #31"
+          : "=&r"(*lo), "=r"(*hi)
+          : "r"(q->c_lo), "r"(q->c_hi), "r"(sign)
+          : "cc");
+}
+
 /* y_zero + rq(acc) for a fast channel (not saturated) */
 static inline int32_t mt_rq_chan_apply(const mt_rq_chan *q, int32_t acc) {
   uint32_t lo, hi; /* {hi, lo} = c - [acc < 0] */
-  __asm__("adds %0, %2, %4, asr #31\n\tadc %1, %3, %4, asr #31"
-          : "=&r"(lo), "=r"(hi)
-          : "r"(q->c_lo), "r"(q->c_hi), "r"(acc)
-          : "cc");
+  mt_rq_chan_c(q, acc, &lo, &hi);
   const uint64_t u = ((uint64_t)hi << 32 | lo) + (uint64_t)((int64_t)acc * q->m);
   return (int32_t)(uint32_t)(u >> 32) >> q->sh;
 }
@@ -573,10 +578,7 @@ static inline int32_t mt_rq_chan_apply64(const mt_rq_chan *q, int64_t acc) {
   int32_t sh = q->sh;
   __asm__ volatile("" : "+r"(sh)); /* what depends on it formed here, not per channel */
   uint32_t lo, hi; /* {hi, lo} = c' */
-  __asm__("adds %0, %2, %4, asr #31\n\tadc %1, %3, %4, asr #31"
-          : "=&r"(lo), "=r"(hi)
-          : "r"(q->c_lo), "r"(q->c_hi), "r"(ah)
-          : "cc");
+  mt_rq_chan_c(q, ah, &lo, &hi);
   const uint32_t t = (uint32_t)(((uint64_t)(uint32_t)acc * (uint32_t)q->m + lo) >> 32);
   const int64_t h = (int64_t)ah * q->m + ((int64_t)(int32_t)hi + t);
   const uint32_t hl = (uint32_t)h;
