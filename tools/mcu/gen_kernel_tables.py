@@ -6,6 +6,7 @@
 The kernels never compute these at run time (no float on the target); regenerate only when
 the table layout changes, and paste the output between the TABLES markers of mt_kernels.c.
 """
+import decimal
 import math
 
 
@@ -31,6 +32,18 @@ emit("mt_exp2_seg", "uint32_t",
      [v for k in range(64) for v in (g[k], 2 * (g[k] - g[k + 1]), g[k + 2] + g[k] - 2 * g[k + 1])], per_line=6,
      comment="per segment k = 0..63 of g(k) = round(2^24 * 2^(-k/64)): g(k), 2 (g(k) - g(k+1)), "
              "g(k+2) + g(k) - 2 g(k+1)")
+
+# 2^-f for f = h/256 + l/65536 (h, l = 0..255), the streaming attention's weights: two tables of
+# factors in Q31 (2^31 at 0), exact to the rounding (decimal arithmetic, 40 digits).
+with decimal.localcontext() as ctx:
+    ctx.prec = 40
+    two = decimal.Decimal(2)
+    emit("mt_exp2_hi", "uint32_t",
+         [int((two ** (31 - decimal.Decimal(h) / 256)).to_integral_value(decimal.ROUND_HALF_UP)) for h in range(256)],
+         per_line=8, comment="round(2^31 * 2^(-h/256)), h = 0..255")
+    emit("mt_exp2_lo", "uint32_t",
+         [int((two ** (31 - decimal.Decimal(l) / 65536)).to_integral_value(decimal.ROUND_HALF_UP)) for l in range(256)],
+         per_line=8, comment="round(2^31 * 2^(-l/65536)), l = 0..255")
 
 # tanh and Phi (standard normal CDF) on [0, 8] in steps of 1/32, Q0.16, clamped to 65535;
 # one entry past 8 for the quadratic interpolation of the last interval.

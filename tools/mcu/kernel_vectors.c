@@ -627,6 +627,12 @@ static void attention(void) {
   mt_attention_stream_s16(p, 0, a16, b16, y16 + 2048, a16, acc64), h16(a16, 96);
   for (i = 0; i < 96; ++i) a8[i] = -128, b8[i] = -128;
   mt_attention_stream_s8(p, 0, a8, b8, y8 + 2048, a8, acc32), h8(a8, 96);
+  /* int16 scores of pairs (-2^15)(-2^15) + (-2^15)(-2^15) = 2^31 (the portable sum's pairs at
+   * their end), keys a few units apart, v = -2^15 at weight 1 (products of -2^31) */
+  p[MT_ATTN_LOGIT_M] = 1548970010, p[MT_ATTN_LOGIT_S] = 12;
+  for (i = 0; i < 96; ++i)
+    a16[i] = -32768, b16[i] = (int16_t)(i % 8 < (i / 8) % 9 ? -32768 : 32767), y16[2048 + i] = -32768;
+  mt_attention_stream_s16(p, 0, a16, b16, y16 + 2048, y16, acc64), h16(y16, 96);
   h_end("attention extremes");
   /* one unit of a logit (2^-16) seen at the output: two keys with opposite v rows (out ~
    * w0 - w1 at full scale), 64 queries each, scores within int32 of both signs; logit shifts 2

@@ -62,6 +62,76 @@ static const uint32_t mt_exp2_seg[192] = {
     8760003, 188724, 1016, 8665641, 186692, 1005,
     8572295, 184682, 995, 8479954, 182692, 984,
 };
+/* round(2^31 * 2^(-h/256)), h = 0..255 */
+static const uint32_t mt_exp2_hi[256] = {
+    2147483648, 2141676973, 2135885998, 2130110682, 2124350982, 2118606857, 2112878262, 2107165158,
+    2101467502, 2095785251, 2090118366, 2084466803, 2078830522, 2073209480, 2067603638, 2062012954,
+    2056437387, 2050876895, 2045331439, 2039800978, 2034285470, 2028784876, 2023299156, 2017828268,
+    2012372174, 2006930832, 2001504204, 1996092249, 1990694927, 1985312200, 1979944027, 1974590370,
+    1969251188, 1963926443, 1958616096, 1953320108, 1948038440, 1942771053, 1937517909, 1932278970,
+    1927054196, 1921843549, 1916646992, 1911464486, 1906295993, 1901141476, 1896000896, 1890874216,
+    1885761398, 1880662405, 1875577199, 1870505744, 1865448001, 1860403934, 1855373507, 1850356681,
+    1845353420, 1840363688, 1835387448, 1830424663, 1825475297, 1820539314, 1815616678, 1810707353,
+    1805811301, 1800928489, 1796058879, 1791202437, 1786359126, 1781528911, 1776711757, 1771907628,
+    1767116489, 1762338305, 1757573041, 1752820662, 1748081133, 1743354420, 1738640488, 1733939301,
+    1729250827, 1724575029, 1719911875, 1715261330, 1710623359, 1705997930, 1701385007, 1696784557,
+    1692196547, 1687620943, 1683057710, 1678506817, 1673968228, 1669441912, 1664927835, 1660425963,
+    1655936265, 1651458706, 1646993254, 1642539877, 1638098541, 1633669214, 1629251865, 1624846459,
+    1620452965, 1616071351, 1611701585, 1607343634, 1602997467, 1598663052, 1594340357, 1590029350,
+    1585730000, 1581442275, 1577166143, 1572901575, 1568648537, 1564406999, 1560176931, 1555958300,
+    1551751076, 1547555228, 1543370725, 1539197537, 1535035634, 1530884983, 1526745556, 1522617322,
+    1518500250, 1514394310, 1510299473, 1506215708, 1502142985, 1498081275, 1494030547, 1489990772,
+    1485961921, 1481943963, 1477936870, 1473940611, 1469955159, 1465980482, 1462016553, 1458063343,
+    1454120821, 1450188960, 1446267730, 1442357104, 1438457051, 1434567544, 1430688553, 1426820052,
+    1422962010, 1419114401, 1415277195, 1411450365, 1407633882, 1403827719, 1400031848, 1396246240,
+    1392470869, 1388705706, 1384950723, 1381205894, 1377471191, 1373746586, 1370032052, 1366327563,
+    1362633090, 1358948606, 1355274085, 1351609500, 1347954824, 1344310030, 1340675091, 1337049980,
+    1333434672, 1329829140, 1326233356, 1322647296, 1319070932, 1315504238, 1311947188, 1308399756,
+    1304861917, 1301333643, 1297814910, 1294305692, 1290805962, 1287315695, 1283834865, 1280363448,
+    1276901417, 1273448747, 1270005413, 1266571390, 1263146652, 1259731174, 1256324931, 1252927899,
+    1249540052, 1246161366, 1242791816, 1239431376, 1236080024, 1232737732, 1229404479, 1226080238,
+    1222764986, 1219458698, 1216161350, 1212872918, 1209593378, 1206322705, 1203060876, 1199807867,
+    1196563654, 1193328213, 1190101520, 1186883552, 1183674286, 1180473697, 1177281762, 1174098458,
+    1170923762, 1167757650, 1164600099, 1161451085, 1158310587, 1155178580, 1152055042, 1148939949,
+    1145833280, 1142735011, 1139645120, 1136563583, 1133490379, 1130425485, 1127368878, 1124320536,
+    1121280436, 1118248556, 1115224875, 1112209370, 1109202018, 1106202798, 1103211687, 1100228665,
+    1097253708, 1094286796, 1091327906, 1088377016, 1085434106, 1082499153, 1079572136, 1076653033,
+};
+/* round(2^31 * 2^(-l/65536)), l = 0..255 */
+static const uint32_t mt_exp2_lo[256] = {
+    2147483648, 2147460935, 2147438222, 2147415510, 2147392798, 2147370086, 2147347374, 2147324663,
+    2147301951, 2147279240, 2147256530, 2147233819, 2147211109, 2147188399, 2147165689, 2147142979,
+    2147120270, 2147097561, 2147074852, 2147052143, 2147029435, 2147006727, 2146984019, 2146961311,
+    2146938604, 2146915897, 2146893190, 2146870483, 2146847777, 2146825071, 2146802365, 2146779659,
+    2146756953, 2146734248, 2146711543, 2146688838, 2146666134, 2146643430, 2146620726, 2146598022,
+    2146575318, 2146552615, 2146529912, 2146507209, 2146484506, 2146461804, 2146439102, 2146416400,
+    2146393698, 2146370997, 2146348296, 2146325595, 2146302894, 2146280194, 2146257494, 2146234794,
+    2146212094, 2146189395, 2146166695, 2146143996, 2146121298, 2146098599, 2146075901, 2146053203,
+    2146030505, 2146007807, 2145985110, 2145962413, 2145939716, 2145917019, 2145894323, 2145871627,
+    2145848931, 2145826236, 2145803540, 2145780845, 2145758150, 2145735455, 2145712761, 2145690067,
+    2145667373, 2145644679, 2145621986, 2145599292, 2145576599, 2145553907, 2145531214, 2145508522,
+    2145485830, 2145463138, 2145440446, 2145417755, 2145395064, 2145372373, 2145349683, 2145326992,
+    2145304302, 2145281612, 2145258923, 2145236233, 2145213544, 2145190855, 2145168166, 2145145478,
+    2145122790, 2145100102, 2145077414, 2145054727, 2145032039, 2145009352, 2144986666, 2144963979,
+    2144941293, 2144918607, 2144895921, 2144873235, 2144850550, 2144827865, 2144805180, 2144782496,
+    2144759811, 2144737127, 2144714443, 2144691760, 2144669076, 2144646393, 2144623710, 2144601027,
+    2144578345, 2144555663, 2144532981, 2144510299, 2144487618, 2144464936, 2144442255, 2144419575,
+    2144396894, 2144374214, 2144351534, 2144328854, 2144306175, 2144283495, 2144260816, 2144238137,
+    2144215459, 2144192780, 2144170102, 2144147424, 2144124747, 2144102069, 2144079392, 2144056715,
+    2144034038, 2144011362, 2143988686, 2143966010, 2143943334, 2143920659, 2143897983, 2143875308,
+    2143852634, 2143829959, 2143807285, 2143784611, 2143761937, 2143739263, 2143716590, 2143693917,
+    2143671244, 2143648572, 2143625899, 2143603227, 2143580555, 2143557884, 2143535212, 2143512541,
+    2143489870, 2143467199, 2143444529, 2143421859, 2143399189, 2143376519, 2143353850, 2143331180,
+    2143308511, 2143285843, 2143263174, 2143240506, 2143217838, 2143195170, 2143172502, 2143149835,
+    2143127168, 2143104501, 2143081834, 2143059168, 2143036502, 2143013836, 2142991170, 2142968505,
+    2142945840, 2142923175, 2142900510, 2142877846, 2142855181, 2142832518, 2142809854, 2142787190,
+    2142764527, 2142741864, 2142719201, 2142696539, 2142673876, 2142651214, 2142628553, 2142605891,
+    2142583230, 2142560569, 2142537908, 2142515247, 2142492587, 2142469927, 2142447267, 2142424607,
+    2142401948, 2142379288, 2142356629, 2142333971, 2142311312, 2142288654, 2142265996, 2142243338,
+    2142220681, 2142198024, 2142175367, 2142152710, 2142130053, 2142107397, 2142084741, 2142062085,
+    2142039429, 2142016774, 2141994119, 2141971464, 2141948809, 2141926155, 2141903501, 2141880847,
+    2141858193, 2141835540, 2141812887, 2141790234, 2141767581, 2141744929, 2141722276, 2141699624,
+};
 /* min(65535, round(2^16 * tanh(k/32))), k = 0..257 */
 static const uint16_t mt_tanh_q16[258] = {
     0, 2047, 4091, 6126, 8150, 10157, 12146, 14112, 16051, 17961, 19838, 21681,
@@ -266,28 +336,17 @@ uint32_t mt_rsqrt_u64(uint64_t v, int *e) {
  * (d1 < 0, d2 > 0 for every entry), so the correction x = 2 d1 w - d2 w (1 - w) is never
  * positive and its rounding shift (ties away from zero) is -floor((|x| + 2^10) / 2^11):
  * multiply-adds on magnitudes, no sign test. */
-static inline __attribute__((always_inline)) uint32_t mt_exp2neg_mant_q24_inline(uint32_t r) {
+/* Out of line, so that mt_exp2neg_q16 stays a small wrapper its callers inline (Cortex-M0) */
+static __attribute__((noinline)) uint32_t mt_exp2neg_mant_q24(uint32_t r) {
   const uint32_t w = r & 1023u, ww = (w * (1024u - w)) >> 10; /* w (1 - w), Q10, <= 256 */
   const uint32_t *seg = mt_exp2_seg + 3u * (r >> 10);
   return seg[0] - ((seg[1] * w + seg[2] * ww + 1024u) >> 11); /* -2 d1 < 2^19, 0 < d2 < 2^11 */
-}
-
-/* Out of line, so that mt_exp2neg_q16 stays a small wrapper its callers inline (Cortex-M0) */
-static __attribute__((noinline)) uint32_t mt_exp2neg_mant_q24(uint32_t r) {
-  return mt_exp2neg_mant_q24_inline(r);
 }
 
 /* 2^-z = 2^-n * 2^-(r/2^16), one rounding shift of the Q24 mantissa */
 uint32_t mt_exp2neg_q16(uint32_t z) {
   const uint32_t n = z >> 16;
   return n >= 17 ? 0 : mt_rsh_u32(mt_exp2neg_mant_q24(z & 0xFFFFu), 8 + (int)n);
-}
-
-/* The same integer inline (the weight of each key in the attention loop, Armv7E-M): the
- * rounding shift by s = 8 + n as (m >> (s - 1)) + 1) >> 1. */
-static inline __attribute__((always_inline)) uint32_t mt_exp2neg_q16_inline(uint32_t z) {
-  const uint32_t n = z >> 16;
-  return n >= 17 ? 0 : ((mt_exp2neg_mant_q24_inline(z & 0xFFFFu) >> (7 + n)) + 1u) >> 1;
 }
 
 /* The same in Q20, for row sums: small terms then add up without a rounding bias. */
@@ -1830,15 +1889,12 @@ MT_DEFINE_ARGMAX(s16, int16_t)
 /* Attention                                                                             */
 /* ==================================================================================== */
 
-/* Keys per block of logits in the Armv7E-M variants */
-#define MT_ATTN_KEYS 32
-
-/* At a new max the sums rescaled by alpha = 2^(m - m') (Q16) and that key's row added:
- * acc[d] = MULQ16(acc[d], alpha) + w_one v[d] (mt_attn_rescale_row_*) */
-#define MT_ATTN_RESCALE_ROW(acc, alpha, v, w_one, Dv, MULQ16)                                   \
-  do {                                                                                          \
-    int d_;                                                                                     \
-    for (d_ = 0; d_ < (Dv); ++d_) (acc)[d_] = MULQ16((acc)[d_], alpha) + (w_one) * (v)[d_];     \
+/* At a new max m' the sums rescaled by alpha = 2^(m - m') (Q16): acc[d] = MULQ16(acc[d], alpha)
+ * (mt_attn_rescale_row_*) */
+#define MT_ATTN_RESCALE_ROW(acc, alpha, Dv, MULQ16)                 \
+  do {                                                              \
+    int d_;                                                         \
+    for (d_ = 0; d_ < (Dv); ++d_) (acc)[d_] = MULQ16((acc)[d_], alpha); \
   } while (0)
 
 /* The view of one attention call: its parameter array and keep bits, and k = 1 - s >= 0 when
@@ -1881,9 +1937,22 @@ static int32_t mt_attn_logit(const mt_attn *a, int64_t score) {
   return mt_rq(score, a->p[MT_ATTN_LOGIT_M], a->p[MT_ATTN_LOGIT_S]);
 }
 
-/* The logits of the n keys kj, kj + ks, .. for query row qi, into t[0 .. n-1]. int8 scores
- * are int32 (|q k| <= 2^14, D <= 65535), requantized by mt_rq32 (what mt_rq does for an
- * int32); int16 scores are int64 and need mt_rq. */
+/* The max of t[0 .. n-1], n >= 1, two at a time (LDRD) */
+static int32_t mt_attn_max(const int32_t *t, int n) {
+  int32_t m = t[0];
+  int u;
+  for (u = 1; u + 2 <= n; u += 2) {
+    const int32_t x = t[u], y = t[u + 1];
+    m = x > m ? x : m;
+    m = y > m ? y : m;
+  }
+  if (u < n) m = t[u] > m ? t[u] : m;
+  return m;
+}
+
+/* The logits of the n keys kj, kj + ks, .. for query row qi, into t[0 .. n-1], and their max
+ * (mt_attn_logits_*). int8 scores are int32 (|q k| <= 2^14, D <= 65535), requantized by
+ * mt_rq32 (what mt_rq does for an int32); int16 scores are int64 and need mt_rq. */
 #if MT_DSP
 /* The high word of hi 2^32 + lo + a b (SMLAL from {hi, lo}), one instruction. */
 static inline int32_t mt_smlal_hi(uint32_t lo, int32_t hi, int32_t a, int32_t b) {
@@ -1935,41 +2004,45 @@ static inline __attribute__((always_inline)) void mt_attn_logit2_s8(const mt_att
 /* Head dimension 16 with the one-SMLAL logit (lk >= 0): q's four words split by SXTB16 once
  * per block into eight registers, then one key per pass: 4 LDR, 8 SXTB16, 8 SMLAD and the
  * logit. */
-static inline void mt_attn_logits16_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj, int ks, int n,
-                                       int32_t *t) {
+static inline int32_t mt_attn_logits16_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj, int ks, int n,
+                                          int32_t *t) {
   const int32_t m = a->p[MT_ATTN_LOGIT_M];
   const int lk = a->logit_k;
   const int32_t q0 = mt_ld32(qi), q1 = mt_ld32(qi + 4), q2 = mt_ld32(qi + 8), q3 = mt_ld32(qi + 12);
   const int32_t e0 = __sxtb16(q0), o0 = mt_odd_bytes(q0), e1 = __sxtb16(q1), o1 = mt_odd_bytes(q1);
   const int32_t e2 = __sxtb16(q2), o2 = mt_odd_bytes(q2), e3 = __sxtb16(q3), o3 = mt_odd_bytes(q3);
   const int32_t *const end = t + n;
+  int32_t mx = INT32_MIN;
   for (; t != end; ++t, kj += ks) {
     const int32_t k0 = mt_ld32(kj), k1 = mt_ld32(kj + 4), k2 = mt_ld32(kj + 8), k3 = mt_ld32(kj + 12);
     int32_t s = __smlad(e0, __sxtb16(k0), __smuad(o0, mt_odd_bytes(k0)));
     s = __smlad(e1, __sxtb16(k1), __smlad(o1, mt_odd_bytes(k1), s));
     s = __smlad(e2, __sxtb16(k2), __smlad(o2, mt_odd_bytes(k2), s));
     s = __smlad(e3, __sxtb16(k3), __smlad(o3, mt_odd_bytes(k3), s));
-    *t = mt_attn_logit_smlal(s, m, lk);
+    *t = s = mt_attn_logit_smlal(s, m, lk);
+    mx = s > mx ? s : mx;
   }
+  return mx;
 }
 
 /* The logits of a block of n keys: head dimension 16 one key per pass (above), else two at a
  * time (an odd last key is computed twice, into t[n]). Not inlined into the attention body
  * (one call per block of keys), so that its loops keep their values in registers. */
-static __attribute__((noinline)) void mt_attn_logits_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj,
-                                                        int ks, int n, int D, int32_t *t) {
+static __attribute__((noinline)) int32_t mt_attn_logits_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj,
+                                                           int ks, int n, int D, int32_t *t) {
   int j;
-  if (D == 16 && a->logit_k >= 0) {
-    mt_attn_logits16_s8(a, qi, kj, ks, n, t);
-    return;
-  }
+  int32_t mx = INT32_MIN;
+  if (D == 16 && a->logit_k >= 0) return mt_attn_logits16_s8(a, qi, kj, ks, n, t);
   for (j = 0; j < n; j += 2, kj += 2 * ks) {
     const int8_t *k1 = j + 1 < n ? kj + ks : kj;
     if (D == 16)
       mt_attn_logit2_s8(a, qi, kj, k1, 16, t + j);
     else
       mt_attn_logit2_s8(a, qi, kj, k1, D, t + j);
+    mx = t[j] > mx ? t[j] : mx;
+    mx = t[j + 1] > mx ? t[j + 1] : mx; /* t[n] = t[n - 1] for an odd n */
   }
+  return mx;
 }
 
 /* mt_mulq16_s32 as one SMLAL: round(a alpha / 2^16) with ties away from zero is
@@ -2015,34 +2088,31 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
   acc[3] = __smlad(mt_odd_halves(o2, o3), wb, __smlad(mt_odd_halves(o0, o1), wa, acc[3]));
 }
 
-/* Four keys: acc[d] += w0 v0[d] + .. + w3 v3[d] in one load and store of each sum
- * (mt_attn_pv4_*): when all four weights fit int16 STEP features per mt_attn_pv4_step_* (the
- * loop unrolled for value dims 4, 8 and 16: each v row's pointer loaded once), else, and for
- * the last Dv % STEP features, one feature at a time (MT_ATTN_PV4_ONE_*). Exact sums, as the
- * reference. Not inlined: one call per group of keys keeps the key loop's registers. */
-#define MT_DEFINE_ATTN_PV4(T, CT, ACC, STEP)                                                               \
-  static __attribute__((noinline)) void mt_attn_pv4_##T(ACC *acc, const CT *const *pv, const int32_t *pw,  \
-                                                        const CT *v3, int32_t w3, int Dv) {                \
-    const CT *v0 = pv[0], *v1 = pv[1], *v2 = pv[2];                                                        \
-    const int32_t w0 = pw[0], w1 = pw[1], w2 = pw[2];                                                      \
-    int d = 0;                                                                                             \
-    if (w0 <= 32767 && w1 <= 32767 && w2 <= 32767 && w3 <= 32767) {                                       \
-      const int32_t wa = mt_pack_halves(w0, w1), wb = mt_pack_halves(w2, w3);                              \
-      if (Dv == 16) {                                                                                      \
-        _Pragma("GCC unroll 8") for (; d < 16; d += STEP)                                                  \
-            mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                         \
-      } else if (Dv == 8) {                                                                                \
-        _Pragma("GCC unroll 4") for (; d < 8; d += STEP)                                                   \
-            mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                         \
-      } else if (Dv == 4) {                                                                                \
-        _Pragma("GCC unroll 2") for (; d < 4; d += STEP)                                                   \
-            mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                         \
-      } else {                                                                                             \
-        for (; d + STEP <= Dv; d += STEP)                                                                  \
-          mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                           \
-      }                                                                                                    \
-    }                                                                                                      \
-    for (; d < Dv; ++d) MT_ATTN_PV4_ONE_##T;                                                               \
+/* Four keys, rows pv[0..3], weights w[0..3] <= 32767 (from mt_attn_weights_*): acc[d] += w0 v0[d] + .. + w3 v3[d] in one load and store
+ * of each sum (mt_attn_pv4_*), STEP features per mt_attn_pv4_step_* (the loop unrolled for
+ * value dims 4, 8 and 16), the last Dv % STEP features one at a time (MT_ATTN_PV4_ONE_*).
+ * Exact sums, as the reference. Not inlined: one call per group of keys keeps the caller's
+ * registers. */
+#define MT_DEFINE_ATTN_PV4(T, CT, ACC, STEP)                                                                \
+  static __attribute__((noinline)) void mt_attn_pv4_##T(ACC *acc, const CT *const *pv, const int32_t *w,    \
+                                                        int Dv) {                                           \
+    const CT *v0 = pv[0], *v1 = pv[1], *v2 = pv[2], *v3 = pv[3];                                            \
+    const int32_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];                                               \
+    const int32_t wa = mt_pack_halves(w0, w1), wb = mt_pack_halves(w2, w3);                                 \
+    int d = 0;                                                                                              \
+    if (Dv == 16) {                                                                                         \
+      _Pragma("GCC unroll 8") for (; d < 16; d += STEP)                                                     \
+          mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                            \
+    } else if (Dv == 8) {                                                                                   \
+      _Pragma("GCC unroll 4") for (; d < 8; d += STEP)                                                      \
+          mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                            \
+    } else if (Dv == 4) {                                                                                   \
+      _Pragma("GCC unroll 2") for (; d < 4; d += STEP)                                                      \
+          mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                            \
+    } else {                                                                                                \
+      for (; d + STEP <= Dv; d += STEP) mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb); \
+    }                                                                                                       \
+    for (; d < Dv; ++d) MT_ATTN_PV4_ONE_##T;                                                                \
   }
 #define MT_ATTN_PV4_ONE_s8 \
   acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d] + w2 * (int32_t)v2[d] + w3 * (int32_t)v3[d]
@@ -2213,15 +2283,13 @@ static inline __attribute__((always_inline)) void mt_attn_logits2_s16(const mt_a
  * t[n]), the usual head dimensions 4, 8, 16 and 32 with a constant loop count; other logit
  * formats: mt_rq. Not inlined into the attention body (one call per block of keys), so that
  * its loops get the registers the body's update keeps live. */
-static __attribute__((noinline)) void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj,
-                                                         int ks, int n, int D, int32_t *t) {
+static __attribute__((noinline)) int32_t mt_attn_logits_s16(const mt_attn *a, const int16_t *qi,
+                                                            const int16_t *kj, int ks, int n, int D, int32_t *t) {
   const mt_attn_logit_q q = mt_attn_logit_q_init(a);
   int j;
-  if (q.sh < 0 || q.sh > 30 || q.mu - 1u >= 0x7FFFFFFFu) { /* also m = INT32_MIN, outside mt_rq's contract */
+  if (q.sh < 0 || q.sh > 30 || q.mu - 1u >= 0x7FFFFFFFu) /* also m = INT32_MIN, outside mt_rq's contract */
     for (j = 0; j < n; ++j) t[j] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj + j * ks, 1, D));
-    return;
-  }
-  if (!q.lo_zero) /* s = 1 */
+  else if (!q.lo_zero) /* s = 1 */
     mt_attn_logits2_s16(&q, qi, kj, ks, n, D, 0, t);
   else if (D == 8)
     mt_attn_logits1_s16(&q, qi, kj, ks, n, 8, t);
@@ -2235,6 +2303,7 @@ static __attribute__((noinline)) void mt_attn_logits_s16(const mt_attn *a, const
     mt_attn_logits2_s16(&q, qi, kj, ks, n, 32, 1, t);
   else
     mt_attn_logits2_s16(&q, qi, kj, ks, n, D, 1, t);
+  return mt_attn_max(t, n);
 }
 
 /* acc[d] += w0 v0[d] + w1 v1[d] for int16 v into the int64 sums: for weights that fit int16
@@ -2264,28 +2333,22 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s16(int64_t *
   acc[1] = __smlald(mt_odd_halves(x2, x3), wb, __smlald(mt_odd_halves(x0, x1), wa, acc[1]));
 }
 
-/* Four keys into the int64 sums: two SMLALD per feature when all four weights fit int16, else
- * four SMLAL (a weight <= 2^16 times an int16 fits int32); exact */
+/* Four keys into the int64 sums, one feature: four SMLAL (a weight times an int16 fits int32);
+ * exact */
 #define MT_ATTN_PV4_ONE_s16 \
   acc[d] = mt_smlal(mt_smlal(mt_smlal(mt_smlal(acc[d], w0, v0[d]), w1, v1[d]), w2, v2[d]), w3, v3[d])
 MT_DEFINE_ATTN_PV4(s16, int16_t, int64_t, 2)
 #define MT_ATTN_GROUP_s16 4
 #define mt_attn_pvg_s16 mt_attn_pv4_s16
 
-/* mt_attn_rescale_row_*: int8 inline; int16 not inlined (once per new max, so that the key
- * loop keeps its registers), its rounding in 64-bit steps: mt_mulq16_s64's round(a alpha /
- * 2^16), ties away from zero, is floor((a alpha + 2^15 - [a < 0]) / 2^16), and 2^16 v joins as
- * v 2^32 before the shift; a alpha is exact in int64 (|a| <= l 2^15 <= 2^46, alpha <= 2^16):
- * one UMULL and MLA, ADDS and ADC, the 64-bit shift (GCC's >> of a negative int64 is
- * arithmetic: the floor). */
-#define mt_attn_rescale_row_s8(acc, alpha, v, w_one, Dv) \
-  MT_ATTN_RESCALE_ROW(acc, alpha, v, w_one, Dv, mt_attn_rescale_s8)
-static __attribute__((noinline)) void mt_attn_rescale_row_s16(int64_t *acc, uint32_t alpha, const int16_t *v,
-                                                              int64_t w_one, int Dv) {
+/* mt_attn_rescale_row_*: the int16 sums' rounding in 64-bit steps: mt_mulq16_s64's
+ * round(a alpha / 2^16), ties away from zero, is floor((a alpha + 2^15 - [a < 0]) / 2^16);
+ * a alpha is exact in int64 (|a| <= l 2^15 <= 2^46, alpha <= 2^16): one UMULL and MLA, ADDS
+ * and ADC, the 64-bit shift (GCC's >> of a negative int64 is arithmetic: the floor). */
+#define mt_attn_rescale_row_s8(acc, alpha, Dv) MT_ATTN_RESCALE_ROW(acc, alpha, Dv, mt_attn_rescale_s8)
+static void mt_attn_rescale_row_s16(int64_t *acc, uint32_t alpha, int Dv) {
   int d;
-  (void)w_one; /* 2^16 */
-  for (d = 0; d < Dv; ++d)
-    acc[d] = (acc[d] * (int64_t)alpha + (0x8000 - (int64_t)(acc[d] < 0)) + v[d] * ((int64_t)1 << 32)) >> 16;
+  for (d = 0; d < Dv; ++d) acc[d] = (acc[d] * (int64_t)alpha + (0x8000 - (int64_t)(acc[d] < 0))) >> 16;
 }
 #else
 /* round(a alpha / 2^16) on the magnitude, ties away from zero, |a| < 2^48 */
@@ -2294,19 +2357,34 @@ static int64_t mt_mulq16_s64(int64_t a, uint32_t alpha) {
   uint64_t r = (m >> 16) * alpha + (((uint32_t)(m & 0xFFFFu) * alpha + 0x8000u) >> 16);
   return a < 0 ? -(int64_t)r : (int64_t)r;
 }
-#define mt_attn_rescale_row_s8(acc, alpha, v, w_one, Dv) MT_ATTN_RESCALE_ROW(acc, alpha, v, w_one, Dv, mt_mulq16_s32)
-#define mt_attn_rescale_row_s16(acc, alpha, v, w_one, Dv) MT_ATTN_RESCALE_ROW(acc, alpha, v, w_one, Dv, mt_mulq16_s64)
-static inline void mt_attn_logits_s16(const mt_attn *a, const int16_t *qi, const int16_t *kj, int ks, int n, int D,
-                                      int32_t *t) {
-  int j;
-  for (j = 0; j < n; ++j) t[j] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj + j * ks, 1, D));
+#define mt_attn_rescale_row_s8(acc, alpha, Dv) MT_ATTN_RESCALE_ROW(acc, alpha, Dv, mt_mulq16_s32)
+#define mt_attn_rescale_row_s16(acc, alpha, Dv) MT_ATTN_RESCALE_ROW(acc, alpha, Dv, mt_mulq16_s64)
+static __attribute__((noinline)) int32_t mt_attn_logits_s16(const mt_attn *a, const int16_t *qi,
+                                                            const int16_t *kj, int ks, int n, int D, int32_t *t) {
+  const int64_t pairs = (int64_t)(D >> 1) << 16;
+  int i, j;
+  for (j = 0; j < n; ++j, kj += ks) {
+    int64_t sc = pairs; /* each pair below enters 2^16 short */
+    for (i = 0; i + 2 <= D; i += 2)
+      sc += (int32_t)((uint32_t)(qi[i] * kj[i]) + (uint32_t)(qi[i + 1] * kj[i + 1]) - 65536u);
+    if (i < D) sc += qi[i] * kj[i];
+    t[j] = mt_attn_logit(a, sc);
+  }
+  return mt_attn_max(t, n);
 }
-static inline void mt_attn_logits_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj, int ks, int n, int D,
-                                     int32_t *t) {
+static __attribute__((noinline)) int32_t mt_attn_logits_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj,
+                                                           int ks, int n, int D, int32_t *t) {
   const int32_t m = a->p[MT_ATTN_LOGIT_M];
   const int s = a->p[MT_ATTN_LOGIT_S];
-  int j;
-  for (j = 0; j < n; ++j) t[j] = mt_rq32((int32_t)mt_dot_s8_s8(qi, kj + j * ks, 1, D), m, s);
+  int i, j;
+  int32_t mx = INT32_MIN;
+  for (j = 0; j < n; ++j, kj += ks) {
+    int32_t sc = 0; /* exact: |q k| <= 2^14, D <= 65535 */
+    for (i = 0; i < D; ++i) sc += (int32_t)qi[i] * kj[i];
+    t[j] = sc = mt_rq32(sc, m, s);
+    mx = sc > mx ? sc : mx;
+  }
+  return mx;
 }
 
 static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, const int8_t *v1, int32_t w1, int Dv) {
@@ -2314,34 +2392,34 @@ static inline void mt_attn_pv2_s8(int32_t *acc, const int8_t *v0, int32_t w0, co
   for (d = 0; d < Dv; ++d) acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d]; /* |w v| <= 2^31 */
 }
 
-/* The same for int16 v into int64 sums: a weight (<= 2^16) times an int16 fits int32, so each
- * product is one 32 x 32 -> 64-bit multiply-add (SMLAL), not a 64 x 64 multiply. */
+/* The same for int16 v into int64 sums: a weight (<= 2^16) times an int16 lies in
+ * [-2^31, 2^31 - 2^16], an int32 product (a 32-bit multiply, not a 64-bit one: Armv6-M has no
+ * SMULL) added to the int64 sum. */
 static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int32_t a, const int16_t *v1, int32_t b, int Dv) {
   int d;
-  for (d = 0; d < Dv; ++d) acc[d] += (int64_t)a * v0[d] + (int64_t)b * v1[d];
+  for (d = 0; d < Dv; ++d) acc[d] += (int64_t)(a * v0[d]) + b * v1[d];
 }
 #endif
 
-/* The keys added in one pass over the sums, MT_ATTN_GROUP_* (the first ones pending), by
- * mt_attn_pvg_*(acc, pending rows, their weights, last row, its weight, Dv): four for the
- * Armv7E-M variants, else two. */
+/* The keys added in one pass over the sums, MT_ATTN_GROUP_* keys by mt_attn_pvg_*(acc, their
+ * rows, their weights, Dv): four for the Armv7E-M variants, else two. */
 #ifndef MT_ATTN_GROUP_s16
 #define MT_ATTN_GROUP_s16 2
-#define mt_attn_pvg_s16(acc, pv, pw, v, w, Dv) mt_attn_pv2_s16(acc, pv[0], pw[0], v, w, Dv)
+#define mt_attn_pvg_s16(acc, pv, w, Dv) mt_attn_pv2_s16(acc, (pv)[0], (w)[0], (pv)[1], (w)[1], Dv)
 #endif
 #ifndef MT_ATTN_GROUP_s8
 #define MT_ATTN_GROUP_s8 2
-#define mt_attn_pvg_s8(acc, pv, pw, v, w, Dv) mt_attn_pv2_s8(acc, pv[0], pw[0], v, w, Dv)
+#define mt_attn_pvg_s8(acc, pv, w, Dv) mt_attn_pv2_s8(acc, (pv)[0], (w)[0], (pv)[1], (w)[1], Dv)
 #endif
 
-/* acc[d] += w v[d] for one key (a pending key before a rescaling or at the end) */
+/* acc[d] += w v[d] for one key (a weight above 32767, a block's last keys) */
 static inline void mt_attn_pv1_s8(int32_t *acc, const int8_t *v, int32_t w, int Dv) {
   int d;
   for (d = 0; d < Dv; ++d) acc[d] += w * (int32_t)v[d];
 }
 static inline void mt_attn_pv1_s16(int64_t *acc, const int16_t *v, int32_t a, int Dv) {
   int d;
-  for (d = 0; d < Dv; ++d) acc[d] += (int64_t)a * v[d];
+  for (d = 0; d < Dv; ++d) acc[d] += a * v[d]; /* an int32 product, as above */
 }
 
 /* Per-query normaliser: out = acc / l * 2^g * scale_v / scale_out, with |acc| <~ l * 2^15
@@ -2410,94 +2488,98 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
 #define mt_attn_out_s16 mt_attn_out_ref_s16
 #endif
 
-/* One body for both types: ACC the accumulators (int64 for s16, int32 for s8, where the
- * weights enter with g fewer bits so that S * 2^(16 - g) * 2^7 <= 2^31); at a new max each
- * sum is rescaled by 2^(m - m') (Q16) and the key's row added (mt_attn_rescale_row_*). The
- * logits come in blocks of KEYS keys (mt_attn_logits_*; 1 in the portable C, MT_ATTN_KEYS = 32
- * in the Armv7E-M variants, which keep q in registers or compute two keys per pass over it and
- * keep the block's logits on the stack, 132 B: a tight dot product loop apart from the
- * update's many live values), then each key updates the running sums in key order. Keys that
- * do not raise the max are added MT_ATTN_GROUP_* at a time (acc[d] += w v[d] + w' v'[d] ..:
- * mt_attn_pvg_*, one pass over acc for the group); keys still pending are added before any
- * rescaling, so the sums are the same integers as one key at a time (exact additions, in the
- * same order relative to every rounding). */
-#if MT_DSP
-#define MT_ATTN_EXP2 mt_exp2neg_q16_inline
+/* 0 through an empty asm: a loop of zero stores (Dv of them) that GCC does not turn into a call
+ * of memset, which costs newlib's ~4 instructions per byte */
+static inline int32_t mt_zero_opaque(void) {
+  int32_t z = 0;
+  __asm__("" : "+r"(z));
+  return z;
+}
+
+/* The max of a block's visible logits t[0 .. nk-1] (keys j .. j+nk-1 of query i, a keep mask)
+ * into *bm; 0 when none is visible. */
+static int mt_attn_visible_max(const mt_attn *a, int i, int j, const int32_t *t, int nk, int32_t *bm) {
+  int u, have = 0;
+  int32_t m = 0;
+  for (u = 0; u < nk; ++u)
+    if (mt_attn_visible(a, i, j + u) && (!have || t[u] > m)) {
+      m = t[u];
+      have = 1;
+    }
+  *bm = m;
+  return have;
+}
+
+/* A block's weights w = 2^(t - mx) (Q16, <= 1 since mx is at least the block's max) of its
+ * visible keys; *l gets their sum. Rounded to Q(16 - g) for the sums, a weight above 32767 (a
+ * key within one unit of the max) is added to the sums at once (mt_attn_pv1_*); the others
+ * but zeros are listed, weight in t[n] (in place of the logits) and row in pv[n], for the
+ * groups, which multiply int16 weights (SMLAD). Returns n. Exact additions: the same integers
+ * in any order. */
+/* The high word of a b: one UMULL where the core has it; Armv6-M has no 32 x 32 -> 64-bit
+ * multiply (libgcc's 64-bit one costs ~40 instructions): four 16 x 16 products, with
+ * a b = ah bh 2^32 + (ah bl + al bh) 2^16 + al bl, each partial sum below 2^32. */
+static inline uint32_t mt_mulhi_u32(uint32_t a, uint32_t b) {
+#if defined(__ARM_ARCH_6M__)
+  const uint32_t ah = a >> 16, al = a & 0xFFFFu, bh = b >> 16, bl = b & 0xFFFFu;
+  const uint32_t t = ah * bl + ((al * bl) >> 16), u = al * bh + (t & 0xFFFFu);
+  return ah * bh + (t >> 16) + (u >> 16);
 #else
-#define MT_ATTN_EXP2 mt_exp2neg_q16
+  return (uint32_t)(((uint64_t)a * b) >> 32);
 #endif
-#define MT_ATTN_FLUSH(T) /* the pending keys' rows into acc */                                             \
-  do {                                                                                                     \
-    if (np >= 2) mt_attn_pv2_##T(acc, pv[0], pw[0], pv[1], pw[1], Dv);                                     \
-    if (np & 1) mt_attn_pv1_##T(acc, pv[np - 1], pw[np - 1], Dv);                                          \
-    np = 0;                                                                                                \
+}
+
+/* 2^-(z / 2^16) in Q16, the weights and rescalings of the streaming attention: with
+ * z = n 2^16 + 256 h + l, 2^-(z/2^16) = 2^-n 2^-(h/256) 2^-(l/65536), the high word of the
+ * product of two Q31 factors (mt_exp2_hi[h] mt_exp2_lo[l]) is the mantissa in Q30 (error < 2
+ * units), rounded to Q16 (ties up) by 14 + n more bits; 0 for n >= 17. */
+static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
+  const uint32_t n = z >> 16;
+  if (n >= 17) return 0;
+  return ((mt_mulhi_u32(mt_exp2_hi[(z >> 8) & 255u], mt_exp2_lo[z & 255u]) >> (13 + n)) + 1u) >> 1;
+}
+#define MT_ATTN_WEIGHT(T, G) /* the logit *tu, row v; G = g */                                           \
+  do {                                                                                                    \
+    const uint32_t w = mt_attn_exp2((uint32_t)mx - (uint32_t)*tu);                                        \
+    const int32_t wg = (int32_t)((G) ? (w >> (G)) + ((w >> ((G) - 1)) & 1u) : w);                         \
+    sum += w;                                                                                             \
+    if (wg > 32767)                                                                                       \
+      mt_attn_pv1_##T(acc, v, wg, Dv);                                                                    \
+    else if (wg != 0) {                                                                                   \
+      *tw++ = wg;                                                                                         \
+      *pw++ = v;                                                                                          \
+    }                                                                                                     \
   } while (0)
-#define MT_ATTN_FIRST(vj, t) /* the first visible key: weight 1 */                                         \
-  do {                                                                                                     \
-    have = 1;                                                                                              \
-    mx = (t);                                                                                              \
-    l = 65536u;                                                                                            \
-    for (d = 0; d < Dv; ++d) acc[d] = w_one * (vj)[d]; /* w_one is an ACC */                               \
-  } while (0)
-/* One visible key, logit t, v row vj, in the loop over a block's keys (its continue skips to
- * the next key) */
-#define MT_ATTN_KEY(T, t, vj)                                                                              \
-  if (!MT_DSP && !have) {                                                                                  \
-    MT_ATTN_FIRST(vj, t);                                                                                  \
-  } else if (t <= mx) { /* weight w = 2^(t - mx) <= 1 */                                                   \
-    const uint32_t w = MT_ATTN_EXP2((uint32_t)mx - (uint32_t)t);                                           \
-    int32_t wg;                                                                                            \
-    if (w == 0) continue;                                                                                  \
-    l += w;                                                                                                \
-    wg = (int32_t)(g ? (w >> g) + ((w >> (g - 1)) & 1u) : w);                                              \
-    if (np < MT_ATTN_GROUP_##T - 1) {                                                                      \
-      pv[np] = vj, pw[np++] = wg;                                                                          \
-      continue;                                                                                            \
-    }                                                                                                      \
-    mt_attn_pvg_##T(acc, pv, pw, vj, wg, Dv);                                                              \
-    np = 0;                                                                                                \
-  } else { /* new max: rescale the running sums by alpha = 2^(mx - t) */                                   \
-    const uint32_t alpha = mt_exp2neg_q16((uint32_t)t - (uint32_t)mx);                                     \
-    MT_ATTN_FLUSH(T);                                                                                      \
-    l = mt_mulq16_u32(l, alpha) + 65536u;                                                                  \
-    mt_attn_rescale_row_##T(acc, alpha, vj, w_one, Dv);                                                    \
-    mx = t;                                                                                                \
+#define MT_DEFINE_ATTN_WEIGHTS(T, CT, ACC)                                                                \
+  static int mt_attn_weights_##T(const mt_attn *a, int i, int j, int32_t mx, int g, int32_t *t, int nk,      \
+                                 ACC *acc, const CT *v, int vs, int Dv, const CT **pv, uint32_t *l) {     \
+    const int32_t *tu = t, *const end = t + nk;                                                           \
+    int32_t *tw = t;                                                                                      \
+    const CT **pw = pv;                                                                                   \
+    uint32_t sum = 0;                                                                                     \
+    if (!a->keep && g == 0) /* the usual case: g a constant */                                            \
+      for (; tu != end; ++tu, v += vs) MT_ATTN_WEIGHT(T, 0);                                              \
+    else                                                                                                  \
+      for (; tu != end; ++tu, v += vs)                                                                    \
+        if (!a->keep || mt_attn_visible(a, i, j + (int)(tu - t))) MT_ATTN_WEIGHT(T, g);                   \
+    *l += sum;                                                                                            \
+    return (int)(tw - t);                                                                                 \
   }
-/* The keys u .. nk-1 of a block in order, each visible one through MT_ATTN_KEY. Blocks of keys
- * (Armv7E-M): the first visible key of a row starts the sums before the block's loop
- * (MT_ATTN_FIRST_OF_BLOCK), which then has no test for it, and without a mask a pointer walk
- * over the logits and v rows, no test per key; one key at a time (the portable C) the loop in
- * order takes every case. */
-#define MT_ATTN_KEYS_IN_ORDER(T, CT)                                                                       \
-  for (; u < nk; ++u) {                                                                                    \
-    const CT *vj = v + (j + u) * vs;                                                                       \
-    const int32_t t = tb[u];                                                                               \
-    if (keep && !mt_attn_visible(&a, i, j + u)) continue;                                                  \
-    MT_ATTN_KEY(T, t, vj);                                                                                 \
-  }
-#if MT_DSP
-#define MT_ATTN_FIRST_OF_BLOCK()                                                                           \
-  if (!have) {                                                                                             \
-    while (u < nk && keep && !mt_attn_visible(&a, i, j + u)) ++u;                                          \
-    if (u == nk) continue;                                                                                 \
-    MT_ATTN_FIRST(v + (j + u) * vs, tb[u]);                                                                \
-    ++u;                                                                                                   \
-  }
-#define MT_ATTN_KEYS_OF_BLOCK(T, CT)                                                                       \
-  if (!keep) {                                                                                             \
-    const int32_t *tp = tb + u;                                                                            \
-    const CT *vj = v + (j + u) * vs;                                                                       \
-    for (; tp != tb + nk; ++tp, vj += vs) {                                                                \
-      const int32_t t = *tp;                                                                               \
-      MT_ATTN_KEY(T, t, vj);                                                                               \
-    }                                                                                                      \
-  } else                                                                                                   \
-    MT_ATTN_KEYS_IN_ORDER(T, CT)
-#else
-#define MT_ATTN_FIRST_OF_BLOCK()
-#define MT_ATTN_KEYS_OF_BLOCK(T, CT) MT_ATTN_KEYS_IN_ORDER(T, CT)
-#endif
-#define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC, KEYS)                                                       \
+MT_DEFINE_ATTN_WEIGHTS(s8, int8_t, int32_t)
+MT_DEFINE_ATTN_WEIGHTS(s16, int16_t, int64_t)
+
+/* Streaming attention, one body for both types (blocked online softmax): the keys in blocks of
+ * MT_ATTN_KEYS; per block its logits (mt_attn_logits_*: the Armv7E-M variants keep q in
+ * registers or compute two keys per pass over it), their max m_b over the visible keys; when
+ * m_b raises the running max m the sums and l are rescaled once by alpha = 2^(m - m_b) (Q16,
+ * mt_attn_rescale_row_*, mt_mulq16_u32), then the block's weights 2^(t - m) (mt_attn_weights_*)
+ * and acc[d] += sum w v[d], MT_ATTN_GROUP_* keys per pass over the sums (mt_attn_pvg_*). The
+ * integers depend on the block size (where the roundings of the rescaling fall), the same in
+ * every variant. ACC the sums: int64 for s16; int32 for s8, where the weights enter with g
+ * fewer bits so that S 2^(16 - g) 2^7 <= 2^31. Working memory: the block's logits on the stack
+ * (132 B) and acc. */
+#define MT_ATTN_KEYS 32
+#define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC)                                                             \
   void mt_attention_stream_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
                                const CT *v, CT *out, ACC *acc) {                                           \
     const mt_attn a = mt_attn_init(p, keep);                                                               \
@@ -2505,36 +2587,50 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
     const int qs = mt_stride(p[MT_ATTN_Q_STRIDE], D), ks = mt_stride(p[MT_ATTN_K_STRIDE], D);              \
     const int vs = mt_stride(p[MT_ATTN_V_STRIDE], Dv), os = mt_stride(p[MT_ATTN_OUT_STRIDE], Dv);          \
     const int g = sizeof(ACC) == 4 && S > 256 ? mt_msb32((uint32_t)(S - 1)) + 1 - 8 : 0;                   \
-    const ACC w_one = (ACC)(65536u >> g);                                                                  \
-    const CT *pv[3] = {0, 0, 0}; /* the np pending keys' v rows, weights pw */                             \
-    int32_t pw[3] = {0, 0, 0};                                                                             \
-    int i, j, u, d;                                                                                        \
+    int32_t tb[MT_ATTN_KEYS + 1]; /* a block's logits, then weights (one more: an odd block's pair) */     \
+    const CT *pv[MT_ATTN_KEYS];   /* the weighted keys' rows */                                            \
+    int i, j, u, n, d;                                                                                     \
     for (i = 0; i < L; ++i) {                                                                              \
       const CT *qi = q + i * qs;                                                                           \
       const int jend = mt_attn_key_end(&a, i);                                                             \
-      int have = 0, np = 0;                                                                                \
-      int32_t mx = 0, tb[(KEYS) + 1]; /* the block's logits (one more: an odd block's pair) */             \
+      int have = 0;                                                                                        \
+      int32_t mx = 0, bm;                                                                                  \
       uint32_t l = 0; /* sum of 2^(t_j - mx), Q16 */                                                       \
-      for (j = 0; j < jend; j += (KEYS)) {                                                                 \
-        const int nk = jend - j < (KEYS) ? jend - j : (KEYS);                                              \
-        mt_attn_logits_##T(&a, qi, k + j * ks, ks, nk, D, tb);                                             \
-        u = 0;                                                                                             \
-        MT_ATTN_FIRST_OF_BLOCK();                                                                          \
-        MT_ATTN_KEYS_OF_BLOCK(T, CT);                                                                      \
+      for (j = 0; j < jend; j += MT_ATTN_KEYS) {                                                           \
+        const int nk = jend - j < MT_ATTN_KEYS ? jend - j : MT_ATTN_KEYS;                                  \
+        const CT *vb = v + j * vs;                                                                         \
+        bm = mt_attn_logits_##T(&a, qi, k + j * ks, ks, nk, D, tb);                                        \
+        if (keep && !mt_attn_visible_max(&a, i, j, tb, nk, &bm)) continue; /* no visible key */            \
+        if (!have) {                                                                                       \
+          have = 1;                                                                                        \
+          mx = bm;                                                                                         \
+          for (d = 0; d < Dv; ++d) acc[d] = mt_zero_opaque();                                              \
+        } else if (bm > mx) {                                                                              \
+          const uint32_t alpha = mt_attn_exp2((uint32_t)bm - (uint32_t)mx);                                \
+          l = mt_mulq16_u32(l, alpha);                                                                     \
+          mt_attn_rescale_row_##T(acc, alpha, Dv);                                                         \
+          mx = bm;                                                                                         \
+        }                                                                                                  \
+        n = mt_attn_weights_##T(&a, i, j, mx, g, tb, nk, acc, vb, vs, Dv, pv, &l);                         \
+        for (u = 0; u + MT_ATTN_GROUP_##T <= n; u += MT_ATTN_GROUP_##T) mt_attn_pvg_##T(acc, pv + u, tb + u, Dv); \
+        if (n - u >= 2) {                                                                                  \
+          mt_attn_pv2_##T(acc, pv[u], tb[u], pv[u + 1], tb[u + 1], Dv);                                    \
+          u += 2;                                                                                          \
+        }                                                                                                  \
+        if (u < n) mt_attn_pv1_##T(acc, pv[u], tb[u], Dv);                                                 \
       }                                                                                                    \
       if (!have) { /* fully masked row: zeros */                                                           \
         for (d = 0; d < Dv; ++d) out[i * os + d] = 0;                                                      \
         continue;                                                                                          \
       }                                                                                                    \
-      MT_ATTN_FLUSH(T);                                                                                    \
       {                                                                                                    \
         const mt_attn_norm nrm = mt_attn_norm_init(&a, l, g);                                              \
         mt_attn_out_##T(&nrm, acc, out + i * os, Dv);                                                      \
       }                                                                                                    \
     }                                                                                                      \
   }
-MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t, MT_DSP ? MT_ATTN_KEYS : 1)
-MT_DEFINE_ATTENTION_STREAM(s16, int16_t, int64_t, MT_DSP ? MT_ATTN_KEYS : 1)
+MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t)
+MT_DEFINE_ATTENTION_STREAM(s16, int16_t, int64_t)
 
 /* Softmax in Q0.15 of the visible entries of one row of base-2 logits (Q16), in place;
  * invisible entries become 0. Same exp and reciprocal as everywhere else. */

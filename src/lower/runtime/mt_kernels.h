@@ -468,10 +468,11 @@ enum {
  * Scores are dot products in int64 (s16) / int32 (s8), converted to base-2 logits in Q16
  * (saturated to int32); weights 2^(t_j - max) in Q16. Limits: S <= 32767, D <= 65535. */
 
-/* STREAMING (online-softmax) attention: for each query the keys are visited once, keeping a
- * running max m, a running sum l = sum 2^(t_j - m) (Q16) and a running weighted sum
- * acc = sum 2^(t_j - m) v_j; when a new max arrives, l and acc are rescaled by 2^(m - m').
- * out = acc / l with one reciprocal per query. No L x S buffer: the working memory is
+/* STREAMING (blocked online-softmax) attention: for each query the keys are visited once, in
+ * blocks of 32, keeping a running max m, a running sum l = sum 2^(t_j - m) (Q16) and a running
+ * weighted sum acc = sum 2^(t_j - m) v_j; when a block's max m' exceeds m, l and acc are
+ * rescaled once by 2^(m - m') before the block's keys are added (weights from two tables of
+ * 256 factors). out = acc / l with one reciprocal per query. No L x S buffer: the working memory is
  * `acc`, Dv int64 (s16) or Dv int32 (s8) (bytes: MT_ATTN_STREAM_SCRATCH_BYTES_S16/_S8);
  * for s8 and S > 256 the weights enter acc with ceil(log2 S) - 8 fewer bits so that int32
  * cannot overflow. out may alias q (in place) when out_stride == q_stride and Dv <= D;
