@@ -2088,9 +2088,12 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
   acc[3] = __smlad(mt_odd_halves(o2, o3), wb, __smlad(mt_odd_halves(o0, o1), wa, acc[3]));
 }
 
-/* Four keys, rows pv[0..3], weights w[0..3] <= 32767 (from mt_attn_weights_*): acc[d] += w0 v0[d] + .. + w3 v3[d] in one load and store
- * of each sum (mt_attn_pv4_*), STEP features per mt_attn_pv4_step_* (the loop unrolled for
- * value dims 4, 8 and 16), the last Dv % STEP features one at a time (MT_ATTN_PV4_ONE_*).
+/* Four keys, rows pv[0..3], weights w[0..3] <= 2^16 (from mt_attn_weights_*): acc[d] += w0 v0[d]
+ * + .. + w3 v3[d] in one load and store of each sum (mt_attn_pv4_*): when the four weights fit
+ * int16, STEP features per mt_attn_pv4_step_* (the loop unrolled for value dims 4, 8 and 16);
+ * otherwise (a key within one unit of the max: nearly all where the logits lie close, as in a
+ * freshly initialised model), and for the last Dv % STEP features, one feature at a time
+ * (MT_ATTN_PV4_ONE_*: four multiply-adds, no cheaper with SMLAD on w - 2^16 and a correction).
  * Exact sums, as the reference. Not inlined: one call per group of keys keeps the caller's
  * registers. */
 #define MT_DEFINE_ATTN_PV4(T, CT, ACC, STEP)                                                                \
@@ -2098,19 +2101,22 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
                                                         int Dv) {                                           \
     const CT *v0 = pv[0], *v1 = pv[1], *v2 = pv[2], *v3 = pv[3];                                            \
     const int32_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];                                               \
-    const int32_t wa = mt_pack_halves(w0, w1), wb = mt_pack_halves(w2, w3);                                 \
     int d = 0;                                                                                              \
-    if (Dv == 16) {                                                                                         \
-      _Pragma("GCC unroll 8") for (; d < 16; d += STEP)                                                     \
+    if ((w0 | w1 | w2 | w3) <= 32767) {                                                                     \
+      const int32_t wa = mt_pack_halves(w0, w1), wb = mt_pack_halves(w2, w3);                              \
+      if (Dv == 16) {                                                                                       \
+        _Pragma("GCC unroll 8") for (; d < 16; d += STEP)                                                   \
+            mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                          \
+      } else if (Dv == 8) {                                                                                 \
+        _Pragma("GCC unroll 4") for (; d < 8; d += STEP)                                                    \
+            mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                          \
+      } else if (Dv == 4) {                                                                                 \
+        _Pragma("GCC unroll 2") for (; d < 4; d += STEP)                                                    \
+            mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                          \
+      } else {                                                                                              \
+        for (; d + STEP <= Dv; d += STEP)                                                                   \
           mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                            \
-    } else if (Dv == 8) {                                                                                   \
-      _Pragma("GCC unroll 4") for (; d < 8; d += STEP)                                                      \
-          mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                            \
-    } else if (Dv == 4) {                                                                                   \
-      _Pragma("GCC unroll 2") for (; d < 4; d += STEP)                                                      \
-          mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                            \
-    } else {                                                                                                \
-      for (; d + STEP <= Dv; d += STEP) mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb); \
+      }                                                                                                     \
     }                                                                                                       \
     for (; d < Dv; ++d) MT_ATTN_PV4_ONE_##T;                                                                \
   }
@@ -2333,8 +2339,7 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s16(int64_t *
   acc[1] = __smlald(mt_odd_halves(x2, x3), wb, __smlald(mt_odd_halves(x0, x1), wa, acc[1]));
 }
 
-/* Four keys into the int64 sums, one feature: four SMLAL (a weight times an int16 fits int32);
- * exact */
+/* Four keys into the int64 sums, one feature: four SMLAL; exact */
 #define MT_ATTN_PV4_ONE_s16 \
   acc[d] = mt_smlal(mt_smlal(mt_smlal(mt_smlal(acc[d], w0, v0[d]), w1, v1[d]), w2, v2[d]), w3, v3[d])
 MT_DEFINE_ATTN_PV4(s16, int16_t, int64_t, 2)
@@ -2510,12 +2515,6 @@ static int mt_attn_visible_max(const mt_attn *a, int i, int j, const int32_t *t,
   return have;
 }
 
-/* A block's weights w = 2^(t - mx) (Q16, <= 1 since mx is at least the block's max) of its
- * visible keys; *l gets their sum. Rounded to Q(16 - g) for the sums, a weight above 32767 (a
- * key within one unit of the max) is added to the sums at once (mt_attn_pv1_*); the others
- * but zeros are listed, weight in t[n] (in place of the logits) and row in pv[n], for the
- * groups, which multiply int16 weights (SMLAD). Returns n. Exact additions: the same integers
- * in any order. */
 /* The high word of a b: one UMULL where the core has it; Armv6-M has no 32 x 32 -> 64-bit
  * multiply (libgcc's 64-bit one costs ~40 instructions): four 16 x 16 products, with
  * a b = ah bh 2^32 + (ah bl + al bh) 2^16 + al bl, each partial sum below 2^32. */
@@ -2538,35 +2537,37 @@ static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
   if (n >= 17) return 0;
   return ((mt_mulhi_u32(mt_exp2_hi[(z >> 8) & 255u], mt_exp2_lo[z & 255u]) >> (13 + n)) + 1u) >> 1;
 }
-#define MT_ATTN_WEIGHT(T, G) /* the logit *tu, row v; G = g */                                           \
+/* A block's weights w = 2^(t - mx) (Q16, <= 1 since mx is at least the block's max) of its
+ * visible keys; *l gets their sum. Rounded to Q(16 - g) for the sums, all but zeros are listed:
+ * weight in t[n] (in place of the logits), row in pv[n]. Returns n. */
+#define MT_ATTN_WEIGHT(G) /* the logit *tu, row v; G = g */                                           \
   do {                                                                                                    \
     const uint32_t w = mt_attn_exp2((uint32_t)mx - (uint32_t)*tu);                                        \
     const int32_t wg = (int32_t)((G) ? (w >> (G)) + ((w >> ((G) - 1)) & 1u) : w);                         \
     sum += w;                                                                                             \
-    if (wg > 32767)                                                                                       \
-      mt_attn_pv1_##T(acc, v, wg, Dv);                                                                    \
-    else if (wg != 0) {                                                                                   \
+    if (wg != 0) {                                                                                        \
       *tw++ = wg;                                                                                         \
       *pw++ = v;                                                                                          \
     }                                                                                                     \
   } while (0)
-#define MT_DEFINE_ATTN_WEIGHTS(T, CT, ACC)                                                                \
-  static int mt_attn_weights_##T(const mt_attn *a, int i, int j, int32_t mx, int g, int32_t *t, int nk,      \
-                                 ACC *acc, const CT *v, int vs, int Dv, const CT **pv, uint32_t *l) {     \
+#define MT_DEFINE_ATTN_WEIGHTS(T, CT)                                                                     \
+  static __attribute__((noinline)) int mt_attn_weights_##T(const mt_attn *a, int i, int j, int32_t mx, int g,  \
+                                                           int32_t *t, int nk,                            \
+                                 const CT *v, int vs, const CT **pv, uint32_t *l) {                       \
     const int32_t *tu = t, *const end = t + nk;                                                           \
     int32_t *tw = t;                                                                                      \
     const CT **pw = pv;                                                                                   \
     uint32_t sum = 0;                                                                                     \
     if (!a->keep && g == 0) /* the usual case: g a constant */                                            \
-      for (; tu != end; ++tu, v += vs) MT_ATTN_WEIGHT(T, 0);                                              \
+      for (; tu != end; ++tu, v += vs) MT_ATTN_WEIGHT(0);                                              \
     else                                                                                                  \
       for (; tu != end; ++tu, v += vs)                                                                    \
-        if (!a->keep || mt_attn_visible(a, i, j + (int)(tu - t))) MT_ATTN_WEIGHT(T, g);                   \
+        if (!a->keep || mt_attn_visible(a, i, j + (int)(tu - t))) MT_ATTN_WEIGHT(g);                   \
     *l += sum;                                                                                            \
     return (int)(tw - t);                                                                                 \
   }
-MT_DEFINE_ATTN_WEIGHTS(s8, int8_t, int32_t)
-MT_DEFINE_ATTN_WEIGHTS(s16, int16_t, int64_t)
+MT_DEFINE_ATTN_WEIGHTS(s8, int8_t)
+MT_DEFINE_ATTN_WEIGHTS(s16, int16_t)
 
 /* Streaming attention, one body for both types (blocked online softmax): the keys in blocks of
  * MT_ATTN_KEYS; per block its logits (mt_attn_logits_*: the Armv7E-M variants keep q in
@@ -2611,7 +2612,7 @@ MT_DEFINE_ATTN_WEIGHTS(s16, int16_t, int64_t)
           mt_attn_rescale_row_##T(acc, alpha, Dv);                                                         \
           mx = bm;                                                                                         \
         }                                                                                                  \
-        n = mt_attn_weights_##T(&a, i, j, mx, g, tb, nk, acc, vb, vs, Dv, pv, &l);                         \
+        n = mt_attn_weights_##T(&a, i, j, mx, g, tb, nk, vb, vs, pv, &l);                                  \
         for (u = 0; u + MT_ATTN_GROUP_##T <= n; u += MT_ATTN_GROUP_##T) mt_attn_pvg_##T(acc, pv + u, tb + u, Dv); \
         if (n - u >= 2) {                                                                                  \
           mt_attn_pv2_##T(acc, pv[u], tb[u], pv[u + 1], tb[u + 1], Dv);                                    \
