@@ -476,7 +476,7 @@ enum {
  * `acc`, Dv int64 (s16) or Dv int32 (s8) (bytes: MT_ATTN_STREAM_SCRATCH_BYTES_S16/_S8);
  * for s8 and S > 256 the weights enter acc with ceil(log2 S) - 8 fewer bits so that int32
  * cannot overflow. out may alias q (in place) when out_stride == q_stride and Dv <= D;
- * never k or v. Error: 1.30 LSB (s16, 4e-5 of the output range), 0.50 LSB (s8). */
+ * never k or v. Error: 1.56 LSB (s16, 5e-5 of the output range), 0.50 LSB (s8). */
 #define MT_ATTN_STREAM_SCRATCH_BYTES_S16(Dv) ((Dv) * 8)
 #define MT_ATTN_STREAM_SCRATCH_BYTES_S8(Dv) ((Dv) * 4)
 void mt_attention_stream_s8(const int32_t *p, const uint8_t *keep, const int8_t *q, const int8_t *k,
