@@ -1891,10 +1891,10 @@ MT_DEFINE_ARGMAX(s16, int16_t)
 
 /* At a new max m' the sums rescaled by alpha = 2^(m - m') (Q16): acc[d] = MULQ16(acc[d], alpha)
  * (mt_attn_rescale_row_*) */
-#define MT_ATTN_RESCALE_ROW(acc, alpha, Dv, MULQ16)                 \
-  do {                                                              \
-    int d_;                                                         \
-    for (d_ = 0; d_ < (Dv); ++d_) (acc)[d_] = MULQ16((acc)[d_], alpha); \
+#define MT_ATTN_RESCALE_ROW(acc, alpha, Dv, MULQ16)                         \
+  do {                                                                      \
+    int d_;                                                                 \
+    for (d_ = 0; d_ < (Dv); ++d_) (acc)[d_] = MULQ16((acc)[d_], alpha);     \
   } while (0)
 
 /* The view of one attention call: its parameter array and keep bits, and k = 1 - s >= 0 when
@@ -2002,8 +2002,8 @@ static inline __attribute__((always_inline)) void mt_attn_logit2_s8(const mt_att
 }
 
 /* Head dimension 16 with the one-SMLAL logit (lk >= 0): q's four words split by SXTB16 once
- * per block into eight registers, then one key per pass: 4 LDR, 8 SXTB16, 8 SMLAD and the
- * logit. */
+ * per block into eight registers, then one key per pass: 4 LDR, 8 SXTB16, 8 SMLAD, the logit
+ * and the block's max. */
 static inline int32_t mt_attn_logits16_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj, int ks, int n,
                                           int32_t *t) {
   const int32_t m = a->p[MT_ATTN_LOGIT_M];
@@ -2417,7 +2417,7 @@ static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int32_t a, c
 #define mt_attn_pvg_s8(acc, pv, w, Dv) mt_attn_pv2_s8(acc, (pv)[0], (w)[0], (pv)[1], (w)[1], Dv)
 #endif
 
-/* acc[d] += w v[d] for one key (a weight above 32767, a block's last keys) */
+/* acc[d] += w v[d] for one key (a block's last listed key) */
 static inline void mt_attn_pv1_s8(int32_t *acc, const int8_t *v, int32_t w, int Dv) {
   int d;
   for (d = 0; d < Dv; ++d) acc[d] += w * (int32_t)v[d];
@@ -2494,7 +2494,7 @@ MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
 #endif
 
 /* 0 through an empty asm: a loop of zero stores (Dv of them) that GCC does not turn into a call
- * of memset, which costs newlib's ~4 instructions per byte */
+ * of memset (the C library's costs ~4 instructions per byte at these sizes) */
 static inline int32_t mt_zero_opaque(void) {
   int32_t z = 0;
   __asm__("" : "+r"(z));
@@ -2537,10 +2537,11 @@ static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
   if (n >= 17) return 0;
   return ((mt_mulhi_u32(mt_exp2_hi[(z >> 8) & 255u], mt_exp2_lo[z & 255u]) >> (13 + n)) + 1u) >> 1;
 }
+
 /* A block's weights w = 2^(t - mx) (Q16, <= 1 since mx is at least the block's max) of its
  * visible keys; *l gets their sum. Rounded to Q(16 - g) for the sums, all but zeros are listed:
  * weight in t[n] (in place of the logits), row in pv[n]. Returns n. */
-#define MT_ATTN_WEIGHT(G) /* the logit *tu, row v; G = g */                                           \
+#define MT_ATTN_WEIGHT(G) /* the logit *tu, row v; G = g */                                              \
   do {                                                                                                    \
     const uint32_t w = mt_attn_exp2((uint32_t)mx - (uint32_t)*tu);                                        \
     const int32_t wg = (int32_t)((G) ? (w >> (G)) + ((w >> ((G) - 1)) & 1u) : w);                         \
@@ -2551,18 +2552,18 @@ static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
     }                                                                                                     \
   } while (0)
 #define MT_DEFINE_ATTN_WEIGHTS(T, CT)                                                                     \
-  static __attribute__((noinline)) int mt_attn_weights_##T(const mt_attn *a, int i, int j, int32_t mx, int g,  \
-                                                           int32_t *t, int nk,                            \
-                                 const CT *v, int vs, const CT **pv, uint32_t *l) {                       \
+  static __attribute__((noinline)) int mt_attn_weights_##T(const mt_attn *a, int i, int j, int32_t mx, int g, \
+                                                           int32_t *t, int nk, const CT *v, int vs,       \
+                                                           const CT **pv, uint32_t *l) {                  \
     const int32_t *tu = t, *const end = t + nk;                                                           \
     int32_t *tw = t;                                                                                      \
     const CT **pw = pv;                                                                                   \
     uint32_t sum = 0;                                                                                     \
     if (!a->keep && g == 0) /* the usual case: g a constant */                                            \
-      for (; tu != end; ++tu, v += vs) MT_ATTN_WEIGHT(0);                                              \
+      for (; tu != end; ++tu, v += vs) MT_ATTN_WEIGHT(0);                                                 \
     else                                                                                                  \
       for (; tu != end; ++tu, v += vs)                                                                    \
-        if (!a->keep || mt_attn_visible(a, i, j + (int)(tu - t))) MT_ATTN_WEIGHT(g);                   \
+        if (!a->keep || mt_attn_visible(a, i, j + (int)(tu - t))) MT_ATTN_WEIGHT(g);                      \
     *l += sum;                                                                                            \
     return (int)(tw - t);                                                                                 \
   }
@@ -2577,8 +2578,8 @@ MT_DEFINE_ATTN_WEIGHTS(s16, int16_t)
  * and acc[d] += sum w v[d], MT_ATTN_GROUP_* keys per pass over the sums (mt_attn_pvg_*). The
  * integers depend on the block size (where the roundings of the rescaling fall), the same in
  * every variant. ACC the sums: int64 for s16; int32 for s8, where the weights enter with g
- * fewer bits so that S 2^(16 - g) 2^7 <= 2^31. Working memory: the block's logits on the stack
- * (132 B) and acc. */
+ * fewer bits so that S 2^(16 - g) 2^7 <= 2^31. Working memory: the block's logits and row
+ * pointers on the stack (260 B on 32-bit cores) and acc. */
 #define MT_ATTN_KEYS 32
 #define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC)                                                             \
   void mt_attention_stream_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
@@ -2613,7 +2614,8 @@ MT_DEFINE_ATTN_WEIGHTS(s16, int16_t)
           mx = bm;                                                                                         \
         }                                                                                                  \
         n = mt_attn_weights_##T(&a, i, j, mx, g, tb, nk, vb, vs, pv, &l);                                  \
-        for (u = 0; u + MT_ATTN_GROUP_##T <= n; u += MT_ATTN_GROUP_##T) mt_attn_pvg_##T(acc, pv + u, tb + u, Dv); \
+        for (u = 0; u + MT_ATTN_GROUP_##T <= n; u += MT_ATTN_GROUP_##T)                                    \
+          mt_attn_pvg_##T(acc, pv + u, tb + u, Dv);                                                        \
         if (n - u >= 2) {                                                                                  \
           mt_attn_pv2_##T(acc, pv[u], tb[u], pv[u + 1], tb[u + 1], Dv);                                    \
           u += 2;                                                                                          \
