@@ -199,6 +199,19 @@ static const uint32_t mt_rsqrt_seed[12] = {
 /* |x| as an unsigned number (correct for INT32_MIN). */
 static uint32_t mt_mag32(int32_t x) { return x < 0 ? 0u - (uint32_t)x : (uint32_t)x; }
 
+/* The high word of a b: one UMULL where the core has it; Armv6-M has no 32 x 32 -> 64-bit
+ * multiply (libgcc's 64-bit one costs ~40 instructions): four 16 x 16 products, with
+ * a b = ah bh 2^32 + (ah bl + al bh) 2^16 + al bl, each partial sum below 2^32. */
+static inline uint32_t mt_mulhi_u32(uint32_t a, uint32_t b) {
+#if defined(__ARM_ARCH_6M__)
+  const uint32_t ah = a >> 16, al = a & 0xFFFFu, bh = b >> 16, bl = b & 0xFFFFu;
+  const uint32_t t = ah * bl + ((al * bl) >> 16), u = al * bh + (t & 0xFFFFu);
+  return ah * bh + (t >> 16) + (u >> 16);
+#else
+  return (uint32_t)(((uint64_t)a * b) >> 32);
+#endif
+}
+
 /* Index of the highest set bit of x > 0 (portable: Cortex-M0 has no CLZ instruction). */
 static int mt_msb32(uint32_t x) {
   int b = 0;
@@ -1476,7 +1489,7 @@ static uint32_t mt_softmax_g(int32_t v, int32_t in_m, int in_s) {
 /* h from d's two bytes; MT_SOFTMAX_H2_s16: h0, h1 of elements j, j + 1 from their d in the
  * halves of one word (on Armv7E-M one LDR of the two x and SSUB16 from the max in both halves:
  * the two differences without a sign extension each) */
-#define MT_SOFTMAX_H_s16(dl, dh) ((uint32_t)(((uint64_t)g_hi[dh] * g_lo[dl]) >> 32))
+#define MT_SOFTMAX_H_s16(dl, dh) mt_mulhi_u32(g_hi[dh], g_lo[dl])
 #if MT_DSP
 #define MT_SOFTMAX_H2_s16(j, h0, h1)                                                                       \
   const uint32_t d2_ = (uint32_t)__ssub16((int32_t)((uint32_t)(uint16_t)mx * 0x10001u), mt_ld32(xr + (j))); \
@@ -2513,19 +2526,6 @@ static int mt_attn_visible_max(const mt_attn *a, int i, int j, const int32_t *t,
     }
   *bm = m;
   return have;
-}
-
-/* The high word of a b: one UMULL where the core has it; Armv6-M has no 32 x 32 -> 64-bit
- * multiply (libgcc's 64-bit one costs ~40 instructions): four 16 x 16 products, with
- * a b = ah bh 2^32 + (ah bl + al bh) 2^16 + al bl, each partial sum below 2^32. */
-static inline uint32_t mt_mulhi_u32(uint32_t a, uint32_t b) {
-#if defined(__ARM_ARCH_6M__)
-  const uint32_t ah = a >> 16, al = a & 0xFFFFu, bh = b >> 16, bl = b & 0xFFFFu;
-  const uint32_t t = ah * bl + ((al * bl) >> 16), u = al * bh + (t & 0xFFFFu);
-  return ah * bh + (t >> 16) + (u >> 16);
-#else
-  return (uint32_t)(((uint64_t)a * b) >> 32);
-#endif
 }
 
 /* 2^-(z / 2^16) in Q16, the weights and rescalings of the streaming attention: with
