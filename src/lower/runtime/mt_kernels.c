@@ -2559,8 +2559,16 @@ static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
     int32_t *tw = t;                                                                                      \
     const CT **pw = pv;                                                                                   \
     uint32_t sum = 0;                                                                                     \
-    if (!a->keep && g == 0) /* the usual case: g a constant */                                            \
-      for (; tu != end; ++tu, v += vs) MT_ATTN_WEIGHT(0);                                                 \
+    if (!a->keep && g == 0) /* the usual case: every weight with z < 17 2^16 is >= 1 (the two */         \
+      for (; tu != end; ++tu, v += vs) { /* factors' product >= 2^(-65535/65536) 2^30), no test */        \
+        const uint32_t z = (uint32_t)mx - (uint32_t)*tu;                                                  \
+        if (z < (17u << 16)) {                                                                            \
+          const uint32_t w = mt_attn_exp2(z);                                                             \
+          sum += w;                                                                                       \
+          *tw++ = (int32_t)w;                                                                             \
+          *pw++ = v;                                                                                      \
+        }                                                                                                 \
+      }                                                                                                   \
     else                                                                                                  \
       for (; tu != end; ++tu, v += vs)                                                                    \
         if (!a->keep || mt_attn_visible(a, i, j + (int)(tu - t))) MT_ATTN_WEIGHT(g);                      \
