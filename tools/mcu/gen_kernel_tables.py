@@ -33,25 +33,25 @@ emit("mt_exp2_seg", "uint32_t",
      comment="per segment k = 0..63 of g(k) = round(2^24 * 2^(-k/64)): g(k), 2 (g(k) - g(k+1)), "
              "g(k+2) + g(k) - 2 g(k+1)")
 
-# 2^-f for f = h/256 + l/65536 (h, l = 0..255), the streaming attention's weights: a table of
-# factors 2^(-h/256) in Q31 (2^31 at 0), exact to the rounding (decimal arithmetic, 40 digits),
-# times the factor 2^(-l/65536) from the minimax line A - l C in Q31 (C the integer slope with the
-# smallest worst error, A the middle of the range of exact + l C, rounded).
+# 2^-f for f = h/128 + l/65536 (h = 0..127, l = 0..511), the streaming attention's weights: a
+# table of factors 2^(-h/128) in Q31 (2^31 at 0), exact to the rounding (decimal arithmetic, 40
+# digits), times the factor 2^(-l/65536) from the minimax line A - l C in Q31 (C the integer slope
+# with the smallest worst error, A the middle of the range of exact + l C, rounded).
 with decimal.localcontext() as ctx:
     ctx.prec = 40
     two = decimal.Decimal(2)
     emit("mt_exp2_hi", "uint32_t",
-         [int((two ** (31 - decimal.Decimal(h) / 256)).to_integral_value(decimal.ROUND_HALF_UP)) for h in range(256)],
-         per_line=8, comment="round(2^31 * 2^(-h/256)), h = 0..255")
-    exact = [two ** (31 - decimal.Decimal(l) / 65536) for l in range(256)]
+         [int((two ** (31 - decimal.Decimal(h) / 128)).to_integral_value(decimal.ROUND_HALF_UP)) for h in range(128)],
+         per_line=8, comment="round(2^31 * 2^(-h/128)), h = 0..127")
+    exact = [two ** (31 - decimal.Decimal(l) / 65536) for l in range(512)]
     fits = []
-    for c in range(22600, 22800):
-        f = [exact[l] + l * c for l in range(256)]
+    for c in range(22500, 22800):
+        f = [exact[l] + l * c for l in range(512)]
         fits.append(((max(f) - min(f)) / 2, c, (max(f) + min(f)) / 2))
     err, c, mid = min(fits)
     a = int(mid.to_integral_value(decimal.ROUND_HALF_UP))
-    err = max(abs(a - l * c - exact[l]) for l in range(256))
-    print(f"/* 2^31 * 2^(-l/65536) ~ MT_EXP2_LO_A - l * MT_EXP2_LO_C, l = 0..255: the minimax line, "
+    err = max(abs(a - l * c - exact[l]) for l in range(512))
+    print(f"/* 2^31 * 2^(-l/65536) ~ MT_EXP2_LO_A - l * MT_EXP2_LO_C, l = 0..511: the minimax line, "
           f"within {int(err.to_integral_value(decimal.ROUND_CEILING))} */")
     print(f"#define MT_EXP2_LO_A {a}u")
     print(f"#define MT_EXP2_LO_C {c}u")
