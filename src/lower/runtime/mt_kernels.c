@@ -2058,8 +2058,8 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
  * int16, STEP features per mt_attn_pv4_step_* (the loop unrolled for value dims 4, 8 and 16);
  * otherwise (a key within one unit of the max: nearly all where the logits lie close, as in a
  * freshly initialised model), and for the last Dv % STEP features, one feature at a time
- * (MT_ATTN_PV4_ONE_*: four multiply-adds, no cheaper with SMLAD on w - 2^16 and a correction).
- * Exact sums, as the reference. Not inlined: one call per group of keys keeps the caller's
+ * (MT_ATTN_PV4_ONE_*: four multiply-adds, no cheaper with SMLAD on w - 2^16 and a correction;
+ * value dim 16 unrolled, MT_ATTN_PV4_ROW16_*). Exact sums, as the reference. Not inlined: one call per group of keys keeps the caller's
  * registers. */
 #define MT_DEFINE_ATTN_PV4(T, CT, ACC, STEP)                                                                \
   static __attribute__((noinline)) void mt_attn_pv4_##T(ACC *acc, const CT *const *pv, const int32_t *w,    \
@@ -2082,11 +2082,15 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
         for (; d + STEP <= Dv; d += STEP)                                                                   \
           mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                            \
       }                                                                                                     \
+    } else if (Dv == 16) {                                                                                  \
+      MT_ATTN_PV4_ROW16_##T;                                                                                \
+      d = 16;                                                                                               \
     }                                                                                                       \
     for (; d < Dv; ++d) MT_ATTN_PV4_ONE_##T;                                                                \
   }
 #define MT_ATTN_PV4_ONE_s8 \
   acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d] + w2 * (int32_t)v2[d] + w3 * (int32_t)v3[d]
+#define MT_ATTN_PV4_ROW16_s8 _Pragma("GCC unroll 16") for (; d < 16; ++d) MT_ATTN_PV4_ONE_s8
 MT_DEFINE_ATTN_PV4(s8, int8_t, int32_t, 4)
 #define MT_ATTN_GROUP_s8 4
 #define mt_attn_pvg_s8 mt_attn_pv4_s8
@@ -2307,6 +2311,36 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s16(int64_t *
 /* Four keys into the int64 sums, one feature: four SMLAL; exact */
 #define MT_ATTN_PV4_ONE_s16 \
   acc[d] = mt_smlal(mt_smlal(mt_smlal(mt_smlal(acc[d], w0, v0[d]), w1, v1[d]), w2, v2[d]), w3, v3[d])
+
+/* The same for the next feature, the pointers advanced: LDRD, four LDRSH and SMLAL, STRD, in
+ * one asm so that GCC does not hoist an unrolled row's 64 loads and spill them */
+static inline __attribute__((always_inline)) void mt_attn_pv4_next_s16(int64_t **acc, const int16_t **v0,
+                                                                       const int16_t **v1, const int16_t **v2,
+                                                                       const int16_t **v3, int32_t w0, int32_t w1,
+                                                                       int32_t w2, int32_t w3) {
+  int32_t lo, hi, x;
+  __asm__ volatile("ldrd %[lo], %[hi], [%[a]]\n\t"
+          "ldrsh %[x], [%[v0]], #2\n\t"
+          "smlal %[lo], %[hi], %[w0], %[x]\n\t"
+          "ldrsh %[x], [%[v1]], #2\n\t"
+          "smlal %[lo], %[hi], %[w1], %[x]\n\t"
+          "ldrsh %[x], [%[v2]], #2\n\t"
+          "smlal %[lo], %[hi], %[w2], %[x]\n\t"
+          "ldrsh %[x], [%[v3]], #2\n\t"
+          "smlal %[lo], %[hi], %[w3], %[x]\n\t"
+          "strd %[lo], %[hi], [%[a]], #8"
+          : [lo] "=&r"(lo), [hi] "=&r"(hi), [x] "=&r"(x), [a] "+r"(*acc), [v0] "+r"(*v0), [v1] "+r"(*v1),
+            [v2] "+r"(*v2), [v3] "+r"(*v3)
+          : [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [w3] "r"(w3)
+          : "memory");
+}
+#define MT_ATTN_PV4_ROW16_s16                                                                      \
+  do {                                                                                             \
+    int64_t *a_ = acc;                                                                             \
+    const int16_t *p0_ = v0, *p1_ = v1, *p2_ = v2, *p3_ = v3;                                      \
+    _Pragma("GCC unroll 16") for (; d < 16; ++d)                                                   \
+        mt_attn_pv4_next_s16(&a_, &p0_, &p1_, &p2_, &p3_, w0, w1, w2, w3);                         \
+  } while (0)
 MT_DEFINE_ATTN_PV4(s16, int16_t, int64_t, 2)
 #define MT_ATTN_GROUP_s16 4
 #define mt_attn_pvg_s16 mt_attn_pv4_s16
