@@ -2059,7 +2059,7 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
  * otherwise (a key within one unit of the max: nearly all where the logits lie close, as in a
  * freshly initialised model), and for the last Dv % STEP features, one feature at a time
  * (MT_ATTN_PV4_ONE_*: four multiply-adds, no cheaper with SMLAD on w - 2^16 and a correction;
- * value dim 16 unrolled, MT_ATTN_PV4_ROW16_*). Exact sums, as the reference. Not inlined: one call per group of keys keeps the caller's
+ * value dims 4, 8 and 16 unrolled, MT_ATTN_PV4_ROW_*). Exact sums, as the reference. Not inlined: one call per group of keys keeps the caller's
  * registers. */
 #define MT_DEFINE_ATTN_PV4(T, CT, ACC, STEP)                                                                \
   static __attribute__((noinline)) void mt_attn_pv4_##T(ACC *acc, const CT *const *pv, const int32_t *w,    \
@@ -2083,14 +2083,17 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
           mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                            \
       }                                                                                                     \
     } else if (Dv == 16) {                                                                                  \
-      MT_ATTN_PV4_ROW16_##T;                                                                                \
-      d = 16;                                                                                               \
+      MT_ATTN_PV4_ROW_##T(16);                                                                              \
+    } else if (Dv == 8) {                                                                                   \
+      MT_ATTN_PV4_ROW_##T(8);                                                                               \
+    } else if (Dv == 4) {                                                                                   \
+      MT_ATTN_PV4_ROW_##T(4);                                                                               \
     }                                                                                                       \
     for (; d < Dv; ++d) MT_ATTN_PV4_ONE_##T;                                                                \
   }
 #define MT_ATTN_PV4_ONE_s8 \
   acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d] + w2 * (int32_t)v2[d] + w3 * (int32_t)v3[d]
-#define MT_ATTN_PV4_ROW16_s8 _Pragma("GCC unroll 16") for (; d < 16; ++d) MT_ATTN_PV4_ONE_s8
+#define MT_ATTN_PV4_ROW_s8(N) _Pragma("GCC unroll 16") for (; d < (N); ++d) MT_ATTN_PV4_ONE_s8
 MT_DEFINE_ATTN_PV4(s8, int8_t, int32_t, 4)
 #define MT_ATTN_GROUP_s8 4
 #define mt_attn_pvg_s8 mt_attn_pv4_s8
@@ -2334,11 +2337,11 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_next_s16(int64_t *
           : [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [w3] "r"(w3)
           : "memory");
 }
-#define MT_ATTN_PV4_ROW16_s16                                                                      \
+#define MT_ATTN_PV4_ROW_s16(N)                                                                     \
   do {                                                                                             \
     int64_t *a_ = acc;                                                                             \
     const int16_t *p0_ = v0, *p1_ = v1, *p2_ = v2, *p3_ = v3;                                      \
-    _Pragma("GCC unroll 16") for (; d < 16; ++d)                                                   \
+    _Pragma("GCC unroll 16") for (; d < (N); ++d)                                                  \
         mt_attn_pv4_next_s16(&a_, &p0_, &p1_, &p2_, &p3_, w0, w1, w2, w3);                         \
   } while (0)
 MT_DEFINE_ATTN_PV4(s16, int16_t, int64_t, 2)
