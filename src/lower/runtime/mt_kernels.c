@@ -2170,18 +2170,18 @@ static inline __attribute__((always_inline)) void mt_attn_logits1_s16(const mt_a
 /* Head dimension 16 with c_lo = 0 (s >= 2) and key rows on word boundaries: the loop over the
  * keys in inline assembly, q's eight words in registers, each key's exact score by 4 LDRD (two
  * words per load) and 8 SMLALD, then mt_attn_logit_q_apply's logit (lz): from {-n, c_hi - n}
- * with n = [score m < 0], one SMLAL, the high word shifted right by s - 1; the logit pointer,
- * m, c_hi, the shift, the key step and the end stay in memory (13 registers: q, the score's
- * two words, two loaded words and the key pointer; a frame pointer leaves 13). A score beyond
- * int32 leaves the loop (label 2) for mt_attn_logit_q_wide, then the loop resumes at the next
- * key. 32 instructions per key (35 with each block's setup) where mt_attn_logits1_s16's C, which
- * spills q, took 43. */
-static __attribute__((noinline)) void mt_attn_logits16w_s16(const mt_attn_logit_q *q, const int16_t *qi,
-                                                           const int16_t *kj, int ks, int n, int32_t *t) {
+ * with n = [score m < 0], one SMLAL, the high word shifted right by s - 1, and the block's max
+ * (returned); the logit pointer, the max, m, c_hi, the shift, the key step and the end stay in
+ * memory (13 registers: q, the score's two words, two loaded words and the key pointer; a frame
+ * pointer leaves 13). A score beyond int32 leaves the loop (label 2) for mt_attn_logit_q_wide,
+ * then the loop resumes at the next key. 36 instructions per key with the max, where
+ * mt_attn_logits1_s16's C, which spills q, took 43 without it. */
+static __attribute__((noinline)) int32_t mt_attn_logits16w_s16(const mt_attn_logit_q *q, const int16_t *qi,
+                                                              const int16_t *kj, int ks, int n, int32_t *t) {
   const int32_t q0 = mt_ld32(qi), q1 = mt_ld32(qi + 2), q2 = mt_ld32(qi + 4), q3 = mt_ld32(qi + 6);
   const int32_t q4 = mt_ld32(qi + 8), q5 = mt_ld32(qi + 10), q6 = mt_ld32(qi + 12), q7 = mt_ld32(qi + 14);
   const int32_t m = q->m, c_hi = q->c_hi, sh = q->sh, kstep = 2 * ks;
-  int32_t *tp = t, *const end = t + n;
+  int32_t *tp = t, *const end = t + n, mx = INT32_MIN;
   const char *kp = (const char *)kj;
   while (tp != end) {
     int32_t lo, hi, k0, k1;
@@ -2213,21 +2213,29 @@ static __attribute__((noinline)) void mt_attn_logits16w_s16(const mt_attn_logit_
             "ldr %[k0], %[tp]\n\t"
             "str %[hi], [%[k0]], #4\n\t"
             "str %[k0], %[tp]\n\t"
+            "ldr %[k1], %[mx]\n\t"
+            "cmp %[hi], %[k1]\n\t"
+            "it gt\n\t"
+            "strgt %[hi], %[mx]\n\t"
             "ldr %[k1], %[kstep]\n\t"
             "add %[kp], %[kp], %[k1]\n\t"
             "ldr %[k1], %[end]\n\t"
             "cmp %[k0], %[k1]\n\t"
             "bne 1b\n\t"
             "2:"
-            : [lo] "=&r"(lo), [hi] "=&r"(hi), [k0] "=&r"(k0), [k1] "=&r"(k1), [kp] "+r"(kp), [tp] "+m"(tp)
+            : [lo] "=&r"(lo), [hi] "=&r"(hi), [k0] "=&r"(k0), [k1] "=&r"(k1), [kp] "+r"(kp), [tp] "+m"(tp),
+              [mx] "+m"(mx)
             : [q0] "r"(q0), [q1] "r"(q1), [q2] "r"(q2), [q3] "r"(q3), [q4] "r"(q4), [q5] "r"(q5), [q6] "r"(q6),
               [q7] "r"(q7), [m] "m"(m), [chi] "m"(c_hi), [sh] "m"(sh), [kstep] "m"(kstep), [end] "m"(end)
             : "cc", "memory");
     if (tp != end) { /* the key at tp: a score beyond int32 */
-      *tp++ = mt_attn_logit_q_wide(q, (int64_t)((uint64_t)(uint32_t)hi << 32 | (uint32_t)lo));
+      const int32_t y = mt_attn_logit_q_wide(q, (int64_t)((uint64_t)(uint32_t)hi << 32 | (uint32_t)lo));
+      *tp++ = y;
+      mx = y > mx ? y : mx;
       kp += kstep;
     }
   }
+  return mx;
 }
 
 /* Two keys per pass over q: each word of q (two features) loaded once, 2 SMLALD per 2
@@ -2274,7 +2282,7 @@ static __attribute__((noinline)) int32_t mt_attn_logits_s16(const mt_attn *a, co
   else if (D == 4)
     mt_attn_logits1_s16(&q, qi, kj, ks, n, 4, t);
   else if (D == 16 && ((uintptr_t)kj & 3u) == 0 && (ks & 1) == 0)
-    mt_attn_logits16w_s16(&q, qi, kj, ks, n, t);
+    return mt_attn_logits16w_s16(&q, qi, kj, ks, n, t);
   else if (D == 16)
     mt_attn_logits1_s16(&q, qi, kj, ks, n, 16, t);
   else if (D == 32)
