@@ -2549,6 +2549,60 @@ static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
       *pw++ = v;                                                                                          \
     }                                                                                                     \
   } while (0)
+/* The usual case of mt_attn_weights_* (no mask, g = 0): every key with z = mx - t < 17 2^16
+ * listed with its weight mt_attn_exp2(z), without testing it (it is >= 1 there: the two
+ * factors' product is at least 2^29 in Q30). Armv7E-M: the loop in inline assembly, 20
+ * instructions per listed key (GCC's took 25: it spilled the row list's pointer); the t index
+ * counts up to 0 from -4 nk (nk >= 1), the row step stays in memory (13 registers). */
+#if MT_DSP
+#define MT_ATTN_WEIGHTS_USUAL                                                                             \
+  do {                                                                                                    \
+    const int32_t vstep = vs * (int32_t)sizeof(*v);                                                       \
+    int32_t off = -4 * nk;                                                                                \
+    uint32_t z, x, y;                                                                                     \
+    __asm__ volatile("1:\n\t"                                                                             \
+                     "ldr %[z], [%[te], %[off]]\n\t"                                                      \
+                     "subs %[z], %[mx], %[z]\n\t"                                                         \
+                     "cmp %[z], #0x110000\n\t"                                                            \
+                     "bhs 2f\n\t"                                                                         \
+                     "ubfx %[x], %[z], #9, #7\n\t"                                                        \
+                     "ldr %[x], [%[tab], %[x], lsl #2]\n\t"                                               \
+                     "ubfx %[y], %[z], #0, #9\n\t"                                                        \
+                     "mls %[y], %[y], %[c], %[a]\n\t"                                                     \
+                     "umull %[y], %[x], %[x], %[y]\n\t"                                                   \
+                     "lsrs %[z], %[z], #16\n\t"                                                           \
+                     "adds %[z], %[z], #13\n\t"                                                           \
+                     "lsrs %[x], %[x], %[z]\n\t"                                                          \
+                     "adds %[x], %[x], #1\n\t"                                                            \
+                     "lsrs %[x], %[x], #1\n\t"                                                            \
+                     "add %[sum], %[sum], %[x]\n\t"                                                       \
+                     "str %[x], [%[tw]], #4\n\t"                                                          \
+                     "str %[v], [%[pw]], #4\n\t"                                                          \
+                     "2:\n\t"                                                                             \
+                     "ldr %[x], %[vstep]\n\t"                                                             \
+                     "add %[v], %[v], %[x]\n\t"                                                           \
+                     "adds %[off], %[off], #4\n\t"                                                        \
+                     "bne 1b"                                                                             \
+                     : [z] "=&r"(z), [x] "=&r"(x), [y] "=&r"(y), [off] "+r"(off), [sum] "+r"(sum),        \
+                       [tw] "+r"(tw), [pw] "+r"(pw), [v] "+r"(v)                                          \
+                     : [te] "r"(end), [mx] "r"(mx), [tab] "r"(mt_exp2_hi), [a] "r"(MT_EXP2_LO_A),         \
+                       [c] "r"(MT_EXP2_LO_C), [vstep] "m"(vstep)                                          \
+                     : "cc", "memory");                                                                   \
+  } while (0)
+#else
+#define MT_ATTN_WEIGHTS_USUAL                                                                             \
+  do {                                                                                                    \
+    for (; tu != end; ++tu, v += vs) {                                                                    \
+      const uint32_t z = (uint32_t)mx - (uint32_t)*tu;                                                    \
+      if (z < (17u << 16)) {                                                                              \
+        const uint32_t w = mt_attn_exp2(z);                                                               \
+        sum += w;                                                                                         \
+        *tw++ = (int32_t)w;                                                                               \
+        *pw++ = v;                                                                                        \
+      }                                                                                                   \
+    }                                                                                                     \
+  } while (0)
+#endif
 #define MT_DEFINE_ATTN_WEIGHTS(T, CT)                                                                     \
   static __attribute__((noinline)) int mt_attn_weights_##T(const mt_attn *a, int i, int j, int32_t mx, int g, \
                                                            int32_t *t, int nk, const CT *v, int vs,       \
@@ -2557,16 +2611,8 @@ static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
     int32_t *tw = t;                                                                                      \
     const CT **pw = pv;                                                                                   \
     uint32_t sum = 0;                                                                                     \
-    if (!a->keep && g == 0) /* the usual case: every weight with z < 17 2^16 is >= 1 (the two */         \
-      for (; tu != end; ++tu, v += vs) { /* factors' product >= 2^29 in Q30 there), no test */            \
-        const uint32_t z = (uint32_t)mx - (uint32_t)*tu;                                                  \
-        if (z < (17u << 16)) {                                                                            \
-          const uint32_t w = mt_attn_exp2(z);                                                             \
-          sum += w;                                                                                       \
-          *tw++ = (int32_t)w;                                                                             \
-          *pw++ = v;                                                                                      \
-        }                                                                                                 \
-      }                                                                                                   \
+    if (!a->keep && g == 0) /* the usual case */                                                          \
+      MT_ATTN_WEIGHTS_USUAL;                                                                              \
     else                                                                                                  \
       for (; tu != end; ++tu, v += vs)                                                                    \
         if (!a->keep || mt_attn_visible(a, i, j + (int)(tu - t))) MT_ATTN_WEIGHT(g);                      \
