@@ -469,7 +469,7 @@ enum {
  * (saturated to int32); weights 2^(t_j - max) in Q16. Limits: S <= 32767, D <= 65535. */
 
 /* STREAMING (blocked online-softmax) attention: for each query the keys are visited once, in
- * blocks of 32, keeping a running max m, a running sum l = sum 2^(t_j - m) (Q16) and a running
+ * blocks of 64, keeping a running max m, a running sum l = sum 2^(t_j - m) (Q16) and a running
  * weighted sum acc = sum 2^(t_j - m) v_j; when a block's max m' exceeds m, l and acc are
  * rescaled once by 2^(m - m') before the block's keys are added (weights 2^(t - m) from a table
  * of 128 factors and a line, within 0.62 units of Q16). out = acc / l with one reciprocal per
