@@ -2059,8 +2059,8 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
  * otherwise (a key within one unit of the max: nearly all where the logits lie close, as in a
  * freshly initialised model), and for the last Dv % STEP features, one feature at a time
  * (MT_ATTN_PV4_ONE_*: four multiply-adds, no cheaper with SMLAD on w - 2^16 and a correction;
- * value dims 4, 8 and 16 unrolled, MT_ATTN_PV4_ROW_*). Exact sums, as the reference. Not inlined: one call per group of keys keeps the caller's
- * registers. */
+ * value dims 4, 8 and 16 unrolled, MT_ATTN_PV4_ROW_*). Exact sums, as the reference. Not
+ * inlined: one call per group of keys keeps the caller's registers. */
 #define MT_DEFINE_ATTN_PV4(T, CT, ACC, STEP)                                                                \
   static __attribute__((noinline)) void mt_attn_pv4_##T(ACC *acc, const CT *const *pv, const int32_t *w,    \
                                                         int Dv) {                                           \
@@ -2324,26 +2324,27 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s16(int64_t *
   acc[d] = mt_smlal(mt_smlal(mt_smlal(mt_smlal(acc[d], w0, v0[d]), w1, v1[d]), w2, v2[d]), w3, v3[d])
 
 /* The same for the next feature, the pointers advanced: LDRD, four LDRSH and SMLAL, STRD, in
- * one asm so that GCC does not hoist an unrolled row's 64 loads and spill them */
+ * one asm so that GCC does not hoist an unrolled row's 64 loads and spill them (volatile: its
+ * outputs are only the advanced pointers, the sums it stores are in memory) */
 static inline __attribute__((always_inline)) void mt_attn_pv4_next_s16(int64_t **acc, const int16_t **v0,
                                                                        const int16_t **v1, const int16_t **v2,
                                                                        const int16_t **v3, int32_t w0, int32_t w1,
                                                                        int32_t w2, int32_t w3) {
   int32_t lo, hi, x;
   __asm__ volatile("ldrd %[lo], %[hi], [%[a]]\n\t"
-          "ldrsh %[x], [%[v0]], #2\n\t"
-          "smlal %[lo], %[hi], %[w0], %[x]\n\t"
-          "ldrsh %[x], [%[v1]], #2\n\t"
-          "smlal %[lo], %[hi], %[w1], %[x]\n\t"
-          "ldrsh %[x], [%[v2]], #2\n\t"
-          "smlal %[lo], %[hi], %[w2], %[x]\n\t"
-          "ldrsh %[x], [%[v3]], #2\n\t"
-          "smlal %[lo], %[hi], %[w3], %[x]\n\t"
-          "strd %[lo], %[hi], [%[a]], #8"
-          : [lo] "=&r"(lo), [hi] "=&r"(hi), [x] "=&r"(x), [a] "+r"(*acc), [v0] "+r"(*v0), [v1] "+r"(*v1),
-            [v2] "+r"(*v2), [v3] "+r"(*v3)
-          : [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [w3] "r"(w3)
-          : "memory");
+                   "ldrsh %[x], [%[v0]], #2\n\t"
+                   "smlal %[lo], %[hi], %[w0], %[x]\n\t"
+                   "ldrsh %[x], [%[v1]], #2\n\t"
+                   "smlal %[lo], %[hi], %[w1], %[x]\n\t"
+                   "ldrsh %[x], [%[v2]], #2\n\t"
+                   "smlal %[lo], %[hi], %[w2], %[x]\n\t"
+                   "ldrsh %[x], [%[v3]], #2\n\t"
+                   "smlal %[lo], %[hi], %[w3], %[x]\n\t"
+                   "strd %[lo], %[hi], [%[a]], #8"
+                   : [lo] "=&r"(lo), [hi] "=&r"(hi), [x] "=&r"(x), [a] "+r"(*acc), [v0] "+r"(*v0),
+                     [v1] "+r"(*v1), [v2] "+r"(*v2), [v3] "+r"(*v3)
+                   : [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [w3] "r"(w3)
+                   : "memory");
 }
 #define MT_ATTN_PV4_ROW_s16(N)                                                                     \
   do {                                                                                             \
@@ -2532,8 +2533,10 @@ static int mt_attn_visible_max(const mt_attn *a, int i, int j, const int32_t *t,
  * bits (error < 0.62 units); 0 for n >= 17. */
 static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
   const uint32_t n = z >> 16;
+  uint32_t x;
   if (n >= 17) return 0;
-  return ((mt_mulhi_u32(mt_exp2_hi[(z >> 9) & 127u], MT_EXP2_LO_A - (z & 511u) * MT_EXP2_LO_C) >> (13 + n)) + 1u) >> 1;
+  x = mt_mulhi_u32(mt_exp2_hi[(z >> 9) & 127u], MT_EXP2_LO_A - (z & 511u) * MT_EXP2_LO_C);
+  return ((x >> (13 + n)) + 1u) >> 1;
 }
 
 /* A block's weights w = 2^(t - mx) (Q16, <= 1 since mx is at least the block's max) of its
