@@ -36,7 +36,8 @@ emit("mt_exp2_seg", "uint32_t",
 # 2^-f for f = h/128 + l/65536 (h = 0..127, l = 0..511), the streaming attention's weights: a
 # table of factors 2^(-h/128) in Q31 (2^31 at 0), exact to the rounding (decimal arithmetic, 40
 # digits), times the factor 2^(-l/65536) from the minimax line A - l C in Q31 (C the integer slope
-# with the smallest worst error, A the middle of the range of exact + l C, rounded).
+# with the smallest worst error among 22500..22799, around ln(2) 2^15 = 22713, the tangent's
+# slope at 0; A the middle of the range of exact + l C, rounded).
 with decimal.localcontext() as ctx:
     ctx.prec = 40
     two = decimal.Decimal(2)

@@ -473,8 +473,8 @@ enum {
  * weighted sum acc = sum 2^(t_j - m) v_j; when a block's max m' exceeds m, l and acc are
  * rescaled once by 2^(m - m') before the block's keys are added (weights 2^(t - m) from a table
  * of 128 factors and a line, within 0.62 units of Q16). out = acc / l with one reciprocal per
- * query. No L x S buffer: the working memory is
- * `acc`, Dv int64 (s16) or Dv int32 (s8) (bytes: MT_ATTN_STREAM_SCRATCH_BYTES_S16/_S8);
+ * query. No L x S buffer: the working memory is `acc`, Dv int64 (s16) or Dv int32 (s8)
+ * (bytes: MT_ATTN_STREAM_SCRATCH_BYTES_S16/_S8), and 516 B of stack for a block of 64 keys;
  * for s8 and S > 256 the weights enter acc with ceil(log2 S) - 8 fewer bits so that int32
  * cannot overflow. out may alias q (in place) when out_stride == q_stride and Dv <= D;
  * never k or v. Error: 1.56 LSB (s16, 5e-5 of the output range), 0.50 LSB (s8). */
