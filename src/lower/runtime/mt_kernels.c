@@ -2530,7 +2530,8 @@ static int mt_attn_visible_max(const mt_attn *a, int i, int j, const int32_t *t,
  * z = n 2^16 + 512 h + l, 2^-(z/2^16) = 2^-n 2^-(h/128) 2^-(l/65536), the high word of the
  * product of two Q31 factors (mt_exp2_hi[h] and the line MT_EXP2_LO_A - l MT_EXP2_LO_C, one
  * MLS; relative error < 2e-6) is the mantissa in Q30, rounded to Q16 (ties up) by 14 + n more
- * bits (error < 0.62 units); 0 for n >= 17. */
+ * bits (error < 0.62 units); 0 for n >= 17, z >= MT_ATTN_EXP2_ZERO. */
+#define MT_ATTN_EXP2_ZERO (17u << 16)
 static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
   const uint32_t n = z >> 16;
   uint32_t x;
@@ -2552,8 +2553,8 @@ static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
       *pw++ = v;                                                                                          \
     }                                                                                                     \
   } while (0)
-/* The usual case of mt_attn_weights_* (no mask, g = 0): every key with z = mx - t < 17 2^16
- * listed with its weight mt_attn_exp2(z), without testing it (it is >= 1 there: the two
+/* The usual case of mt_attn_weights_* (no mask, g = 0): every key with z = mx - t below
+ * MT_ATTN_EXP2_ZERO listed with its weight mt_attn_exp2(z), without testing it (>= 1: the two
  * factors' product is at least 2^29 in Q30). Armv7E-M: the loop in inline assembly, 20
  * instructions per listed key (GCC's took 25: it spilled the row list's pointer); the t index
  * counts up to 0 from -4 nk (nk >= 1), the row step stays in memory (13 registers). */
@@ -2566,7 +2567,7 @@ static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
     __asm__ volatile("1:\n\t"                                                                             \
                      "ldr %[z], [%[te], %[off]]\n\t"                                                      \
                      "subs %[z], %[mx], %[z]\n\t"                                                         \
-                     "cmp %[z], #0x110000\n\t"                                                            \
+                     "cmp %[z], %[zero]\n\t"                                                             \
                      "bhs 2f\n\t"                                                                         \
                      "ubfx %[x], %[z], #9, #7\n\t"                                                        \
                      "ldr %[x], [%[tab], %[x], lsl #2]\n\t"                                               \
@@ -2589,7 +2590,7 @@ static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
                      : [z] "=&r"(z), [x] "=&r"(x), [y] "=&r"(y), [off] "+r"(off), [sum] "+r"(sum),        \
                        [tw] "+r"(tw), [pw] "+r"(pw), [v] "+r"(v)                                          \
                      : [te] "r"(end), [mx] "r"(mx), [tab] "r"(mt_exp2_hi), [a] "r"(MT_EXP2_LO_A),         \
-                       [c] "r"(MT_EXP2_LO_C), [vstep] "m"(vstep)                                          \
+                       [c] "r"(MT_EXP2_LO_C), [zero] "I"(MT_ATTN_EXP2_ZERO), [vstep] "m"(vstep)           \
                      : "cc", "memory");                                                                   \
   } while (0)
 #else
@@ -2597,7 +2598,7 @@ static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
   do {                                                                                                    \
     for (; tu != end; ++tu, v += vs) {                                                                    \
       const uint32_t z = (uint32_t)mx - (uint32_t)*tu;                                                    \
-      if (z < (17u << 16)) {                                                                              \
+      if (z < MT_ATTN_EXP2_ZERO) {                                                                        \
         const uint32_t w = mt_attn_exp2(z);                                                               \
         sum += w;                                                                                         \
         *tw++ = (int32_t)w;                                                                               \
