@@ -514,8 +514,6 @@ typedef struct {
 static inline int mt_rq_chan_fast(const int32_t *rq, int32_t y_zero) {
   return rq[1] >= 1 && rq[1] <= 31 && rq[0] > 0 && mt_mag32(y_zero) < 1u << (31 - rq[1]);
 }
-/* In place of a channel's requantization that is not fast (never applied) */
-static const mt_rq_chan mt_rq_chan_none = {0, 0, 0, 0};
 
 static inline mt_rq_chan mt_rq_chan_init(const int32_t *rq, int32_t y_zero) {
   const int s = rq[1]; /* c = 2^32 (2^(s-2) + y_zero 2^(s-1)), or 2^31 + 2^32 y_zero for s = 1 */
@@ -610,18 +608,14 @@ static inline int32_t mt_rq_chan_apply64(const mt_rq_chan *q, int64_t acc) {
   const int32_t vl = (int32_t)((hl >> sh) | ((uint32_t)hh << 1 << (31 - sh)));
   return vh == vl >> 31 ? vl : vh < 0 ? INT32_MIN : INT32_MAX;
 }
-/* y_zero + rq(acc) saturated, at least y_min, for an int64 sum: by the channel's
- * requantization set up once (q) when it is fast, in 32 bits when the sum fits int32 ((acc +
- * 2^31) >> 32 is 0: a compare of the high word), else in 96 (mt_rq_chan_apply64); else by OUT
- * (mt_linear_out64). The same integers. */
-#define MT_LINEAR_OUT_ANY(OUT, Y, BITS, fast, q, acc, rq, y_zero, y_min)                                  \
-  ((fast) ? mt_max32((int32_t)__builtin_arm_ssat((((uint64_t)(int64_t)(acc) + 0x80000000u) >> 32) == 0  \
-                                              ? mt_rq_chan_apply(q, mt_low_word(acc))                      \
-                                              : mt_rq_chan_apply64(q, acc),                                \
-                                          BITS),                                                          \
-                     y_min)                                                                               \
-          : (int32_t)OUT##_##Y(acc, rq, y_zero, y_min))
-
+/* y_zero + rq(acc) saturated to BITS for a fast channel (q) and an int64 sum: in 32 bits when
+ * the sum fits int32 ((acc + 2^31) >> 32 is 0: a compare of the high word), else in 96
+ * (mt_rq_chan_apply64). The same integers as mt_linear_out64 without y_min. */
+#define MT_CHAN_SAT64(BITS, q, acc)                                                                       \
+  ((int32_t)__builtin_arm_ssat((((uint64_t)(int64_t)(acc) + 0x80000000u) >> 32) == 0                     \
+                                   ? mt_rq_chan_apply(q, mt_low_word(acc))                                \
+                                   : mt_rq_chan_apply64(q, acc),                                          \
+                               BITS))
 /* The sums of one row of x against two weight rows, a0 += xr . w0 and a1 += xr . w1 over the
  * row's in inputs: MT_ROW_MAC_C, STEP inputs against the two weight rows (MAC2), twice per
  * loop iteration, then one STEP and one input at a time. */
@@ -676,13 +670,37 @@ static inline int32_t mt_rq_chan_apply64(const mt_rq_chan *q, int64_t acc) {
             : "cc", "memory");                                                                            \
   } while (0)
 
+/* y[i] = max(y[i], y_min) for i < n */
+#define MT_DEFINE_RAISE_TO(Y, YT)                                                                          \
+  static void mt_raise_to_##Y(YT *y, int n, int32_t y_min) {                                               \
+    int i;                                                                                                 \
+    for (i = 0; i < n; ++i) y[i] = (YT)mt_max32(y[i], y_min);                                              \
+  }
+MT_DEFINE_RAISE_TO(s8, int8_t)
+MT_DEFINE_RAISE_TO(s16, int16_t)
+
 /* Channels in pairs (outer loop: their bias, multipliers and weight rows are set up once),
  * rows inner, each row's two sums by ROW (above). The sums start from the bias: exact in int32
  * when |b| < 2^30 and in <= 65536 (|x w| <= 2^14), else the reference takes the call; with an
- * int16 operand they are int64 (SMLALD), exact, and for two rows or more a fast channel's
- * requantization is set up once (mt_rq_chan) and applied to each sum that fits int32 (mt_rq's
- * 64-bit path for the others). */
+ * int16 operand they are int64 (SMLALD), exact, and for two rows or more a pair of fast
+ * channels has its requantization set up once (mt_rq_chan) and its rows computed by NAME_pair,
+ * which stores each sum's output saturated (MT_CHAN_SAT64); y_min, when above the type's
+ * minimum, is applied by one pass afterwards (mt_raise_to_*). The pair's loop is a function of
+ * its own, with few live values, so that GCC keeps more of them in registers (linear_s16 in =
+ * 16: 85 instructions per pair of outputs, where one loop for every channel took 100). The
+ * other pairs, and an odd last channel (computed twice), take OUT (mt_linear_out*) per output. */
 #define MT_DEFINE_LINEAR_DSP(NAME, Y, XT, WT, YT, BT, BITS, ACC, STEP, MAC2, OUT, ROW)                    \
+  static __attribute__((noinline)) void NAME##_pair(const XT *x, const WT *w0, const WT *w1, ACC b0, ACC b1, \
+                                                    const mt_rq_chan *q0, const mt_rq_chan *q1, YT *y,    \
+                                                    int rows, int in, int xs, int out) {                  \
+    YT *const end = y + rows * out;                                                                       \
+    for (; y != end; x += xs, y += out) {                                                                 \
+      ACC a0 = b0, a1 = b1;                                                                               \
+      ROW(MAC2, STEP, x, w0, w1, in, a0, a1);                                                             \
+      y[0] = (YT)MT_CHAN_SAT64(BITS, q0, a0);                                                             \
+      y[1] = (YT)MT_CHAN_SAT64(BITS, q1, a1);                                                             \
+    }                                                                                                     \
+  }                                                                                                       \
   static int NAME(const XT *x, const WT *w, const BT *b, YT *y, int rows, int in, int out, int xs,       \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                \
     int r, o;                                                                                             \
@@ -696,18 +714,21 @@ static inline int32_t mt_rq_chan_apply64(const mt_rq_chan *q, int64_t acc) {
       const int o1 = o + 1 < out ? o + 1 : o; /* an odd last channel is computed twice */                 \
       const WT *w0 = w + o * in, *w1 = w + o1 * in;                                                       \
       const int32_t *rq0 = rq + (rq_per_channel ? 2 * o : 0), *rq1 = rq + (rq_per_channel ? 2 * o1 : 0);  \
-      const int f0 = wide && mt_rq_chan_fast(rq0, y_zero), f1 = wide && mt_rq_chan_fast(rq1, y_zero);     \
-      const mt_rq_chan q0 = f0 ? mt_rq_chan_init(rq0, y_zero) : mt_rq_chan_none;                           \
-      const mt_rq_chan q1 = f1 ? mt_rq_chan_init(rq1, y_zero) : mt_rq_chan_none;                           \
       const ACC b0 = b ? (ACC)b[o] : 0, b1 = b ? (ACC)b[o1] : 0;                                          \
+      if (wide && o1 > o && mt_rq_chan_fast(rq0, y_zero) && mt_rq_chan_fast(rq1, y_zero)) {              \
+        const mt_rq_chan q0 = mt_rq_chan_init(rq0, y_zero), q1 = mt_rq_chan_init(rq1, y_zero);            \
+        NAME##_pair(x, w0, w1, b0, b1, &q0, &q1, y + o, rows, in, xs, out);                               \
+        continue;                                                                                         \
+      }                                                                                                   \
       for (r = 0; r < rows; ++r) {                                                                        \
         const XT *xr = x + r * xs;                                                                        \
         ACC a0 = b0, a1 = b1;                                                                             \
         ROW(MAC2, STEP, xr, w0, w1, in, a0, a1);                                                          \
-        y[r * out + o] = (YT)MT_LINEAR_OUT_ANY(OUT, Y, BITS, f0, &q0, a0, rq0, y_zero, y_min);              \
-        y[r * out + o1] = (YT)MT_LINEAR_OUT_ANY(OUT, Y, BITS, f1, &q1, a1, rq1, y_zero, y_min);             \
+        y[r * out + o] = OUT##_##Y(a0, rq0, y_zero, y_min);                                               \
+        y[r * out + o1] = OUT##_##Y(a1, rq1, y_zero, y_min);                                              \
       }                                                                                                   \
     }                                                                                                     \
+    if (wide && y_min > -(1 << ((BITS) - 1))) mt_raise_to_##Y(y, rows * out, y_min);                     \
     return 1;                                                                                             \
   }
 
@@ -875,15 +896,6 @@ MT_DEFINE_LINEAR_WORDS(s16, int16_t)
             : [end] "m"(end_)                                                                             \
             : "cc", "memory");                                                                            \
   } while (0)
-
-/* y[i] = max(y[i], y_min) for i < n */
-#define MT_DEFINE_RAISE_TO(Y, YT)                                                                          \
-  static void mt_raise_to_##Y(YT *y, int n, int32_t y_min) {                                               \
-    int i;                                                                                                 \
-    for (i = 0; i < n; ++i) y[i] = (YT)mt_max32(y[i], y_min);                                              \
-  }
-MT_DEFINE_RAISE_TO(s8, int8_t)
-MT_DEFINE_RAISE_TO(s16, int16_t)
 
 /* int8 weights, two rows of x times two weight rows per pass, so each loaded word (and its
  * split) serves two products: per 4 inputs 8 SMLAD for 16 MACs, with 4 LDR and 8 SXTB16 for
