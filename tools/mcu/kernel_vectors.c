@@ -62,7 +62,7 @@ static void h_end(const char *name) {
 /* ---- buffers --------------------------------------------------------------------- */
 
 #define NBUF 4096
-static int16_t a16[NBUF], b16[NBUF], y16[NBUF];
+static MT_WORD_ALIGNED int16_t a16[NBUF], b16[NBUF], y16[NBUF]; /* (the LDRD paths) */
 static int8_t a8[NBUF], b8[NBUF], y8[NBUF];
 static int32_t a32[1024];
 static int32_t scores[8 * 300];
@@ -649,16 +649,22 @@ static void attention(void) {
   }
   h_end("attention logit units");
   /* int16 scores beyond int32 (full-range q and k, head dim 16: |q . k| up to 2^34) among
-   * narrow ones, over two blocks of keys, both signs of the multiplier */
+   * narrow ones, both signs of the multiplier; then keys at a stride of 48 (a lowered MHA's
+   * projection) over two blocks, whose first 9 or 40 rows are narrow: scores within int32 up
+   * to a key whose sum overflows, then all kinds (the int32-score loop and its way out) */
   h_begin();
-  for (c = 0; c < 2; ++c) {
+  for (c = 0; c < 4; ++c) {
+    const int S = c < 2 ? 40 : 70, ks = c < 2 ? 16 : 48;
     for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
-    p[MT_ATTN_L] = 6, p[MT_ATTN_S] = 40, p[MT_ATTN_D] = 16, p[MT_ATTN_DV] = 4;
-    p[MT_ATTN_LOGIT_M] = c ? -1548970010 : 1548970010, p[MT_ATTN_LOGIT_S] = 21;
+    p[MT_ATTN_L] = 6, p[MT_ATTN_S] = S, p[MT_ATTN_D] = 16, p[MT_ATTN_DV] = 4, p[MT_ATTN_K_STRIDE] = ks;
+    p[MT_ATTN_LOGIT_M] = c & 1 ? -1548970010 : 1548970010, p[MT_ATTN_LOGIT_S] = 21;
     p[MT_ATTN_OUT_M] = rnd_m();
-    fill16(a16, 6 * 16, -32768, 32767), fill16(b16, 40 * 16, -32768, 32767);
-    for (i = 0; i < 40 * 16; i += 48) b16[i] = b16[i + 1] = 0; /* some rows narrower */
-    fill16(y16 + 2048, 40 * 4, -32768, 32767);
+    fill16(a16, 6 * 16, -32768, 32767), fill16(b16, S * ks, -32768, 32767);
+    if (c < 2)
+      for (i = 0; i < 40 * 16; i += 48) b16[i] = b16[i + 1] = 0; /* some rows narrower */
+    else
+      fill16(b16, (c == 2 ? 9 : 40) * ks, -3000, 3000);
+    fill16(y16 + 2048, S * 4, -32768, 32767);
     mt_attention_stream_s16(p, 0, a16, b16, y16 + 2048, y16, acc64), h16(y16, 24);
   }
   h_end("attention s16 wide scores");

@@ -2250,6 +2250,70 @@ static __attribute__((noinline)) int32_t mt_attn_logits16w_s16(const mt_attn_log
   return mx;
 }
 
+/* mt_attn_logits16w_s16's loop with int32 scores: SMUAD and 7 SMLAD per key. A score is exact
+ * when none of its additions overflowed int32, which the sticky Q flag records (SMUAD and SMLAD
+ * set it on an overflow of their sum): cleared first and read after each key's sum, the loop
+ * leaves at the first key where it is set (label 2). Each logit is mt_attn_logit_q_apply's:
+ * P = score m (SMULL, its high word in place of the score), P + c - [P < 0] with -[P < 0] the
+ * high word's sign (ADDS, ADC, ADD: c = {c_hi, 0}), the high word shifted right by s - 1. The
+ * same integers, with a register for the logit pointer and no test of the score's high word:
+ * 33 instructions per key. Returns the number of logits written (into t, their max into *max,
+ * at least its value on entry); the caller computes the others by mt_attn_logits16w_s16 (keys
+ * of full-range q and k). n >= 1. */
+static __attribute__((noinline)) int mt_attn_logits16s_s16(const mt_attn_logit_q *q, const int16_t *qi,
+                                                           const int16_t *kj, int ks, int n, int32_t *t,
+                                                           int32_t *max) {
+  const int32_t q0 = mt_ld32(qi), q1 = mt_ld32(qi + 2), q2 = mt_ld32(qi + 4), q3 = mt_ld32(qi + 6);
+  const int32_t q4 = mt_ld32(qi + 8), q5 = mt_ld32(qi + 10), q6 = mt_ld32(qi + 12), q7 = mt_ld32(qi + 14);
+  const int32_t m = q->m, c_hi = q->c_hi, sh = q->sh, kstep = 2 * ks;
+  int32_t *tp = t, *const end = t + n, mx = *max, acc, k0, k1;
+  const char *kp = (const char *)kj;
+  __asm__ volatile("movs %[k0], #0\n\t"
+                   "msr APSR_nzcvq, %[k0]\n\t" /* Q = 0 */
+                   "1:\n\t"
+                   "ldrd %[k0], %[k1], [%[kp]]\n\t"
+                   "smuad %[acc], %[q0], %[k0]\n\t"
+                   "smlad %[acc], %[q1], %[k1], %[acc]\n\t"
+                   "ldrd %[k0], %[k1], [%[kp], #8]\n\t"
+                   "smlad %[acc], %[q2], %[k0], %[acc]\n\t"
+                   "smlad %[acc], %[q3], %[k1], %[acc]\n\t"
+                   "ldrd %[k0], %[k1], [%[kp], #16]\n\t"
+                   "smlad %[acc], %[q4], %[k0], %[acc]\n\t"
+                   "smlad %[acc], %[q5], %[k1], %[acc]\n\t"
+                   "ldrd %[k0], %[k1], [%[kp], #24]\n\t"
+                   "smlad %[acc], %[q6], %[k0], %[acc]\n\t"
+                   "smlad %[acc], %[q7], %[k1], %[acc]\n\t"
+                   "mrs %[k0], APSR\n\t"
+                   "lsls %[k0], %[k0], #4\n\t" /* Q (bit 27) into the sign */
+                   "bmi 2f\n\t"
+                   "ldr %[k0], %[m]\n\t"
+                   "smull %[k1], %[acc], %[acc], %[k0]\n\t" /* {acc, k1} = P */
+                   "ldr %[k0], %[chi]\n\t"
+                   "adds %[k1], %[k1], %[acc], asr #31\n\t"
+                   "adc %[k0], %[k0], %[acc], asr #31\n\t"
+                   "add %[acc], %[acc], %[k0]\n\t"
+                   "ldr %[k1], %[sh]\n\t"
+                   "asr %[acc], %[acc], %[k1]\n\t"
+                   "str %[acc], [%[tp]], #4\n\t"
+                   "ldr %[k1], %[mx]\n\t"
+                   "cmp %[acc], %[k1]\n\t"
+                   "it gt\n\t"
+                   "strgt %[acc], %[mx]\n\t"
+                   "ldr %[k1], %[kstep]\n\t"
+                   "add %[kp], %[kp], %[k1]\n\t"
+                   "ldr %[k1], %[end]\n\t"
+                   "cmp %[tp], %[k1]\n\t"
+                   "bne 1b\n\t"
+                   "2:"
+                   : [acc] "=&r"(acc), [k0] "=&r"(k0), [k1] "=&r"(k1), [kp] "+r"(kp), [tp] "+r"(tp), [mx] "+m"(mx)
+                   : [q0] "r"(q0), [q1] "r"(q1), [q2] "r"(q2), [q3] "r"(q3), [q4] "r"(q4), [q5] "r"(q5),
+                     [q6] "r"(q6), [q7] "r"(q7), [m] "m"(m), [chi] "m"(c_hi), [sh] "m"(sh), [kstep] "m"(kstep),
+                     [end] "m"(end)
+                   : "cc", "memory");
+  *max = mx;
+  return (int)(tp - t);
+}
+
 /* Two keys per pass over q: each word of q (two features) loaded once, 2 SMLALD per 2
  * features and 2 keys, the exact 64-bit sums requantized inline as above. Inline, so that a
  * constant D fixes the loop over q. */
@@ -2293,8 +2357,13 @@ static __attribute__((noinline)) int32_t mt_attn_logits_s16(const mt_attn *a, co
     mt_attn_logits1_s16(&q, qi, kj, ks, n, 8, t);
   else if (D == 4)
     mt_attn_logits1_s16(&q, qi, kj, ks, n, 4, t);
-  else if (D == 16 && ((uintptr_t)kj & 3u) == 0 && (ks & 1) == 0)
-    return mt_attn_logits16w_s16(&q, qi, kj, ks, n, t);
+  else if (D == 16 && ((uintptr_t)kj & 3u) == 0 && (ks & 1) == 0) {
+    int32_t mx = INT32_MIN, rest;
+    const int done = n > 0 ? mt_attn_logits16s_s16(&q, qi, kj, ks, n, t, &mx) : 0;
+    if (done == n) return mx;
+    rest = mt_attn_logits16w_s16(&q, qi, kj + done * ks, ks, n - done, t + done);
+    return rest > mx ? rest : mx;
+  }
   else if (D == 16)
     mt_attn_logits1_s16(&q, qi, kj, ks, n, 16, t);
   else if (D == 32)
