@@ -253,6 +253,16 @@ static void linear_two_rows(void) {
   mt_linear_s8_s8_s8(zero8, b8, bias, y8, 2, 8, 16, 0, rq, 1, 0, -128), h8(y8, 32);
   for (c = 0; c < 16; ++c) bias[c] /= 2, rq[2 * c] = 1 << 30, rq[2 * c + 1] = 1; /* s = 1: acc = 2 (2k + 1) */
   mt_linear_s8_s8_s8(zero8, b8, bias, y8, 2, 8, 16, 0, rq, 1, 0, -128), h8(y8, 32);
+  /* a shift of 0 or less at the edge of the sums' bound (mt_rq_up_ok), s = -20: |b| + 2^7 sum
+   * |w| = 1023 (the two-row variant: the sum shifted left by 21 within int32), 1024 and 1152
+   * (the one-row variant: shifted, 1152 2^21 would overflow), x at both ends */
+  for (i = 0; i < 18; ++i) a8[i] = (int8_t)(i < 9 ? -128 : 127);
+  for (k = 0; k < 9; ++k) b8[k] = (int8_t)(k < 7), b8[9 + k] = (int8_t)(k < 8), b8[18 + k] = -1;
+  bias[0] = 127, bias[1] = bias[2] = 0;
+  for (c = 0; c < 3; ++c) rq[2 * c] = 1 << 30, rq[2 * c + 1] = -20;
+  for (c = 0; c < 3; ++c)
+    mt_linear_s8_s8_s16(a8, b8 + 9 * c, bias + c, y16, 2, 9, 1, 0, rq, 1, 0, -32768), h16(y16, 2);
+  mt_linear_s8_s8_s16(a8, b8, bias, y16, 2, 9, 3, 0, rq, 1, 0, -32768), h16(y16, 6);
   h_end("linear two rows");
 }
 

@@ -504,24 +504,48 @@ MT_DEFINE_LINEAR_OUT_DSP(s16, int16_t, 16)
  * word of T shifted right by s - 1 (arithmetic: the floor), no 64-bit shift, the same integer.
  * As m > 0, [P < 0] = [acc < 0] and c - [P < 0] is c plus acc >> 31 (arithmetic: 0 or -1)
  * sign-extended to 64 bits: ADDS and ADC with the shifted operand, then the one SMLAL and the
- * ASR. |result| < 2^31 (the caller saturates it). */
+ * ASR. |result| < 2^31 (the caller saturates it).
+ * A shift of 0 or less (a ratio of 1/2 or more: int8 layers with int16 outputs), -30 <= s <= 0
+ * with |acc| < 2^(30+s) and |y_zero| < 2^30 (mt_rq_up_ok): the sum shifted left by up = 1 - s
+ * first (acc' = acc 2^up, |acc'| < 2^31), then the same with s = 1 (c = 2^31 + y_zero 2^32, no
+ * right shift): floor((acc' m + 2^31 - [P < 0]) / 2^32) = floor((P + 2^(30+s) - [P < 0] 2^-up)
+ * / 2^(31+s)), the floor of the same number less a fraction in (0, 1] where that is 1, the same
+ * integer; |result| < 2^30 + |y_zero|. up = 0 for s >= 1. */
 typedef struct {
   uint32_t c_lo; /* c's low and high words */
   int32_t c_hi, m;
-  int sh;
+  int sh, up;
 } mt_rq_chan;
 
 static inline int mt_rq_chan_fast(const int32_t *rq, int32_t y_zero) {
   return rq[1] >= 1 && rq[1] <= 31 && rq[0] > 0 && mt_mag32(y_zero) < 1u << (31 - rq[1]);
 }
 
+/* |b| + 2^7 sum |w_j| over n int8 weights: a bound on |b + x . w| for int8 x (< 2^32 for n <=
+ * 65536 and |b| <= 2^31) */
+static uint32_t mt_bound_s8(const int8_t *w, int n, int32_t b) {
+  uint32_t a = 0;
+  int j;
+  for (j = 0; j < n; ++j) a += mt_mag32(w[j]);
+  return (a << 7) + mt_mag32(b);
+}
+
+/* A channel of int8 x int8 sums that mt_rq_chan can requantize: fast, or a shift of 0 or less
+ * whose sums (b + x . w over the channel's weights) stay within 2^(30+s) */
+static inline int mt_rq_up_ok(const int32_t *rq, int32_t y_zero, const int8_t *w, int n, int32_t b) {
+  const int s = rq[1];
+  if (s >= 1) return mt_rq_chan_fast(rq, y_zero);
+  return rq[0] > 0 && s >= -30 && mt_mag32(y_zero) < 1u << 30 && (mt_bound_s8(w, n, b) >> (30 + s)) == 0;
+}
+
 static inline mt_rq_chan mt_rq_chan_init(const int32_t *rq, int32_t y_zero) {
-  const int s = rq[1]; /* c = 2^32 (2^(s-2) + y_zero 2^(s-1)), or 2^31 + 2^32 y_zero for s = 1 */
+  const int s = rq[1]; /* c = 2^32 (2^(s-2) + y_zero 2^(s-1)), or 2^31 + 2^32 y_zero for s <= 1 */
   mt_rq_chan q;
   q.m = rq[0];
-  q.sh = s - 1;
-  q.c_lo = s == 1 ? 1u << 31 : 0u;
-  q.c_hi = (int32_t)((s == 1 ? 0u : 1u << (s - 2)) + (uint32_t)y_zero * (1u << (s - 1)));
+  q.sh = s >= 1 ? s - 1 : 0;
+  q.up = s <= 1 ? 1 - s : 0;
+  q.c_lo = s <= 1 ? 1u << 31 : 0u;
+  q.c_hi = (int32_t)(s <= 1 ? (uint32_t)y_zero : (1u << (s - 2)) + (uint32_t)y_zero * (1u << (s - 1)));
   return q;
 }
 
@@ -544,41 +568,10 @@ static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
 /* y_zero + rq(acc) for a fast channel saturated to BITS (SSAT); MT_CHAN_OUT: at least y_min
  * too, mt_linear_out_* for a fast channel */
 #define MT_CHAN_SAT(BITS, q, acc) ((int32_t)__builtin_arm_ssat(mt_rq_chan_apply(q, acc), BITS))
+/* The same for a channel of any shift (mt_rq_up_ok): the sum shifted left by up first */
+#define MT_UP_SAT(BITS, q, acc) MT_CHAN_SAT(BITS, q, (int32_t)((uint32_t)(acc) << (q)->up))
 #define MT_CHAN_OUT(BITS, q, acc, y_min) mt_max32(MT_CHAN_SAT(BITS, q, acc), y_min)
 
-/* The requantization of any channel with m > 0 and -30 <= s <= 31 (the two-row layers with a
- * channel whose shift is 0 or less, a ratio of 1/2 or more: int8 layers with int16 outputs):
- * u = P + 2^(k - 1) - [P < 0] with k = 31 + s (ADDS, ADC, then SMLAL), and floor(u / 2^k)
- * from its words (k < 32: both words, saturated to int32 when the high part is not the sign
- * of the low; k >= 32: the high word alone), then QADD of the zero point. The same integer as
- * y_zero + rq(acc) saturated to int32, |u| < 2^63. */
-typedef struct {
-  int64_t c; /* 2^(k - 1) */
-  int32_t m, z;
-  int k;
-} mt_rq_any;
-
-static inline int mt_rq_any_ok(const int32_t *rq) { return rq[0] > 0 && rq[1] >= -30 && rq[1] <= 31; }
-
-static inline mt_rq_any mt_rq_any_init(const int32_t *rq, int32_t y_zero) {
-  mt_rq_any q;
-  q.k = 31 + rq[1];
-  q.c = (int64_t)1 << (q.k - 1);
-  q.m = rq[0];
-  q.z = y_zero;
-  return q;
-}
-
-static inline int32_t mt_rq_any_apply(const mt_rq_any *q, int32_t acc) {
-  const int64_t u = q->c + (acc >> 31) + (int64_t)acc * q->m;
-  const int32_t hi = (int32_t)(u >> 32), k = q->k;
-  int32_t th, tl;
-  if (k >= 32) return __qadd(hi >> (k - 32), q->z);
-  th = hi >> k;
-  tl = (int32_t)(((uint32_t)u >> k) | ((uint32_t)hi << (32 - k)));
-  return th == (tl >> 31) ? __qadd(tl, q->z) : th < 0 ? INT32_MIN : INT32_MAX;
-}
-#define MT_ANY_SAT(BITS, q, acc) ((int32_t)__builtin_arm_ssat(mt_rq_any_apply(q, acc), BITS))
 
 /* The low word of an int64 through an empty asm: where GCC has proved that the sum fits int32
  * it otherwise drops the conversion and multiplies all 64 bits by m (MUL, MLA, UMULL and adds
@@ -906,8 +899,9 @@ MT_DEFINE_LINEAR_WORDS(s16, int16_t)
  * requantization is set up once per channel pair (QT, applied by OUT): mt_rq_chan when every
  * channel has the usual shift of 1 to 31 (a positive ratio below 1/2); else, for int8 x int8
  * with int16 outputs (ANY: the layers whose output is as fine as their sums, a ratio of 1/2 or
- * more), mt_rq_any (shifts down to -30; its rows out of line, and only for that type: 1.5 KB of
- * flash). The rows store y_zero + rq(acc) saturated; a y_min above the type's minimum (a relu
+ * more), mt_rq_chan with the sums shifted left first (MT_UP_SAT: shifts down to -30 where the
+ * channel's sums stay within 2^(30+s), mt_rq_up_ok; its rows out of line, and only for that
+ * type). The rows store y_zero + rq(acc) saturated; a y_min above the type's minimum (a relu
  * into a format whose zero point is not the lowest value) is applied by a pass over the outputs
  * afterwards (mt_raise_to_*): max(y_min, saturated) either way, and the rows' registers go to
  * the sums (a bound per output cost linear_s8 8%). A negative multiplier, a single row (where
@@ -957,7 +951,7 @@ MT_DEFINE_LINEAR_WORDS(s16, int16_t)
       }                                                                                                   \
     }                                                                                                     \
   }
-/* ANY: 1 for the types with rows by mt_rq_any (mt_linear_rows_any_*), else 0 */
+/* ANY: 1 for the types with rows for any shift (mt_linear_rows_any_*: MT_UP_SAT), else 0 */
 #define MT_ANY_ROWS_0(X, Y) MT_NO_ROWS
 #define MT_ANY_ROWS_1(X, Y) mt_linear_rows_any_##X##_s8_##Y
 #define MT_NO_ROWS(...) ((void)0)
@@ -967,9 +961,10 @@ MT_DEFINE_LINEAR_WORDS(s16, int16_t)
                                          int in, int out, int xs, const int32_t *rq, int rq_per_channel,  \
                                          int32_t y_zero, int32_t y_min) {                                 \
     int o, ok = rows >= 2 && in <= (MAX_IN), chan = 1;                                                    \
-    for (o = 0; ok && o < (rq_per_channel ? out : 1); ++o) {                                              \
-      chan = chan && mt_rq_chan_fast(rq + 2 * o, y_zero);                                                 \
-      ok = chan || ((ANY) && mt_rq_any_ok(rq + 2 * o));                                                   \
+    for (o = 0; ok && o < out; ++o) {                                                                     \
+      const int32_t *rqo = rq + (rq_per_channel ? 2 * o : 0);                                             \
+      chan = chan && mt_rq_chan_fast(rqo, y_zero);                                                        \
+      ok = chan || ((ANY) && mt_rq_up_ok(rqo, y_zero, w + o * in, in, b ? (int32_t)b[o] : 0));            \
     }                                                                                                     \
     for (o = 0; ok && b && o < out; ++o) ok = b[o] < (1 << 30) && b[o] > -(1 << 30);                      \
     if (!ok) return mt_linear_dsp_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, \
@@ -982,7 +977,7 @@ MT_DEFINE_LINEAR_WORDS(s16, int16_t)
     return 1;                                                                                             \
   }
 __attribute__((noinline))
-MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_any, MT_ANY_SAT, s8, int8_t, int16_t, int32_t, 16)
+MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_chan, MT_UP_SAT, s8, int8_t, int16_t, int32_t, 16)
 MT_DEFINE_LINEAR_DSP2(s8, s8, int8_t, int8_t, int32_t, 8, 65536, 0)
 MT_DEFINE_LINEAR_DSP2(s8, s16, int8_t, int16_t, int32_t, 16, 65536, 1)
 MT_DEFINE_LINEAR_DSP2(s16, s8, int16_t, int8_t, int64_t, 8, 256, 0)
