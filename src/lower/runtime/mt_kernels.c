@@ -510,11 +510,11 @@ MT_DEFINE_LINEAR_OUT_DSP(s16, int16_t, 16)
  * first (acc' = acc 2^up, |acc'| < 2^31), then the same with s = 1 (c = 2^31 + y_zero 2^32, no
  * right shift): floor((acc' m + 2^31 - [P < 0]) / 2^32) = floor((P + 2^(30+s) - [P < 0] 2^-up)
  * / 2^(31+s)), the floor of the same number less a fraction in (0, 1] where that is 1, the same
- * integer; |result| < 2^30 + |y_zero|. up = 0 for s >= 1. */
+ * integer; |result| < 2^30 + |y_zero| (mt_rq_up: up = 0 for s >= 1). */
 typedef struct {
   uint32_t c_lo; /* c's low and high words */
   int32_t c_hi, m;
-  int sh, up;
+  int sh;
 } mt_rq_chan;
 
 static inline int mt_rq_chan_fast(const int32_t *rq, int32_t y_zero) {
@@ -531,21 +531,37 @@ static uint32_t mt_bound_s8(const int8_t *w, int n, int32_t b) {
 }
 
 /* A channel of int8 x int8 sums that mt_rq_chan can requantize: fast, or a shift of 0 or less
- * whose sums (b + x . w over the channel's weights) stay within 2^(30+s) */
+ * whose sums (b + x . w over the channel's n <= 65536 weights) stay within 2^(30+s): |b| + n
+ * 2^14 (|x w| <= 2^14) when that is enough, else mt_bound_s8 (a pass over the weights) */
 static inline int mt_rq_up_ok(const int32_t *rq, int32_t y_zero, const int8_t *w, int n, int32_t b) {
   const int s = rq[1];
   if (s >= 1) return mt_rq_chan_fast(rq, y_zero);
-  return rq[0] > 0 && s >= -30 && mt_mag32(y_zero) < 1u << 30 && (mt_bound_s8(w, n, b) >> (30 + s)) == 0;
+  if (rq[0] <= 0 || s < -30 || mt_mag32(y_zero) >= 1u << 30) return 0;
+  return ((((uint32_t)n << 14) + mt_mag32(b)) >> (30 + s)) == 0 || (mt_bound_s8(w, n, b) >> (30 + s)) == 0;
 }
 
 static inline mt_rq_chan mt_rq_chan_init(const int32_t *rq, int32_t y_zero) {
-  const int s = rq[1]; /* c = 2^32 (2^(s-2) + y_zero 2^(s-1)), or 2^31 + 2^32 y_zero for s <= 1 */
+  const int s = rq[1]; /* c = 2^32 (2^(s-2) + y_zero 2^(s-1)), or 2^31 + 2^32 y_zero for s = 1 */
   mt_rq_chan q;
   q.m = rq[0];
-  q.sh = s >= 1 ? s - 1 : 0;
-  q.up = s <= 1 ? 1 - s : 0;
-  q.c_lo = s <= 1 ? 1u << 31 : 0u;
-  q.c_hi = (int32_t)(s <= 1 ? (uint32_t)y_zero : (1u << (s - 2)) + (uint32_t)y_zero * (1u << (s - 1)));
+  q.sh = s - 1;
+  q.c_lo = s == 1 ? 1u << 31 : 0u;
+  q.c_hi = (int32_t)((s == 1 ? 0u : 1u << (s - 2)) + (uint32_t)y_zero * (1u << (s - 1)));
+  return q;
+}
+
+/* A channel of any shift (mt_rq_up_ok): its sums shifted left by up, then mt_rq_chan at
+ * max(s, 1) */
+typedef struct {
+  mt_rq_chan c;
+  int up;
+} mt_rq_up;
+
+static inline mt_rq_up mt_rq_up_init(const int32_t *rq, int32_t y_zero) {
+  const int32_t r[2] = {rq[0], rq[1] >= 1 ? rq[1] : 1};
+  mt_rq_up q;
+  q.c = mt_rq_chan_init(r, y_zero);
+  q.up = rq[1] >= 1 ? 0 : 1 - rq[1];
   return q;
 }
 
@@ -569,7 +585,7 @@ static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
  * too, mt_linear_out_* for a fast channel */
 #define MT_CHAN_SAT(BITS, q, acc) ((int32_t)__builtin_arm_ssat(mt_rq_chan_apply(q, acc), BITS))
 /* The same for a channel of any shift (mt_rq_up_ok): the sum shifted left by up first */
-#define MT_UP_SAT(BITS, q, acc) MT_CHAN_SAT(BITS, q, (int32_t)((uint32_t)(acc) << (q)->up))
+#define MT_UP_SAT(BITS, q, acc) MT_CHAN_SAT(BITS, &(q)->c, (int32_t)((uint32_t)(acc) << (q)->up))
 #define MT_CHAN_OUT(BITS, q, acc, y_min) mt_max32(MT_CHAN_SAT(BITS, q, acc), y_min)
 
 
@@ -955,17 +971,29 @@ MT_DEFINE_LINEAR_WORDS(s16, int16_t)
 #define MT_ANY_ROWS_0(X, Y) MT_NO_ROWS
 #define MT_ANY_ROWS_1(X, Y) mt_linear_rows_any_##X##_s8_##Y
 #define MT_NO_ROWS(...) ((void)0)
+#define MT_ANY_OK_0(...)
+#define MT_ANY_OK_1(ok, chan, ...) \
+  if (ok && !chan) ok = mt_rq_up_all_ok(__VA_ARGS__)
+/* Every channel of an int8 x int8 layer mt_rq_up_ok (out of line: inlined, it cost the rows
+ * inlined beside it registers) */
+static __attribute__((noinline)) int mt_rq_up_all_ok(const int32_t *rq, int rq_per_channel, int32_t y_zero,
+                                                     const int8_t *w, const int32_t *b, int in, int out) {
+  int o;
+  for (o = 0; o < out; ++o)
+    if (!mt_rq_up_ok(rq + (rq_per_channel ? 2 * o : 0), y_zero, w + o * in, in, b ? b[o] : 0)) return 0;
+  return 1;
+}
 #define MT_DEFINE_LINEAR_DSP2(X, Y, XT, YT, BT, BITS, MAX_IN, ANY)                                        \
   MT_DEFINE_LINEAR_ROWS(mt_linear_rows_##X##_s8_##Y, mt_rq_chan, MT_CHAN_SAT, X, XT, YT, BT, BITS)        \
   static int mt_linear_dsp2_##X##_s8_##Y(const XT *x, const int8_t *w, const BT *b, YT *y, int rows,     \
                                          int in, int out, int xs, const int32_t *rq, int rq_per_channel,  \
                                          int32_t y_zero, int32_t y_min) {                                 \
     int o, ok = rows >= 2 && in <= (MAX_IN), chan = 1;                                                    \
-    for (o = 0; ok && o < out; ++o) {                                                                     \
-      const int32_t *rqo = rq + (rq_per_channel ? 2 * o : 0);                                             \
-      chan = chan && mt_rq_chan_fast(rqo, y_zero);                                                        \
-      ok = chan || ((ANY) && mt_rq_up_ok(rqo, y_zero, w + o * in, in, b ? (int32_t)b[o] : 0));            \
+    for (o = 0; ok && o < (rq_per_channel ? out : 1); ++o) {                                              \
+      chan = chan && mt_rq_chan_fast(rq + 2 * o, y_zero);                                                 \
+      ok = chan || (ANY);                                                                                 \
     }                                                                                                     \
+    MT_ANY_OK_##ANY(ok, chan, rq, rq_per_channel, y_zero, w, b, in, out);                                 \
     for (o = 0; ok && b && o < out; ++o) ok = b[o] < (1 << 30) && b[o] > -(1 << 30);                      \
     if (!ok) return mt_linear_dsp_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, \
                                                y_min);                                                    \
@@ -977,7 +1005,7 @@ MT_DEFINE_LINEAR_WORDS(s16, int16_t)
     return 1;                                                                                             \
   }
 __attribute__((noinline))
-MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_chan, MT_UP_SAT, s8, int8_t, int16_t, int32_t, 16)
+MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_up, MT_UP_SAT, s8, int8_t, int16_t, int32_t, 16)
 MT_DEFINE_LINEAR_DSP2(s8, s8, int8_t, int8_t, int32_t, 8, 65536, 0)
 MT_DEFINE_LINEAR_DSP2(s8, s16, int8_t, int16_t, int32_t, 16, 65536, 1)
 MT_DEFINE_LINEAR_DSP2(s16, s8, int16_t, int8_t, int64_t, 8, 256, 0)
