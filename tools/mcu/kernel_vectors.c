@@ -177,7 +177,7 @@ static void linear(void) {
  * saturation both ways, zero points (those of int16 outputs up to 25,400: beyond the 2^(31-s)
  * that mt_rq_chan folds in at large shifts) and a fused relu (a bound the rows apply
  * afterwards); int16 x through the inline assembly loop; then one channel outside that range
- * (s = 0: int8 x int8 with int16 outputs through mt_rq_any, the other types the one-row
+ * (s = 0: int8 x int8 with int16 outputs through mt_rq_up, the other types the one-row
  * variant; s = 32, m < 0: the one-row variant), shifts in [-30, 31] (the same), exact ties of both signs (x = 0, acc = b =
  * 4 (2k + 1) at s = 2 with m = +-2^30, acc = 2 (2k + 1) at s = 1), and int16 x int8 at the
  * int32 sum's edge: 256 products of -2^15 and -2^7 plus a bias of 2^30 - 1 is 2^31 - 1 (two
@@ -218,8 +218,9 @@ static void linear_two_rows(void) {
     }
   }
   /* shifts of 0 or less (a ratio of 1/2 or more, as int8 layers with int16 outputs have:
-   * mt_rq_any), then any shift in [-30, 31] per channel: both words of the product shifted, or
-   * its high word alone; outputs from small to saturated both ways */
+   * mt_rq_up), then any shift in [-30, 31] per channel (the two-row pass where every
+   * channel's sums stay within 2^(30+s), else the one-row variant); outputs from small to
+   * saturated both ways */
   for (k = 0; k < 3; ++k) {
     fill32(bias, 16);
     for (c = 0; c < 16; ++c)
