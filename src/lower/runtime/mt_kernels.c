@@ -2273,68 +2273,101 @@ static __attribute__((noinline)) int32_t mt_attn_logits16w_s16(const mt_attn_log
   return mx;
 }
 
-/* mt_attn_logits16w_s16's loop with int32 scores: SMUAD and 7 SMLAD per key. A score is exact
- * when none of its additions overflowed int32, which the sticky Q flag records (SMUAD and SMLAD
- * set it on an overflow of their sum): cleared first and read after each key's sum, the loop
- * leaves at the first key where it is set (label 2). Each logit is mt_attn_logit_q_apply's:
- * P = score m (SMULL, its high word in place of the score), P + c - [P < 0] with -[P < 0] the
- * high word's sign (ADDS, ADC, ADD: c = {c_hi, 0}), the high word shifted right by s - 1. The
- * same integers, with a register for the logit pointer and no test of the score's high word:
- * 33 instructions per key. Returns the number of logits written (into t, their max into *max,
- * at least its value on entry); the caller computes the others by mt_attn_logits16w_s16 (keys
- * of full-range q and k). n >= 1. */
+/* mt_attn_logits16w_s16's keys with int32 scores, in two passes. First the scores: SMUAD and
+ * 7 SMLAD per key, two keys per pass of the loop (an odd n enters at the second). A score is
+ * exact when none of its additions overflowed int32, which the sticky Q flag records (SMUAD and
+ * SMLAD set it on an overflow of their sum): cleared first and read after each pair, the loop
+ * leaves at the first pair where it is set (label 2) and drops that pair's scores. 18
+ * instructions per key. Then each kept score's logit (mt_attn_logit_q_apply, an int32 score)
+ * and their max, in C. The same integers as mt_attn_logits16w_s16. Returns the number of
+ * logits written (into t, their max into *max, INT32_MIN if none); the caller computes the
+ * others by mt_attn_logits16w_s16 (keys of full-range q and k). n >= 1. */
 static __attribute__((noinline)) int mt_attn_logits16s_s16(const mt_attn_logit_q *q, const int16_t *qi,
                                                            const int16_t *kj, int ks, int n, int32_t *t,
                                                            int32_t *max) {
   const int32_t q0 = mt_ld32(qi), q1 = mt_ld32(qi + 2), q2 = mt_ld32(qi + 4), q3 = mt_ld32(qi + 6);
   const int32_t q4 = mt_ld32(qi + 8), q5 = mt_ld32(qi + 10), q6 = mt_ld32(qi + 12), q7 = mt_ld32(qi + 14);
-  const int32_t m = q->m, c_hi = q->c_hi, sh = q->sh, kstep = 2 * ks;
-  int32_t *tp = t, *const end = t + n, mx = *max, acc, k0, k1;
+  const int32_t kstep = 2 * ks;
+  const uintptr_t end = (uintptr_t)(t + n);
+  uintptr_t tp = (uintptr_t)t;
+  int32_t mx = INT32_MIN, acc, k0, k1;
   const char *kp = (const char *)kj;
+  int done;
+#define MT_LOGITS16S_KEY                                  \
+  "ldrd %[k0], %[k1], [%[kp]]\n\t"                        \
+  "smuad %[acc], %[q0], %[k0]\n\t"                        \
+  "smlad %[acc], %[q1], %[k1], %[acc]\n\t"                \
+  "ldrd %[k0], %[k1], [%[kp], #8]\n\t"                    \
+  "smlad %[acc], %[q2], %[k0], %[acc]\n\t"                \
+  "smlad %[acc], %[q3], %[k1], %[acc]\n\t"                \
+  "ldrd %[k0], %[k1], [%[kp], #16]\n\t"                   \
+  "smlad %[acc], %[q4], %[k0], %[acc]\n\t"                \
+  "smlad %[acc], %[q5], %[k1], %[acc]\n\t"                \
+  "ldrd %[k0], %[k1], [%[kp], #24]\n\t"                   \
+  "smlad %[acc], %[q6], %[k0], %[acc]\n\t"                \
+  "smlad %[acc], %[q7], %[k1], %[acc]\n\t"                \
+  "str %[acc], [%[tp]], #4\n\t"                           \
+  "ldr %[k0], %[kstep]\n\t"                               \
+  "add %[kp], %[kp], %[k0]\n\t"
   __asm__ volatile("movs %[k0], #0\n\t"
                    "msr APSR_nzcvq, %[k0]\n\t" /* Q = 0 */
-                   "1:\n\t"
-                   "ldrd %[k0], %[k1], [%[kp]]\n\t"
-                   "smuad %[acc], %[q0], %[k0]\n\t"
-                   "smlad %[acc], %[q1], %[k1], %[acc]\n\t"
-                   "ldrd %[k0], %[k1], [%[kp], #8]\n\t"
-                   "smlad %[acc], %[q2], %[k0], %[acc]\n\t"
-                   "smlad %[acc], %[q3], %[k1], %[acc]\n\t"
-                   "ldrd %[k0], %[k1], [%[kp], #16]\n\t"
-                   "smlad %[acc], %[q4], %[k0], %[acc]\n\t"
-                   "smlad %[acc], %[q5], %[k1], %[acc]\n\t"
-                   "ldrd %[k0], %[k1], [%[kp], #24]\n\t"
-                   "smlad %[acc], %[q6], %[k0], %[acc]\n\t"
-                   "smlad %[acc], %[q7], %[k1], %[acc]\n\t"
+                   "ldr %[k0], %[n]\n\t"
+                   "lsls %[k0], %[k0], #31\n\t" /* n odd: one key first */
+                   "bmi 3f\n\t"
+                   "1:\n\t" MT_LOGITS16S_KEY "3:\n\t" MT_LOGITS16S_KEY
                    "mrs %[k0], APSR\n\t"
                    "lsls %[k0], %[k0], #4\n\t" /* Q (bit 27) into the sign */
                    "bmi 2f\n\t"
-                   "ldr %[k0], %[m]\n\t"
-                   "smull %[k1], %[acc], %[acc], %[k0]\n\t" /* {acc, k1} = P */
-                   "ldr %[k0], %[chi]\n\t"
-                   "adds %[k1], %[k1], %[acc], asr #31\n\t"
-                   "adc %[k0], %[k0], %[acc], asr #31\n\t"
-                   "add %[acc], %[acc], %[k0]\n\t"
-                   "ldr %[k1], %[sh]\n\t"
-                   "asr %[acc], %[acc], %[k1]\n\t"
-                   "str %[acc], [%[tp]], #4\n\t"
-                   "ldr %[k1], %[mx]\n\t"
-                   "cmp %[acc], %[k1]\n\t"
-                   "it gt\n\t"
-                   "strgt %[acc], %[mx]\n\t"
-                   "ldr %[k1], %[kstep]\n\t"
-                   "add %[kp], %[kp], %[k1]\n\t"
-                   "ldr %[k1], %[end]\n\t"
-                   "cmp %[tp], %[k1]\n\t"
+                   "ldr %[k0], %[end]\n\t"
+                   "cmp %[tp], %[k0]\n\t"
                    "bne 1b\n\t"
-                   "2:"
-                   : [acc] "=&r"(acc), [k0] "=&r"(k0), [k1] "=&r"(k1), [kp] "+r"(kp), [tp] "+r"(tp), [mx] "+m"(mx)
+                   "b 4f\n\t"
+                   "2:\n\t"
+                   "subs %[tp], %[tp], #8\n\t" /* the pair that overflowed (one key below t: none) */
+                   "4:"
+                   : [acc] "=&r"(acc), [k0] "=&r"(k0), [k1] "=&r"(k1), [kp] "+r"(kp), [tp] "+r"(tp)
                    : [q0] "r"(q0), [q1] "r"(q1), [q2] "r"(q2), [q3] "r"(q3), [q4] "r"(q4), [q5] "r"(q5),
-                     [q6] "r"(q6), [q7] "r"(q7), [m] "m"(m), [chi] "m"(c_hi), [sh] "m"(sh), [kstep] "m"(kstep),
-                     [end] "m"(end)
+                     [q6] "r"(q6), [q7] "r"(q7), [kstep] "m"(kstep), [end] "m"(end), [n] "m"(n)
                    : "cc", "memory");
+#undef MT_LOGITS16S_KEY
+  done = tp > (uintptr_t)t ? (int)((tp - (uintptr_t)t) >> 2) : 0;
+  if (done >= 2) { /* the logits of pairs: mt_attn_logit_q_apply's, c_lo = 0 */
+    const int32_t m = q->m, c_hi = q->c_hi, sh = q->sh;
+    int32_t *lp = t, x0, x1, n0, n1, h0, h1;
+    int32_t *const pend = t + (done & ~1);
+    __asm__ volatile("1:\n\t"
+                     "ldrd %[x0], %[x1], [%[lp]]\n\t"
+                     "eor %[n0], %[x0], %[m]\n\t"
+                     "asr %[n0], %[n0], #31\n\t" /* -[score m < 0] */
+                     "add %[h0], %[chi], %[n0]\n\t"
+                     "smlal %[n0], %[h0], %[x0], %[m]\n\t"
+                     "asr %[h0], %[h0], %[sh]\n\t"
+                     "eor %[n1], %[x1], %[m]\n\t"
+                     "asr %[n1], %[n1], #31\n\t"
+                     "add %[h1], %[chi], %[n1]\n\t"
+                     "smlal %[n1], %[h1], %[x1], %[m]\n\t"
+                     "asr %[h1], %[h1], %[sh]\n\t"
+                     "strd %[h0], %[h1], [%[lp]], #8\n\t"
+                     "cmp %[h0], %[mx]\n\t"
+                     "it gt\n\t"
+                     "movgt %[mx], %[h0]\n\t"
+                     "cmp %[h1], %[mx]\n\t"
+                     "it gt\n\t"
+                     "movgt %[mx], %[h1]\n\t"
+                     "cmp %[lp], %[pend]\n\t"
+                     "bne 1b"
+                     : [x0] "=&r"(x0), [x1] "=&r"(x1), [n0] "=&r"(n0), [n1] "=&r"(n1), [h0] "=&r"(h0),
+                       [h1] "=&r"(h1), [lp] "+r"(lp), [mx] "+r"(mx)
+                     : [m] "r"(m), [chi] "r"(c_hi), [sh] "r"(sh), [pend] "r"(pend)
+                     : "cc", "memory");
+  }
+  if (done & 1) {
+    const int32_t y = mt_attn_logit_q_apply(q, t[done - 1], 1);
+    t[done - 1] = y;
+    mx = y > mx ? y : mx;
+  }
   *max = mx;
-  return (int)(tp - t);
+  return done;
 }
 
 /* Two keys per pass over q: each word of q (two features) loaded once, 2 SMLALD per 2
