@@ -154,6 +154,21 @@ static void linear(void) {
   mt_linear_s16_s16_s16(a16, b16 + 1, bias64, y16, 3, 24, 6, 0, rq, 1, 0, -32768), h16(y16, 18);
   mt_linear_s16_s16_s8(a16, b16, bias64, y8, 3, 24, 6, 25, rq, 1, 0, -128), h8(y8, 18); /* odd stride */
   h_end("linear s16 words");
+  /* int16 x int16 sums within int32 (inputs within +-2000, biases below 2^19): the two-row
+   * int32 loop; rows 6 and 7 at 32767 sign(w) of channel 0, whose sums overflow int32 (the
+   * int64 loop from that pair on); an odd last row; no bias; y_min above the minimum */
+  {
+    static int64_t small[16];
+    int16_t *const xs16 = a16 + 2400;
+    for (i = 0; i < 16; ++i) small[i] = bias32[i] / 4096;
+    fill16(xs16, 10 * 32, -2000, 2000);
+    for (i = 0; i < 32; ++i) xs16[6 * 32 + i] = xs16[7 * 32 + i] = b16[i] < 0 ? -32768 : 32767;
+    h_begin();
+    mt_linear_s16_s16_s16(xs16, b16, small, y16, 10, 32, 6, 0, rq, 1, 0, -32768), h16(y16, 60);
+    mt_linear_s16_s16_s8(xs16, b16, small, y8, 5, 32, 6, 0, rq, 1, -3, -128), h8(y8, 30);
+    mt_linear_s16_s16_s16(xs16, b16, 0, y16, 6, 32, 6, 0, rq, 1, 0, -1000), h16(y16, 36);
+    h_end("linear s16 words int32");
+  }
   /* the shapes of the DSP variants' edges: inputs not a multiple of 8 / 4 / 2, an odd channel
    * count, biases below 2^30, per-channel shifts outside [1, 31] and m = 0 */
   for (i = 0; i < 16; ++i) bias32[i] = bias32[i] / 4, bias64[i] = bias64[i] / 4, rq[2 * i + 1] = rnd(-2, 40);

@@ -679,6 +679,74 @@ static inline int32_t mt_rq_chan_apply64(const mt_rq_chan *q, int64_t acc) {
             : "cc", "memory");                                                                            \
   } while (0)
 
+/* The sums of two rows of x (xa, xb) against two weight rows in int32 (int16 x int16 words, in a
+ * positive multiple of 8): a00 += xa . w0, a01 += xa . w1, a10 += xb . w0, a11 += xb . w1, one
+ * LDR of each row's and each weight row's word and four SMLAD per two inputs (the weight word
+ * serves both rows: 8 instructions per 8 MACs, where MT_ROW_MAC_WORDS's one row takes 7 per
+ * 4) and the end test per 8 inputs; 12 registers. The sums are exact when no addition
+ * overflowed int32, which the sticky Q flag records (cleared first, returned: 0 when exact). */
+static inline int mt_rows2_mac_s16(const int16_t *xa, const int16_t *xb, const int16_t *w0, const int16_t *w1,
+                                     int in, int32_t *a) {
+  int32_t a00 = a[0], a01 = a[1], a10 = a[2], a11 = a[3], u, va, vb;
+  const int16_t *const end = xa + in;
+#define MT_ROWS2_STEP                          \
+  "ldr %[va], [%[xa]], #4\n\t"                 \
+  "ldr %[vb], [%[xb]], #4\n\t"                 \
+  "ldr %[u], [%[w0]], #4\n\t"                  \
+  "smlad %[a00], %[va], %[u], %[a00]\n\t"      \
+  "smlad %[a10], %[vb], %[u], %[a10]\n\t"      \
+  "ldr %[u], [%[w1]], #4\n\t"                  \
+  "smlad %[a01], %[va], %[u], %[a01]\n\t"      \
+  "smlad %[a11], %[vb], %[u], %[a11]\n\t"
+  __asm__("movs %[u], #0\n\t"
+          "msr APSR_nzcvq, %[u]\n\t" /* Q = 0 */
+          "1:\n\t" MT_ROWS2_STEP MT_ROWS2_STEP MT_ROWS2_STEP MT_ROWS2_STEP
+          "ldr %[u], %[end]\n\t"
+          "cmp %[xa], %[u]\n\t"
+          "bne 1b\n\t"
+          "mrs %[u], APSR"
+          : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [u] "=&r"(u), [va] "=&r"(va),
+            [vb] "=&r"(vb), [xa] "+r"(xa), [xb] "+r"(xb), [w0] "+r"(w0), [w1] "+r"(w1)
+          : [end] "m"(end)
+          : "cc", "memory");
+#undef MT_ROWS2_STEP
+  a[0] = a00, a[1] = a01, a[2] = a10, a[3] = a11;
+  return (int)((uint32_t)u >> 27 & 1u);
+}
+/* NAME_pair's rows two at a time through mt_rows2_mac_s16 while the sums stay within int32
+ * (an int32 bias; at the first pair where one overflows, that pair and the rows after it take
+ * the int64 loop); each output requantized from its int32 sum (mt_rq_chan_apply, saturated), the
+ * integer MT_CHAN_SAT64 gives. A function of its own (returns the rows done), so that the int64
+ * loop compiles as before. MT_ROWS2_NONE: no such step. */
+#define MT_DEFINE_ROWS2_WORDS(Y, YT, BITS)                                                                \
+  static __attribute__((noinline)) int mt_rows2_words_##Y(const int16_t *x, const int16_t *w0,           \
+                                                          const int16_t *w1, int32_t b0, int32_t b1,      \
+                                                          const mt_rq_chan *q0, const mt_rq_chan *q1,     \
+                                                          YT *y, int rows, int in, int xs, int out) {     \
+    int r;                                                                                                \
+    for (r = 0; r + 2 <= rows; r += 2, x += 2 * xs, y += 2 * out) {                                       \
+      int32_t a[4];                                                                                       \
+      a[0] = a[2] = b0, a[1] = a[3] = b1;                                                                 \
+      if (mt_rows2_mac_s16(x, x + xs, w0, w1, in, a)) break;                                            \
+      y[0] = (YT)__builtin_arm_ssat(mt_rq_chan_apply(q0, a[0]), BITS);                                    \
+      y[1] = (YT)__builtin_arm_ssat(mt_rq_chan_apply(q1, a[1]), BITS);                                    \
+      y[out] = (YT)__builtin_arm_ssat(mt_rq_chan_apply(q0, a[2]), BITS);                                  \
+      y[out + 1] = (YT)__builtin_arm_ssat(mt_rq_chan_apply(q1, a[3]), BITS);                              \
+    }                                                                                                     \
+    return r;                                                                                             \
+  }
+MT_DEFINE_ROWS2_WORDS(s8, int8_t, 8)
+MT_DEFINE_ROWS2_WORDS(s16, int16_t, 16)
+#define MT_ROWS2_WORDS(BITS, YT, x, w0, w1, b0, b1, q0, q1, y, in, xs, out, end)                          \
+  if ((b0) == (int32_t)(b0) && (b1) == (int32_t)(b1)) {                                                   \
+    const int r_ = MT_ROWS2_##BITS((x), w0, w1, (int32_t)(b0), (int32_t)(b1), q0, q1, y,                  \
+                                   (int)(((end) - (y)) / (out)), in, xs, out);                            \
+    (x) += r_ * (xs), (y) += r_ * (out);                                                                  \
+  }
+#define MT_ROWS2_8 mt_rows2_words_s8
+#define MT_ROWS2_16 mt_rows2_words_s16
+#define MT_ROWS2_NONE(BITS, YT, x, w0, w1, b0, b1, q0, q1, y, in, xs, out, end)
+
 /* y[i] = max(y[i], y_min) for i < n */
 #define MT_DEFINE_RAISE_TO(Y, YT)                                                                          \
   static void mt_raise_to_##Y(YT *y, int n, int32_t y_min) {                                               \
@@ -698,11 +766,12 @@ MT_DEFINE_RAISE_TO(s16, int16_t)
  * its own, with few live values, so that GCC keeps more of them in registers (linear_s16 in =
  * 16: 85 instructions per pair of outputs, where one loop for every channel took 100). The
  * other pairs, and an odd last channel (computed twice), take OUT (mt_linear_out*) per output. */
-#define MT_DEFINE_LINEAR_DSP(NAME, Y, XT, WT, YT, BT, BITS, ACC, STEP, MAC2, OUT, ROW)                    \
+#define MT_DEFINE_LINEAR_DSP(NAME, Y, XT, WT, YT, BT, BITS, ACC, STEP, MAC2, OUT, ROW, ROWS2)             \
   static __attribute__((noinline)) void NAME##_pair(const XT *x, const WT *w0, const WT *w1, ACC b0, ACC b1, \
                                                     const mt_rq_chan *q0, const mt_rq_chan *q1, YT *y,    \
                                                     int rows, int in, int xs, int out) {                  \
     YT *const end = y + rows * out;                                                                       \
+    ROWS2(BITS, YT, x, w0, w1, b0, b1, q0, q1, y, in, xs, out, end)                                       \
     for (; y != end; x += xs, y += out) {                                                                 \
       ACC a0 = b0, a1 = b1;                                                                               \
       ROW(MAC2, STEP, x, w0, w1, in, a0, a1);                                                             \
@@ -798,25 +867,25 @@ static inline int32_t mt_pack_halves(int32_t a, int32_t b) { return (int32_t)((u
     a1 = __smlald(xo_, mt_ld32((p1) + 2), __smlald(xe_, mt_ld32(p1), a1));                                \
   } while (0)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s8_s8, s8, int8_t, int8_t, int8_t, int32_t, 8, int32_t, 4,
-                     MT_MAC2_S8_S8, mt_linear_out32, MT_ROW_MAC_C)
+                     MT_MAC2_S8_S8, mt_linear_out32, MT_ROW_MAC_C, MT_ROWS2_NONE)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s8_s16, s16, int8_t, int8_t, int16_t, int32_t, 16, int32_t, 4,
-                     MT_MAC2_S8_S8, mt_linear_out32, MT_ROW_MAC_C)
+                     MT_MAC2_S8_S8, mt_linear_out32, MT_ROW_MAC_C, MT_ROWS2_NONE)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s16_s8, s8, int8_t, int16_t, int8_t, int32_t, 8, int64_t, 4,
-                     MT_MAC2_S8_S16, mt_linear_out64, MT_ROW_MAC_C)
+                     MT_MAC2_S8_S16, mt_linear_out64, MT_ROW_MAC_C, MT_ROWS2_NONE)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s16_s16, s16, int8_t, int16_t, int16_t, int32_t, 16, int64_t, 4,
-                     MT_MAC2_S8_S16, mt_linear_out64, MT_ROW_MAC_C)
+                     MT_MAC2_S8_S16, mt_linear_out64, MT_ROW_MAC_C, MT_ROWS2_NONE)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s8_s8, s8, int16_t, int8_t, int8_t, int64_t, 8, int64_t, 4,
-                     MT_MAC2_S16_S8, mt_linear_out64, MT_ROW_MAC_C)
+                     MT_MAC2_S16_S8, mt_linear_out64, MT_ROW_MAC_C, MT_ROWS2_NONE)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s8_s16, s16, int16_t, int8_t, int16_t, int64_t, 16, int64_t, 4,
-                     MT_MAC2_S16_S8, mt_linear_out64, MT_ROW_MAC_C)
+                     MT_MAC2_S16_S8, mt_linear_out64, MT_ROW_MAC_C, MT_ROWS2_NONE)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s16_s8, s8, int16_t, int16_t, int8_t, int64_t, 8, int64_t, 4,
-                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_C)
+                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_C, MT_ROWS2_NONE)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s16_s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int64_t, 4,
-                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_C)
+                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_C, MT_ROWS2_NONE)
 MT_DEFINE_LINEAR_DSP(mt_linear_words_s16_s16_s8, s8, int16_t, int16_t, int8_t, int64_t, 8, int64_t, 4,
-                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_WORDS)
+                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_WORDS, MT_ROWS2_WORDS)
 MT_DEFINE_LINEAR_DSP(mt_linear_words_s16_s16_s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int64_t, 4,
-                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_WORDS)
+                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_WORDS, MT_ROWS2_WORDS)
 
 /* int16 x int16: rows of x and weight rows on word boundaries with in a multiple of 8 (the
  * lowering's layers: it aligns its arrays and the arena) through MT_ROW_MAC_WORDS, else
