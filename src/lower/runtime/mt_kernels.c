@@ -713,11 +713,10 @@ static inline int mt_rows2_mac_s16(const int16_t *xa, const int16_t *xb, const i
   a[0] = a00, a[1] = a01, a[2] = a10, a[3] = a11;
   return (int)((uint32_t)u >> 27 & 1u);
 }
-/* NAME_pair's rows two at a time through mt_rows2_mac_s16 while the sums stay within int32
- * (an int32 bias; at the first pair where one overflows, that pair and the rows after it take
- * the int64 loop); each output requantized from its int32 sum (mt_rq_chan_apply, saturated), the
- * integer MT_CHAN_SAT64 gives. A function of its own (returns the rows done), so that the int64
- * loop compiles as before. MT_ROWS2_NONE: no such step. */
+/* A pair of channels' rows two at a time through mt_rows2_mac_s16 while the sums stay within
+ * int32 (an int32 bias); each output requantized from its int32 sum (mt_rq_chan_apply,
+ * saturated), the integer MT_CHAN_SAT64 gives. Returns the rows done: at the first pair where a
+ * sum overflows it stops, and NAME_pair computes that pair and the rows after it. */
 #define MT_DEFINE_ROWS2_WORDS(Y, YT, BITS)                                                                \
   static __attribute__((noinline)) int mt_rows2_words_##Y(const int16_t *x, const int16_t *w0,           \
                                                           const int16_t *w1, int32_t b0, int32_t b1,      \
@@ -727,7 +726,7 @@ static inline int mt_rows2_mac_s16(const int16_t *xa, const int16_t *xb, const i
     for (r = 0; r + 2 <= rows; r += 2, x += 2 * xs, y += 2 * out) {                                       \
       int32_t a[4];                                                                                       \
       a[0] = a[2] = b0, a[1] = a[3] = b1;                                                                 \
-      if (mt_rows2_mac_s16(x, x + xs, w0, w1, in, a)) break;                                            \
+      if (mt_rows2_mac_s16(x, x + xs, w0, w1, in, a)) break;                                              \
       y[0] = (YT)__builtin_arm_ssat(mt_rq_chan_apply(q0, a[0]), BITS);                                    \
       y[1] = (YT)__builtin_arm_ssat(mt_rq_chan_apply(q1, a[1]), BITS);                                    \
       y[out] = (YT)__builtin_arm_ssat(mt_rq_chan_apply(q0, a[2]), BITS);                                  \
@@ -737,15 +736,25 @@ static inline int mt_rows2_mac_s16(const int16_t *xa, const int16_t *xb, const i
   }
 MT_DEFINE_ROWS2_WORDS(s8, int8_t, 8)
 MT_DEFINE_ROWS2_WORDS(s16, int16_t, 16)
-#define MT_ROWS2_WORDS(BITS, YT, x, w0, w1, b0, b1, q0, q1, y, in, xs, out, end)                          \
-  if ((b0) == (int32_t)(b0) && (b1) == (int32_t)(b1)) {                                                   \
-    const int r_ = MT_ROWS2_##BITS((x), w0, w1, (int32_t)(b0), (int32_t)(b1), q0, q1, y,                  \
-                                   (int)(((end) - (y)) / (out)), in, xs, out);                            \
-    (x) += r_ * (xs), (y) += r_ * (out);                                                                  \
-  }
 #define MT_ROWS2_8 mt_rows2_words_s8
 #define MT_ROWS2_16 mt_rows2_words_s16
-#define MT_ROWS2_NONE(BITS, YT, x, w0, w1, b0, b1, q0, q1, y, in, xs, out, end)
+/* PAIR(NAME, BITS, x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out, try2): a pair of fast
+ * channels' rows. MT_PAIR_ROWS2 (the int16 x int16 word path, in >= 16: at in = 8 the calls
+ * cost more than the int32 sums save): first two rows at a time in int32 (mt_rows2_words_*),
+ * the rest by NAME_pair; once a pair of rows has overflowed, try2 = 0 and the layer's other
+ * channels go to NAME_pair directly (full-range inputs and weights overflow at once: one
+ * wasted pair per call). MT_PAIR_PLAIN: NAME_pair. */
+#define MT_PAIR_ROWS2(NAME, BITS, x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out, try2)                  \
+  do {                                                                                                    \
+    int r_ = 0;                                                                                           \
+    if ((try2) && (in) >= 16 && (b0) == (int32_t)(b0) && (b1) == (int32_t)(b1)) {                         \
+      r_ = MT_ROWS2_##BITS(x, w0, w1, (int32_t)(b0), (int32_t)(b1), q0, q1, y, rows, in, xs, out);        \
+      if (r_ + 1 < (rows)) (try2) = 0;                                                                    \
+    }                                                                                                     \
+    NAME##_pair((x) + r_ * (xs), w0, w1, b0, b1, q0, q1, (y) + r_ * (out), (rows) - r_, in, xs, out);     \
+  } while (0)
+#define MT_PAIR_PLAIN(NAME, BITS, x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out, try2)                  \
+  ((void)(try2), NAME##_pair(x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out))
 
 /* y[i] = max(y[i], y_min) for i < n */
 #define MT_DEFINE_RAISE_TO(Y, YT)                                                                          \
@@ -765,13 +774,14 @@ MT_DEFINE_RAISE_TO(s16, int16_t)
  * minimum, is applied by one pass afterwards (mt_raise_to_*). The pair's loop is a function of
  * its own, with few live values, so that GCC keeps more of them in registers (linear_s16 in =
  * 16: 85 instructions per pair of outputs, where one loop for every channel took 100). The
- * other pairs, and an odd last channel (computed twice), take OUT (mt_linear_out*) per output. */
-#define MT_DEFINE_LINEAR_DSP(NAME, Y, XT, WT, YT, BT, BITS, ACC, STEP, MAC2, OUT, ROW, ROWS2)             \
+ * other pairs, and an odd last channel (computed twice), take OUT (mt_linear_out*) per output.
+ * PAIR calls NAME_pair (MT_PAIR_PLAIN) or first tries two rows at a time in int32
+ * (MT_PAIR_ROWS2). */
+#define MT_DEFINE_LINEAR_DSP(NAME, Y, XT, WT, YT, BT, BITS, ACC, STEP, MAC2, OUT, ROW, PAIR)              \
   static __attribute__((noinline)) void NAME##_pair(const XT *x, const WT *w0, const WT *w1, ACC b0, ACC b1, \
                                                     const mt_rq_chan *q0, const mt_rq_chan *q1, YT *y,    \
                                                     int rows, int in, int xs, int out) {                  \
     YT *const end = y + rows * out;                                                                       \
-    ROWS2(BITS, YT, x, w0, w1, b0, b1, q0, q1, y, in, xs, out, end)                                       \
     for (; y != end; x += xs, y += out) {                                                                 \
       ACC a0 = b0, a1 = b1;                                                                               \
       ROW(MAC2, STEP, x, w0, w1, in, a0, a1);                                                             \
@@ -781,7 +791,7 @@ MT_DEFINE_RAISE_TO(s16, int16_t)
   }                                                                                                       \
   static int NAME(const XT *x, const WT *w, const BT *b, YT *y, int rows, int in, int out, int xs,       \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                \
-    int r, o;                                                                                             \
+    int r, o, try2 = 1;                                                                                   \
     const int wide = sizeof(ACC) == 8 && rows >= 2;                                                      \
     if (sizeof(ACC) == 4) {                                                                               \
       if (in > 65536) return 0;                                                                           \
@@ -795,7 +805,7 @@ MT_DEFINE_RAISE_TO(s16, int16_t)
       const ACC b0 = b ? (ACC)b[o] : 0, b1 = b ? (ACC)b[o1] : 0;                                          \
       if (wide && o1 > o && mt_rq_chan_fast(rq0, y_zero) && mt_rq_chan_fast(rq1, y_zero)) {              \
         const mt_rq_chan q0 = mt_rq_chan_init(rq0, y_zero), q1 = mt_rq_chan_init(rq1, y_zero);            \
-        NAME##_pair(x, w0, w1, b0, b1, &q0, &q1, y + o, rows, in, xs, out);                               \
+        PAIR(NAME, BITS, x, w0, w1, b0, b1, &q0, &q1, y + o, rows, in, xs, out, try2);                     \
         continue;                                                                                         \
       }                                                                                                   \
       for (r = 0; r < rows; ++r) {                                                                        \
@@ -867,25 +877,25 @@ static inline int32_t mt_pack_halves(int32_t a, int32_t b) { return (int32_t)((u
     a1 = __smlald(xo_, mt_ld32((p1) + 2), __smlald(xe_, mt_ld32(p1), a1));                                \
   } while (0)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s8_s8, s8, int8_t, int8_t, int8_t, int32_t, 8, int32_t, 4,
-                     MT_MAC2_S8_S8, mt_linear_out32, MT_ROW_MAC_C, MT_ROWS2_NONE)
+                     MT_MAC2_S8_S8, mt_linear_out32, MT_ROW_MAC_C, MT_PAIR_PLAIN)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s8_s16, s16, int8_t, int8_t, int16_t, int32_t, 16, int32_t, 4,
-                     MT_MAC2_S8_S8, mt_linear_out32, MT_ROW_MAC_C, MT_ROWS2_NONE)
+                     MT_MAC2_S8_S8, mt_linear_out32, MT_ROW_MAC_C, MT_PAIR_PLAIN)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s16_s8, s8, int8_t, int16_t, int8_t, int32_t, 8, int64_t, 4,
-                     MT_MAC2_S8_S16, mt_linear_out64, MT_ROW_MAC_C, MT_ROWS2_NONE)
+                     MT_MAC2_S8_S16, mt_linear_out64, MT_ROW_MAC_C, MT_PAIR_PLAIN)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s16_s16, s16, int8_t, int16_t, int16_t, int32_t, 16, int64_t, 4,
-                     MT_MAC2_S8_S16, mt_linear_out64, MT_ROW_MAC_C, MT_ROWS2_NONE)
+                     MT_MAC2_S8_S16, mt_linear_out64, MT_ROW_MAC_C, MT_PAIR_PLAIN)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s8_s8, s8, int16_t, int8_t, int8_t, int64_t, 8, int64_t, 4,
-                     MT_MAC2_S16_S8, mt_linear_out64, MT_ROW_MAC_C, MT_ROWS2_NONE)
+                     MT_MAC2_S16_S8, mt_linear_out64, MT_ROW_MAC_C, MT_PAIR_PLAIN)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s8_s16, s16, int16_t, int8_t, int16_t, int64_t, 16, int64_t, 4,
-                     MT_MAC2_S16_S8, mt_linear_out64, MT_ROW_MAC_C, MT_ROWS2_NONE)
+                     MT_MAC2_S16_S8, mt_linear_out64, MT_ROW_MAC_C, MT_PAIR_PLAIN)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s16_s8, s8, int16_t, int16_t, int8_t, int64_t, 8, int64_t, 4,
-                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_C, MT_ROWS2_NONE)
+                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_C, MT_PAIR_PLAIN)
 MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s16_s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int64_t, 4,
-                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_C, MT_ROWS2_NONE)
+                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_C, MT_PAIR_PLAIN)
 MT_DEFINE_LINEAR_DSP(mt_linear_words_s16_s16_s8, s8, int16_t, int16_t, int8_t, int64_t, 8, int64_t, 4,
-                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_WORDS, MT_ROWS2_WORDS)
+                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_WORDS, MT_PAIR_ROWS2)
 MT_DEFINE_LINEAR_DSP(mt_linear_words_s16_s16_s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int64_t, 4,
-                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_WORDS, MT_ROWS2_WORDS)
+                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_WORDS, MT_PAIR_ROWS2)
 
 /* int16 x int16: rows of x and weight rows on word boundaries with in a multiple of 8 (the
  * lowering's layers: it aligns its arrays and the arena) through MT_ROW_MAC_WORDS, else
