@@ -681,10 +681,11 @@ static inline int32_t mt_rq_chan_apply64(const mt_rq_chan *q, int64_t acc) {
 
 /* The sums of two rows of x (xa, xb) against two weight rows in int32 (int16 x int16 words, in a
  * positive multiple of 8): a00 += xa . w0, a01 += xa . w1, a10 += xb . w0, a11 += xb . w1, one
- * LDR of each row's and each weight row's word and four SMLAD per two inputs (the weight word
- * serves both rows: 8 instructions per 8 MACs, where MT_ROW_MAC_WORDS's one row takes 7 per
- * 4) and the end test per 8 inputs; 12 registers. The sums are exact when no addition
- * overflowed int32, which the sticky Q flag records (cleared first, returned: 0 when exact). */
+ * LDR of each row's and each weight row's word and four SMLAD per two inputs (a weight word
+ * serves both rows: 8 instructions per 8 MACs, as MT_ROW_MAC_WORDS's 7 per 8 for one row; what
+ * the int32 sums save is in the requantization and the loop per row) and the end test per 8
+ * inputs; 12 registers. The sums are exact when no addition overflowed int32, which the sticky
+ * Q flag records (cleared first, returned: 0 when exact). */
 static inline int mt_rows2_mac_s16(const int16_t *xa, const int16_t *xb, const int16_t *w0, const int16_t *w1,
                                      int in, int32_t *a) {
   int32_t a00 = a[0], a01 = a[1], a10 = a[2], a11 = a[3], u, va, vb;
@@ -2357,8 +2358,11 @@ static __attribute__((noinline)) int32_t mt_attn_logits16w_s16(const mt_attn_log
  * exact when none of its additions overflowed int32, which the sticky Q flag records (SMUAD and
  * SMLAD set it on an overflow of their sum): cleared first and read after each pair, the loop
  * leaves at the first pair where it is set (label 2) and drops that pair's scores. 18
- * instructions per key. Then each kept score's logit (mt_attn_logit_q_apply, an int32 score)
- * and their max, in C. The same integers as mt_attn_logits16w_s16. Returns the number of
+ * instructions per key. Then the kept scores' logits, mt_attn_logit_q_apply's for an int32
+ * score (-[score m < 0] by EOR and ASR, one SMLAL onto {-n, c_hi - n}, the high word shifted
+ * right by s - 1), and their max: two keys per pass of a second loop in assembly (10
+ * instructions per key), an odd last one in C. The same integers as mt_attn_logits16w_s16.
+ * Returns the number of
  * logits written (into t, their max into *max, INT32_MIN if none); the caller computes the
  * others by mt_attn_logits16w_s16 (keys of full-range q and k). n >= 1. */
 static __attribute__((noinline)) int mt_attn_logits16s_s16(const mt_attn_logit_q *q, const int16_t *qi,
