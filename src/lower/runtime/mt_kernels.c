@@ -715,9 +715,9 @@ static inline int mt_rows2_mac_s16(const int16_t *xa, const int16_t *xb, const i
   return (int)((uint32_t)u >> 27 & 1u);
 }
 /* A pair of channels' rows two at a time through mt_rows2_mac_s16 while the sums stay within
- * int32 (an int32 bias); each output requantized from its int32 sum (mt_rq_chan_apply,
- * saturated), the integer MT_CHAN_SAT64 gives. Returns the rows done: at the first pair where a
- * sum overflows it stops, and NAME_pair computes that pair and the rows after it. */
+ * int32 (an int32 bias); each output requantized from its int32 sum (MT_CHAN_SAT), the
+ * integer MT_CHAN_SAT64 gives. Returns the rows done: at the first pair where a sum overflows
+ * it stops, and NAME_pair computes that pair and the rows after it. */
 #define MT_DEFINE_ROWS2_WORDS(Y, YT, BITS)                                                                \
   static __attribute__((noinline)) int mt_rows2_words_##Y(const int16_t *x, const int16_t *w0,           \
                                                           const int16_t *w1, int32_t b0, int32_t b1,      \
@@ -728,33 +728,31 @@ static inline int mt_rows2_mac_s16(const int16_t *xa, const int16_t *xb, const i
       int32_t a[4];                                                                                       \
       a[0] = a[2] = b0, a[1] = a[3] = b1;                                                                 \
       if (mt_rows2_mac_s16(x, x + xs, w0, w1, in, a)) break;                                              \
-      y[0] = (YT)__builtin_arm_ssat(mt_rq_chan_apply(q0, a[0]), BITS);                                    \
-      y[1] = (YT)__builtin_arm_ssat(mt_rq_chan_apply(q1, a[1]), BITS);                                    \
-      y[out] = (YT)__builtin_arm_ssat(mt_rq_chan_apply(q0, a[2]), BITS);                                  \
-      y[out + 1] = (YT)__builtin_arm_ssat(mt_rq_chan_apply(q1, a[3]), BITS);                              \
+      y[0] = (YT)MT_CHAN_SAT(BITS, q0, a[0]);                                                             \
+      y[1] = (YT)MT_CHAN_SAT(BITS, q1, a[1]);                                                             \
+      y[out] = (YT)MT_CHAN_SAT(BITS, q0, a[2]);                                                           \
+      y[out + 1] = (YT)MT_CHAN_SAT(BITS, q1, a[3]);                                                       \
     }                                                                                                     \
     return r;                                                                                             \
   }
 MT_DEFINE_ROWS2_WORDS(s8, int8_t, 8)
 MT_DEFINE_ROWS2_WORDS(s16, int16_t, 16)
-#define MT_ROWS2_8 mt_rows2_words_s8
-#define MT_ROWS2_16 mt_rows2_words_s16
-/* PAIR(NAME, BITS, x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out, try2): a pair of fast
+/* PAIR(NAME, Y, x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out, try2): a pair of fast
  * channels' rows. MT_PAIR_ROWS2 (the int16 x int16 word path, in >= 16: at in = 8 the calls
  * cost more than the int32 sums save): first two rows at a time in int32 (mt_rows2_words_*),
  * the rest by NAME_pair; once a pair of rows has overflowed, try2 = 0 and the layer's other
  * channels go to NAME_pair directly (full-range inputs and weights overflow at once: one
  * wasted pair per call). MT_PAIR_PLAIN: NAME_pair. */
-#define MT_PAIR_ROWS2(NAME, BITS, x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out, try2)                  \
+#define MT_PAIR_ROWS2(NAME, Y, x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out, try2)                     \
   do {                                                                                                    \
     int r_ = 0;                                                                                           \
     if ((try2) && (in) >= 16 && (b0) == (int32_t)(b0) && (b1) == (int32_t)(b1)) {                         \
-      r_ = MT_ROWS2_##BITS(x, w0, w1, (int32_t)(b0), (int32_t)(b1), q0, q1, y, rows, in, xs, out);        \
+      r_ = mt_rows2_words_##Y(x, w0, w1, (int32_t)(b0), (int32_t)(b1), q0, q1, y, rows, in, xs, out);     \
       if (r_ + 1 < (rows)) (try2) = 0;                                                                    \
     }                                                                                                     \
     NAME##_pair((x) + r_ * (xs), w0, w1, b0, b1, q0, q1, (y) + r_ * (out), (rows) - r_, in, xs, out);     \
   } while (0)
-#define MT_PAIR_PLAIN(NAME, BITS, x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out, try2)                  \
+#define MT_PAIR_PLAIN(NAME, Y, x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out, try2)                     \
   ((void)(try2), NAME##_pair(x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out))
 
 /* y[i] = max(y[i], y_min) for i < n */
@@ -806,7 +804,7 @@ MT_DEFINE_RAISE_TO(s16, int16_t)
       const ACC b0 = b ? (ACC)b[o] : 0, b1 = b ? (ACC)b[o1] : 0;                                          \
       if (wide && o1 > o && mt_rq_chan_fast(rq0, y_zero) && mt_rq_chan_fast(rq1, y_zero)) {              \
         const mt_rq_chan q0 = mt_rq_chan_init(rq0, y_zero), q1 = mt_rq_chan_init(rq1, y_zero);            \
-        PAIR(NAME, BITS, x, w0, w1, b0, b1, &q0, &q1, y + o, rows, in, xs, out, try2);                     \
+        PAIR(NAME, Y, x, w0, w1, b0, b1, &q0, &q1, y + o, rows, in, xs, out, try2);                        \
         continue;                                                                                         \
       }                                                                                                   \
       for (r = 0; r < rows; ++r) {                                                                        \
@@ -2362,9 +2360,8 @@ static __attribute__((noinline)) int32_t mt_attn_logits16w_s16(const mt_attn_log
  * score (-[score m < 0] by EOR and ASR, one SMLAL onto {-n, c_hi - n}, the high word shifted
  * right by s - 1), and their max: two keys per pass of a second loop in assembly (10
  * instructions per key), an odd last one in C. The same integers as mt_attn_logits16w_s16.
- * Returns the number of
- * logits written (into t, their max into *max, INT32_MIN if none); the caller computes the
- * others by mt_attn_logits16w_s16 (keys of full-range q and k). n >= 1. */
+ * Returns the number of logits written (into t, their max into *max, INT32_MIN if none); the
+ * caller computes the others by mt_attn_logits16w_s16 (keys of full-range q and k). n >= 1. */
 static __attribute__((noinline)) int mt_attn_logits16s_s16(const mt_attn_logit_q *q, const int16_t *qi,
                                                            const int16_t *kj, int ks, int n, int32_t *t,
                                                            int32_t *max) {
