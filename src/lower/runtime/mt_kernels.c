@@ -2689,12 +2689,15 @@ MT_DEFINE_ATTN_OUT(s8, int8_t, int32_t)
 MT_DEFINE_ATTN_OUT(s16, int16_t, int64_t)
 #if MT_DSP
 /* For 33 <= sh <= 63 (sh = 46 - g + the output shift) the same integers in 32-bit steps:
- * a = round(|acc| / 2^pre) (1 <= pre <= 16) is one add and shift, a < 2^32 (|acc| <= 2^31 for
- * int8; about l 2^15 for int16, so a <= ~2^31); with y <= 2^31, round(a y / 2^sh) =
- * floor((a y + 2^(sh-1)) / 2^sh) is the high word of a y + 2^(sh-1) (one UMLAL, no carry out
- * of 64 bits) shifted by sh - 32, below 2^30 (nothing to saturate at int32); then the sign
- * and SSAT to the output type (mt_out_* with zero point 0). */
-#define MT_DEFINE_ATTN_OUT_DSP(T, CT, ACC, MAG, BITS)                                                     \
+ * a = round(|acc| / 2^pre) (1 <= pre <= 16) from the words {hi, lo} of |acc| + 2^(pre-1) (UT:
+ * one word for int8, two for int16) as lo >> pre | hi << (32 - pre), a < 2^32 where
+ * hi >> pre = 0 (|acc| <= 2^31 for int8; about l 2^15 for int16, so a <= ~2^31); with
+ * y <= 2^31, round(a y / 2^sh) = floor((a y + 2^(sh-1)) / 2^sh) is the high word of a y
+ * (UMULL; the low word of 2^(sh-1) is 0, so no carry) plus 2^(sh-33), shifted by sh - 32,
+ * below 2^30 (nothing to saturate at int32); then the sign by EOR and SUB of acc's sign word
+ * (no branch: GCC made one copy of the tail per sign) and SSAT to the output type (mt_out_*
+ * with zero point 0). */
+#define MT_DEFINE_ATTN_OUT_DSP(T, CT, ACC, MAG, UT, BITS)                                                   \
   static void mt_attn_out_##T(const mt_attn_norm *n, const ACC *acc, CT *out, int Dv) {                   \
     const uint32_t y = n->y;                                                                              \
     const int pre = n->pre, hs = n->sh - 32;                                                              \
@@ -2704,18 +2707,20 @@ MT_DEFINE_ATTN_OUT(s16, int16_t, int64_t)
       return;                                                                                             \
     }                                                                                                     \
     for (d = 0; d < Dv; ++d) {                                                                            \
-      const uint64_t a = (uint64_t)(MAG(acc[d]) + (1u << (pre - 1))) >> pre;                               \
-      uint32_t r;                                                                                         \
-      if (a >> 32) { /* beyond the bound above: the reference */                                          \
+      const UT m = MAG(acc[d]) + (1u << (pre - 1));                                                       \
+      const uint32_t lo = (uint32_t)m, hi = (uint32_t)((uint64_t)m >> 32);                                \
+      uint32_t r, sg;                                                                                     \
+      if (hi >> pre) { /* beyond the bound above: the reference */                                        \
         out[d] = mt_out_##T(mt_attn_norm_apply(n, acc[d]), 0);                                            \
         continue;                                                                                         \
       }                                                                                                   \
-      r = (uint32_t)((a * y + ((uint64_t)(1u << (hs - 1)) << 32)) >> 32) >> hs;                           \
-      out[d] = (CT)(int32_t)__builtin_arm_ssat(acc[d] < 0 ? -(int32_t)r : (int32_t)r, BITS);             \
+      r = (mt_mulhi_u32(lo >> pre | hi << (32 - pre), y) + (1u << (hs - 1))) >> hs;                      \
+      sg = (uint32_t)(int32_t)(acc[d] >> (8 * sizeof(ACC) - 1)); /* 0 or ~0 */                          \
+      out[d] = (CT)(int32_t)__builtin_arm_ssat((int32_t)((r ^ sg) - sg), BITS);                           \
     }                                                                                                     \
   }
-MT_DEFINE_ATTN_OUT_DSP(s8, int8_t, int32_t, mt_mag32, 8)
-MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, 16)
+MT_DEFINE_ATTN_OUT_DSP(s8, int8_t, int32_t, mt_mag32, uint32_t, 8)
+MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, uint64_t, 16)
 #else
 #define mt_attn_out_s8 mt_attn_out_ref_s8
 #define mt_attn_out_s16 mt_attn_out_ref_s16
@@ -2772,9 +2777,11 @@ static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
   } while (0)
 /* The usual case of mt_attn_weights_* (no mask, g = 0): every key with z = mx - t below
  * MT_ATTN_EXP2_ZERO listed with its weight mt_attn_exp2(z), without testing it (>= 1: the two
- * factors' product is at least 2^29 in Q30). Armv7E-M: the loop in inline assembly, 20
- * instructions per listed key (GCC's took 25: it spilled the row list's pointer); the t index
- * counts up to 0 from -4 nk (nk >= 1), the row step stays in memory (13 registers). */
+ * factors' product is at least 2^29 in Q30). Armv7E-M: the loop in inline assembly, 19
+ * instructions per listed key (GCC's took 25: it spilled the row list's pointer), its rounding
+ * ((x >> (13 + n)) + 1) >> 1 as ((x >> n) + 2^13) >> 14 (the same floor of (x + 2^(13 + n)) /
+ * 2^(14 + n), one add fewer); the t index counts up to 0 from -4 nk (nk >= 1), the row step
+ * stays in memory (13 registers). */
 #if MT_DSP
 #define MT_ATTN_WEIGHTS_USUAL                                                                             \
   do {                                                                                                    \
@@ -2791,11 +2798,10 @@ static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
                      "ubfx %[y], %[z], #0, #9\n\t"                                                        \
                      "mls %[y], %[y], %[c], %[a]\n\t"                                                     \
                      "umull %[y], %[x], %[x], %[y]\n\t"                                                   \
-                     "lsrs %[z], %[z], #16\n\t"                                                           \
-                     "adds %[z], %[z], #13\n\t"                                                           \
+                     "lsrs %[z], %[z], #16\n\t"         /* n */                                         \
                      "lsrs %[x], %[x], %[z]\n\t"                                                          \
-                     "adds %[x], %[x], #1\n\t"                                                            \
-                     "lsrs %[x], %[x], #1\n\t"                                                            \
+                     "add %[x], %[x], #8192\n\t"                                                          \
+                     "lsrs %[x], %[x], #14\n\t"                                                           \
                      "add %[sum], %[sum], %[x]\n\t"                                                       \
                      "str %[x], [%[tw]], #4\n\t"                                                          \
                      "str %[v], [%[pw]], #4\n\t"                                                          \
