@@ -2352,11 +2352,12 @@ static __attribute__((noinline)) int32_t mt_attn_logits16w_s16(const mt_attn_log
 }
 
 /* mt_attn_logits16w_s16's keys with int32 scores, in two passes. First the scores: SMUAD and
- * 7 SMLAD per key, two keys per pass of the loop (an odd n enters at the second). A score is
- * exact when none of its additions overflowed int32, which the sticky Q flag records (SMUAD and
- * SMLAD set it on an overflow of their sum): cleared first and read after each pair, the loop
- * leaves at the first pair where it is set (label 2) and drops that pair's scores. 18
- * instructions per key. Then the kept scores' logits, mt_attn_logit_q_apply's for an int32
+ * 7 SMLAD per key, four keys per pass of the loop (n % 4 enters the first pass late, at its
+ * last n % 4 keys). A score is exact when none of its additions overflowed int32, which the
+ * sticky Q flag records (SMUAD and SMLAD set it on an overflow of their sum): cleared first and
+ * read after each quad, the loop leaves at the first quad where it is set (label 2) and drops
+ * that quad's scores. 16.5 instructions per key (read after each pair: 18; full-range keys,
+ * which overflow within a few, leave the pass up to two keys earlier). Then the kept scores' logits, mt_attn_logit_q_apply's for an int32
  * score (-[score m < 0] by EOR and ASR, one SMLAL onto {-n, c_hi - n}, the high word shifted
  * right by s - 1), and their max: two keys per pass of a second loop in assembly (10
  * instructions per key), an odd last one in C. The same integers as mt_attn_logits16w_s16.
@@ -2392,19 +2393,25 @@ static __attribute__((noinline)) int mt_attn_logits16s_s16(const mt_attn_logit_q
   __asm__ volatile("movs %[k0], #0\n\t"
                    "msr APSR_nzcvq, %[k0]\n\t" /* Q = 0 */
                    "ldr %[k0], %[n]\n\t"
-                   "lsls %[k0], %[k0], #31\n\t" /* n odd: one key first */
-                   "bmi 3f\n\t"
-                   "1:\n\t" MT_LOGITS16S_KEY "3:\n\t" MT_LOGITS16S_KEY
+                   "lsls %[k0], %[k0], #31\n\t" /* bit 1 of n into C, bit 0 into N */
+                   "bcs 7f\n\t"
+                   "bmi 4f\n\t"                   /* n % 4 = 1: the quad's last key first */
+                   "b 1f\n\t"
+                   "7:\n\t"
+                   "bmi 6f\n\t"                   /* 3: its last three */
+                   "b 5f\n\t"                     /* 2: its last two */
+                   "1:\n\t" MT_LOGITS16S_KEY "6:\n\t" MT_LOGITS16S_KEY "5:\n\t" MT_LOGITS16S_KEY
+                   "4:\n\t" MT_LOGITS16S_KEY
                    "mrs %[k0], APSR\n\t"
                    "lsls %[k0], %[k0], #4\n\t" /* Q (bit 27) into the sign */
                    "bmi 2f\n\t"
                    "ldr %[k0], %[end]\n\t"
                    "cmp %[tp], %[k0]\n\t"
                    "bne 1b\n\t"
-                   "b 4f\n\t"
+                   "b 3f\n\t"
                    "2:\n\t"
-                   "subs %[tp], %[tp], #8\n\t" /* the pair that overflowed (one key below t: none) */
-                   "4:"
+                   "subs %[tp], %[tp], #16\n\t" /* the quad that overflowed (a first one of n % 4 keys: none) */
+                   "3:"
                    : [acc] "=&r"(acc), [k0] "=&r"(k0), [k1] "=&r"(k1), [kp] "+r"(kp), [tp] "+r"(tp)
                    : [q0] "r"(q0), [q1] "r"(q1), [q2] "r"(q2), [q3] "r"(q3), [q4] "r"(q4), [q5] "r"(q5),
                      [q6] "r"(q6), [q7] "r"(q7), [kstep] "m"(kstep), [end] "m"(end), [n] "m"(n)
