@@ -2173,36 +2173,46 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
  * freshly initialised model), and for the last Dv % STEP features, one feature at a time
  * (MT_ATTN_PV4_ONE_*: four multiply-adds, no cheaper with SMLAD on w - 2^16 and a correction;
  * value dims 4, 8 and 16 unrolled, MT_ATTN_PV4_ROW_*). Exact sums, as the reference. Not
- * inlined: one call per group of keys keeps the caller's registers. */
+ * inlined: one call per group of keys keeps the caller's registers. The usual case, value dim
+ * 16 with the four weights within int16, comes first with its own loads and returns: where it
+ * shared them with the other paths GCC stored the four row pointers on the stack for those
+ * (about 8 instructions more per group). */
 #define MT_DEFINE_ATTN_PV4(T, CT, ACC, STEP)                                                                \
   static __attribute__((noinline)) void mt_attn_pv4_##T(ACC *acc, const CT *const *pv, const int32_t *w,    \
                                                         int Dv) {                                           \
-    const CT *v0 = pv[0], *v1 = pv[1], *v2 = pv[2], *v3 = pv[3];                                            \
-    const int32_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];                                               \
-    int d = 0;                                                                                              \
-    if ((w0 | w1 | w2 | w3) <= 32767) {                                                                     \
-      const int32_t wa = mt_pack_halves(w0, w1), wb = mt_pack_halves(w2, w3);                              \
-      if (Dv == 16) {                                                                                       \
-        _Pragma("GCC unroll 8") for (; d < 16; d += STEP)                                                   \
-            mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                          \
-      } else if (Dv == 8) {                                                                                 \
-        _Pragma("GCC unroll 4") for (; d < 8; d += STEP)                                                    \
-            mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                          \
-      } else if (Dv == 4) {                                                                                 \
-        _Pragma("GCC unroll 2") for (; d < 4; d += STEP)                                                    \
-            mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                          \
-      } else {                                                                                              \
-        for (; d + STEP <= Dv; d += STEP)                                                                   \
+    if (Dv == 16 && (w[0] | w[1] | w[2] | w[3]) <= 32767) {                                                 \
+      const CT *v0 = pv[0], *v1 = pv[1], *v2 = pv[2], *v3 = pv[3];                                          \
+      const int32_t wa = mt_pack_halves(w[0], w[1]), wb = mt_pack_halves(w[2], w[3]);                      \
+      int d;                                                                                                \
+      _Pragma("GCC unroll 8") for (d = 0; d < 16; d += STEP)                                                \
           mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                            \
-      }                                                                                                     \
-    } else if (Dv == 16) {                                                                                  \
-      MT_ATTN_PV4_ROW_##T(16);                                                                              \
-    } else if (Dv == 8) {                                                                                   \
-      MT_ATTN_PV4_ROW_##T(8);                                                                               \
-    } else if (Dv == 4) {                                                                                   \
-      MT_ATTN_PV4_ROW_##T(4);                                                                               \
+      return;                                                                                               \
     }                                                                                                       \
-    for (; d < Dv; ++d) MT_ATTN_PV4_ONE_##T;                                                                \
+    {                                                                                                       \
+      const CT *v0 = pv[0], *v1 = pv[1], *v2 = pv[2], *v3 = pv[3];                                          \
+      const int32_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];                                             \
+      int d = 0;                                                                                            \
+      if ((w0 | w1 | w2 | w3) <= 32767) {                                                                   \
+        const int32_t wa = mt_pack_halves(w0, w1), wb = mt_pack_halves(w2, w3);                             \
+        if (Dv == 8) {                                                                                      \
+          _Pragma("GCC unroll 4") for (; d < 8; d += STEP)                                                  \
+              mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                        \
+        } else if (Dv == 4) {                                                                               \
+          _Pragma("GCC unroll 2") for (; d < 4; d += STEP)                                                  \
+              mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                        \
+        } else {                                                                                            \
+          for (; d + STEP <= Dv; d += STEP)                                                                 \
+            mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                          \
+        }                                                                                                   \
+      } else if (Dv == 16) {                                                                                \
+        MT_ATTN_PV4_ROW_##T(16);                                                                            \
+      } else if (Dv == 8) {                                                                                 \
+        MT_ATTN_PV4_ROW_##T(8);                                                                             \
+      } else if (Dv == 4) {                                                                                 \
+        MT_ATTN_PV4_ROW_##T(4);                                                                             \
+      }                                                                                                     \
+      for (; d < Dv; ++d) MT_ATTN_PV4_ONE_##T;                                                              \
+    }                                                                                                       \
   }
 #define MT_ATTN_PV4_ONE_s8 \
   acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d] + w2 * (int32_t)v2[d] + w3 * (int32_t)v3[d]
