@@ -164,8 +164,12 @@ static inline uint32_t mt_mulhi_u32(uint32_t a, uint32_t b) {
 #endif
 }
 
-/* Index of the highest set bit of x > 0 (portable: Cortex-M0 has no CLZ instruction). */
+/* Index of the highest set bit of x > 0 (0 for x = 0): one CLZ where the core has it, else a
+ * binary search (Cortex-M0 has no CLZ instruction). */
 static int mt_msb32(uint32_t x) {
+#if defined(__ARM_FEATURE_CLZ)
+  return x ? 31 - __builtin_clz(x) : 0;
+#else
   int b = 0;
   if (x >= 0x10000u) { x >>= 16; b += 16; }
   if (x >= 0x100u) { x >>= 8; b += 8; }
@@ -173,6 +177,7 @@ static int mt_msb32(uint32_t x) {
   if (x >= 0x4u) { x >>= 2; b += 2; }
   if (x >= 0x2u) { b += 1; }
   return b;
+#endif
 }
 
 static int mt_msb64(uint64_t x) {
