@@ -2799,7 +2799,7 @@ static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
   } while (0)
 /* The usual case of mt_attn_weights_* (no mask, g = 0): every key with z = mx - t below
  * MT_ATTN_EXP2_ZERO listed with its weight mt_attn_exp2(z), without testing it (>= 1: the two
- * factors' product is at least 2^29 in Q30). Armv7E-M: the loop in inline assembly, 19
+ * factors' product is at least 2^29 in Q30). Armv7E-M: the loop in inline assembly, 20
  * instructions per listed key (GCC's took 25: it spilled the row list's pointer), its rounding
  * ((x >> (13 + n)) + 1) >> 1 as ((x >> n) + 2^13) >> 14 (the same floor of (x + 2^(13 + n)) /
  * 2^(14 + n), one add fewer); the t index counts up to 0 from -4 nk (nk >= 1), the row step
