@@ -169,6 +169,18 @@ static void linear(void) {
     mt_linear_s16_s16_s16(xs16, b16, 0, y16, 6, 32, 6, 0, rq, 1, 0, -1000), h16(y16, 36);
     h_end("linear s16 words int32");
   }
+  /* the same loop's exact ties of both signs (x = 0, acc = b): acc = 4 (2k + 1) at s = 2 with
+   * m = 2^30 (a rounding constant whose low word is 0: one channel pair), acc = 2 (2k + 1) at
+   * s = 1 (the other) */
+  {
+    static int32_t zero_words[2 * 16];
+    static const int64_t tie[4] = {-12, 20, -6, 10};
+    static const int32_t rq_tie[8] = {1 << 30, 2, 1 << 30, 2, 1 << 30, 1, 1 << 30, 1};
+    h_begin();
+    mt_linear_s16_s16_s16((const int16_t *)zero_words, b16, tie, y16, 4, 16, 4, 0, rq_tie, 1, 0, -32768),
+        h16(y16, 16);
+    h_end("linear s16 words int32 ties");
+  }
   /* the shapes of the DSP variants' edges: inputs not a multiple of 8 / 4 / 2, an odd channel
    * count, biases below 2^30, per-channel shifts outside [1, 31] and m = 0 */
   for (i = 0; i < 16; ++i) bias32[i] = bias32[i] / 4, bias64[i] = bias64[i] / 4, rq[2 * i + 1] = rnd(-2, 40);
