@@ -173,12 +173,11 @@ static void linear(void) {
    * m = 2^30 (a rounding constant whose low word is 0: one channel pair), acc = 2 (2k + 1) at
    * s = 1 (the other) */
   {
-    static int32_t zero_words[2 * 16];
+    static MT_WORD_ALIGNED int16_t zero_rows[4 * 16];
     static const int64_t tie[4] = {-12, 20, -6, 10};
     static const int32_t rq_tie[8] = {1 << 30, 2, 1 << 30, 2, 1 << 30, 1, 1 << 30, 1};
     h_begin();
-    mt_linear_s16_s16_s16((const int16_t *)zero_words, b16, tie, y16, 4, 16, 4, 0, rq_tie, 1, 0, -32768),
-        h16(y16, 16);
+    mt_linear_s16_s16_s16(zero_rows, b16, tie, y16, 4, 16, 4, 0, rq_tie, 1, 0, -32768), h16(y16, 16);
     h_end("linear s16 words int32 ties");
   }
   /* the shapes of the DSP variants' edges: inputs not a multiple of 8 / 4 / 2, an odd channel

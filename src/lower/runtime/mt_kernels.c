@@ -585,12 +585,22 @@ static inline int32_t mt_rq_chan_apply(const mt_rq_chan *q, int32_t acc) {
   const uint64_t u = ((uint64_t)hi << 32 | lo) + (uint64_t)((int64_t)acc * q->m);
   return (int32_t)(uint32_t)(u >> 32) >> q->sh;
 }
-/* The same for c_lo = 0 (s >= 2): {hi, lo} = {c_hi - [acc < 0], -[acc < 0]}, an ASR and an
- * ADD where c_lo takes ADDS and ADC and one register more */
-static inline int32_t mt_rq_hi_apply(int32_t c_hi, int32_t m, int sh, int32_t acc) {
+/* The same for a channel whose c_lo is 0 (s >= 2), from its three other constants:
+ * {hi, lo} = {c_hi - [acc < 0], -[acc < 0]}, an ASR and an ADD where c_lo takes ADDS and ADC
+ * and one register more */
+typedef struct {
+  int32_t c_hi, m;
+  int sh;
+} mt_rq_hi;
+static inline mt_rq_hi mt_rq_hi_of(const mt_rq_chan *q) {
+  mt_rq_hi h;
+  h.c_hi = q->c_hi, h.m = q->m, h.sh = q->sh;
+  return h;
+}
+static inline int32_t mt_rq_hi_apply(const mt_rq_hi *q, int32_t acc) {
   const int32_t n = acc >> 31;
-  const uint64_t u = ((uint64_t)(uint32_t)(c_hi + n) << 32 | (uint32_t)n) + (uint64_t)((int64_t)acc * m);
-  return (int32_t)(uint32_t)(u >> 32) >> sh;
+  const uint64_t u = ((uint64_t)(uint32_t)(q->c_hi + n) << 32 | (uint32_t)n) + (uint64_t)((int64_t)acc * q->m);
+  return (int32_t)(uint32_t)(u >> 32) >> q->sh;
 }
 static inline int32_t mt_max32(int32_t a, int32_t b) { return a < b ? b : a; }
 /* y_zero + rq(acc) for a fast channel saturated to BITS (SSAT); MT_CHAN_OUT: at least y_min
@@ -726,10 +736,21 @@ static inline int mt_rows2_mac_s16(const int16_t *xa, const int16_t *xb, const i
   a[0] = a00, a[1] = a01, a[2] = a10, a[3] = a11;
   return (int)((uint32_t)u >> 27 & 1u);
 }
+/* The rows of MT_DEFINE_ROWS2_WORDS, each output APPLY(p0 or p1, its sum) saturated to BITS */
+#define MT_ROWS2_LOOP(YT, BITS, APPLY, p0, p1)                                                            \
+  for (r = 0; r + 2 <= rows; r += 2, x += 2 * xs, y += 2 * out) {                                         \
+    int32_t a[4];                                                                                         \
+    a[0] = a[2] = b0, a[1] = a[3] = b1;                                                                   \
+    if (mt_rows2_mac_s16(x, x + xs, w0, w1, in, a)) break;                                                \
+    y[0] = (YT)__builtin_arm_ssat(APPLY(p0, a[0]), BITS);                                                 \
+    y[1] = (YT)__builtin_arm_ssat(APPLY(p1, a[1]), BITS);                                                 \
+    y[out] = (YT)__builtin_arm_ssat(APPLY(p0, a[2]), BITS);                                               \
+    y[out + 1] = (YT)__builtin_arm_ssat(APPLY(p1, a[3]), BITS);                                           \
+  }
 /* A pair of channels' rows two at a time through mt_rows2_mac_s16 while the sums stay within
  * int32 (an int32 bias); each output requantized from its int32 sum (MT_CHAN_SAT), the
  * integer MT_CHAN_SAT64 gives; when both channels' shifts are 2 or more (c_lo = 0), by
- * mt_rq_hi_apply with the channels' three constants read once per call (GCC reloaded the
+ * mt_rq_hi_apply with the channels' three other constants read once per call (GCC reloaded the
  * four of mt_rq_chan at every output: 42 instructions per four outputs where that took 52).
  * Returns the rows done: at the first pair where a sum overflows it stops, and NAME_pair
  * computes that pair and the rows after it. */
@@ -740,27 +761,11 @@ static inline int mt_rows2_mac_s16(const int16_t *xa, const int16_t *xb, const i
                                                           YT *y, int rows, int in, int xs, int out) {     \
     int r;                                                                                                \
     if (q0->c_lo == 0 && q1->c_lo == 0) {                                                                 \
-      const int32_t h0 = q0->c_hi, m0 = q0->m, s0 = q0->sh, h1 = q1->c_hi, m1 = q1->m, s1 = q1->sh;       \
-      for (r = 0; r + 2 <= rows; r += 2, x += 2 * xs, y += 2 * out) {                                     \
-        int32_t a[4];                                                                                     \
-        a[0] = a[2] = b0, a[1] = a[3] = b1;                                                               \
-        if (mt_rows2_mac_s16(x, x + xs, w0, w1, in, a)) break;                                            \
-        y[0] = (YT)__builtin_arm_ssat(mt_rq_hi_apply(h0, m0, s0, a[0]), BITS);                            \
-        y[1] = (YT)__builtin_arm_ssat(mt_rq_hi_apply(h1, m1, s1, a[1]), BITS);                            \
-        y[out] = (YT)__builtin_arm_ssat(mt_rq_hi_apply(h0, m0, s0, a[2]), BITS);                          \
-        y[out + 1] = (YT)__builtin_arm_ssat(mt_rq_hi_apply(h1, m1, s1, a[3]), BITS);                      \
-      }                                                                                                   \
+      const mt_rq_hi h0 = mt_rq_hi_of(q0), h1 = mt_rq_hi_of(q1);                                          \
+      MT_ROWS2_LOOP(YT, BITS, mt_rq_hi_apply, &h0, &h1);                                                  \
       return r;                                                                                           \
     }                                                                                                     \
-    for (r = 0; r + 2 <= rows; r += 2, x += 2 * xs, y += 2 * out) {                                       \
-      int32_t a[4];                                                                                       \
-      a[0] = a[2] = b0, a[1] = a[3] = b1;                                                                 \
-      if (mt_rows2_mac_s16(x, x + xs, w0, w1, in, a)) break;                                              \
-      y[0] = (YT)MT_CHAN_SAT(BITS, q0, a[0]);                                                             \
-      y[1] = (YT)MT_CHAN_SAT(BITS, q1, a[1]);                                                             \
-      y[out] = (YT)MT_CHAN_SAT(BITS, q0, a[2]);                                                           \
-      y[out + 1] = (YT)MT_CHAN_SAT(BITS, q1, a[3]);                                                       \
-    }                                                                                                     \
+    MT_ROWS2_LOOP(YT, BITS, mt_rq_chan_apply, q0, q1);                                                    \
     return r;                                                                                             \
   }
 MT_DEFINE_ROWS2_WORDS(s8, int8_t, 8)
@@ -2395,10 +2400,10 @@ static __attribute__((noinline)) int32_t mt_attn_logits16w_s16(const mt_attn_log
  * sticky Q flag records (SMUAD and SMLAD set it on an overflow of their sum): cleared first and
  * read after each quad, the loop leaves at the first quad where it is set (label 2) and drops
  * that quad's scores. 16.5 instructions per key (read after each pair: 18; full-range keys,
- * which overflow within a few, leave the pass up to two keys earlier). Then the kept scores' logits, mt_attn_logit_q_apply's for an int32
- * score (-[score m < 0] by EOR and ASR, one SMLAL onto {-n, c_hi - n}, the high word shifted
- * right by s - 1), and their max: two keys per pass of a second loop in assembly (10
- * instructions per key), an odd last one in C. The same integers as mt_attn_logits16w_s16.
+ * which overflow within a few, leave the pass up to two keys earlier). Then the kept scores'
+ * logits, mt_attn_logit_q_apply's for an int32 score (-[score m < 0] by EOR and ASR, one SMLAL
+ * onto {-n, c_hi - n}, the high word shifted right by s - 1), and their max: two keys per pass
+ * of a second loop in assembly (10 instructions per key), an odd last one in C. The same integers as mt_attn_logits16w_s16.
  * Returns the number of logits written (into t, their max into *max, INT32_MIN if none); the
  * caller computes the others by mt_attn_logits16w_s16 (keys of full-range q and k). n >= 1. */
 static __attribute__((noinline)) int mt_attn_logits16s_s16(const mt_attn_logit_q *q, const int16_t *qi,
