@@ -736,7 +736,8 @@ static inline int mt_rows2_mac_s16(const int16_t *xa, const int16_t *xb, const i
   a[0] = a00, a[1] = a01, a[2] = a10, a[3] = a11;
   return (int)((uint32_t)u >> 27 & 1u);
 }
-/* The rows of MT_DEFINE_ROWS2_WORDS, each output APPLY(p0 or p1, its sum) saturated to BITS */
+/* The rows of MT_DEFINE_ROWS2_WORDS (its locals r, x, y, ...), each output APPLY(p0 or p1, its
+ * sum) saturated to BITS */
 #define MT_ROWS2_LOOP(YT, BITS, APPLY, p0, p1)                                                            \
   for (r = 0; r + 2 <= rows; r += 2, x += 2 * xs, y += 2 * out) {                                         \
     int32_t a[4];                                                                                         \
@@ -748,7 +749,7 @@ static inline int mt_rows2_mac_s16(const int16_t *xa, const int16_t *xb, const i
     y[out + 1] = (YT)__builtin_arm_ssat(APPLY(p1, a[3]), BITS);                                           \
   }
 /* A pair of channels' rows two at a time through mt_rows2_mac_s16 while the sums stay within
- * int32 (an int32 bias); each output requantized from its int32 sum (MT_CHAN_SAT), the
+ * int32 (an int32 bias); each output requantized from its int32 sum as MT_CHAN_SAT does, the
  * integer MT_CHAN_SAT64 gives; when both channels' shifts are 2 or more (c_lo = 0), by
  * mt_rq_hi_apply with the channels' three other constants read once per call (GCC reloaded the
  * four of mt_rq_chan at every output: 42 instructions per four outputs where that took 52).
