@@ -263,6 +263,16 @@ static void linear_two_rows(void) {
                            zm[1] == -128 ? -32768 : zm[1] * 200),
           h16(y16, rows * out);
     }
+    /* 8 rows or more with xs = in, a multiple of 8: the pass of their own for channel pairs of
+     * shifts <= 1 (mt_rows2_s8_up1; every pair at k = 0, some at k = 2), odd and even rows and
+     * channels, the zero points and bounds above */
+    for (i = 0; i < 2; ++i) {
+      const int32_t *zm = zero_min[(k + 2 * i) % 5];
+      const int rows = 9 - i, in = 16 + 8 * i, out = 15 + i;
+      mt_linear_s8_s8_s16(a8, b8, bias, y16, rows, in, out, i ? in : 0, rq, 1, zm[0] * 200,
+                          zm[1] == -128 ? -32768 : zm[1] * 200),
+          h16(y16, rows * out);
+    }
   }
   for (i = 0; i < 2 * 257; ++i) a16[i] = -32768;
   for (i = 0; i < 4 * 257; ++i) b8[i] = -128;
@@ -290,6 +300,10 @@ static void linear_two_rows(void) {
   for (c = 0; c < 3; ++c)
     mt_linear_s8_s8_s16(a8, b8 + 9 * c, bias + c, y16, 2, 9, 1, 0, rq, 1, 0, -32768), h16(y16, 2);
   mt_linear_s8_s8_s16(a8, b8, bias, y16, 2, 9, 3, 0, rq, 1, 0, -32768), h16(y16, 6);
+  /* exact ties of both signs at s = 0 (the two-row pass of shifts <= 1, mt_rows2_s8_up1): x = 0,
+   * acc = b odd, m = 2^30, so acc 2^up m = (2k + 1) 2^31 */
+  for (c = 0; c < 16; ++c) bias[c] = 2 * (c - 8) + 1, rq[2 * c] = 1 << 30, rq[2 * c + 1] = 0;
+  mt_linear_s8_s8_s16(zero8, b8, bias, y16, 8, 8, 16, 0, rq, 1, 0, -32768), h16(y16, 128);
   h_end("linear two rows");
 }
 

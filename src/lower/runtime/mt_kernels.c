@@ -1018,6 +1018,97 @@ MT_DEFINE_LINEAR_WORDS(s16, int16_t)
             : "cc", "memory");                                                                            \
   } while (0)
 
+/* The rows of a pair of channels of an int8 x int8 layer with int16 outputs whose shifts are 1
+ * or less (mt_rq_up with sh = 0 and c = 2^31 + y_zero 2^32: a ratio of 1/2 or more, the
+ * projections of an int8 attention block), two at a time, each pass in one asm block: row b,
+ * channel 1 and their end one distance in from row a, channel 0 and the weights' end (xs = in,
+ * o1 = o + 1, in a positive multiple of 8); the four int32 sums from the biases by 4 LDR, 8
+ * SXTB16, 8 SMLAD per 16 MACs with two pointers and the distance in registers (13 with the sums
+ * and six values), then each output as MT_UP_SAT's integer from the freed registers: the sum
+ * shifted left by up, {hi, lo} = {y_zero, 2^31 + (acc >> 31)} (c less [acc < 0], ADD in place
+ * of ADDS and ADC), SMLAL, SSAT, STRH: 6 instructions, the channel's m and up loaded once per
+ * two outputs. In C, GCC kept the sums' requantization constants and two row pointers in memory
+ * (166 instructions per pass at in = 16 where this takes ~130). */
+#define MT_ROWS_UP1_MAC                                                                                   \
+  "ldr %[g], [%[w], %[d]]\n\t"       /* channel 1's four weights */                                     \
+  "ldr %[p], [%[w]], #4\n\t"         /* channel 0's */                                                  \
+  "sxtb16 %[pe], %[p]\n\t"           /* (w0, w2) */                                                     \
+  "sxtb16 %[p], %[p], ror #8\n\t"    /* (w1, w3) */                                                     \
+  "sxtb16 %[ge], %[g]\n\t"                                                                              \
+  "sxtb16 %[g], %[g], ror #8\n\t"                                                                       \
+  "ldr %[t], [%[xa], %[d]]\n\t"      /* row b's four inputs */                                          \
+  "sxtb16 %[te], %[t]\n\t"                                                                              \
+  "sxtb16 %[t], %[t], ror #8\n\t"                                                                       \
+  "smlad %[a10], %[te], %[pe], %[a10]\n\t"                                                              \
+  "smlad %[a10], %[t], %[p], %[a10]\n\t"                                                                \
+  "smlad %[a11], %[te], %[ge], %[a11]\n\t"                                                              \
+  "smlad %[a11], %[t], %[g], %[a11]\n\t"                                                                \
+  "ldr %[t], [%[xa]], #4\n\t"        /* row a's */                                                      \
+  "sxtb16 %[te], %[t]\n\t"                                                                              \
+  "sxtb16 %[t], %[t], ror #8\n\t"                                                                       \
+  "smlad %[a00], %[te], %[pe], %[a00]\n\t"                                                              \
+  "smlad %[a00], %[t], %[p], %[a00]\n\t"                                                                \
+  "smlad %[a01], %[te], %[ge], %[a01]\n\t"                                                              \
+  "smlad %[a01], %[t], %[g], %[a01]\n\t"
+/* one output: sum A, the channel's m in g and up in ge, 2^31 in p, y_zero in pe, stored at
+ * [Y, #OFF]; lo and hi in w and d */
+#define MT_ROWS_UP1_OUT(A, Y, OFF)                                                                        \
+  "lsl %[" A "], %[" A "], %[ge]\n\t"                                                                   \
+  "add %[w], %[p], %[" A "], asr #31\n\t"                                                               \
+  "mov %[d], %[pe]\n\t"                                                                                 \
+  "smlal %[w], %[d], %[" A "], %[g]\n\t"                                                                \
+  "ssat %[d], #16, %[d]\n\t"                                                                            \
+  "strh %[d], [%[" Y "], #" OFF "]\n\t"
+static __attribute__((noinline)) void mt_rows2_s8_up1(const int8_t *x, const int8_t *w0, int in, int32_t b0,
+                                                      int32_t b1, const mt_rq_up *q0, const mt_rq_up *q1,
+                                                      int16_t *y, int pairs, int out) {
+  const int8_t *const wend = w0 + in;
+  int32_t m0 = q0->c.m, up0 = q0->up, m1 = q1->c.m, up1 = q1->up, yz = q0->c.c_hi, yb = 2 * out;
+  for (; pairs != 0; --pairs, x += 2 * in, y += 2 * out) {
+    const int8_t *xa = x, *w = w0;
+    int d = in;
+    int16_t *yp = y;
+    int32_t a00, a01, a10, a11, p, pe, g, ge, t, te;
+    __asm__ volatile("ldr %[a00], %[b0]\n\t"
+                     "mov %[a10], %[a00]\n\t"
+                     "ldr %[a01], %[b1]\n\t"
+                     "mov %[a11], %[a01]\n"
+                     "1:\n\t" MT_ROWS_UP1_MAC MT_ROWS_UP1_MAC
+                     "ldr %[t], %[wend]\n\t"
+                     "cmp %[w], %[t]\n\t"
+                     "bne 1b\n\t"
+                     "ldr %[t], %[yp]\n\t"    /* row a's outputs */
+                     "ldr %[te], %[yb]\n\t"
+                     "add %[te], %[t], %[te]\n\t" /* row b's */
+                     "mov %[p], #0x80000000\n\t"
+                     "ldr %[pe], %[yz]\n\t"
+                     "ldr %[g], %[m0]\n\t"
+                     "ldr %[ge], %[up0]\n\t"
+                     MT_ROWS_UP1_OUT("a00", "t", "0") MT_ROWS_UP1_OUT("a10", "te", "0")
+                     "ldr %[g], %[m1]\n\t"
+                     "ldr %[ge], %[up1]\n\t"
+                     MT_ROWS_UP1_OUT("a01", "t", "2") MT_ROWS_UP1_OUT("a11", "te", "2")
+                     : [a00] "=&r"(a00), [a01] "=&r"(a01), [a10] "=&r"(a10), [a11] "=&r"(a11), [xa] "+r"(xa),
+                       [w] "+r"(w), [d] "+r"(d), [p] "=&r"(p), [pe] "=&r"(pe), [g] "=&r"(g), [ge] "=&r"(ge),
+                       [t] "=&r"(t), [te] "=&r"(te)
+                     : [b0] "m"(b0), [b1] "m"(b1), [wend] "m"(wend), [yp] "m"(yp), [yb] "m"(yb), [yz] "m"(yz),
+                       [m0] "m"(m0), [up0] "m"(up0), [m1] "m"(m1), [up1] "m"(up1)
+                     : "cc", "memory");
+  }
+}
+#undef MT_ROWS_UP1_MAC
+#undef MT_ROWS_UP1_OUT
+/* PAIRS(x, w0, w1, b0, b1, q0, q1, y0, rows, in, xs, out): the row pairs of a channel pair that
+ * a pass of its own did, else 0. MT_ROWS_UP1: mt_rows2_s8_up1 where it applies, from 8 rows (its
+ * setup, about 40 instructions per call, outweighs what it saves on fewer: the Iris model's 4
+ * rows took 1% more) */
+#define MT_ROWS_NONE(...) 0
+#define MT_ROWS_UP1(x, w0, w1, b0, b1, q0, q1, y0, rows, in, xs, out)                                     \
+  ((rows) >= 8 && (w1) == (w0) + (in) && (xs) == (in) && ((in) & 7) == 0 && (in) > 0 && (q0)->c.c_lo &&  \
+           (q1)->c.c_lo                                                                                   \
+       ? (mt_rows2_s8_up1(x, w0, in, b0, b1, q0, q1, y0, (rows) >> 1, out), (rows) >> 1)                  \
+       : 0)
+
 /* int8 weights, two rows of x times two weight rows per pass, so each loaded word (and its
  * split) serves two products: per 4 inputs 8 SMLAD for 16 MACs, with 4 LDR and 8 SXTB16 for
  * int8 x, 6 LDR and 4 SXTB16 for int16 x (weights in pair order). The sums start from the bias
@@ -1035,7 +1126,7 @@ MT_DEFINE_LINEAR_WORDS(s16, int16_t)
  * the sums (a bound per output cost linear_s8 8%). A negative multiplier, a single row (where
  * that setup would not pay), a wider sum, a larger bias or another shift: the one-row variant
  * above takes the call. */
-#define MT_DEFINE_LINEAR_ROWS(NAME, QT, OUT, X, XT, YT, BT, BITS)                                          \
+#define MT_DEFINE_LINEAR_ROWS(NAME, QT, OUT, X, XT, YT, BT, BITS, PAIRS)                                   \
   static void NAME(const XT *x, const int8_t *w, const BT *b, YT *y, int rows, int in, int out, int xs,  \
                    const int32_t *rq, int rq_per_channel, int32_t y_zero) {                               \
     const int in4 = in & ~3;                                                                              \
@@ -1046,9 +1137,10 @@ MT_DEFINE_LINEAR_WORDS(s16, int16_t)
       const QT q0 = QT##_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                                 \
       const QT q1 = QT##_init(rq + (rq_per_channel ? 2 * o1 : 0), y_zero);                                \
       const int32_t b0 = b ? (int32_t)b[o] : 0, b1 = b ? (int32_t)b[o1] : 0;                              \
-      const XT *xa = x;                                                                                   \
-      YT *y0 = y + o;                                                                                     \
-      for (r = rows >> 1; r != 0; --r, xa += 2 * xs, y0 += 2 * out) {                                     \
+      const int done = PAIRS(x, w0, w1, b0, b1, &q0, &q1, y + o, rows, in, xs, out);                      \
+      const XT *xa = x + 2 * done * xs;                                                                   \
+      YT *y0 = y + o + 2 * done * out;                                                                    \
+      for (r = (rows >> 1) - done; r != 0; --r, xa += 2 * xs, y0 += 2 * out) {                            \
         const XT *xb = xa + xs;                                                                           \
         YT *y1 = y0 + out;                                                                                \
         int32_t a00 = b0, a01 = b1, a10 = b0, a11 = b1;                                                   \
@@ -1096,7 +1188,8 @@ static __attribute__((noinline)) int mt_rq_up_all_ok(const int32_t *rq, int rq_p
   return 1;
 }
 #define MT_DEFINE_LINEAR_DSP2(X, Y, XT, YT, BT, BITS, MAX_IN, ANY)                                        \
-  MT_DEFINE_LINEAR_ROWS(mt_linear_rows_##X##_s8_##Y, mt_rq_chan, MT_CHAN_SAT, X, XT, YT, BT, BITS)        \
+  MT_DEFINE_LINEAR_ROWS(mt_linear_rows_##X##_s8_##Y, mt_rq_chan, MT_CHAN_SAT, X, XT, YT, BT, BITS,        \
+                        MT_ROWS_NONE)                                                                     \
   static int mt_linear_dsp2_##X##_s8_##Y(const XT *x, const int8_t *w, const BT *b, YT *y, int rows,     \
                                          int in, int out, int xs, const int32_t *rq, int rq_per_channel,  \
                                          int32_t y_zero, int32_t y_min) {                                 \
@@ -1117,7 +1210,8 @@ static __attribute__((noinline)) int mt_rq_up_all_ok(const int32_t *rq, int rq_p
     return 1;                                                                                             \
   }
 __attribute__((noinline))
-MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_up, MT_UP_SAT, s8, int8_t, int16_t, int32_t, 16)
+MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_up, MT_UP_SAT, s8, int8_t, int16_t, int32_t, 16,
+                      MT_ROWS_UP1)
 MT_DEFINE_LINEAR_DSP2(s8, s8, int8_t, int8_t, int32_t, 8, 65536, 0)
 MT_DEFINE_LINEAR_DSP2(s8, s16, int8_t, int16_t, int32_t, 16, 65536, 1)
 MT_DEFINE_LINEAR_DSP2(s16, s8, int16_t, int8_t, int64_t, 8, 256, 0)
