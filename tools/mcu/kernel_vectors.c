@@ -263,13 +263,17 @@ static void linear_two_rows(void) {
                            zm[1] == -128 ? -32768 : zm[1] * 200),
           h16(y16, rows * out);
     }
-    /* 8 rows or more with xs = in, a multiple of 8: the pass of their own for channel pairs of
-     * shifts <= 1 (mt_rows2_s8_up1; every pair at k = 0, some at k = 2), odd and even rows and
-     * channels, the zero points and bounds above */
+    /* 8 rows or more with xs = in, a multiple of 8: the pass of their own for layers whose
+     * every shift is 1 or less (mt_linear_up1_s8_s8_s16; k = 0 and 1; at k = 2 shifts in
+     * [-1, 2], the rows for any shift), odd and even rows and channels, the zero points and
+     * bounds above; x in [-6, 6] and smaller biases, so that most outputs lie inside the int16
+     * range */
+    fill8(a8 + 256, 9 * 24, -6, 6);
+    for (c = 0; c < 16; ++c) bias[c] /= 64, rq[2 * c + 1] = k == 2 ? rnd(-1, 2) : rq[2 * c + 1];
     for (i = 0; i < 2; ++i) {
       const int32_t *zm = zero_min[(k + 2 * i) % 5];
       const int rows = 9 - i, in = 16 + 8 * i, out = 15 + i;
-      mt_linear_s8_s8_s16(a8, b8, bias, y16, rows, in, out, i ? in : 0, rq, 1, zm[0] * 200,
+      mt_linear_s8_s8_s16(a8 + 256, b8, bias, y16, rows, in, out, i ? in : 0, rq, 1, zm[0] * 200,
                           zm[1] == -128 ? -32768 : zm[1] * 200),
           h16(y16, rows * out);
     }

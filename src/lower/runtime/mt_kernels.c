@@ -1018,17 +1018,18 @@ MT_DEFINE_LINEAR_WORDS(s16, int16_t)
             : "cc", "memory");                                                                            \
   } while (0)
 
-/* The rows of a pair of channels of an int8 x int8 layer with int16 outputs whose shifts are 1
- * or less (mt_rq_up with sh = 0 and c = 2^31 + y_zero 2^32: a ratio of 1/2 or more, the
- * projections of an int8 attention block), two at a time, each pass in one asm block: row b,
- * channel 1 and their end one distance in from row a, channel 0 and the weights' end (xs = in,
- * o1 = o + 1, in a positive multiple of 8); the four int32 sums from the biases by 4 LDR, 8
- * SXTB16, 8 SMLAD per 16 MACs with two pointers and the distance in registers (13 with the sums
- * and six values), then each output as MT_UP_SAT's integer from the freed registers: the sum
- * shifted left by up, {hi, lo} = {y_zero, 2^31 + (acc >> 31)} (c less [acc < 0], ADD in place
- * of ADDS and ADC), SMLAL, SSAT, STRH: 6 instructions, the channel's m and up loaded once per
- * two outputs. In C, GCC kept the sums' requantization constants and two row pointers in memory
- * (166 instructions per pass at in = 16 where this takes ~130). */
+/* The rows of two adjacent channels (rq0, rq1) of an int8 x int8 layer with int16 outputs whose
+ * shifts are 1 or less (mt_rq_up at s = 1, sh = 0 and c = 2^31 + y_zero 2^32: a ratio of 1/2 or
+ * more, as the projections of an int8 attention block have), two at a time, each pass in one asm
+ * block: row b, channel 1 and their end one distance (in) from row a, channel 0 and the
+ * weights' end (x's rows contiguous, in a positive multiple of 8); the four int32 sums from the
+ * biases by 4 LDR, 8 SXTB16, 8 SMLAD per 16 MACs with two pointers and the distance in
+ * registers (13 with the sums and six values), then each output as MT_UP_SAT's integer from the
+ * freed registers: the sum shifted left by up = 1 - s, {hi, lo} = {y_zero, 2^31 + (acc >> 31)}
+ * (c less [acc < 0], ADD in place of ADDS and ADC), SMLAL, SSAT, STRH: 6 instructions, the
+ * channel's m and up loaded once per two outputs. In C, GCC kept the requantization constants
+ * and two row pointers in memory: the int8 MHA block's projections (in = 16) took 166
+ * instructions per pass where this takes 138. */
 #define MT_ROWS_UP1_MAC                                                                                   \
   "ldr %[g], [%[w], %[d]]\n\t"       /* channel 1's four weights */                                     \
   "ldr %[p], [%[w]], #4\n\t"         /* channel 0's */                                                  \
@@ -1060,10 +1061,10 @@ MT_DEFINE_LINEAR_WORDS(s16, int16_t)
   "ssat %[d], #16, %[d]\n\t"                                                                            \
   "strh %[d], [%[" Y "], #" OFF "]\n\t"
 static __attribute__((noinline)) void mt_rows2_s8_up1(const int8_t *x, const int8_t *w0, int in, int32_t b0,
-                                                      int32_t b1, const mt_rq_up *q0, const mt_rq_up *q1,
-                                                      int16_t *y, int pairs, int out) {
+                                                      int32_t b1, const int32_t *rq0, const int32_t *rq1,
+                                                      int32_t yz, int16_t *y, int pairs, int out) {
   const int8_t *const wend = w0 + in;
-  int32_t m0 = q0->c.m, up0 = q0->up, m1 = q1->c.m, up1 = q1->up, yz = q0->c.c_hi, yb = 2 * out;
+  int32_t m0 = rq0[0], up0 = 1 - rq0[1], m1 = rq1[0], up1 = 1 - rq1[1], yb = 2 * out;
   for (; pairs != 0; --pairs, x += 2 * in, y += 2 * out) {
     const int8_t *xa = x, *w = w0;
     int d = in;
@@ -1098,16 +1099,30 @@ static __attribute__((noinline)) void mt_rows2_s8_up1(const int8_t *x, const int
 }
 #undef MT_ROWS_UP1_MAC
 #undef MT_ROWS_UP1_OUT
-/* PAIRS(x, w0, w1, b0, b1, q0, q1, y0, rows, in, xs, out): the row pairs of a channel pair that
- * a pass of its own did, else 0. MT_ROWS_UP1: mt_rows2_s8_up1 where it applies, from 8 rows (its
- * setup, about 40 instructions per call, outweighs what it saves on fewer: the Iris model's 4
- * rows took 1% more) */
-#define MT_ROWS_NONE(...) 0
-#define MT_ROWS_UP1(x, w0, w1, b0, b1, q0, q1, y0, rows, in, xs, out)                                     \
-  ((rows) >= 8 && (w1) == (w0) + (in) && (xs) == (in) && ((in) & 7) == 0 && (in) > 0 && (q0)->c.c_lo &&  \
-           (q1)->c.c_lo                                                                                   \
-       ? (mt_rows2_s8_up1(x, w0, in, b0, b1, q0, q1, y0, (rows) >> 1, out), (rows) >> 1)                  \
-       : 0)
+/* An int8 x int8 layer with int16 outputs whose every channel has a shift of 1 or less and whose
+ * sums stay within 2^(30+s) (mt_rq_up_ok), from 8 rows with xs = in and in a multiple of 8: each
+ * pair of channels' rows by mt_rows2_s8_up1, an odd last channel or row computed a second time
+ * with the one before it (the same integers). From 8 rows: the pass's setup, about 40
+ * instructions per call, outweighs what it saves on fewer (the Iris model's 4 rows took 1%
+ * more). */
+static int mt_linear_up1_s8_s8_s16(const int8_t *x, const int8_t *w, const int32_t *b, int16_t *y, int rows,
+                                   int in, int out, int xs, const int32_t *rq, int rq_per_channel,
+                                   int32_t y_zero) {
+  int o;
+  if (rows < 8 || xs != in || in < 8 || (in & 7) != 0 || out < 2) return 0;
+  for (o = 0; o < (rq_per_channel ? out : 1); ++o)
+    if (rq[2 * o + 1] > 1) return 0;
+  for (o = 0; o < out; o += 2) {
+    const int c = o + 2 <= out ? o : out - 2;
+    const int32_t *rq0 = rq + (rq_per_channel ? 2 * c : 0), *rq1 = rq + (rq_per_channel ? 2 * c + 2 : 0);
+    const int32_t b0 = b ? b[c] : 0, b1 = b ? b[c + 1] : 0;
+    mt_rows2_s8_up1(x, w + c * in, in, b0, b1, rq0, rq1, y_zero, y + c, rows >> 1, out);
+    if (rows & 1)
+      mt_rows2_s8_up1(x + (rows - 2) * in, w + c * in, in, b0, b1, rq0, rq1, y_zero, y + (rows - 2) * out + c, 1,
+                      out);
+  }
+  return 1;
+}
 
 /* int8 weights, two rows of x times two weight rows per pass, so each loaded word (and its
  * split) serves two products: per 4 inputs 8 SMLAD for 16 MACs, with 4 LDR and 8 SXTB16 for
@@ -1126,7 +1141,7 @@ static __attribute__((noinline)) void mt_rows2_s8_up1(const int8_t *x, const int
  * the sums (a bound per output cost linear_s8 8%). A negative multiplier, a single row (where
  * that setup would not pay), a wider sum, a larger bias or another shift: the one-row variant
  * above takes the call. */
-#define MT_DEFINE_LINEAR_ROWS(NAME, QT, OUT, X, XT, YT, BT, BITS, PAIRS)                                   \
+#define MT_DEFINE_LINEAR_ROWS(NAME, QT, OUT, X, XT, YT, BT, BITS)                                          \
   static void NAME(const XT *x, const int8_t *w, const BT *b, YT *y, int rows, int in, int out, int xs,  \
                    const int32_t *rq, int rq_per_channel, int32_t y_zero) {                               \
     const int in4 = in & ~3;                                                                              \
@@ -1137,10 +1152,9 @@ static __attribute__((noinline)) void mt_rows2_s8_up1(const int8_t *x, const int
       const QT q0 = QT##_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                                 \
       const QT q1 = QT##_init(rq + (rq_per_channel ? 2 * o1 : 0), y_zero);                                \
       const int32_t b0 = b ? (int32_t)b[o] : 0, b1 = b ? (int32_t)b[o1] : 0;                              \
-      const int done = PAIRS(x, w0, w1, b0, b1, &q0, &q1, y + o, rows, in, xs, out);                      \
-      const XT *xa = x + 2 * done * xs;                                                                   \
-      YT *y0 = y + o + 2 * done * out;                                                                    \
-      for (r = (rows >> 1) - done; r != 0; --r, xa += 2 * xs, y0 += 2 * out) {                            \
+      const XT *xa = x;                                                                                   \
+      YT *y0 = y + o;                                                                                     \
+      for (r = rows >> 1; r != 0; --r, xa += 2 * xs, y0 += 2 * out) {                                     \
         const XT *xb = xa + xs;                                                                           \
         YT *y1 = y0 + out;                                                                                \
         int32_t a00 = b0, a01 = b1, a10 = b0, a11 = b1;                                                   \
@@ -1171,9 +1185,9 @@ static __attribute__((noinline)) void mt_rows2_s8_up1(const int8_t *x, const int
       }                                                                                                   \
     }                                                                                                     \
   }
-/* ANY: 1 for the types with rows for any shift (mt_linear_rows_any_*: MT_UP_SAT), else 0 */
+/* ANY: 1 for the types with rows for any shift (mt_linear_any_*), else 0 */
 #define MT_ANY_ROWS_0(X, Y) MT_NO_ROWS
-#define MT_ANY_ROWS_1(X, Y) mt_linear_rows_any_##X##_s8_##Y
+#define MT_ANY_ROWS_1(X, Y) mt_linear_any_##X##_s8_##Y
 #define MT_NO_ROWS(...) ((void)0)
 #define MT_ANY_OK_0(...)
 #define MT_ANY_OK_1(ok, chan, ...) \
@@ -1188,8 +1202,7 @@ static __attribute__((noinline)) int mt_rq_up_all_ok(const int32_t *rq, int rq_p
   return 1;
 }
 #define MT_DEFINE_LINEAR_DSP2(X, Y, XT, YT, BT, BITS, MAX_IN, ANY)                                        \
-  MT_DEFINE_LINEAR_ROWS(mt_linear_rows_##X##_s8_##Y, mt_rq_chan, MT_CHAN_SAT, X, XT, YT, BT, BITS,        \
-                        MT_ROWS_NONE)                                                                     \
+  MT_DEFINE_LINEAR_ROWS(mt_linear_rows_##X##_s8_##Y, mt_rq_chan, MT_CHAN_SAT, X, XT, YT, BT, BITS)        \
   static int mt_linear_dsp2_##X##_s8_##Y(const XT *x, const int8_t *w, const BT *b, YT *y, int rows,     \
                                          int in, int out, int xs, const int32_t *rq, int rq_per_channel,  \
                                          int32_t y_zero, int32_t y_min) {                                 \
@@ -1210,8 +1223,15 @@ static __attribute__((noinline)) int mt_rq_up_all_ok(const int32_t *rq, int rq_p
     return 1;                                                                                             \
   }
 __attribute__((noinline))
-MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_up, MT_UP_SAT, s8, int8_t, int16_t, int32_t, 16,
-                      MT_ROWS_UP1)
+MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_up, MT_UP_SAT, s8, int8_t, int16_t, int32_t, 16)
+/* The rows of an int8 x int8 layer with int16 outputs and a shift of 0 or less (MT_ANY_ROWS_1):
+ * mt_linear_up1_s8_s8_s16 where it applies, else the rows for any shift */
+static void mt_linear_any_s8_s8_s16(const int8_t *x, const int8_t *w, const int32_t *b, int16_t *y, int rows,
+                                    int in, int out, int xs, const int32_t *rq, int rq_per_channel,
+                                    int32_t y_zero) {
+  if (!mt_linear_up1_s8_s8_s16(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero))
+    mt_linear_rows_any_s8_s8_s16(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero);
+}
 MT_DEFINE_LINEAR_DSP2(s8, s8, int8_t, int8_t, int32_t, 8, 65536, 0)
 MT_DEFINE_LINEAR_DSP2(s8, s16, int8_t, int16_t, int32_t, 16, 65536, 1)
 MT_DEFINE_LINEAR_DSP2(s16, s8, int16_t, int8_t, int64_t, 8, 256, 0)
