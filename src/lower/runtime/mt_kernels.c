@@ -1099,17 +1099,17 @@ static __attribute__((noinline)) void mt_rows2_s8_up1(const int8_t *x, const int
 }
 #undef MT_ROWS_UP1_MAC
 #undef MT_ROWS_UP1_OUT
-/* An int8 x int8 layer with int16 outputs whose every channel has a shift of 1 or less and whose
- * sums stay within 2^(30+s) (mt_rq_up_ok), from 8 rows with xs = in and in a multiple of 8: each
- * pair of channels' rows by mt_rows2_s8_up1, an odd last channel or row computed a second time
- * with the one before it (the same integers). From 8 rows: the pass's setup, about 40
- * instructions per call, outweighs what it saves on fewer (the Iris model's 4 rows took 1%
- * more). */
-static int mt_linear_up1_s8_s8_s16(const int8_t *x, const int8_t *w, const int32_t *b, int16_t *y, int rows,
-                                   int in, int out, int xs, const int32_t *rq, int rq_per_channel,
-                                   int32_t y_zero) {
+/* An int8 x int8 layer with int16 outputs whose sums stay within 2^(30+s) (mt_rq_up_ok), 8 rows
+ * or more with xs = in, in a multiple of 8 and 2 channels or more (the caller checks these): when
+ * every channel's shift is 1 or less (else returns 0), each pair of channels' rows by
+ * mt_rows2_s8_up1, an odd last channel or row computed a second time with the one before it (the
+ * same integers). From 8 rows: the pass's setup, about 40 instructions per call, outweighs what
+ * it saves on fewer (the Iris model's 4 rows took 1% more). */
+static __attribute__((noinline)) int mt_linear_up1_s8_s8_s16(const int8_t *x, const int8_t *w, const int32_t *b,
+                                                             int16_t *y, int rows, int in, int out,
+                                                             const int32_t *rq, int rq_per_channel,
+                                                             int32_t y_zero) {
   int o;
-  if (rows < 8 || xs != in || in < 8 || (in & 7) != 0 || out < 2) return 0;
   for (o = 0; o < (rq_per_channel ? out : 1); ++o)
     if (rq[2 * o + 1] > 1) return 0;
   for (o = 0; o < out; o += 2) {
@@ -1229,8 +1229,10 @@ MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_up, MT_UP_SAT, s8, int
 static void mt_linear_any_s8_s8_s16(const int8_t *x, const int8_t *w, const int32_t *b, int16_t *y, int rows,
                                     int in, int out, int xs, const int32_t *rq, int rq_per_channel,
                                     int32_t y_zero) {
-  if (!mt_linear_up1_s8_s8_s16(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero))
-    mt_linear_rows_any_s8_s8_s16(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero);
+  if (rows >= 8 && xs == in && in >= 8 && (in & 7) == 0 && out >= 2 &&
+      mt_linear_up1_s8_s8_s16(x, w, b, y, rows, in, out, rq, rq_per_channel, y_zero))
+    return;
+  mt_linear_rows_any_s8_s8_s16(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero);
 }
 MT_DEFINE_LINEAR_DSP2(s8, s8, int8_t, int8_t, int32_t, 8, 65536, 0)
 MT_DEFINE_LINEAR_DSP2(s8, s16, int8_t, int16_t, int32_t, 16, 65536, 1)
