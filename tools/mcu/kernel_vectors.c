@@ -270,10 +270,11 @@ static void linear_two_rows(void) {
      * range */
     fill8(a8 + 256, 9 * 24, -6, 6);
     for (c = 0; c < 16; ++c) bias[c] /= 64, rq[2 * c + 1] = k == 2 ? rnd(-1, 2) : rq[2 * c + 1];
-    for (i = 0; i < 2; ++i) {
+    for (i = 0; i < 5; ++i) { /* then rows at a stride of in + 3, in = 12, one channel: not the pass */
+      static const int shape[5][4] = {{9, 16, 15, 0}, {8, 24, 16, 24}, {8, 16, 3, 19}, {10, 12, 2, 0}, {8, 16, 1, 0}};
       const int32_t *zm = zero_min[(k + 2 * i) % 5];
-      const int rows = 9 - i, in = 16 + 8 * i, out = 15 + i;
-      mt_linear_s8_s8_s16(a8 + 256, b8, bias, y16, rows, in, out, i ? in : 0, rq, 1, zm[0] * 200,
+      const int rows = shape[i][0], in = shape[i][1], out = shape[i][2];
+      mt_linear_s8_s8_s16(a8 + 256, b8, bias, y16, rows, in, out, shape[i][3], rq, 1, zm[0] * 200,
                           zm[1] == -128 ? -32768 : zm[1] * 200),
           h16(y16, rows * out);
     }
