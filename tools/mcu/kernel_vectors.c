@@ -264,10 +264,10 @@ static void linear_two_rows(void) {
           h16(y16, rows * out);
     }
     /* 8 rows or more with xs = in, a multiple of 8: the pass of their own for layers whose
-     * every shift is 1 or less (mt_linear_up1_s8_s8_s16; k = 0 and 1; at k = 2 shifts in
-     * [-1, 2], the rows for any shift), odd and even rows and channels, the zero points and
-     * bounds above; x in [-6, 6] and smaller biases, so that most outputs lie inside the int16
-     * range */
+     * every shift is 1 or less (mt_linear_up1_s8_s8_s16 at k = 0, every shift in [-2, 0]; at
+     * k = 2 shifts in [-1, 2] take the rows for any shift), odd and even rows and channels, the
+     * zero points and bounds above; x in [-6, 6] and smaller biases, so that most outputs lie
+     * inside the int16 range */
     fill8(a8 + 256, 9 * 24, -6, 6);
     for (c = 0; c < 16; ++c) bias[c] /= 64, rq[2 * c + 1] = k == 2 ? rnd(-1, 2) : rq[2 * c + 1];
     for (i = 0; i < 5; ++i) { /* then rows at a stride of in + 3, in = 12, one channel: not the pass */
