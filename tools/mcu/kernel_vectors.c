@@ -263,15 +263,15 @@ static void linear_two_rows(void) {
                            zm[1] == -128 ? -32768 : zm[1] * 200),
           h16(y16, rows * out);
     }
-    /* 8 rows or more with xs = in, a multiple of 8: the pass of their own for layers whose
+    /* 8 rows or more with xs = in, a multiple of 16: the pass of their own for layers whose
      * every shift is 1 or less (mt_linear_up1_s8_s8_s16 at k = 0, every shift in [-2, 0]; at
      * k = 2 shifts in [-1, 2] take the rows for any shift), odd and even rows and channels, the
      * zero points and bounds above; x in [-6, 6] and smaller biases, so that most outputs lie
      * inside the int16 range */
-    fill8(a8 + 256, 9 * 24, -6, 6);
+    fill8(a8 + 256, 9 * 32, -6, 6);
     for (c = 0; c < 16; ++c) bias[c] /= 64, rq[2 * c + 1] = k == 2 ? rnd(-1, 2) : rq[2 * c + 1];
-    for (i = 0; i < 5; ++i) { /* then rows at a stride of in + 3, in = 12, one channel: not the pass */
-      static const int shape[5][4] = {{9, 16, 15, 0}, {8, 24, 16, 24}, {8, 16, 3, 19}, {10, 12, 2, 0}, {8, 16, 1, 0}};
+    for (i = 0; i < 5; ++i) { /* then rows at a stride of in + 3, in = 24, one channel: not the pass */
+      static const int shape[5][4] = {{9, 16, 15, 0}, {8, 32, 16, 32}, {8, 16, 3, 19}, {10, 24, 2, 0}, {8, 16, 1, 0}};
       const int32_t *zm = zero_min[(k + 2 * i) % 5];
       const int rows = shape[i][0], in = shape[i][1], out = shape[i][2];
       mt_linear_s8_s8_s16(a8 + 256, b8, bias, y16, rows, in, out, shape[i][3], rq, 1, zm[0] * 200,
@@ -308,7 +308,7 @@ static void linear_two_rows(void) {
   /* exact ties of both signs at s = 0 (the two-row pass of shifts <= 1, mt_rows2_s8_up1): x = 0,
    * acc = b odd, m = 2^30, so acc 2^up m = (2k + 1) 2^31 */
   for (c = 0; c < 16; ++c) bias[c] = 2 * (c - 8) + 1, rq[2 * c] = 1 << 30, rq[2 * c + 1] = 0;
-  mt_linear_s8_s8_s16(zero8, b8, bias, y16, 8, 8, 16, 0, rq, 1, 0, -32768), h16(y16, 128);
+  mt_linear_s8_s8_s16(zero8, b8, bias, y16, 8, 16, 16, 0, rq, 1, 0, -32768), h16(y16, 128);
   h_end("linear two rows");
 }
 

@@ -1020,16 +1020,17 @@ MT_DEFINE_LINEAR_WORDS(s16, int16_t)
 
 /* The rows of two adjacent channels (rq0, rq1) of an int8 x int8 layer with int16 outputs whose
  * shifts are 1 or less (mt_rq_up at s = 1, sh = 0 and c = 2^31 + y_zero 2^32: a ratio of 1/2 or
- * more, as the projections of an int8 attention block have), two at a time, each pass in one asm
- * block: row b, channel 1 and their end one distance (in) from row a, channel 0 and the
- * weights' end (x's rows contiguous, in a positive multiple of 8); the four int32 sums from the
+ * more, as the projections of an int8 attention block have), two rows at a time, every pass in
+ * one asm block: row b, channel 1 and their end one distance (in) from row a, channel 0 and the
+ * weights' end (x's rows contiguous, in a positive multiple of 16); the four int32 sums from the
  * biases by 4 LDR, 8 SXTB16, 8 SMLAD per 16 MACs with two pointers and the distance in
- * registers (13 with the sums and six values), then each output as MT_UP_SAT's integer from the
- * freed registers: the sum shifted left by up = 1 - s, {hi, lo} = {y_zero, 2^31 + (acc >> 31)}
- * (c less [acc < 0], ADD in place of ADDS and ADC), SMLAL, SSAT, STRH: 6 instructions, the
- * channel's m and up loaded once per two outputs. In C, GCC kept the requantization constants
- * and two row pointers in memory: the int8 MHA block's projections (in = 16) took 166
- * instructions per pass where this takes 138. */
+ * registers (13 with the sums and six values), 16 inputs per loop step; then each output as
+ * MT_UP_SAT's integer from the freed registers: the sum shifted left by up = 1 - s, {hi, lo} =
+ * {y_zero, 2^31 + (acc >> 31)} (c less [acc < 0], ADD in place of ADDS and ADC), SMLAL, SSAT,
+ * STRH: 6 instructions, the channel's m and up loaded once per two outputs; the next pass's row
+ * a is row b's end (xa + in), its outputs 2 yb - ya from row a's and row b's. In C, GCC kept
+ * the requantization constants and two row pointers in memory: the int8 MHA block's
+ * projections (in = 16) took 166 instructions per pass where this takes 128. */
 #define MT_ROWS_UP1_MAC                                                                                   \
   "ldr %[g], [%[w], %[d]]\n\t"       /* channel 1's four weights */                                     \
   "ldr %[p], [%[w]], #4\n\t"         /* channel 0's */                                                  \
@@ -1063,39 +1064,45 @@ MT_DEFINE_LINEAR_WORDS(s16, int16_t)
 static __attribute__((noinline)) void mt_rows2_s8_up1(const int8_t *x, const int8_t *w0, int in, int32_t b0,
                                                       int32_t b1, const int32_t *rq0, const int32_t *rq1,
                                                       int32_t yz, int16_t *y, int pairs, int out) {
-  const int8_t *const wend = w0 + in;
-  int32_t m0 = rq0[0], up0 = 1 - rq0[1], m1 = rq1[0], up1 = 1 - rq1[1], yb = 2 * out;
-  for (; pairs != 0; --pairs, x += 2 * in, y += 2 * out) {
-    const int8_t *xa = x, *w = w0;
-    int d = in;
-    int16_t *yp = y;
-    int32_t a00, a01, a10, a11, p, pe, g, ge, t, te;
-    __asm__ volatile("ldr %[a00], %[b0]\n\t"
-                     "mov %[a10], %[a00]\n\t"
-                     "ldr %[a01], %[b1]\n\t"
-                     "mov %[a11], %[a01]\n"
-                     "1:\n\t" MT_ROWS_UP1_MAC MT_ROWS_UP1_MAC
-                     "ldr %[t], %[wend]\n\t"
-                     "cmp %[w], %[t]\n\t"
-                     "bne 1b\n\t"
-                     "ldr %[t], %[yp]\n\t"    /* row a's outputs */
-                     "ldr %[te], %[yb]\n\t"
-                     "add %[te], %[t], %[te]\n\t" /* row b's */
-                     "mov %[p], #0x80000000\n\t"
-                     "ldr %[pe], %[yz]\n\t"
-                     "ldr %[g], %[m0]\n\t"
-                     "ldr %[ge], %[up0]\n\t"
-                     MT_ROWS_UP1_OUT("a00", "t", "0") MT_ROWS_UP1_OUT("a10", "te", "0")
-                     "ldr %[g], %[m1]\n\t"
-                     "ldr %[ge], %[up1]\n\t"
-                     MT_ROWS_UP1_OUT("a01", "t", "2") MT_ROWS_UP1_OUT("a11", "te", "2")
-                     : [a00] "=&r"(a00), [a01] "=&r"(a01), [a10] "=&r"(a10), [a11] "=&r"(a11), [xa] "+r"(xa),
-                       [w] "+r"(w), [d] "+r"(d), [p] "=&r"(p), [pe] "=&r"(pe), [g] "=&r"(g), [ge] "=&r"(ge),
-                       [t] "=&r"(t), [te] "=&r"(te)
-                     : [b0] "m"(b0), [b1] "m"(b1), [wend] "m"(wend), [yp] "m"(yp), [yb] "m"(yb), [yz] "m"(yz),
-                       [m0] "m"(m0), [up0] "m"(up0), [m1] "m"(m1), [up1] "m"(up1)
-                     : "cc", "memory");
-  }
+  const int8_t *const wend = w0 + in, *const xend = x + 2 * pairs * in;
+  const int32_t m0 = rq0[0], up0 = 1 - rq0[1], m1 = rq1[0], up1 = 1 - rq1[1], yb = 2 * out;
+  const int8_t *xa = x, *w = w0;
+  int d = in;
+  int32_t a00, a01, a10, a11, p, pe, g, ge, t, te;
+  __asm__ volatile("1:\n\t"
+                   "ldr %[a00], %[b0]\n\t"
+                   "mov %[a10], %[a00]\n\t"
+                   "ldr %[a01], %[b1]\n\t"
+                   "mov %[a11], %[a01]\n"
+                   "2:\n\t" MT_ROWS_UP1_MAC MT_ROWS_UP1_MAC MT_ROWS_UP1_MAC MT_ROWS_UP1_MAC
+                   "ldr %[t], %[wend]\n\t"
+                   "cmp %[w], %[t]\n\t"
+                   "bne 2b\n\t"
+                   "ldr %[t], %[yp]\n\t"    /* row a's outputs */
+                   "ldr %[te], %[yb]\n\t"
+                   "add %[te], %[t], %[te]\n\t" /* row b's */
+                   "mov %[p], #0x80000000\n\t"
+                   "ldr %[pe], %[yz]\n\t"
+                   "ldr %[g], %[m0]\n\t"
+                   "ldr %[ge], %[up0]\n\t"
+                   MT_ROWS_UP1_OUT("a00", "t", "0") MT_ROWS_UP1_OUT("a10", "te", "0")
+                   "ldr %[g], %[m1]\n\t"
+                   "ldr %[ge], %[up1]\n\t"
+                   MT_ROWS_UP1_OUT("a01", "t", "2") MT_ROWS_UP1_OUT("a11", "te", "2")
+                   "rsb %[t], %[t], %[te], lsl #1\n\t" /* the next pass's: 2 yb - ya */
+                   "str %[t], %[yp]\n\t"
+                   "ldr %[w], %[w0]\n\t"
+                   "ldr %[d], %[in]\n\t"
+                   "add %[xa], %[xa], %[d]\n\t" /* past row b */
+                   "ldr %[t], %[xend]\n\t"
+                   "cmp %[xa], %[t]\n\t"
+                   "bne 1b"
+                   : [a00] "=&r"(a00), [a01] "=&r"(a01), [a10] "=&r"(a10), [a11] "=&r"(a11), [xa] "+r"(xa),
+                     [w] "+r"(w), [d] "+r"(d), [p] "=&r"(p), [pe] "=&r"(pe), [g] "=&r"(g), [ge] "=&r"(ge),
+                     [t] "=&r"(t), [te] "=&r"(te), [yp] "+m"(y)
+                   : [b0] "m"(b0), [b1] "m"(b1), [wend] "m"(wend), [xend] "m"(xend), [w0] "m"(w0), [in] "m"(in),
+                     [yb] "m"(yb), [yz] "m"(yz), [m0] "m"(m0), [up0] "m"(up0), [m1] "m"(m1), [up1] "m"(up1)
+                   : "cc", "memory");
 }
 #undef MT_ROWS_UP1_MAC
 #undef MT_ROWS_UP1_OUT
@@ -1229,7 +1236,7 @@ MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_up, MT_UP_SAT, s8, int
 static void mt_linear_any_s8_s8_s16(const int8_t *x, const int8_t *w, const int32_t *b, int16_t *y, int rows,
                                     int in, int out, int xs, const int32_t *rq, int rq_per_channel,
                                     int32_t y_zero) {
-  if (rows >= 8 && xs == in && in >= 8 && (in & 7) == 0 && out >= 2 &&
+  if (rows >= 8 && xs == in && in >= 16 && (in & 15) == 0 && out >= 2 &&
       mt_linear_up1_s8_s8_s16(x, w, b, y, rows, in, out, rq, rq_per_channel, y_zero))
     return;
   mt_linear_rows_any_s8_s8_s16(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero);
