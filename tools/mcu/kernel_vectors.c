@@ -631,20 +631,22 @@ static void attention(void) {
    * blocks of keys (an odd last one), read through strides; logit shifts inside and outside
    * [1, 31], both signs of m, m = 0; no mask, causal, bit mask; and q, k within +-400, where
    * the small shifts give logits a few units apart (one unit off changes some outputs); the
-   * output formats of attn_format */
+   * output formats of attn_format; head dim 16 at k's stride 17 and at 18 (word-aligned rows: the
+   * usual case, mt_attn_logits16s_s16, which takes only shifts in [2, 31]) */
   {
     static const int32_t lm[][2] = {{1548970010, 11}, {-1548970010, 9}, {1073741824, 1}, {2147483647, 2},
                                     {1548970010, 31}, {1548970010, 0}, {1548970010, 40}, {0, 20}};
-    static const int dv[][2] = {{7, 5}, {10, 10}, {16, 3}};
+    static const int dv[][2] = {{7, 5}, {10, 10}, {16, 3}, {16, 3}};
     int f, r;
     h_begin();
     for (r = 0; r < 2; ++r) {
       fill16(a16, 6 * 16, r ? -400 : -32768, r ? 400 : 32767);
-      fill16(b16, 70 * 17, r ? -400 : -32768, r ? 400 : 32767);
+      fill16(b16, 70 * 18, r ? -400 : -32768, r ? 400 : 32767);
       fill16(y16 + 2048, 70 * 11, -32768, 32767);
-      for (c = 0; c < 3; ++c)
+      for (c = 0; c < 4; ++c)
         for (f = 0; f < 8; ++f) {
           attn_format(p, dv[c][0], dv[c][1], 11, lm[f], f);
+          if (c == 3) p[MT_ATTN_K_STRIDE] = 18;
           mt_attention_stream_s16(p, f % 3 == 2 ? keep : 0, a16, b16, y16 + 2048, y16, acc64), h16(y16, 6 * dv[c][1]);
         }
     }
@@ -691,15 +693,18 @@ static void attention(void) {
   mt_attention_stream_s16(p, 0, a16, b16, y16 + 2048, y16, acc64), h16(y16, 96);
   h_end("attention extremes");
   /* one unit of a logit (2^-16) seen at the output: two keys with opposite v rows (out ~
-   * w0 - w1 at full scale), 64 queries each, scores within int32 of both signs; logit shifts 2
-   * (the rounding's high word shifted by one) and 11, head dims 16 and 4 */
+   * w0 - w1 at full scale), 64 queries each, scores within int32 of both signs; logit shifts 1
+   * (c_lo = 2^31), 2 (the rounding's high word shifted by one) and 11, head dims 16 and 4 */
   h_begin();
-  for (c = 0; c < 4; ++c) {
-    const int D = c & 1 ? 4 : 16;
+  for (c = 0; c < 7; ++c) {
+    static const int32_t ms[7][4] = {{16, -1548970010, 2, 60},  {4, -1548970010, 2, 60}, {16, 1548970010, 11, 12000},
+                                     {4, 1548970010, 11, 12000}, {16, 1548970010, 1, 60}, {16, -1548970010, 1, 60},
+                                     {4, 1073741824, 1, 600}};
+    const int D = ms[c][0], x = ms[c][3];
     for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
     p[MT_ATTN_L] = 64, p[MT_ATTN_S] = 2, p[MT_ATTN_D] = D, p[MT_ATTN_DV] = 1;
-    p[MT_ATTN_LOGIT_M] = c & 2 ? 1548970010 : -1548970010, p[MT_ATTN_LOGIT_S] = c & 2 ? 11 : 2;
-    fill16(a16, 64 * D, c & 2 ? -12000 : -60, c & 2 ? 12000 : 60), fill16(b16, 2 * D, c & 2 ? -12000 : -60, c & 2 ? 12000 : 60);
+    p[MT_ATTN_LOGIT_M] = ms[c][1], p[MT_ATTN_LOGIT_S] = ms[c][2];
+    fill16(a16, 64 * D, -x, x), fill16(b16, 2 * D, -x, x);
     y16[2048] = 32767, y16[2049] = -32768;
     mt_attention_stream_s16(p, 0, a16, b16, y16 + 2048, y16, acc64), h16(y16, 64);
   }

@@ -2132,12 +2132,54 @@ MT_DEFINE_ARGMAX(s16, int16_t)
     for (d_ = 0; d_ < (Dv); ++d_) (acc)[d_] = MULQ16((acc)[d_], alpha);     \
   } while (0)
 
-/* The view of one attention call: its parameter array and keep bits, and k = 1 - s >= 0 when
- * an int8 logit can be one SMLAL (m != 0, -30 <= s <= 1, D 2^(14 + k) <= 2^30; else -1). */
+#if MT_DSP
+/* The int16 logit rq(score, m, s) for 1 <= s <= 31 and m != 0 (the usual ratio below 1/2),
+ * inline (no call in the loop over the keys), the same integer as mt_rq. A score within int32:
+ * round(score m / 2^(31+s)), ties away from zero, is floor((score m + c - [score m < 0]) /
+ * 2^(31+s)) with c = 2^(30+s): one SMLAL from {c_lo - [< 0], c_hi - borrow} (|score m| < 2^62,
+ * no overflow), then its signed high word shifted right by s - 1 (arithmetic, GCC: the floor).
+ * lz: c_lo = 0 (s >= 2), a constant where the caller knows it: the start is {-n, c_hi - n}
+ * for n = [< 0], one ASR and one ADD. A wider score, on magnitudes: with |score| = h 2^32 + l,
+ * floor((|score| |m| + 2^(30+s)) / 2^(31+s)) is the high part of l |m| + 2^(30+s) (< 2^64)
+ * added to h |m|, shifted by s - 1, then the sign and saturation of mt_rq. */
+typedef struct {
+  uint64_t half; /* c = 2^(30+s) */
+  uint32_t c_lo, mu;
+  int32_t m, c_hi;
+  int32_t lo_zero, neg, sh;
+  int32_t fast; /* 2 <= s <= 31 (c_lo = 0) and 0 < |m| < 2^31 */
+} mt_attn_logit_q;
+
+static mt_attn_logit_q mt_attn_logit_q_init(const int32_t *p) {
+  const int32_t m = p[MT_ATTN_LOGIT_M];
+  const int s = p[MT_ATTN_LOGIT_S], ok = s >= 1 && s <= 31; /* else the caller takes mt_rq */
+  const uint64_t half = ok ? (uint64_t)1 << (30 + s) : 0;
+  mt_attn_logit_q q;
+  q.half = half;
+  q.c_lo = (uint32_t)half;
+  q.c_hi = (int32_t)(half >> 32);
+  q.lo_zero = q.c_lo == 0;
+  q.m = m;
+  q.mu = mt_mag32(m);
+  q.neg = m < 0;
+  q.sh = s - 1;
+  q.fast = s >= 2 && s <= 31 && m != 0 && m != INT32_MIN;
+  return q;
+}
+
+#endif
+
+/* The view of one attention call: its parameter array and keep bits, k = 1 - s >= 0 when an
+ * int8 logit can be one SMLAL (m != 0, -30 <= s <= 1, D 2^(14 + k) <= 2^30; else -1), and on
+ * Armv7E-M the int16 logits' requantization constants (set up once per call, not per block of
+ * keys). */
 typedef struct {
   const int32_t *p;
   const uint8_t *keep;
   int logit_k;
+#if MT_DSP
+  mt_attn_logit_q lq;
+#endif
 } mt_attn;
 
 static mt_attn mt_attn_init(const int32_t *p, const uint8_t *keep) {
@@ -2149,6 +2191,9 @@ static mt_attn mt_attn_init(const int32_t *p, const uint8_t *keep) {
                       ((uint64_t)(uint32_t)p[MT_ATTN_D] << (15 - s)) <= ((uint64_t)1 << 30)
                   ? 1 - s
                   : -1;
+#if MT_DSP
+  a.lq = mt_attn_logit_q_init(p);
+#endif
   return a;
 }
 
@@ -2377,38 +2422,6 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
 MT_DEFINE_ATTN_PV4(s8, int8_t, int32_t, 4)
 #define MT_ATTN_GROUP_s8 4
 #define mt_attn_pvg_s8 mt_attn_pv4_s8
-
-/* The int16 logit rq(score, m, s) for 1 <= s <= 31 and m != 0 (the usual ratio below 1/2),
- * inline (no call in the loop over the keys), the same integer as mt_rq. A score within int32:
- * round(score m / 2^(31+s)), ties away from zero, is floor((score m + c - [score m < 0]) /
- * 2^(31+s)) with c = 2^(30+s): one SMLAL from {c_lo - [< 0], c_hi - borrow} (|score m| < 2^62,
- * no overflow), then its signed high word shifted right by s - 1 (arithmetic, GCC: the floor).
- * lz: c_lo = 0 (s >= 2), a constant where the caller knows it: the start is {-n, c_hi - n}
- * for n = [< 0], one ASR and one ADD. A wider score, on magnitudes: with |score| = h 2^32 + l,
- * floor((|score| |m| + 2^(30+s)) / 2^(31+s)) is the high part of l |m| + 2^(30+s) (< 2^64)
- * added to h |m|, shifted by s - 1, then the sign and saturation of mt_rq. */
-typedef struct {
-  uint64_t half; /* c = 2^(30+s) */
-  uint32_t c_lo, mu;
-  int32_t m, c_hi;
-  int32_t lo_zero, neg, sh;
-} mt_attn_logit_q;
-
-static inline mt_attn_logit_q mt_attn_logit_q_init(const mt_attn *a) {
-  const int32_t m = a->p[MT_ATTN_LOGIT_M];
-  const int s = a->p[MT_ATTN_LOGIT_S], ok = s >= 1 && s <= 31; /* else the caller takes mt_rq */
-  const uint64_t half = ok ? (uint64_t)1 << (30 + s) : 0;
-  mt_attn_logit_q q;
-  q.half = half;
-  q.c_lo = (uint32_t)half;
-  q.c_hi = (int32_t)(half >> 32);
-  q.lo_zero = q.c_lo == 0;
-  q.m = m;
-  q.mu = mt_mag32(m);
-  q.neg = m < 0;
-  q.sh = s - 1;
-  return q;
-}
 
 static __attribute__((noinline)) int32_t mt_attn_logit_q_wide(const mt_attn_logit_q *q, int64_t score) {
   const uint64_t x = mt_abs_u64(score), u = (uint64_t)(uint32_t)x * q->mu + q->half;
@@ -2652,35 +2665,46 @@ static inline __attribute__((always_inline)) void mt_attn_logits2_s16(const mt_a
 }
 
 /* The logits of a block of n keys (n <= MT_ATTN_KEYS; an odd last key is computed twice, into
- * t[n]), the usual head dimensions 4, 8, 16 and 32 with a constant loop count; other logit
- * formats: mt_rq. Not inlined into the attention body (one call per block of keys), so that
- * its loops get the registers the body's update keeps live. */
+ * t[n]) but the usual case below: the head dimensions 4, 8, 16 and 32 with a constant loop
+ * count; other logit formats: mt_rq. */
+static __attribute__((noinline)) int32_t mt_attn_logits_any_s16(const mt_attn *a, const int16_t *qi,
+                                                                const int16_t *kj, int ks, int n, int D,
+                                                                int32_t *t) {
+  const mt_attn_logit_q *const q = &a->lq;
+  int j;
+  if (q->sh < 0 || q->sh > 30 || q->mu - 1u >= 0x7FFFFFFFu) /* also m = INT32_MIN, outside mt_rq's contract */
+    for (j = 0; j < n; ++j) t[j] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj + j * ks, 1, D));
+  else if (!q->lo_zero) /* s = 1 */
+    mt_attn_logits2_s16(q, qi, kj, ks, n, D, 0, t);
+  else if (D == 8)
+    mt_attn_logits1_s16(q, qi, kj, ks, n, 8, t);
+  else if (D == 4)
+    mt_attn_logits1_s16(q, qi, kj, ks, n, 4, t);
+  else if (D == 16)
+    mt_attn_logits1_s16(q, qi, kj, ks, n, 16, t);
+  else if (D == 32)
+    mt_attn_logits2_s16(q, qi, kj, ks, n, 32, 1, t);
+  else
+    mt_attn_logits2_s16(q, qi, kj, ks, n, D, 1, t);
+  return mt_attn_max(t, n);
+}
+
+/* The logits of a block of keys: the usual case (lq.fast, head dimension 16, k's rows
+ * word-aligned) by mt_attn_logits16s_s16, the keys it leaves by mt_attn_logits16w_s16; the
+ * others out of line (mt_attn_logits_any_s16), so that this call, one per block of keys, saves
+ * few registers. Not inlined into the attention body, so that its loops get the registers the
+ * body's update keeps live. */
 static __attribute__((noinline)) int32_t mt_attn_logits_s16(const mt_attn *a, const int16_t *qi,
                                                             const int16_t *kj, int ks, int n, int D, int32_t *t) {
-  const mt_attn_logit_q q = mt_attn_logit_q_init(a);
-  int j;
-  if (q.sh < 0 || q.sh > 30 || q.mu - 1u >= 0x7FFFFFFFu) /* also m = INT32_MIN, outside mt_rq's contract */
-    for (j = 0; j < n; ++j) t[j] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj + j * ks, 1, D));
-  else if (!q.lo_zero) /* s = 1 */
-    mt_attn_logits2_s16(&q, qi, kj, ks, n, D, 0, t);
-  else if (D == 8)
-    mt_attn_logits1_s16(&q, qi, kj, ks, n, 8, t);
-  else if (D == 4)
-    mt_attn_logits1_s16(&q, qi, kj, ks, n, 4, t);
-  else if (D == 16 && ((uintptr_t)kj & 3u) == 0 && (ks & 1) == 0) {
-    int32_t mx = INT32_MIN, rest;
-    const int done = n > 0 ? mt_attn_logits16s_s16(&q, qi, kj, ks, n, t, &mx) : 0;
-    if (done == n) return mx;
-    rest = mt_attn_logits16w_s16(&q, qi, kj + done * ks, ks, n - done, t + done);
-    return rest > mx ? rest : mx;
-  }
-  else if (D == 16)
-    mt_attn_logits1_s16(&q, qi, kj, ks, n, 16, t);
-  else if (D == 32)
-    mt_attn_logits2_s16(&q, qi, kj, ks, n, 32, 1, t);
-  else
-    mt_attn_logits2_s16(&q, qi, kj, ks, n, D, 1, t);
-  return mt_attn_max(t, n);
+  const mt_attn_logit_q *const q = &a->lq;
+  int32_t mx = INT32_MIN, rest;
+  int done;
+  if (!q->fast || D != 16 || ((uintptr_t)kj & 3u) != 0 || (ks & 1) != 0)
+    return mt_attn_logits_any_s16(a, qi, kj, ks, n, D, t);
+  done = n > 0 ? mt_attn_logits16s_s16(q, qi, kj, ks, n, t, &mx) : 0;
+  if (done == n) return mx;
+  rest = mt_attn_logits16w_s16(q, qi, kj + done * ks, ks, n - done, t + done);
+  return rest > mx ? rest : mx;
 }
 
 /* acc[d] += w0 v0[d] + w1 v1[d] for int16 v into the int64 sums: for weights that fit int16
