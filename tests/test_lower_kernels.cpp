@@ -1170,16 +1170,16 @@ bool have_tool(const char* name) {
 }
 }  // namespace
 
-TEST_CASE("lower kernels: bit-exact on emulated Cortex-M0, M4, M7 and M33 (QEMU), UBSan-clean on the host") {
+TEST_CASE("lower kernels: bit-exact on emulated Cortex-M0, M4, M7, M33 and M55 (QEMU), UBSan-clean on the host") {
   if (!have_tool("arm-none-eabi-gcc") || !have_tool("qemu-system-arm")) {
     MESSAGE("skipped: arm-none-eabi-gcc or qemu-system-arm not installed (tools/install-deps.sh adds them)");
     return;
   }
-  // compiles the kernels for cortex-m0/m4/m7/m33 (-Werror, no division or float helpers on
-  // M0), runs tools/mcu/kernel_vectors.c on the host, under UBSan+ASan, and under QEMU on
+  // compiles the kernels for cortex-m0/m4/m7/m33/m55 (-Werror, no division or float helpers
+  // on M0), runs tools/mcu/kernel_vectors.c on the host, under UBSan+ASan, and under QEMU on
   // mps2-an385 (M0 code: the portable C) and, with the DSP variants, on mps2-an386 (M4),
-  // mps2-an500 (M7) and mps2-an505 (M33), the M4 build also at -O0 (a frame pointer: the
-  // inline assembly's registers), and compares the outputs byte for byte
+  // mps2-an500 (M7), mps2-an505 (M33) and mps3-an547 (M55), the M4 build also at -O0 (a
+  // frame pointer: the inline assembly's registers), and compares the outputs byte for byte
   const std::string cmd = std::string("bash '") + MICROTORCH_SOURCE_DIR + "/tools/mcu/run_kernels_qemu.sh' 2>&1";
   std::string out;
   FILE* pipe = popen(cmd.c_str(), "r");
@@ -1190,5 +1190,5 @@ TEST_CASE("lower kernels: bit-exact on emulated Cortex-M0, M4, M7 and M33 (QEMU)
   INFO(cmd << "\n" << out);
   CHECK(status == 0);
   CHECK(out.find("run_kernels_qemu: PASS (host == UBSan/ASan host == cortex-m0 == cortex-m4 (-O2, -O0) == cortex-m7 == "
-                 "cortex-m33)") != std::string::npos);
+                 "cortex-m33 == cortex-m55)") != std::string::npos);
 }

@@ -194,12 +194,14 @@ HOST_CC ?= cc
 OPT ?= -O2
 WARN := -std=c99 -Wall -Wextra -Wconversion -Werror
 ARM_FLAGS = -mcpu=$(CPU) -mthumb $(WARN) $(OPT) -ffunction-sections -fdata-sections --specs=picolibc.specs
-# QEMU's mps2 boards through picolibc with semihosting (printf reaches the host); the
-# Cortex-M33 board (mps2-an505) boots secure: its flash and RAM at their secure aliases
-BOARD_FLASH := $(if $(filter cortex-m33,$(CPU)),0x10000000,0x0)
-BOARD_RAM := $(if $(filter cortex-m33,$(CPU)),0x38000000,0x20000000)
+# QEMU's mps2/mps3 boards through picolibc with semihosting (printf reaches the host); the
+# Cortex-M33 board (mps2-an505) and the Cortex-M55 one (mps3-an547, 512 KB of ITCM) boot
+# secure: their flash and RAM at their secure aliases
+BOARD_FLASH := $(if $(filter cortex-m33 cortex-m55,$(CPU)),0x10000000,0x0)
+BOARD_FLASH_SIZE := $(if $(filter cortex-m55,$(CPU)),512K,1M)
+BOARD_RAM := $(if $(filter cortex-m33,$(CPU)),0x38000000,$(if $(filter cortex-m55,$(CPU)),0x30000000,0x20000000))
 BOARD_LINK := --specs=picolibc.specs --oslib=semihost --crt0=semihost -Wl,--gc-sections \
-  -Wl,--defsym=__flash=$(BOARD_FLASH) -Wl,--defsym=__flash_size=1M \
+  -Wl,--defsym=__flash=$(BOARD_FLASH) -Wl,--defsym=__flash_size=$(BOARD_FLASH_SIZE) \
   -Wl,--defsym=__ram=$(BOARD_RAM) -Wl,--defsym=__ram_size=256K -Wl,--defsym=__stack_size=16K
 # the model and its kernels alone, for their size (a memory map that holds any model)
 SIZE_LINK := --specs=picolibc.specs -nostartfiles -Wl,--gc-sections -Wl,-e,$(NAME)_run \

@@ -12,8 +12,9 @@
 #   2. the check program on the host (-O2) prints expected.txt exactly;
 #   3. the same under -fsanitize=undefined,address -fno-sanitize-recover=all: no report;
 #   4. on QEMU, every CPU's build prints it too: Cortex-M0 and M3 (portable C) on mps2-an385,
-#      the DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500) and M33 (mps2-an505;
-#      tools/mcu/targets.sh names the boards, the Makefile links for each one's memory map).
+#      the DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500), M33 (mps2-an505) and,
+#      when CPUS names it, M55 (mps3-an547; tools/mcu/targets.sh names the boards, the
+#      Makefile links for each one's memory map).
 #   5. (COUNT_INSTRUCTIONS=1) instructions per inference on each CPU: the check program built
 #      with -DCHECK_RUNS=1 and =2 runs under the counting plugin tools/mcu/insncount.c; the
 #      difference of the two whole-program counts is one inference. PROFILE=1 also counts each

@@ -4,14 +4,15 @@
 # behaviour. Exit status 0 only when every step passes.
 #
 #   1. compile mt_kernels.c warning-free (-std=c99 -Wall -Wextra -Wconversion -Werror) with
-#      gcc and with arm-none-eabi-gcc for cortex-m0 / m4 / m7 / m33; the M0 object may call no
+#      gcc and with arm-none-eabi-gcc for cortex-m0 / m4 / m7 / m33 / m55; the M0 object may call no
 #      division and no float helper (only __aeabi_lmul / llsl / llsr, memset);
 #   2. run tools/mcu/kernel_vectors.c on the host (gcc -O2): the reference text;
 #   3. the same under -fsanitize=undefined,address -fno-sanitize-recover: no report, same text;
 #   4. every kernel variant on its core under QEMU: Cortex-M0 code (-mcpu=cortex-m0: no
 #      divide, no DSP: the portable C) on mps2-an385 (a Cortex-M3 board, runs v6-M code), and
-#      the Armv7E-M DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500) and M33
-#      (mps2-an505, its secure memory map); every output must equal the host's (the portable
+#      the Armv7E-M DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500), M33
+#      (mps2-an505, its secure memory map) and M55 (mps3-an547, Armv8.1-M: the same DSP
+#      instructions); every output must equal the host's (the portable
 #      C, which the simulator runs) byte for byte (semihosting, picolibc); and the Cortex-M4
 #      build at -O0 too (a frame pointer takes a register from the DSP variants' inline
 #      assembly: it must still build, and compute the same bytes).
@@ -61,7 +62,7 @@ need() { # name: wait for that build; report its log on failure
 start k-host gcc "${warn[@]}" -O2 -c "$rt/mt_kernels.c" -o "$work/k-host.o"
 # a build: a cpu, or cortex-m4-O0 (that cpu's kernels at -O0)
 opt_of() { [[ $1 == *-O0 ]] && echo -O0 || echo -O2; }
-for cfg in cortex-m0 cortex-m4 cortex-m7 cortex-m33 cortex-m4-O0; do
+for cfg in cortex-m0 cortex-m4 cortex-m7 cortex-m33 cortex-m55 cortex-m4-O0; do
   start k-$cfg arm-none-eabi-gcc -mcpu="${cfg%-O0}" -mthumb "${warn[@]}" "$(opt_of $cfg)" -c "$rt/mt_kernels.c" \
     -o "$work/k-$cfg.o"
 done
@@ -76,16 +77,16 @@ link() { # cpu: kernel_vectors.c + that cpu's kernel object
       "$here/kernel_vectors.c" "$work/k-$1.o" -o "$work/vectors-$1.elf"
   fi
 }
-for cpu in host cortex-m4 cortex-m0 cortex-m7 cortex-m33 cortex-m4-O0; do
+for cpu in host cortex-m4 cortex-m0 cortex-m7 cortex-m33 cortex-m55 cortex-m4-O0; do
   if need k-$cpu; then start vectors-$cpu link $cpu; else start vectors-$cpu false; fi
 done
 
-step "1. warning-free C99 builds of mt_kernels.c (host, cortex-m0, cortex-m4, cortex-m7, cortex-m33; cortex-m4 at -O0)"
+step "1. warning-free C99 builds of mt_kernels.c (host, cortex-m0, cortex-m4, cortex-m7, cortex-m33, cortex-m55; cortex-m4 at -O0)"
 ok=1
-for n in k-host k-cortex-m0 k-cortex-m4 k-cortex-m7 k-cortex-m33 k-cortex-m4-O0; do [[ -f $work/$n.o ]] || ok=0; done # awaited above
+for n in k-host k-cortex-m0 k-cortex-m4 k-cortex-m7 k-cortex-m33 k-cortex-m55 k-cortex-m4-O0; do [[ -f $work/$n.o ]] || ok=0; done # awaited above
 if [[ $ok -eq 1 ]]; then
   undef=$(arm-none-eabi-nm -u "$work/k-cortex-m0.o" | awk '{print $NF}' | tr '\n' ' ')
-  echo "   all six compile with ${warn[*]}; the cortex-m0 object calls: ${undef:-nothing}"
+  echo "   all seven compile with ${warn[*]}; the cortex-m0 object calls: ${undef:-nothing}"
   if grep -Eq 'div|mod|__aeabi_[fd]|2f|2d|f2|d2|sf3|df3|float|fix' <<<"$undef"; then
     bad "the cortex-m0 build needs a division or float helper"
   fi
@@ -129,11 +130,11 @@ run_qemu() { # cpu, on its board
   fi
 }
 
-step "4. Cortex-M0 code (mps2-an385) and the DSP variants on Cortex-M4 (mps2-an386; also built at -O0), M7 (mps2-an500), M33 (mps2-an505) under QEMU"
-for cpu in cortex-m0 cortex-m4 cortex-m7 cortex-m33 cortex-m4-O0; do run_qemu "$cpu"; done
+step "4. Cortex-M0 code (mps2-an385) and the DSP variants on Cortex-M4 (mps2-an386; also built at -O0), M7 (mps2-an500), M33 (mps2-an505), M55 (mps3-an547) under QEMU"
+for cpu in cortex-m0 cortex-m4 cortex-m7 cortex-m33 cortex-m55 cortex-m4-O0; do run_qemu "$cpu"; done
 
 if [[ $fail -eq 0 ]]; then
-  echo "run_kernels_qemu: PASS (host == UBSan/ASan host == cortex-m0 == cortex-m4 (-O2, -O0) == cortex-m7 == cortex-m33)"
+  echo "run_kernels_qemu: PASS (host == UBSan/ASan host == cortex-m0 == cortex-m4 (-O2, -O0) == cortex-m7 == cortex-m33 == cortex-m55)"
 else
   echo "run_kernels_qemu: FAIL"
 fi

@@ -28,7 +28,8 @@ namespace microtorch::lower {
 /// What verify() checks and where it works.
 struct VerifyOptions {
   /// The CPUs to build for and run on QEMU: cortex-m0, cortex-m0plus and cortex-m3 (board
-  /// mps2-an385), cortex-m4 (mps2-an386), cortex-m7 (mps2-an500), cortex-m33 (mps2-an505).
+  /// mps2-an385), cortex-m4 (mps2-an386), cortex-m7 (mps2-an500), cortex-m33 (mps2-an505),
+  /// cortex-m55 (mps3-an547).
   /// Empty: the host steps only.
   std::vector<std::string> cpus{"cortex-m0", "cortex-m4", "cortex-m7", "cortex-m33"};
   /// Also count instructions per inference on each CPU (two extra QEMU runs per CPU).
