@@ -193,7 +193,10 @@ ARM_SIZE ?= arm-none-eabi-size
 HOST_CC ?= cc
 OPT ?= -O2
 WARN := -std=c99 -Wall -Wextra -Wconversion -Werror
-ARM_FLAGS = -mcpu=$(CPU) -mthumb $(WARN) $(OPT) -ffunction-sections -fdata-sections --specs=picolibc.specs
+# the core; Cortex-M55 with an FPU ABI, without which GCC leaves out its MVE (Helium) kernels,
+# but not at -O0, where GCC 12 then leaves the DSP kernels' inline assembly too few registers
+CPU_FLAGS = -mcpu=$(CPU) -mthumb $(if $(filter cortex-m55,$(CPU)),$(if $(filter -O0,$(OPT)),,-mfloat-abi=softfp))
+ARM_FLAGS = $(CPU_FLAGS) $(WARN) $(OPT) -ffunction-sections -fdata-sections --specs=picolibc.specs
 # QEMU's mps2/mps3 boards through picolibc with semihosting (printf reaches the host); the
 # Cortex-M33 board (mps2-an505) and the Cortex-M55 one (mps3-an547, 512 KB of ITCM) boot
 # secure: their flash and RAM at their secure aliases
@@ -225,16 +228,16 @@ $(B)/count%.o: $(NAME)_check.c $(HEADERS)
 	$(ARM_CC) $(ARM_FLAGS) -DCHECK_RUNS=$* -I. -c $< -o $@
 
 $(B)/$(NAME).elf: $(B)/$(NAME).o $(B)/mt_kernels.o
-	$(ARM_CC) -mcpu=$(CPU) -mthumb $(SIZE_LINK) $^ -o $@
+	$(ARM_CC) $(CPU_FLAGS) $(SIZE_LINK) $^ -o $@
 
 size: $(B)/$(NAME).elf
 	$(ARM_SIZE) -A -d $<
 
 $(B)/check.elf: $(B)/$(NAME)_check.o $(B)/$(NAME).o $(B)/mt_kernels.o
-	$(ARM_CC) -mcpu=$(CPU) -mthumb $(BOARD_LINK) $^ -o $@
+	$(ARM_CC) $(CPU_FLAGS) $(BOARD_LINK) $^ -o $@
 
 $(B)/count%.elf: $(B)/count%.o $(B)/$(NAME).o $(B)/mt_kernels.o
-	$(ARM_CC) -mcpu=$(CPU) -mthumb $(BOARD_LINK) $^ -o $@
+	$(ARM_CC) $(CPU_FLAGS) $(BOARD_LINK) $^ -o $@
 
 check-elf: $(B)/check.elf
 count-elfs: $(B)/count1.elf $(B)/count2.elf

@@ -312,6 +312,41 @@ static void linear_two_rows(void) {
   h_end("linear two rows");
 }
 
+/* int8 x int8 layers whose every channel has a shift in [2, 31] and a positive multiplier (the
+ * Armv8.1-M MVE variant: four channels per pass): in from 1 to 40 (in % 16 of 0, 1, 5, 8 and
+ * 15: the tail predicate), 1 to 13 channels (a last group of 1 to 3), 1 to 3 rows, a row stride,
+ * per-channel and shared requantization, int8 and int16 outputs with zero points and relu
+ * bounds, full-range x and w (outputs saturating both ways, int16 ones beyond 2^14); then biases
+ * of 2^30 - 1 (the exact int32 sums' edge) and 2^31 - 1 - c with all-positive products (sums
+ * beyond int32: the DSP variant's call, else they would wrap). */
+static void linear_four_channels(void) {
+  static const int ins[6] = {1, 5, 15, 16, 24, 40};
+  static const int32_t zero_min[][2] = {{-5, -128}, {0, 0}, {7, 7}, {-128, -128}, {100, 120}};
+  static int32_t bias[16], rq[32];
+  int i, c;
+  h_begin();
+  for (i = 0; i < 24; ++i) {
+    const int in = ins[i % 6], out = 1 + (i * 5) % 13, rows = 1 + i % 3, xs = i % 4 ? 0 : in + 3;
+    const int32_t *zm = zero_min[i % 5];
+    fill8(a8, 3 * 43, -128, 127), fill8(b8, 13 * 40, -128, 127);
+    for (c = 0; c < 16; ++c)
+      bias[c] = rnd(-40000, 40000), rq[2 * c] = (int32_t)((1u << 30) | (lcg() >> 2)), rq[2 * c + 1] = rnd(2, i % 2 ? 31 : 12);
+    mt_linear_s8_s8_s8(a8, b8, bias, y8, rows, in, out, xs, rq, i % 5 != 4, zm[0], zm[1]), h8(y8, rows * out);
+    mt_linear_s8_s8_s16(a8, b8, i % 3 ? bias : 0, y16, rows, in, out, xs, rq, i % 5 != 4, zm[0] * 200,
+                        zm[1] == -128 ? -32768 : zm[1] * 200),
+        h16(y16, rows * out);
+  }
+  for (i = 0; i < 2 * 40; ++i) a8[i] = 127;
+  for (i = 0; i < 5 * 40; ++i) b8[i] = 127;
+  for (c = 0; c < 5; ++c) rq[2 * c] = 1 << 30, rq[2 * c + 1] = 31;
+  for (c = 0; c < 5; ++c) bias[c] = (1 << 30) - 1;
+  mt_linear_s8_s8_s8(a8, b8, bias, y8, 2, 40, 5, 0, rq, 1, 0, -128), h8(y8, 10);
+  for (c = 0; c < 5; ++c) bias[c] = INT32_MAX - c;
+  mt_linear_s8_s8_s8(a8, b8, bias, y8, 2, 40, 5, 0, rq, 1, 0, -128), h8(y8, 10);
+  mt_linear_s8_s8_s16(a8, b8, bias, y16, 2, 40, 5, 0, rq, 1, 0, -32768), h16(y16, 10);
+  h_end("linear four channels");
+}
+
 /* int16 x int16 sums beyond int32 on a fast channel (the Armv7E-M two-row variant's 96-bit
  * requantization, mt_rq_chan_apply64): with x = 0 each sum is its bias, so the sums are chosen
  * exactly: either side of int32's ends, exact ties of both signs (acc = +-(2^33 + 4) at s = 2,
@@ -798,6 +833,7 @@ int main(void) {
   primitives();
   linear();
   linear_two_rows();
+  linear_four_channels();
   linear_wide_sums();
   matmul();
   elementwise();

@@ -28,7 +28,8 @@ for tool in gcc arm-none-eabi-gcc arm-none-eabi-addr2line qemu-system-arm; do
 done
 if [[ -n ${KEEP:-} ]]; then work=$KEEP; mkdir -p "$work"; else work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; fi
 
-cflags=(-mcpu="$cpu" -mthumb -std=c99 -O2 "$@")
+read -r -a cflags <<<"$(mcu_cflags "$cpu")"
+cflags+=(-std=c99 -O2 "$@")
 arm-none-eabi-gcc "${cflags[@]}" -I"$rt" -E -P "$rt/mt_kernels.c" >"$work/mt_kernels_pp.c"
 if command -v clang-format >/dev/null; then
   clang-format --style='{ColumnLimit: 100}' "$work/mt_kernels_pp.c" >"$work/mt_kernels_flat.c"

@@ -11,8 +11,8 @@
 #   4. every kernel variant on its core under QEMU: Cortex-M0 code (-mcpu=cortex-m0: no
 #      divide, no DSP: the portable C) on mps2-an385 (a Cortex-M3 board, runs v6-M code), and
 #      the Armv7E-M DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500), M33
-#      (mps2-an505, its secure memory map) and M55 (mps3-an547, Armv8.1-M: the same DSP
-#      instructions); every output must equal the host's (the portable
+#      (mps2-an505, its secure memory map) and M55 (mps3-an547, Armv8.1-M: the DSP variants
+#      and its MVE ones); every output must equal the host's (the portable
 #      C, which the simulator runs) byte for byte (semihosting, picolibc); and the Cortex-M4
 #      build at -O0 too (a frame pointer takes a register from the DSP variants' inline
 #      assembly: it must still build, and compute the same bytes).
@@ -63,7 +63,8 @@ start k-host gcc "${warn[@]}" -O2 -c "$rt/mt_kernels.c" -o "$work/k-host.o"
 # a build: a cpu, or cortex-m4-O0 (that cpu's kernels at -O0)
 opt_of() { [[ $1 == *-O0 ]] && echo -O0 || echo -O2; }
 for cfg in cortex-m0 cortex-m4 cortex-m7 cortex-m33 cortex-m55 cortex-m4-O0; do
-  start k-$cfg arm-none-eabi-gcc -mcpu="${cfg%-O0}" -mthumb "${warn[@]}" "$(opt_of $cfg)" -c "$rt/mt_kernels.c" \
+  # shellcheck disable=SC2046
+  start k-$cfg arm-none-eabi-gcc $(mcu_cflags "${cfg%-O0}") "${warn[@]}" "$(opt_of $cfg)" -c "$rt/mt_kernels.c" \
     -o "$work/k-$cfg.o"
 done
 start vectors-san gcc -std=c99 -O1 -g -fno-omit-frame-pointer -fsanitize=undefined,address \
@@ -73,7 +74,7 @@ link() { # cpu: kernel_vectors.c + that cpu's kernel object
     gcc "${warn[@]}" -O2 -I"$rt" "$here/kernel_vectors.c" "$work/k-host.o" -o "$work/vectors-host"
   else
     # shellcheck disable=SC2046
-    arm-none-eabi-gcc -mcpu="${1%-O0}" -mthumb "${warn[@]}" -O2 -I"$rt" $(mcu_link "${1%-O0}") \
+    arm-none-eabi-gcc "${warn[@]}" -O2 -I"$rt" $(mcu_link "${1%-O0}") \
       "$here/kernel_vectors.c" "$work/k-$1.o" -o "$work/vectors-$1.elf"
   fi
 }

@@ -3,9 +3,12 @@
 # beside it (and, installed, from <prefix>/share/microtorch):
 #
 #   mcu_board CPU   the mps2/mps3 board QEMU 7.2 emulates it on (status 1 for another CPU)
-#   mcu_link CPU    arm-none-eabi-gcc link flags for a program run there: picolibc with
-#                   semihosting (printf and the exit status reach the host), the board's
-#                   flash and RAM, a 16 KB stack
+#   mcu_cflags CPU  arm-none-eabi-gcc code flags for it (-O1 and above): -mcpu=CPU -mthumb,
+#                   for cortex-m55 also -mfloat-abi=softfp (GCC enables MVE only with an FPU
+#                   ABI; picolibc has a library for it)
+#   mcu_link CPU    arm-none-eabi-gcc link flags for a program run there: its code flags,
+#                   picolibc with semihosting (printf and the exit status reach the host),
+#                   the board's flash and RAM, a 16 KB stack
 #
 # Cortex-M0/M0+ code runs on mps2-an385, a Cortex-M3 board (Armv6-M code is Armv7-M code).
 # mps2-an505 (Cortex-M33) and mps3-an547 (Cortex-M55) boot in the secure state: flash and RAM
@@ -25,11 +28,15 @@ mcu_board() {
   esac
 }
 
+mcu_cflags() {
+  if [[ $1 == cortex-m55 ]]; then echo "-mcpu=$1 -mthumb -mfloat-abi=softfp"; else echo "-mcpu=$1 -mthumb"; fi
+}
+
 mcu_link() {
   local flash=0x0 ram=0x20000000 size=1M
   [[ $1 == cortex-m33 ]] && flash=0x10000000 ram=0x38000000
   [[ $1 == cortex-m55 ]] && flash=0x10000000 ram=0x30000000 size=512K
-  echo --specs=picolibc.specs --oslib=semihost --crt0=semihost \
+  echo "$(mcu_cflags "$1")" --specs=picolibc.specs --oslib=semihost --crt0=semihost \
     -Wl,--defsym=__flash=$flash -Wl,--defsym=__flash_size=$size \
     -Wl,--defsym=__ram=$ram -Wl,--defsym=__ram_size=256K -Wl,--defsym=__stack_size=16K
 }

@@ -15,12 +15,22 @@
  * 32-bit accumulator in one instruction; SMLALD: the same into 64 bits; SXTB16: two bytes
  * sign-extended to two halfwords). Every variant computes the same integers as the reference
  * (tools/mcu/run_kernels_qemu.sh checks it on each core); -DMT_NO_DSP selects the portable
- * bodies on any core (the benchmark's "before"). */
+ * bodies on any core (the benchmark's "before"). Where Armv8.1-M's M-profile vector extension
+ * is present as well (__ARM_FEATURE_MVE: Cortex-M55 built with an FPU ABI, -mfloat-abi=softfp
+ * or hard) the int8 x int8 linear layers take MVE (Helium) variants of <arm_mve.h> (VMLADAVA:
+ * 16 int8 products added to a 32-bit sum in one instruction); -DMT_NO_MVE leaves them to the
+ * DSP variants. */
 #if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP && !defined(MT_NO_DSP)
 #define MT_DSP 1
 #include <arm_acle.h>
 #else
 #define MT_DSP 0
+#endif
+#if MT_DSP && defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1) && !defined(MT_NO_MVE)
+#define MT_MVE 1
+#include <arm_mve.h>
+#else
+#define MT_MVE 0
 #endif
 
 /* ==================================================================================== */
@@ -1256,8 +1266,82 @@ MT_DEFINE_LINEAR_DSP2(s16, s16, int16_t, int16_t, int64_t, 16, 256, 0)
 #define mt_linear_dsp2_s16_s16_s16 MT_NO_VARIANT
 #endif
 
-MT_DEFINE_LINEAR(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_linear_dsp2_s8_s8_s8)
-MT_DEFINE_LINEAR(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_linear_dsp2_s8_s8_s16)
+#if MT_MVE
+/* Armv8.1-M MVE variants of the int8 x int8 linear layers whose every channel has the usual
+ * requantization (a shift of 2 to 31, a positive multiplier; else the DSP variant takes the
+ * call): four channels per pass over a row of x, each channel's dot product by VMLADAVA.S8
+ * (16 products into its int32 sum per instruction, exact as the DSP variant's: in <= 65536,
+ * |b| < 2^30), the last in % 16 inputs under a tail predicate (VCTP: lanes past the row are
+ * neither loaded nor added); then the four outputs requantized at once, lane by lane. With
+ * P = acc m (m > 0: the sign of acc), rq(acc) = floor((P + 2^(30+s) - [P < 0]) / 2^(31+s))
+ * = (h' + 2^(s-2)) >> (s - 1) for h' = floor((P - [P < 0]) / 2^32): the high word of P
+ * (VMULH) less 1 where P < 0 and its low word l (VMUL) is 0 ((acc >> 31) & (clz(l) >> 5)), the
+ * shift arithmetic (VSHL by -(s - 1)); then y_zero added saturating (VQADD), the bounds (VMAX, VMIN)
+ * and a narrowing store of the four (VSTRB / VSTRH), predicated past the last channel (a
+ * group of the last out % 4 channels computes the last one again). The same integers as
+ * the reference. */
+#define MT_DEFINE_LINEAR_MVE_S8(Y, YT, BITS, STORE)                                                       \
+  static int mt_linear_mve_s8_s8_##Y(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, int rows, \
+                                     int in, int out, int xs, const int32_t *rq, int rq_per_channel,     \
+                                     int32_t y_zero, int32_t y_min) {                                     \
+    const int32x4_t lo = vdupq_n_s32(y_min > -(1 << ((BITS) - 1)) ? y_min : -(1 << ((BITS) - 1)));      \
+    const int32x4_t hi = vdupq_n_s32((1 << ((BITS) - 1)) - 1);                                            \
+    int r, o, j, k, ok = in <= 65536;                                                                     \
+    for (o = 0; ok && o < out; ++o) {                                                                     \
+      const int32_t *q = rq + (rq_per_channel ? 2 * o : 0);                                               \
+      ok = q[1] >= 2 && q[1] <= 31 && q[0] > 0 && (!b || (b[o] < (1 << 30) && b[o] > -(1 << 30)));       \
+    }                                                                                                     \
+    if (!ok) return mt_linear_dsp2_s8_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero,   \
+                                             y_min);                                                      \
+    for (o = 0; o < out; o += 4) {                                                                        \
+      int32_t mv[4], rv[4], sv[4], bv[4];                                                                 \
+      const int8_t *wk[4];                                                                                \
+      const mve_pred16_t last = vctp32q((uint32_t)(out - o));                                             \
+      int32x4_t m, rc, sh;                                                                                \
+      for (k = 0; k < 4; ++k) {                                                                           \
+        const int c = o + k < out ? o + k : out - 1;                                                      \
+        const int32_t *q = rq + (rq_per_channel ? 2 * c : 0);                                             \
+        mv[k] = q[0], rv[k] = 1 << (q[1] - 2), sv[k] = 1 - q[1], bv[k] = b ? b[c] : 0, wk[k] = w + c * in; \
+      }                                                                                                   \
+      m = vld1q_s32(mv), rc = vld1q_s32(rv), sh = vld1q_s32(sv);                                          \
+      for (r = 0; r < rows; ++r) {                                                                        \
+        const int8_t *xr = x + r * xs;                                                                    \
+        int32_t a0 = bv[0], a1 = bv[1], a2 = bv[2], a3 = bv[3];                                           \
+        int32x4_t acc, h, l;                                                                              \
+        for (j = 0; j + 16 <= in; j += 16) {                                                              \
+          const int8x16_t xv = vld1q_s8(xr + j);                                                          \
+          a0 = vmladavaq_s8(a0, xv, vld1q_s8(wk[0] + j)), a1 = vmladavaq_s8(a1, xv, vld1q_s8(wk[1] + j)); \
+          a2 = vmladavaq_s8(a2, xv, vld1q_s8(wk[2] + j)), a3 = vmladavaq_s8(a3, xv, vld1q_s8(wk[3] + j)); \
+        }                                                                                                 \
+        if (j < in) {                                                                                     \
+          const mve_pred16_t p = vctp8q((uint32_t)(in - j));                                              \
+          const int8x16_t xv = vldrbq_z_s8(xr + j, p);                                                    \
+          a0 = vmladavaq_p_s8(a0, xv, vldrbq_z_s8(wk[0] + j, p), p);                                      \
+          a1 = vmladavaq_p_s8(a1, xv, vldrbq_z_s8(wk[1] + j, p), p);                                      \
+          a2 = vmladavaq_p_s8(a2, xv, vldrbq_z_s8(wk[2] + j, p), p);                                      \
+          a3 = vmladavaq_p_s8(a3, xv, vldrbq_z_s8(wk[3] + j, p), p);                                      \
+        }                                                                                                 \
+        acc = vsetq_lane_s32(a3, vsetq_lane_s32(a2, vsetq_lane_s32(a1, vdupq_n_s32(a0), 1), 2), 3);       \
+        h = vmulhq_s32(acc, m), l = vmulq_s32(acc, m);                                                    \
+        l = vreinterpretq_s32_u32(vshrq_n_u32(vreinterpretq_u32_s32(vclzq_s32(l)), 5)); /* [l == 0] */    \
+        h = vsubq_s32(h, vandq_s32(vshrq_n_s32(acc, 31), l));                                             \
+        h = vqaddq_n_s32(vshlq_s32(vaddq_s32(h, rc), sh), y_zero);                                        \
+        STORE(y + r * out + o, vminq_s32(vmaxq_s32(h, lo), hi), last);                                    \
+      }                                                                                                   \
+    }                                                                                                     \
+    return 1;                                                                                             \
+  }
+MT_DEFINE_LINEAR_MVE_S8(s8, int8_t, 8, vstrbq_p_s32)
+MT_DEFINE_LINEAR_MVE_S8(s16, int16_t, 16, vstrhq_p_s32)
+#define mt_linear_variant_s8_s8_s8 mt_linear_mve_s8_s8_s8
+#define mt_linear_variant_s8_s8_s16 mt_linear_mve_s8_s8_s16
+#else
+#define mt_linear_variant_s8_s8_s8 mt_linear_dsp2_s8_s8_s8
+#define mt_linear_variant_s8_s8_s16 mt_linear_dsp2_s8_s8_s16
+#endif
+
+MT_DEFINE_LINEAR(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_linear_variant_s8_s8_s8)
+MT_DEFINE_LINEAR(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_linear_variant_s8_s8_s16)
 MT_DEFINE_LINEAR(s8, s16, s8, int8_t, int16_t, int8_t, int32_t, mt_linear_dsp_s8_s16_s8)
 MT_DEFINE_LINEAR(s8, s16, s16, int8_t, int16_t, int16_t, int32_t, mt_linear_dsp_s8_s16_s16)
 MT_DEFINE_LINEAR(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_linear_dsp2_s16_s8_s8)
