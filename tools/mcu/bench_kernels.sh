@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/mcu/bench_kernels.sh — instructions per call of the runtime kernels on emulated
-# Cortex-M0 / M4 / M7 / M33, each Armv7E-M core twice: the portable C kernels
-# (-DMT_NO_DSP) and the DSP variants its feature macros select. One markdown table on stdout.
+# Cortex-M0 / M4 / M7 / M33 / M55, each Armv7E-M and Armv8-M core twice: the portable C kernels
+# (-DMT_NO_DSP) and the DSP variants its feature macros select; Cortex-M55 with the DSP
+# variants alone (-DMT_NO_MVE) and with its MVE variants. One markdown table on stdout.
 #
 # tools/mcu/kernel_bench.c runs one kernel REPS times; built per CPU (arm-none-eabi-gcc -O2,
 # picolibc, semihosting) and run under QEMU with the counting plugin tools/mcu/insncount.c for
@@ -34,6 +35,8 @@ builds=(
   "m7|cortex-m7|"
   "m33-c|cortex-m33|-DMT_NO_DSP"
   "m33|cortex-m33|"
+  "m55-dsp|cortex-m55|-DMT_NO_MVE"
+  "m55|cortex-m55|"
 )
 if [[ -n ${ONLY:-} ]]; then # ONLY=m0,m4: a subset of the builds (while tuning)
   keep=(); for b in "${builds[@]}"; do [[ ,$ONLY, == *,${b%%|*},* ]] && keep+=("$b"); done; builds=("${keep[@]}")
@@ -43,7 +46,7 @@ pids=()
 for b in "${builds[@]}"; do
   IFS='|' read -r name cpu flags <<<"$b"
   # shellcheck disable=SC2086,SC2046
-  arm-none-eabi-gcc -mcpu=$cpu -mthumb -std=c99 -Wall -Wextra -Wconversion -Werror -O2 $flags -I"$rt" \
+  arm-none-eabi-gcc -std=c99 -Wall -Wextra -Wconversion -Werror -O2 $flags -I"$rt" \
     $(mcu_link "$cpu") "$here/kernel_bench.c" "$rt/mt_kernels.c" -o "$work/$name.elf" >"$work/$name.log" 2>&1 &
   pids+=($!)
 done
@@ -82,8 +85,8 @@ done
 declare -A cmsis=([linear_s8]=502,328 [softmax_s8]=8,358,507 [attention_s8]="10,486,950 (composed)")
 declare -A tinymind=([attention_s8]="6,873,407 (incl. projections)")
 cell() { [[ -n ${n[$1,$2]:-} ]] && thousands "${n[$1,$2]}" || echo -; }
-echo "| kernel | MACs | Cortex-M0 | M4 portable | M4 DSP | M4 instr/MAC | M4 speed-up | M7 portable | M7 DSP | M33 portable | M33 DSP | CMSIS-NN M4 (quoted) | tinymind M4 (quoted) |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| kernel | MACs | Cortex-M0 | M4 portable | M4 DSP | M4 instr/MAC | M4 speed-up | M7 portable | M7 DSP | M33 portable | M33 DSP | M55 DSP | M55 MVE | CMSIS-NN M4 (quoted) | tinymind M4 (quoted) |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for k in "${kernels[@]}"; do
   first=${builds[0]%%|*}
   macs=$(sed -n 's/.* macs \([0-9]*\) .*/\1/p' "$work/$first-$k-1.txt")
@@ -92,8 +95,9 @@ for k in "${kernels[@]}"; do
   up=-
   [[ -n ${n[$k,m4]:-} && -n ${n[$k,m4-c]:-} ]] && up=$(awk -v a="${n[$k,m4-c]}" -v b="${n[$k,m4]}" 'BEGIN { printf "%.2fx", a / b }')
   [[ $macs -gt 0 ]] || macs=-
-  printf '| %s | %s | %s | %s | **%s** | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$k" "$(thousands "$macs")" \
+  printf '| %s | %s | %s | %s | **%s** | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$k" "$(thousands "$macs")" \
     "$(cell "$k" m0)" "$(cell "$k" m4-c)" "$(cell "$k" m4)" "$per" "$up" \
-    "$(cell "$k" m7-c)" "$(cell "$k" m7)" "$(cell "$k" m33-c)" "$(cell "$k" m33)" "${cmsis[$k]:--}" "${tinymind[$k]:--}"
+    "$(cell "$k" m7-c)" "$(cell "$k" m7)" "$(cell "$k" m33-c)" "$(cell "$k" m33)" "$(cell "$k" m55-dsp)" \
+    "$(cell "$k" m55)" "${cmsis[$k]:--}" "${tinymind[$k]:--}"
 done
 [[ $fail -eq 0 ]] || { echo "bench_kernels: outputs differ between builds" >&2; exit 1; }
