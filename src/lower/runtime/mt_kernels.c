@@ -1038,9 +1038,10 @@ MT_DEFINE_LINEAR_WORDS(s16, int16_t)
  * MT_UP_SAT's integer from the freed registers: the sum shifted left by up = 1 - s, {hi, lo} =
  * {y_zero, 2^31 + (acc >> 31)} (c less [acc < 0], ADD in place of ADDS and ADC), SMLAL, SSAT,
  * STRH: 6 instructions, the channel's m and up loaded once per two outputs; the next pass's row
- * a is row b's end (xa + in), its outputs 2 yb - ya from row a's and row b's. In C, GCC kept
- * the requantization constants and two row pointers in memory: the int8 MHA block's
- * projections (in = 16) took 166 instructions per pass where this takes 128. */
+ * a is row b's end (xa + in), its outputs 2 yb - ya from row a's and row b's (pairs >= 1: the
+ * passes end where row a reaches x's end). In C, GCC kept the requantization constants and
+ * two row pointers in memory: the int8 MHA block's projections (in = 16) took 166
+ * instructions per pass where this takes 128. */
 #define MT_ROWS_UP1_MAC                                                                                   \
   "ldr %[g], [%[w], %[d]]\n\t"       /* channel 1's four weights */                                     \
   "ldr %[p], [%[w]], #4\n\t"         /* channel 0's */                                                  \
@@ -1117,7 +1118,7 @@ static __attribute__((noinline)) void mt_rows2_s8_up1(const int8_t *x, const int
 #undef MT_ROWS_UP1_MAC
 #undef MT_ROWS_UP1_OUT
 /* An int8 x int8 layer with int16 outputs whose sums stay within 2^(30+s) (mt_rq_up_ok), 8 rows
- * or more with xs = in, in a multiple of 8 and 2 channels or more (the caller checks these): when
+ * or more with xs = in, in a multiple of 16 and 2 channels or more (the caller checks these): when
  * every channel's shift is 1 or less (else returns 0), each pair of channels' rows by
  * mt_rows2_s8_up1, an odd last channel or row computed a second time with the one before it (the
  * same integers). From 8 rows: the pass's setup, about 40 instructions per call, outweighs what
