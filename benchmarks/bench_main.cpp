@@ -5,6 +5,7 @@
 //                                                               forward+backward at kShapes[I]
 //   microtorch-bench --blas-core                                the kernel set OpenBLAS chose
 //   microtorch-bench --cpu-capability                           the ISA microtorch's attention runs
+//   microtorch-bench --fma-peak                                 one core's FMA GFLOP/s on its vectors
 //
 // tools/bench_table.py runs both (each peak in a fresh process) and prints the table.
 #include <cstdio>
@@ -32,6 +33,10 @@ int main(int argc, char** argv) {
     }
     if (a == "--cpu-capability") {
       std::printf("%s\n", microtorch::get_cpu_capability());
+      return 0;
+    }
+    if (a == "--fma-peak") {
+      std::printf("%.1f\n", bench::fma_peak_gflops());
       return 0;
     }
     if (a.rfind("--threads=", 0) == 0) {

@@ -22,5 +22,7 @@ struct ThreadScope {
 void register_sgemm_benchmark(int threads);
 void register_step_benchmarks(int threads);
 std::int64_t mha_peak_memory(const AttentionShape& s);
+/// One core's float FMA rate in GFLOP/s on the attention kernels' vectors (0 for the baseline).
+double fma_peak_gflops();
 
 }  // namespace bench

@@ -143,6 +143,40 @@ def find(rows, kind, shape, threads=1):
     return next((r for r in rows if r["benchmark"] == kind and r["shape"] == shape and r["threads"] == threads), None)
 
 
+def executed_flops(kind, shape):
+    """FLOPs a step without weights executes (x has no gradient): the projections 8 N L E^2
+    forward (in 2 N L E 3E, out 2 N L E^2) and 10 N L E^2 backward (the output projection's
+    two products, the input projection's weight gradient), the attention core 4 N L^2 E forward
+    (q k^T, P v) and 10 N L^2 E backward (FlashAttention-2's five products: the scores again,
+    dP = dO v^T, dv = P^T dO, dq = dS k, dk = dS^T q). None for steps with weights, whose
+    backward may read kept weights instead."""
+    if not shape.endswith("-noweights"):
+        return None
+    n, l, e, _ = (float(x) for x in shape.split("-")[0].split("x"))
+    core_fwd, core_bwd, proj_fwd, proj_bwd = 4 * n * l * l * e, 10 * n * l * l * e, 8 * n * l * e * e, 10 * n * l * e * e
+    return {"mha_fwd": proj_fwd + core_fwd, "mha_fwd_bwd": proj_fwd + proj_bwd + core_fwd + core_bwd,
+            "attn_fwd_bwd": core_fwd + core_bwd}.get(kind)
+
+
+def roofline_table(rows, peak_gflops, isa):
+    """The long sequence's steps against one core's FMA peak: the least time their executed
+    FLOPs take at that rate, and the most "x faster" that allows against PyTorch's time."""
+    lines = [f"The long sequence against the FMA peak of one core: {peak_gflops:.1f} GFLOP/s on {isa} vectors "
+             f"(microtorch-bench --fma-peak: 12 independent FMA chains), executed FLOPs (the backward's recomputed "
+             f"scores included), 1 thread:", "",
+             "| benchmark | shape | GFLOP executed | ms at the FMA peak | microtorch ms | % of FMA peak "
+             "| PyTorch ms | x faster at most |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for kind in ("mha_fwd", "mha_fwd_bwd", "attn_fwd_bwd"):
+        r, flops = find(rows, kind, LONG), executed_flops(kind, LONG)
+        if r is None or flops is None:
+            continue
+        least_ms = flops / peak_gflops / 1e6
+        torch = f"{r['torch_us'] / 1e3:,.0f} | {r['torch_us'] / 1e3 / least_ms:.2f}" if "torch_us" in r else "— | —"
+        lines.append(f"| {kind} | {LONG} | {flops / 1e9:.1f} | {least_ms:,.0f} | {r['microtorch_us'] / 1e3:,.0f} "
+                     f"| {100 * least_ms * 1e3 / r['microtorch_us']:.0f}% | {torch} |")
+    return "\n".join(lines)
+
+
 def goals_table(default_rows, keep_rows, peaks):
     """Every goal, against PyTorch as it comes and with glibc keeping memory."""
     def cell(rows, kind, shape, key, at_least, fmt):
@@ -209,6 +243,9 @@ def main():
     print("bench: the goal rows again, glibc keeping freed memory", file=sys.stderr)
     keep_timings, keep_rows = paired(args, os.path.join(out_dir, "paired_keep_memory.json"),
                                      dict(ONE_THREAD_ENV, **MALLOC_ENV_KEEP), GOAL_FILTER, "1")
+    peak_gflops = float(run([exe, "--fma-peak"]).strip())
+    isa = run([exe, "--cpu-capability"]).strip()
+    roofline = f"\n\n{roofline_table(default_rows, peak_gflops, isa)}" if peak_gflops > 0 else ""
     print("bench: peak memory", file=sys.stderr)
     peak_lines, peaks = peak_table(exe, with_torch)
     not_installed = "" if with_torch else "(not installed) "
