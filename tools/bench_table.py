@@ -252,7 +252,7 @@ def main():
     text = (f"microtorch and PyTorch {not_installed}timed back to back in one process (tools/bench_paired.py), "
             f"best of {args.rounds} rounds per side (5 at least for rows whose rounds would take longer than 40 s):\n\n{timings}\n\n"
             f"The goal rows again, glibc keeping freed memory in the process ({' '.join(f'{k}={v}' for k, v in MALLOC_ENV_KEEP.items())}):"
-            f"\n\n{keep_timings}\n\n{peak_lines}\n\nGoals:\n\n{goals_table(default_rows, keep_rows, peaks)}")
+            f"\n\n{keep_timings}\n\n{peak_lines}\n\nGoals:\n\n{goals_table(default_rows, keep_rows, peaks)}{roofline}")
     load = os.getloadavg()
     text += f"\n\n- {cpu_line}\n- {isa_line}\n- {blas_line}"
     text += f"\n- Load average while measuring (1/5/15 min at the end): {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}\n"
