@@ -112,6 +112,30 @@ TEST_CASE("SDPA equals its definition on both sides of the fused kernel's block 
   }
 }
 
+TEST_CASE("attention without queries or keys: empty outputs, zero gradients") {
+  // L = 0: k and v get no gradient from any row; S = 0: every output row and dq is 0
+  // (PyTorch: softmax of an empty row is empty, its product with an empty v is 0), with the
+  // weights kept for backward or not.
+  using Dims = std::array<std::int64_t, 4>;  // L, S, D, Dv
+  for (const Dims& dims : {Dims{0, 5, 8, 4}, Dims{0, 40, 64, 64}, Dims{6, 0, 8, 4}}) {
+    for (const bool need_weights : {true, false}) {
+      const auto [L, S, D, Dv] = dims;
+      CAPTURE(mt::shape_str({L, S, D, Dv}));
+      CAPTURE(need_weights);
+      Tensor q = mt::randn({2, L, D}).requires_grad_(), k = mt::randn({2, S, D}).requires_grad_(),
+             v = mt::randn({2, S, Dv}).requires_grad_();
+      auto [out, w] = mt::multi_head_attention(q, k, v, 1, {.need_weights = need_weights});
+      CHECK(out.shape() == mt::Shape{2, L, Dv});
+      CHECK(mt::sum(mt::abs(out)).item() == 0.0);
+      (out * mt::randn({2, L, Dv})).sum().backward();
+      for (const Tensor* t : {&q, &k, &v}) {
+        CHECK(t->grad().shape() == t->shape());
+        CHECK(mt::sum(mt::abs(t->grad())).item() == 0.0);
+      }
+    }
+  }
+}
+
 TEST_CASE("attention over several query blocks and key chunks, with and without weights, equals its definition") {
   // Query rows go 96 to a block; without weights the keys go 128 (64 doubles) to a chunk of
   // the online softmax and backward recomputes the weights, with them a chunk is the whole

@@ -488,7 +488,9 @@ template <class Isa, class T>
     if (a.dv) std::fill(dv_out.p + j * dv_out.ld, dv_out.p + j * dv_out.ld + Dv, T(0));
   }
   for (std::int64_t i = 0; a.dq && S == 0 && i < L; ++i) std::fill(dq_out.p + i * dq_out.ld, dq_out.p + i * dq_out.ld + D, T(0));
-  if (!saved && want_ds) {  // rowsum(dA A) = rowsum(dO O), summed in double
+  // rowsum(dA A) = rowsum(dO O), summed in double (without keys there is no dA: a caller
+  // that kept the weights passes no O, and A of an empty row is no pointer)
+  if (!saved && want_ds && S > 0) {
     for (std::int64_t i = 0; i < L; ++i) z.di[i] = static_cast<T>(dot_in_double<Isa>(a.dout + i * a.lddo, a.out + i * a.ldo, Dv));
   }
   for (std::int64_t j0 = 0; j0 < S; j0 += BC) {
