@@ -18,6 +18,11 @@ goal rows (1 thread) again with glibc told to keep freed memory (MALLOC_ENV_KEEP
 the whole process, so for both libraries): PyTorch without its page faults, the harder
 comparison. The goals table under the results says, for both passes, which goals hold.
 
+Under the goals, the long sequence's steps against the roofline: one core's FMA rate on the
+attention kernels' vectors (microtorch-bench --fma-peak), the FLOPs each step executes (the
+backward's recomputed scores included), the least time those take at that rate, and the most
+"x faster" that time would give against PyTorch's.
+
 Peak memory of MultiheadAttention forward+backward (three runs after a warm-up, so that
 microtorch's block cache is counted as it stands in a training loop) is measured in a fresh
 process per shape and library, with one method for both (benchmarks/peak_memory.hpp). Without
