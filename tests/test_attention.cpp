@@ -118,19 +118,26 @@ TEST_CASE("attention without queries or keys: empty outputs, zero gradients") {
   // weights kept for backward or not.
   using Dims = std::array<std::int64_t, 4>;  // L, S, D, Dv
   for (const Dims& dims : {Dims{0, 5, 8, 4}, Dims{0, 40, 64, 64}, Dims{6, 0, 8, 4}}) {
-    for (const bool need_weights : {true, false}) {
-      const auto [L, S, D, Dv] = dims;
-      CAPTURE(mt::shape_str({L, S, D, Dv}));
-      CAPTURE(need_weights);
-      Tensor q = mt::randn({2, L, D}).requires_grad_(), k = mt::randn({2, S, D}).requires_grad_(),
-             v = mt::randn({2, S, Dv}).requires_grad_();
-      auto [out, w] = mt::multi_head_attention(q, k, v, 1, {.need_weights = need_weights});
-      CHECK(out.shape() == mt::Shape{2, L, Dv});
-      CHECK(mt::sum(mt::abs(out)).item() == 0.0);
-      (out * mt::randn({2, L, Dv})).sum().backward();
-      for (const Tensor* t : {&q, &k, &v}) {
-        CHECK(t->grad().shape() == t->shape());
-        CHECK(mt::sum(mt::abs(t->grad())).item() == 0.0);
+    for (const mt::Dtype dtype : {mt::kFloat32, mt::kFloat64}) {
+      for (const bool need_weights : {true, false}) {
+        for (const double dropout_p : {0.0, 0.3}) {
+          const auto [L, S, D, Dv] = dims;
+          CAPTURE(mt::shape_str({L, S, D, Dv}));
+          CAPTURE(mt::dtype_name(dtype));
+          CAPTURE(need_weights);
+          CAPTURE(dropout_p);
+          Tensor q = mt::randn({2, L, D}, dtype).requires_grad_(), k = mt::randn({2, S, D}, dtype).requires_grad_(),
+                 v = mt::randn({2, S, Dv}, dtype).requires_grad_();
+          auto [out, w] =
+              mt::multi_head_attention(q, k, v, 2, {.dropout_p = dropout_p, .need_weights = need_weights});
+          CHECK(out.shape() == mt::Shape{2, L, Dv});
+          CHECK(mt::sum(mt::abs(out)).item() == 0.0);
+          (out * mt::randn({2, L, Dv}, dtype)).sum().backward();
+          for (const Tensor* t : {&q, &k, &v}) {
+            CHECK(t->grad().shape() == t->shape());
+            CHECK(mt::sum(mt::abs(t->grad())).item() == 0.0);
+          }
+        }
       }
     }
   }
