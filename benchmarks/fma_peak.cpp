@@ -7,6 +7,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -39,7 +40,7 @@ double rate(int lanes, long steps, double seconds) {
       }                                                                                           \
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); \
       for (const V& v : c) benchmark::DoNotOptimize(v);                                           \
-      if (rate(LANES, steps, s) > best) best = rate(LANES, steps, s);                             \
+      best = std::max(best, rate(LANES, steps, s));                                               \
     }                                                                                             \
     return best;                                                                                  \
   }

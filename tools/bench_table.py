@@ -96,7 +96,8 @@ def choose_blas_core(exe):
 
 
 def machine_lines(exe):
-    """The CPU the run is on, and the instruction set microtorch's attention kernels ran."""
+    """The CPU the run is on, the instruction set microtorch's attention kernels ran, and a
+    line for the table naming both."""
     info = {}
     with open("/proc/cpuinfo") as f:
         for line in f:
@@ -106,8 +107,8 @@ def machine_lines(exe):
            f"{info.get('model', '?')}), {os.cpu_count()} logical cores")
     isa = run([exe, "--cpu-capability"]).strip()
     cap = os.environ.get("MICROTORCH_ISA")
-    return cpu, (f"microtorch attention kernels: {isa} (its own register tiles, src/ops/gemm_tiles.hpp"
-                 f"{f'; MICROTORCH_ISA={cap} from the environment' if cap else ''})")
+    return cpu, isa, (f"microtorch attention kernels: {isa} (its own register tiles, src/ops/gemm_tiles.hpp"
+                      f"{f'; MICROTORCH_ISA={cap} from the environment' if cap else ''})")
 
 
 def have_torch():
@@ -237,7 +238,7 @@ def main():
     out_dir = os.path.join(args.build, "bench")
     os.makedirs(out_dir, exist_ok=True)
     blas_line = choose_blas_core(exe)
-    cpu_line, isa_line = machine_lines(exe)
+    cpu_line, isa, isa_line = machine_lines(exe)
     for line in (cpu_line, isa_line, blas_line):
         print(f"bench: {line}", file=sys.stderr)
     with_torch = have_torch()
@@ -249,7 +250,6 @@ def main():
     keep_timings, keep_rows = paired(args, os.path.join(out_dir, "paired_keep_memory.json"),
                                      dict(ONE_THREAD_ENV, **MALLOC_ENV_KEEP), GOAL_FILTER, "1")
     peak_gflops = float(run([exe, "--fma-peak"]).strip())
-    isa = run([exe, "--cpu-capability"]).strip()
     roofline = f"\n\n{roofline_table(default_rows, peak_gflops, isa)}" if peak_gflops > 0 else ""
     print("bench: peak memory", file=sys.stderr)
     peak_lines, peaks = peak_table(exe, with_torch)
