@@ -371,6 +371,53 @@ TEST_CASE("lower: a relu that alone reads a linear layer is fused into it: one r
   }
 }
 
+TEST_CASE("lower: clamp (ReLU6, Hardtanh): the int8 table or the int16 requantization saturates at the bounds") {
+  mt::manual_seed(5);
+  nn::Linear fc1(4, 16), fc2(16, 3);
+  const Tensor xs = mt::randn({64, 4}) * 3;
+  for (const auto& [lo, hi] : {std::pair{0.0, 6.0}, std::pair{-0.5, 0.5}}) {
+    auto fn = [&, lo = lo, hi = hi](const Tensor& x) { return fc2.forward(mt::clamp(fc1.forward(x), lo, hi)); };
+    const lower::Graph g = lower::trace(fn, mt::zeros({1, 4}));
+    REQUIRE(g.nodes[1].op == "clamp");
+    const std::int64_t clamped = g.nodes[1].output;
+    const lower::Calibration cal = lower::calibrate(g, xs);
+    for (const int bits : {8, 16}) {
+      CAPTURE(lo);
+      CAPTURE(bits);
+      const lower::Program p = lower::quantize(g, cal, options(bits, "clamped"));
+      REQUIRE(p.steps.size() == 3);
+      CHECK(p.steps[1].kernel == (bits == 8 ? "mt_lut_s8_s8" : "mt_requant_s16_s16"));
+      double scale = 0, in_scale = 0;  // of the clamp's output and of its input
+      for (const lower::Buffer& b : p.buffers) {
+        if (b.graph_value == clamped) scale = b.scale;
+        if (b.graph_value == g.nodes[0].output) in_scale = b.scale;
+      }
+      REQUIRE(scale > 0);
+      REQUIRE(in_scale > 0);
+      lower::Simulator sim(p);
+      sim.record_values(true);
+      mt::NoGradGuard no_grad;
+      for (std::int64_t i = 0; i < xs.size(0); ++i) {
+        const Tensor x = xs.slice(0, i, i + 1);
+        sim.forward(x);
+        const Tensor h = sim.value(clamped);
+        // within the bounds (one step of the output's rounding at most), and the float clamp
+        // within the rounding of the layer's output and of the clamp's
+        CHECK(mt::min(h).item() >= lo - scale);
+        CHECK(mt::max(h).item() <= hi + scale);
+        CHECK_CLOSE(h, mt::clamp(fc1.forward(x), lo, hi), 0.0, 2 * (in_scale + scale));
+      }
+    }
+  }
+  // int16 with bounds that no saturation gives: a clear error; int8 lowers them
+  auto fn = [&](const Tensor& x) { return fc2.forward(mt::clamp(fc1.forward(x), -1.0, 3.0)); };
+  const lower::Graph g = lower::trace(fn, mt::zeros({1, 4}));
+  const lower::Calibration cal = lower::calibrate(g, xs);
+  CHECK_THROWS_WITH_AS(lower::quantize(g, cal, options(16, "clamped")),
+                       doctest::Contains("lowers for min 0 (ReLU6) or min = -max (Hardtanh)"), mt::ValueError);
+  CHECK_NOTHROW(lower::quantize(g, cal, options(8, "clamped")));
+}
+
 TEST_CASE("lower: cat of activations and constants in different formats, with transposed views") {
   mt::manual_seed(14);
   const Tensor c = mt::randn({2, 5}) * 10.0;

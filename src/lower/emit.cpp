@@ -277,13 +277,27 @@ std::string report(const Program& p) {
     if (!s.out_format.empty()) out_fmt = s.out_format;
     r += fmt::format("{:>4}  {:<28} {:>24} {:>9} {:>8}  {}\n", i, s.kernel, out_fmt, s.macs, wbytes, s.label);
   }
+  // The integer tables by what they hold: the bytes beside the weights that a layer's
+  // integer arithmetic needs (docs/lowering.md, "Reading the report").
   std::int64_t tables = 0;
+  std::vector<std::int64_t> by_role(static_cast<std::size_t>(TableRole::Layout) + 1, 0);
   for (const Buffer& b : p.buffers) {
-    if (b.kind == BufferKind::Weight && !b.fixed_point) tables += b.bytes();
+    if (b.kind == BufferKind::Weight && !b.fixed_point) {
+      tables += b.bytes();
+      by_role[static_cast<std::size_t>(b.role)] += b.bytes();
+    }
   }
-  r += fmt::format("\ntotal: {} steps, {} MACs, {} bytes of weights and tables ({} of them index tables), arena {} "
+  r += fmt::format("\ntotal: {} steps, {} MACs, {} bytes of weights and tables ({} of them integer tables), arena {} "
                    "bytes\n",
                    p.steps.size(), p.total_macs(), p.weight_bytes(), tables, p.arena_bytes);
+  if (tables > 0) {
+    std::string parts;
+    for (std::size_t k = 0; k < by_role.size(); ++k) {
+      if (by_role[k] == 0) continue;
+      parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", table_role_name(static_cast<TableRole>(k)), by_role[k]);
+    }
+    r += "integer tables, bytes: " + parts + "\n";
+  }
   // the precision actually used: values and weight bytes by type
   std::int64_t v8 = 0, v16 = 0, w8 = 0, w16 = 0;
   for (const Probe& pr : p.probes) {
