@@ -4,8 +4,9 @@
 #                  lower it to int16/int8 firmware and verify it on QEMU (examples/demo.cpp)
 #   make test      the same, then the doctest suite, the API reference check (make docs),
 #                  the notebooks, the suite again under ASan + UBSan (build-asan) and under
-#                  TSan (build-tsan), every C++ example of README.md compiled and run
-#                  (tools/check_readme.py), the demo's figures rendered (tools/check_svg.py),
+#                  TSan (build-tsan), every C++ example of README.md and docs/*.md compiled
+#                  and run and their links resolved (tools/check_readme.py), the demo's
+#                  figures rendered (tools/check_svg.py),
 #                  the library installed into a prefix and used by a pkg-config and a CMake
 #                  project (tools/check-install.sh), and a short run of each libFuzzer target
 #                  (build-fuzz, clang); last line: "tests: N passed, M failed (release ...,
