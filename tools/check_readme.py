@@ -45,15 +45,12 @@ STD = "c++20"
 HEADERS = """#include <microtorch/microtorch.hpp>
 #include <microtorch/nn.hpp>
 #include <microtorch/io.hpp>
-#include <thread>
 namespace mt = microtorch;
 namespace nn = microtorch::nn;
 namespace F = microtorch::nn::functional;
 """
 # What a fragment needs declared before it runs, by the name its marker gives.
 PRELUDES = {
-    # docs/tensors.md "Threads": a worker thread with its own generator
-    "threads": "",
     # docs/modules.md "PyTorch interoperability": a checkpoint with MultiheadAttention(8, 2)'s keys
     "interop": 'nn::save(nn::MultiheadAttention(8, 2, {.batch_first = true}), "mha.npz");',
     # docs/lowering.md, the steps one by one: any trained model taking [1, 4], its training
@@ -67,7 +64,6 @@ PRELUDES = {
     # a fragment whose marker names nothing (docs/api.md's)
     "": "",
 }
-EPILOGUES = {"threads": "worker.join();"}
 
 MARKER = re.compile(r"<!--\s*example:\s*(program|fragment|skip)\b(.*?)-->")
 
@@ -128,8 +124,7 @@ def check(page, block, build_flags, verbose):
         # #include and namespace-alias lines of a fragment go above main()
         top = [l for l in code.split("\n") if l.startswith("#include") or re.match(r"namespace \w+ = ", l)]
         body = [l for l in code.split("\n") if l not in top]
-        source = (HEADERS + "\n".join(top) + "\nint main() {\n" + PRELUDES[arg] + "\n" + "\n".join(body) + "\n" +
-                  EPILOGUES.get(arg, "") + "\n}\n")
+        source = HEADERS + "\n".join(top) + "\nint main() {\n" + PRELUDES[arg] + "\n" + "\n".join(body) + "\n}\n"
     else:
         source = code + "\n"
     work = tempfile.mkdtemp(prefix="microtorch-readme-")
