@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -383,6 +384,96 @@ std::tuple<Tensor, Tensor> multi_head_attention_packed(const Tensor& qkv, std::i
 /// normalized_shape and x's dtype. eps must be positive (ValueError).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+
+/// Batch normalisation over channel dim 1 of x [N, C] or [N, C, *], as
+/// torch.nn.functional.batch_norm: per channel, y = (x - mean) / sqrt(var + eps) * weight + bias.
+/// In training (or without running statistics) mean and var are the batch's, var biased
+/// (divides by n = N * the spatial size); running_mean and running_var, when given, are then
+/// updated in place as r = (1 - momentum) r + momentum s, with the unbiased variance
+/// (n / (n - 1)) for running_var. Out of training the running statistics are used (the
+/// batch's when there are none). running_mean, running_var, weight and bias are [C] of x's
+/// dtype, or undefined (the running ones together). Errors: a rank below 2 or a [C] tensor of
+/// another size throw ShapeError; batch statistics of one value per channel (n = 1) and a
+/// non-positive eps throw ValueError.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = false,
+                  double momentum = 0.1, double eps = 1e-5);
+///@}
+
+// ---- convolution and pooling (ops/conv.cpp, ops/pool.cpp) ------------------------------
+/// \name Convolution and pooling
+/// Inputs are channel-first, [N, C, L] (1-D) or [N, C, H, W] (2-D), or unbatched [C, L] /
+/// [C, H, W] (the result is then unbatched too), as in PyTorch. Floating dtypes only. Sizes
+/// of the 2-D ops are one number for both dims or {h, w}. Each op names itself, the shapes
+/// and the fix in its ShapeError (wrong rank, channels that do not match, a kernel larger
+/// than the padded input) or ValueError (a size that is not positive, too much padding).
+///@{
+
+/// Sizes per spatial dim of a 2-D op (kernel, stride, padding, dilation, output size): one
+/// number for both, `2`, or one per dim, `{2, 1}` (PyTorch's ExpandingArray).
+struct Sizes2d {
+  std::int64_t h = 0;  ///< the size along H
+  std::int64_t w = 0;  ///< the size along W
+  /// The same size along H and W.
+  Sizes2d(std::int64_t both) : h(both), w(both) {}  // NOLINT: implicit on purpose
+  /// {h, w}.
+  Sizes2d(std::int64_t h_, std::int64_t w_) : h(h_), w(w_) {}
+};
+
+/// The padding of a convolution: sizes (zeros added before and after along each spatial
+/// dim; one number for all dims, or {h, w} for conv2d), or "valid" (none) or "same" (the
+/// output as long as the input: stride 1 only, PyTorch's rule; an odd total
+/// dilation * (kernel - 1) puts the extra zero after).
+struct ConvPadding {
+  std::string mode;    ///< "", "same" or "valid"
+  Shape sizes;         ///< one or two sizes when mode is ""
+  /// The same padding along every spatial dim (a template, so that a literal 0 is a size and
+  /// not a null `const char*`).
+  template <class I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
+  ConvPadding(I p) : sizes{static_cast<std::int64_t>(p)} {}  // NOLINT: implicit on purpose
+  /// {h, w} (conv2d only).
+  ConvPadding(std::int64_t h, std::int64_t w) : sizes{h, w} {}
+  /// "same" or "valid"; any other word throws ValueError when the convolution runs.
+  ConvPadding(const char* mode_) : mode(mode_) {}  // NOLINT: implicit on purpose
+  /// The std::string form of ConvPadding(const char*).
+  ConvPadding(std::string mode_) : mode(std::move(mode_)) {}  // NOLINT: implicit on purpose
+};
+
+/// 1-D convolution (cross-correlation, as torch.nn.functional.conv1d): x [N, C_in, L],
+/// weight [C_out, C_in / groups, K], bias [C_out] or undefined -> [N, C_out, L_out] with
+/// L_out = (L + 2 padding - dilation (K - 1) - 1) / stride + 1. groups splits the channels
+/// into independent groups (C_in and C_out must divide by it): groups == C_in is a
+/// depthwise convolution. Computed by im2col and one BLAS GEMM per group, or directly for
+/// depthwise kernels.
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), std::int64_t stride = 1,
+              const ConvPadding& padding = 0, std::int64_t dilation = 1, std::int64_t groups = 1);
+/// 2-D convolution (torch.nn.functional.conv2d): x [N, C_in, H, W], weight
+/// [C_out, C_in / groups, KH, KW], bias [C_out] or undefined -> [N, C_out, H_out, W_out], each
+/// output size as conv1d's L_out.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Sizes2d stride = 1,
+              const ConvPadding& padding = 0, Sizes2d dilation = 1, std::int64_t groups = 1);
+
+/// The maximum over each window of `kernel_size` along L (torch.nn.functional.max_pool1d,
+/// ceil_mode false): x [N, C, L] -> [N, C, (L + 2 padding - kernel_size) / stride + 1]. stride
+/// 0 means kernel_size; padding (ignored by the maximum) is at most kernel_size / 2. NaN wins;
+/// the gradient goes to the first maximum of each window.
+Tensor max_pool1d(const Tensor& x, std::int64_t kernel_size, std::int64_t stride = 0, std::int64_t padding = 0);
+/// max_pool1d over windows of H x W (torch.nn.functional.max_pool2d); stride {0, 0} means kernel_size.
+Tensor max_pool2d(const Tensor& x, Sizes2d kernel_size, Sizes2d stride = 0, Sizes2d padding = 0);
+/// The mean over each window (torch.nn.functional.avg_pool1d, ceil_mode false): padding adds
+/// zeros that count in the mean when count_include_pad (PyTorch's default), else the mean is
+/// over the window's elements inside the input. stride 0 means kernel_size.
+Tensor avg_pool1d(const Tensor& x, std::int64_t kernel_size, std::int64_t stride = 0, std::int64_t padding = 0,
+                  bool count_include_pad = true);
+/// avg_pool1d over windows of H x W (torch.nn.functional.avg_pool2d).
+Tensor avg_pool2d(const Tensor& x, Sizes2d kernel_size, Sizes2d stride = 0, Sizes2d padding = 0,
+                  bool count_include_pad = true);
+/// The mean over output_size windows covering L (torch.nn.functional.adaptive_avg_pool1d):
+/// window i spans [floor(i L / out), ceil((i + 1) L / out)). output_size must be positive.
+Tensor adaptive_avg_pool1d(const Tensor& x, std::int64_t output_size);
+/// adaptive_avg_pool1d along H and W (torch.nn.functional.adaptive_avg_pool2d): [N, C, H, W]
+/// -> [N, C, output_size.h, output_size.w].
+Tensor adaptive_avg_pool2d(const Tensor& x, Sizes2d output_size);
 ///@}
 
 // ---- shape ops (ops/shape.cpp) ---------------------------------------------------------
