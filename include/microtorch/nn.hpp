@@ -4,15 +4,18 @@
 
 #include "microtorch/microtorch.hpp"
 #include "microtorch/nn/attention.hpp"
+#include "microtorch/nn/batchnorm.hpp"
 #include "microtorch/nn/checkpoint.hpp"
+#include "microtorch/nn/conv.hpp"
 #include "microtorch/nn/data.hpp"
 #include "microtorch/nn/layers.hpp"
 #include "microtorch/nn/linear_attention.hpp"
 #include "microtorch/nn/loss.hpp"
 #include "microtorch/nn/module.hpp"
 #include "microtorch/nn/optim.hpp"
+#include "microtorch/nn/pooling.hpp"
 #include "microtorch/nn/transformer.hpp"
 
 /// \namespace microtorch::nn
 /// Modules with PyTorch's names, constructor arguments and state-dict keys: the Module base,
-/// layers, attention, the transformer encoder, losses and checkpoints.
+/// layers, convolution, pooling and batch normalisation, attention, the transformer encoder, losses and checkpoints.
