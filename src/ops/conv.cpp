@@ -8,8 +8,10 @@
 // holds the input each tap reads (0 in the padding); then Y_g = W_g col, one GEMM
 // [O_g, C_g KH KW] x [C_g KH KW, n P Q]. Backward: dW_g += dY_g col^T, dcol = W_g^T dY_g
 // scattered back by col2im (adding where windows overlap), db = sum of dY over n, p, q.
-// Depthwise path (C_g = 1): each output channel reads one input channel; direct loops over
-// the taps, the inner loop along the output row.
+// Pointwise path (1 x 1, stride 1, no padding): im2col is the identity, so one GEMM per sample
+// and group reads x in place. Depthwise path (C_g = 1, groups > 1): each output channel reads
+// one input channel; direct loops over the taps, along the output rows, or (stride 1, 2-D
+// kernels) along the whole zero-padded plane at once.
 #include <algorithm>
 #include <cstring>
 
@@ -145,6 +147,134 @@ void conv_backward_gemm(const ConvGeom& g, const T* x, const T* w, const T* gy, 
   }
 }
 
+// A 1 x 1 kernel with stride 1 and no padding: im2col would copy x unchanged, so each sample's
+// channels are the GEMM's operand in place: y_n,g [O_g, HW] = W_g [O_g, C_g] x_n,g [C_g, HW] (+ b).
+bool is_pointwise(const ConvGeom& g) {
+  return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && g.ph_end == 0 && g.pw_end == 0;
+}
+
+template <class T>
+void conv_forward_pointwise(const ConvGeom& g, const T* x, const T* w, const T* b, T* y) {
+  const std::int64_t hw = g.ohw();
+  for (std::int64_t n = 0; n < g.n; ++n) {
+    for (std::int64_t group = 0; group < g.groups; ++group) {
+      T* yg = y + (n * g.o + group * g.og) * hw;
+      if (b) {
+        for (std::int64_t oc = 0; oc < g.og; ++oc) std::fill(yg + oc * hw, yg + (oc + 1) * hw, b[group * g.og + oc]);
+      }
+      detail::gemm(false, false, g.og, hw, g.cg, T(1), w + group * g.og * g.cg, g.cg,
+                   x + (n * g.c + group * g.cg) * hw, hw, b ? T(1) : T(0), yg, hw);
+    }
+  }
+}
+
+// dW_g += dY_n,g x_n,g^T and dx_n,g = W_g^T dY_n,g, per sample.
+template <class T>
+void conv_backward_pointwise(const ConvGeom& g, const T* x, const T* w, const T* gy, T* dx, T* dw) {
+  const std::int64_t hw = g.ohw();
+  for (std::int64_t n = 0; n < g.n; ++n) {
+    for (std::int64_t group = 0; group < g.groups; ++group) {
+      const T* gyg = gy + (n * g.o + group * g.og) * hw;
+      const std::int64_t in_offset = (n * g.c + group * g.cg) * hw;
+      if (dw) {
+        detail::gemm(false, true, g.og, g.cg, hw, T(1), gyg, hw, x + in_offset, hw, T(1), dw + group * g.og * g.cg,
+                     g.cg);
+      }
+      if (dx) {
+        detail::gemm(true, false, g.cg, hw, g.og, T(1), w + group * g.og * g.cg, g.cg, gyg, hw, T(0), dx + in_offset,
+                     hw);
+      }
+    }
+  }
+}
+
+// Depthwise (C_g = 1) with stride 1 along both dims, over the input plane copied into a
+// zero-padded one of width Wp = W + pw + pw_end: output (p, q) at flat index k = p Wp + q
+// reads tap (i, j) at k + i dh Wp + j dw, so every tap is one contiguous multiply-add over
+// the OH Wp outputs (the Wp - OW columns past OW are computed and dropped). Backward runs
+// the same loops on dY laid out with width Wp (zeros in the dropped columns).
+struct PaddedPlane {
+  std::int64_t hp, wp, size;  // the padded plane, and its buffer (taps may read dw (kw - 1) past it)
+  explicit PaddedPlane(const ConvGeom& g)
+      : hp(g.h + g.ph + g.ph_end), wp(g.w + g.pw + g.pw_end), size(hp * wp + g.dw * (g.kw - 1)) {}
+  std::int64_t outputs(const ConvGeom& g) const { return g.oh * wp; }
+};
+
+template <class T>
+void conv_forward_depthwise_flat(const ConvGeom& g, const T* x, const T* w, const T* b, T* y) {
+  const PaddedPlane pp(g);
+  const std::int64_t count = pp.outputs(g);
+  std::vector<T> xp(static_cast<std::size_t>(pp.size), T(0)), acc(static_cast<std::size_t>(count));
+  for (std::int64_t s = 0; s < g.n; ++s) {
+    for (std::int64_t c = 0; c < g.c; ++c) {
+      const T* plane = x + (s * g.c + c) * g.h * g.w;
+      for (std::int64_t r = 0; r < g.h; ++r) std::copy(plane + r * g.w, plane + (r + 1) * g.w, &xp[(r + g.ph) * pp.wp + g.pw]);
+      for (std::int64_t m = 0; m < g.og; ++m) {
+        const std::int64_t o = c * g.og + m;
+        T* __restrict a = acc.data();
+        std::fill(a, a + count, b ? b[o] : T(0));
+        for (std::int64_t i = 0; i < g.kh; ++i) {
+          for (std::int64_t j = 0; j < g.kw; ++j) {
+            const T wt = w[(o * g.kh + i) * g.kw + j];
+            const T* __restrict src = xp.data() + i * g.dh * pp.wp + j * g.dw;
+            for (std::int64_t k = 0; k < count; ++k) a[k] += wt * src[k];
+          }
+        }
+        T* yo = y + (s * g.o + o) * g.ohw();
+        for (std::int64_t p = 0; p < g.oh; ++p) std::copy(a + p * pp.wp, a + p * pp.wp + g.ow, yo + p * g.ow);
+      }
+    }
+  }
+}
+
+template <class T>
+void conv_backward_depthwise_flat(const ConvGeom& g, const T* x, const T* w, const T* gy, T* dx, T* dw) {
+  const PaddedPlane pp(g);
+  const std::int64_t count = pp.outputs(g);
+  std::vector<T> xp(static_cast<std::size_t>(pp.size), T(0)), dxp(static_cast<std::size_t>(pp.size));
+  std::vector<T> gp(static_cast<std::size_t>(count), T(0));
+  for (std::int64_t s = 0; s < g.n; ++s) {
+    for (std::int64_t c = 0; c < g.c; ++c) {
+      const T* plane = x + (s * g.c + c) * g.h * g.w;
+      if (dw) {
+        for (std::int64_t r = 0; r < g.h; ++r) {
+          std::copy(plane + r * g.w, plane + (r + 1) * g.w, &xp[(r + g.ph) * pp.wp + g.pw]);
+        }
+      }
+      std::fill(dxp.begin(), dxp.end(), T(0));
+      for (std::int64_t m = 0; m < g.og; ++m) {
+        const std::int64_t o = c * g.og + m;
+        const T* go = gy + (s * g.o + o) * g.ohw();
+        for (std::int64_t p = 0; p < g.oh; ++p) std::copy(go + p * g.ow, go + (p + 1) * g.ow, &gp[p * pp.wp]);
+        const T* __restrict gk = gp.data();
+        for (std::int64_t i = 0; i < g.kh; ++i) {
+          for (std::int64_t j = 0; j < g.kw; ++j) {
+            const std::int64_t tap = (o * g.kh + i) * g.kw + j, off = i * g.dh * pp.wp + j * g.dw;
+            if (dw) {
+              const T* __restrict src = xp.data() + off;
+              T sum = 0;
+              for (std::int64_t k = 0; k < count; ++k) sum += gk[k] * src[k];
+              dw[tap] += sum;
+            }
+            if (dx) {
+              const T wt = w[tap];
+              T* __restrict d = dxp.data() + off;
+              for (std::int64_t k = 0; k < count; ++k) d[k] += wt * gk[k];
+            }
+          }
+        }
+      }
+      if (dx) {
+        T* dplane = dx + (s * g.c + c) * g.h * g.w;
+        for (std::int64_t r = 0; r < g.h; ++r) {
+          const T* src = &dxp[(r + g.ph) * pp.wp + g.pw];
+          std::copy(src, src + g.w, dplane + r * g.w);
+        }
+      }
+    }
+  }
+}
+
 // Depthwise (C_g = 1): output channel o reads input channel o / O_g.
 template <class T>
 void conv_forward_depthwise(const ConvGeom& g, const T* x, const T* w, const T* b, T* y) {
@@ -207,6 +337,10 @@ void conv_backward_depthwise(const ConvGeom& g, const T* x, const T* w, const T*
     }
   }
 }
+
+// The flat loops pay for the padded copy and the dropped columns; they win over the row
+// loops on 2-D kernels, whose rows are short.
+bool flat_depthwise(const ConvGeom& g) { return g.sh == 1 && g.sw == 1 && g.kh > 1; }
 
 // The convolution's arguments checked against PyTorch's rules; x and weight have 2 + spatial
 // dims (1-D ones widened to height 1 by the caller, `spatial` says which the user gave).
@@ -336,8 +470,12 @@ Tensor conv_nd(const ConvArgs& a, const Tensor& x, const Tensor& weight, const T
     using T = typename decltype(tag)::type;
     const T* b = bias.defined() ? bias.data<T>() : nullptr;
     if (y4.numel() == 0) return 0;
-    if (g.cg == 1) {
+    if (g.cg == 1 && g.groups > 1 && flat_depthwise(g)) {
+      conv_forward_depthwise_flat(g, x4.data<T>(), w4.data<T>(), b, y4.data<T>());
+    } else if (g.cg == 1 && g.groups > 1) {
       conv_forward_depthwise(g, x4.data<T>(), w4.data<T>(), b, y4.data<T>());
+    } else if (is_pointwise(g)) {
+      conv_forward_pointwise(g, x4.data<T>(), w4.data<T>(), b, y4.data<T>());
     } else {
       conv_forward_gemm(g, x4.data<T>(), w4.data<T>(), b, y4.data<T>());
     }
@@ -367,8 +505,12 @@ Tensor conv_nd(const ConvArgs& a, const Tensor& x, const Tensor& weight, const T
           T* pdw = dw.defined() ? dw.data<T>() : nullptr;
           const T* pg = gy.data<T>();
           if (pdx || pdw) {
-            if (g.cg == 1) {
+            if (g.cg == 1 && g.groups > 1 && flat_depthwise(g)) {
+              conv_backward_depthwise_flat(g, x.data<T>(), w.data<T>(), pg, pdx, pdw);
+            } else if (g.cg == 1 && g.groups > 1) {
               conv_backward_depthwise(g, x.data<T>(), w.data<T>(), pg, pdx, pdw);
+            } else if (is_pointwise(g)) {
+              conv_backward_pointwise(g, x.data<T>(), w.data<T>(), pg, pdx, pdw);
             } else {
               conv_backward_gemm(g, x.data<T>(), w.data<T>(), pg, pdx, pdw);
             }

@@ -1,5 +1,18 @@
-// layer_norm as one fused primitive over rows of n = prod(normalized_shape) elements.
+// The norm family: layer_norm and batch_norm, each one fused primitive.
+//
+// layer_norm over rows of n = prod(normalized_shape) elements: see its kernels below.
+//
+// batch_norm over channel dim 1 of x [N, C, S...] (S = the product of
+// the spatial dims, 1 for [N, C]); each channel's n = N S values normalised together.
+//
+//   mean = sum x / n,  var = sum (x - mean)^2 / n (biased),  rstd = 1 / sqrt(var + eps)
+//   y = (x - mean) rstd w + b = xhat w + b
+//   running: r_mean = (1 - m) r_mean + m mean,  r_var = (1 - m) r_var + m var n / (n - 1)
+// Backward with batch statistics (mean and rstd depend on x), dxhat = dy w:
+//   dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)),  dw = sum dy xhat,  db = sum dy
+// and with running statistics (constants): dx = dy w rstd.
 #include <cmath>
+#include <vector>
 
 #include "common.hpp"
 
@@ -53,6 +66,79 @@ void layer_norm_backward_rows(const T* x, const T* w, const T* mean, const T* rs
       const double xhat = (xr[i] - mean[r]) * rstd[r];
       const double dxhat = gr[i] * (w ? w[i] : T(1));
       dx[r * n + i] = static_cast<T>(rstd[r] * (dxhat - sum_dxhat * inv_n - xhat * sum_dxhat_xhat * inv_n));
+    }
+  }
+}
+
+struct BnGeom {
+  std::int64_t n = 1, c = 1, s = 1;  // batch, channels, spatial size
+};
+
+// Per channel: the batch mean and biased variance, accumulated in double.
+template <class T>
+void batch_statistics(const BnGeom& g, const T* x, double* mean, double* var) {
+  const double count = static_cast<double>(g.n * g.s);
+  for (std::int64_t c = 0; c < g.c; ++c) {
+    double sum = 0;
+    for (std::int64_t n = 0; n < g.n; ++n) {
+      const T* p = x + (n * g.c + c) * g.s;
+      for (std::int64_t k = 0; k < g.s; ++k) sum += p[k];
+    }
+    const double mu = sum / count;
+    double sq = 0;
+    for (std::int64_t n = 0; n < g.n; ++n) {
+      const T* p = x + (n * g.c + c) * g.s;
+      for (std::int64_t k = 0; k < g.s; ++k) sq += (p[k] - mu) * (p[k] - mu);
+    }
+    mean[c] = mu;
+    var[c] = sq / count;
+  }
+}
+
+// y = (x - mean) rstd w + b, per channel.
+template <class T>
+void batch_norm_channels(const BnGeom& g, const T* x, const T* mean, const T* rstd, const T* w, const T* b, T* y) {
+  for (std::int64_t c = 0; c < g.c; ++c) {
+    const T scale = rstd[c] * (w ? w[c] : T(1));
+    const T shift = (b ? b[c] : T(0)) - mean[c] * scale;
+    for (std::int64_t n = 0; n < g.n; ++n) {
+      const T* p = x + (n * g.c + c) * g.s;
+      T* q = y + (n * g.c + c) * g.s;
+      for (std::int64_t k = 0; k < g.s; ++k) q[k] = p[k] * scale + shift;
+    }
+  }
+}
+
+template <class T>
+void batch_norm_backward_channels(const BnGeom& g, bool batch_stats, const T* x, const T* w, const T* mean, const T* rstd,
+                        const T* gy, T* dx, T* dw, T* db) {
+  const double inv_count = 1.0 / static_cast<double>(g.n * g.s);
+  for (std::int64_t c = 0; c < g.c; ++c) {
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (std::int64_t n = 0; n < g.n; ++n) {
+      const T* p = x + (n * g.c + c) * g.s;
+      const T* d = gy + (n * g.c + c) * g.s;
+      for (std::int64_t k = 0; k < g.s; ++k) {
+        sum_dy += d[k];
+        sum_dy_xhat += d[k] * (p[k] - mean[c]);
+      }
+    }
+    sum_dy_xhat *= rstd[c];
+    if (dw) dw[c] = static_cast<T>(sum_dy_xhat);
+    if (db) db[c] = static_cast<T>(sum_dy);
+    if (!dx) continue;
+    const double wc = w ? w[c] : 1.0;
+    // dxhat = dy w, so mean(dxhat) = w sum_dy / n and mean(dxhat xhat) = w sum_dy_xhat / n.
+    const double mean_dxhat = batch_stats ? wc * sum_dy * inv_count : 0.0;
+    const double mean_dxhat_xhat = batch_stats ? wc * sum_dy_xhat * inv_count : 0.0;
+    for (std::int64_t n = 0; n < g.n; ++n) {
+      const T* p = x + (n * g.c + c) * g.s;
+      const T* d = gy + (n * g.c + c) * g.s;
+      T* q = dx + (n * g.c + c) * g.s;
+      for (std::int64_t k = 0; k < g.s; ++k) {
+        const double xhat = (p[k] - mean[c]) * rstd[c];
+        q[k] = static_cast<T>(rstd[c] * (d[k] * wc - mean_dxhat - xhat * mean_dxhat_xhat));
+      }
     }
   }
 }
@@ -117,6 +203,96 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
         return grads;
       },
       {{"normalized_shape", normalized_shape}, {"eps", eps}});
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  if (x.dim() < 2) {
+    throw ShapeError(fmt::format("batch_norm: input {} must be [N, C] or [N, C, *] (channels at dim 1); for one "
+                                 "sample add a batch dim with unsqueeze(0)",
+                                 shape_str(x.shape())));
+  }
+  BnGeom g;
+  g.n = x.size(0), g.c = x.size(1);
+  g.s = numel_of(Shape(x.shape().begin() + 2, x.shape().end()));
+  const char* names[] = {"running_mean", "running_var", "weight", "bias"};
+  const Tensor* params[] = {&running_mean, &running_var, &weight, &bias};
+  for (int i = 0; i < 4; ++i) {
+    const Tensor& p = *params[i];
+    if (!p.defined()) continue;
+    if (p.shape() != Shape{g.c}) {
+      throw ShapeError(fmt::format("batch_norm: {} {} must be [{}], one value per channel of input {} (dim 1); "
+                                   "build the layer with num_features={}",
+                                   names[i], shape_str(p.shape()), g.c, shape_str(x.shape()), g.c));
+    }
+    if (p.dtype() != x.dtype()) {
+      throw DtypeError(fmt::format("batch_norm: input {} and {} {} differ in dtype; convert the input with .to()",
+                                   dtype_name(x.dtype()), names[i], dtype_name(p.dtype())));
+    }
+  }
+  if (running_mean.defined() != running_var.defined()) {
+    throw ValueError("batch_norm: running_mean and running_var must be given together");
+  }
+  if (!(eps > 0)) throw ValueError(fmt::format("batch_norm: eps must be positive, got {}", eps));
+  const bool batch_stats = training || !running_mean.defined();  // as PyTorch, without running statistics
+  if (batch_stats && g.n * g.s <= 1 && x.numel() > 0) {
+    throw ValueError(fmt::format("batch_norm: training needs more than one value per channel, got input {}; use a "
+                                 "batch of at least 2, or eval() to use the running statistics",
+                                 shape_str(x.shape())));
+  }
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  Tensor mean = Tensor::empty({g.c}, x.dtype()), rstd = Tensor::empty({g.c}, x.dtype());
+  detail::visit_floating(x.dtype(), "batch_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* pm = mean.data<T>();
+    T* pr = rstd.data<T>();
+    if (batch_stats) {
+      std::vector<double> mu(static_cast<std::size_t>(g.c)), var(static_cast<std::size_t>(g.c));
+      batch_statistics(g, x.data<T>(), mu.data(), var.data());
+      const double count = static_cast<double>(g.n * g.s);
+      for (std::int64_t c = 0; c < g.c; ++c) {
+        pm[c] = static_cast<T>(mu[c]);
+        pr[c] = static_cast<T>(1.0 / std::sqrt(var[c] + eps));
+      }
+      if (training && running_mean.defined() && x.numel() > 0) {  // in place, never recorded
+        T* rm = running_mean.data<T>();
+        T* rv = running_var.data<T>();
+        for (std::int64_t c = 0; c < g.c; ++c) {
+          rm[c] = static_cast<T>((1 - momentum) * rm[c] + momentum * mu[c]);
+          rv[c] = static_cast<T>((1 - momentum) * rv[c] + momentum * var[c] * count / (count - 1));
+        }
+        running_mean.bump_version();
+        running_var.bump_version();
+      }
+    } else {
+      const T* rm = running_mean.data<T>();
+      const T* rv = running_var.data<T>();
+      for (std::int64_t c = 0; c < g.c; ++c) {
+        pm[c] = rm[c];
+        pr[c] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(rv[c]) + eps));
+      }
+    }
+    batch_norm_channels(g, x.data<T>(), pm, pr, ptr_or_null<T>(weight), ptr_or_null<T>(bias), y.data<T>());
+    return 0;
+  });
+  return autograd::record(
+      y, "batch_norm", {x, running_mean, running_var, weight, bias}, autograd::Saved{x, weight, mean, rstd},
+      [g, batch_stats, has_bias = bias.defined()](const Tensor& gy, const autograd::NeedsGrad& needs,
+                                                  const TensorList& s) {
+        const Tensor &x = s[0], &w = s[1], &mean = s[2], &rstd = s[3];
+        Tensor dx = needs[0] ? Tensor::empty(x.shape(), x.dtype()) : Tensor();
+        Tensor dw = w.defined() && needs[3] ? Tensor::empty({g.c}, x.dtype()) : Tensor();
+        Tensor db = has_bias && needs[4] ? Tensor::empty({g.c}, x.dtype()) : Tensor();
+        detail::visit_floating(x.dtype(), "batch_norm", [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          auto out = [](Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
+          batch_norm_backward_channels(g, batch_stats, x.data<T>(), ptr_or_null<T>(w), mean.data<T>(), rstd.data<T>(),
+                             gy.data<T>(), out(dx), out(dw), out(db));
+          return 0;
+        });
+        return TensorList{dx, Tensor(), Tensor(), dw, db};
+      },
+      {{"training", batch_stats}, {"momentum", momentum}, {"eps", eps}});
 }
 
 }  // namespace microtorch
