@@ -10,13 +10,17 @@
 // scattered back by col2im (adding where windows overlap), db = sum of dY over n, p, q.
 // Pointwise path (1 x 1, stride 1, no padding): im2col is the identity, so one GEMM per sample
 // and group reads x in place. Depthwise path (C_g = 1, groups > 1): each output channel reads
-// one input channel; direct loops over the taps, along the output rows, or (stride 1, 2-D
-// kernels) along the whole zero-padded plane at once.
+// one input channel; direct loops over the taps, along the whole zero-padded plane at once
+// (stride 1, vectorised for the CPU's instruction set) or along the output rows (strided).
 #include <algorithm>
-#include <cstring>
+#include <cstdlib>
+#include <string_view>
+#include <vector>
 
 #include "common.hpp"
 #include "gemm.hpp"
+#include "microtorch/parallel.hpp"
+#include "simd.hpp"
 #include "window.hpp"
 
 namespace microtorch {
@@ -32,6 +36,18 @@ struct ConvGeom {
   std::int64_t oh = 1, ow = 1;  // output
   std::int64_t ohw() const { return oh * ow; }
   std::int64_t taps() const { return cg * kh * kw; }  // a row of W_g, a column of col
+};
+
+// Working memory from microtorch's block cache (memory.hpp): a loop of convolutions reuses
+// the same blocks instead of faulting fresh pages in every call. Uninitialised unless filled.
+template <class T>
+struct Scratch {
+  Tensor t;
+  T* p;
+  explicit Scratch(std::int64_t n) : t(Tensor::empty({n}, dtype_of_v<T>)), p(t.data<T>()) {}
+  Scratch(std::int64_t n, T fill) : Scratch(n) { std::fill(p, p + n, fill); }
+  T* data() { return p; }
+  T& operator[](std::int64_t i) { return p[i]; }
 };
 
 constexpr std::int64_t kMaxColElements = std::int64_t{1} << 22;  // 16 MiB of float32 per im2col chunk
@@ -100,7 +116,7 @@ std::int64_t chunk_samples(const ConvGeom& g) {
 template <class T>
 void conv_forward_gemm(const ConvGeom& g, const T* x, const T* w, const T* b, T* y) {
   const std::int64_t ohw = g.ohw(), taps = g.taps(), chunk = chunk_samples(g);
-  std::vector<T> col(static_cast<std::size_t>(taps * chunk * ohw)), out(static_cast<std::size_t>(g.og * chunk * ohw));
+  Scratch<T> col(taps * chunk * ohw), out(g.og * chunk * ohw);
   for (std::int64_t n0 = 0; n0 < g.n; n0 += chunk) {
     const std::int64_t ns = std::min(chunk, g.n - n0), cols = ns * ohw;
     for (std::int64_t group = 0; group < g.groups; ++group) {
@@ -123,7 +139,7 @@ void conv_forward_gemm(const ConvGeom& g, const T* x, const T* w, const T* b, T*
 template <class T>
 void conv_backward_gemm(const ConvGeom& g, const T* x, const T* w, const T* gy, T* dx, T* dw) {
   const std::int64_t ohw = g.ohw(), taps = g.taps(), chunk = chunk_samples(g);
-  std::vector<T> col(static_cast<std::size_t>(taps * chunk * ohw)), gyg(static_cast<std::size_t>(g.og * chunk * ohw));
+  Scratch<T> col(taps * chunk * ohw), gyg(g.og * chunk * ohw);
   for (std::int64_t n0 = 0; n0 < g.n; n0 += chunk) {
     const std::int64_t ns = std::min(chunk, g.n - n0), cols = ns * ohw;
     for (std::int64_t group = 0; group < g.groups; ++group) {
@@ -188,97 +204,246 @@ void conv_backward_pointwise(const ConvGeom& g, const T* x, const T* w, const T*
   }
 }
 
-// Depthwise (C_g = 1) with stride 1 along both dims, over the input plane copied into a
-// zero-padded one of width Wp = W + pw + pw_end: output (p, q) at flat index k = p Wp + q
-// reads tap (i, j) at k + i dh Wp + j dw, so every tap is one contiguous multiply-add over
-// the OH Wp outputs (the Wp - OW columns past OW are computed and dropped). Backward runs
-// the same loops on dY laid out with width Wp (zeros in the dropped columns).
+// Depthwise (C_g = 1) with stride 1, over the input plane copied into a zero-padded one of
+// Hp x Wp = (H + ph + ph_end) x (W + pw + pw_end): output (p, q) at flat index k = p Wp + q
+// reads tap (i, j) at k + i dh Wp + j dw, so each tap is one contiguous multiply-add over
+// k < (OH - 1) Wp + OW (the Wp - OW columns between output rows are computed and dropped).
+// Backward runs the same loops on dY laid out with width Wp (zeros in the dropped columns).
 struct PaddedPlane {
-  std::int64_t hp, wp, size;  // the padded plane, and its buffer (taps may read dw (kw - 1) past it)
+  std::int64_t hp, wp, count;
   explicit PaddedPlane(const ConvGeom& g)
-      : hp(g.h + g.ph + g.ph_end), wp(g.w + g.pw + g.pw_end), size(hp * wp + g.dw * (g.kw - 1)) {}
-  std::int64_t outputs(const ConvGeom& g) const { return g.oh * wp; }
+      : hp(g.h + g.ph + g.ph_end), wp(g.w + g.pw + g.pw_end), count((g.oh - 1) * wp + g.ow) {}
+  bool unpadded(const ConvGeom& g) const { return hp == g.h && wp == g.w; }
 };
+
+// The tap loops in the vectors of one instruction set (simd.hpp's Avx512, Avx2, Baseline),
+// each compiled with its target attribute and chosen by get_cpu_capability(), as the
+// attention kernels are. Written with explicit vectors: GCC unrolls and jams a plain
+// tap-by-tap loop into scalar code.
+//
+// a[k] += sum_t w[t] x[k + off[t]] for k < count: blocks of kVecs vectors of outputs stay in
+// registers while every tap adds to them.
+template <class Isa, class T>
+[[gnu::always_inline]] inline void taps_forward_body(T* a, const T* x, const T* w, const std::int64_t* off,
+                                                     std::int64_t taps, std::int64_t count) {
+  using V = detail::simd::VecOf<Isa, T>;
+  constexpr std::int64_t kL = detail::simd::kLanesOf<Isa, T>, kVecs = 4;
+  std::int64_t k0 = 0;
+  for (; k0 + kVecs * kL <= count; k0 += kVecs * kL) {
+    V r[kVecs];
+    for (std::int64_t v = 0; v < kVecs; ++v) r[v] = detail::simd::load_vec<V>(a + k0 + v * kL);
+    for (std::int64_t t = 0; t < taps; ++t) {
+      const V wt = V{} + w[t];
+      const T* s = x + off[t] + k0;
+      for (std::int64_t v = 0; v < kVecs; ++v) r[v] += wt * detail::simd::load_vec<V>(s + v * kL);
+    }
+    for (std::int64_t v = 0; v < kVecs; ++v) detail::simd::store_vec(a + k0 + v * kL, r[v]);
+  }
+  for (; k0 + kL <= count; k0 += kL) {
+    V r = detail::simd::load_vec<V>(a + k0);
+    for (std::int64_t t = 0; t < taps; ++t) r += (V{} + w[t]) * detail::simd::load_vec<V>(x + off[t] + k0);
+    detail::simd::store_vec(a + k0, r);
+  }
+  for (; k0 < count; ++k0) {
+    T r = a[k0];
+    for (std::int64_t t = 0; t < taps; ++t) r += w[t] * x[off[t] + k0];
+    a[k0] = r;
+  }
+}
+
+// dw[t] += sum_k g[k] x[k + off[t]] for k < count: up to kGroup taps at a time share each
+// vector of g, each tap summing into a vector of partial sums.
+template <class Isa, class T>
+[[gnu::always_inline]] inline void taps_weight_grad_body(T* dw, const T* g, const T* x, const std::int64_t* off,
+                                                         std::int64_t taps, std::int64_t count) {
+  using V = detail::simd::VecOf<Isa, T>;
+  constexpr std::int64_t kL = detail::simd::kLanesOf<Isa, T>, kGroup = 8;
+  const std::int64_t whole = count - count % kL;
+  for (std::int64_t t0 = 0; t0 < taps; t0 += kGroup) {
+    const std::int64_t nt = std::min(kGroup, taps - t0);
+    V part[kGroup] = {};
+    for (std::int64_t k = 0; k < whole; k += kL) {
+      const V gv = detail::simd::load_vec<V>(g + k);
+      for (std::int64_t t = 0; t < nt; ++t) part[t] += gv * detail::simd::load_vec<V>(x + off[t0 + t] + k);
+    }
+    for (std::int64_t t = 0; t < nt; ++t) {
+      T sum = 0;
+      for (std::int64_t l = 0; l < kL; ++l) sum += part[t][l];
+      const T* s = x + off[t0 + t];
+      for (std::int64_t k = whole; k < count; ++k) sum += g[k] * s[k];
+      dw[t0 + t] += sum;
+    }
+  }
+}
+
+template <class T>
+struct TapKernels {
+  using Fn = void (*)(T*, const T*, const T*, const std::int64_t*, std::int64_t, std::int64_t);
+  Fn forward, weight_grad;
+};
+
+#define MICROTORCH_CONV_TAPS(NAME, ISA, TARGET)                                                             \
+  template <class T>                                                                                       \
+  TARGET void NAME##_forward(T* a, const T* x, const T* w, const std::int64_t* o, std::int64_t n,          \
+                             std::int64_t c) {                                                             \
+    taps_forward_body<ISA, T>(a, x, w, o, n, c);                                                           \
+  }                                                                                                        \
+  template <class T>                                                                                       \
+  TARGET void NAME##_weight_grad(T* dw, const T* g, const T* x, const std::int64_t* o, std::int64_t n,     \
+                                 std::int64_t c) {                                                         \
+    taps_weight_grad_body<ISA, T>(dw, g, x, o, n, c);                                                      \
+  }
+#if defined(MICROTORCH_ISAS_AVX512)
+MICROTORCH_CONV_TAPS(taps_avx512, detail::simd::Avx512, MICROTORCH_TARGET_AVX512)
+#endif
+#if defined(MICROTORCH_ISAS_AVX2)
+MICROTORCH_CONV_TAPS(taps_avx2, detail::simd::Avx2, MICROTORCH_TARGET_AVX2)
+#endif
+#if defined(MICROTORCH_ISAS_BASELINE)
+MICROTORCH_CONV_TAPS(taps_baseline, detail::simd::Baseline, )
+#endif
+#undef MICROTORCH_CONV_TAPS
+
+template <class T>
+TapKernels<T> tap_kernels() {
+  const std::string_view isa = get_cpu_capability();
+#if defined(MICROTORCH_ISAS_AVX512)
+  if (isa == "avx512") return {taps_avx512_forward<T>, taps_avx512_weight_grad<T>};
+#endif
+#if defined(MICROTORCH_ISAS_AVX2)
+  if (isa == "avx2") return {taps_avx2_forward<T>, taps_avx2_weight_grad<T>};
+#endif
+#if defined(MICROTORCH_ISAS_BASELINE)
+  return {taps_baseline_forward<T>, taps_baseline_weight_grad<T>};
+#else
+  (void)isa;
+  std::abort();  // unreachable: get_cpu_capability() names a compiled ISA
+#endif
+}
+
+// db[o] = sum of dy[n, o, :] over n, each row in kParts partial sums (vector lanes).
+template <class T>
+void bias_grad(const ConvGeom& g, const T* gy, T* db) {
+  constexpr std::int64_t kParts = 16;
+  const std::int64_t ohw = g.ohw(), whole = ohw - ohw % kParts;
+  for (std::int64_t o = 0; o < g.o; ++o) {
+    T part[kParts] = {};
+    T rest = 0;
+    for (std::int64_t n = 0; n < g.n; ++n) {
+      const T* r = gy + (n * g.o + o) * ohw;
+      for (std::int64_t k = 0; k < whole; k += kParts) {
+        for (std::int64_t l = 0; l < kParts; ++l) part[l] += r[k + l];
+      }
+      for (std::int64_t k = whole; k < ohw; ++k) rest += r[k];
+    }
+    for (std::int64_t l = 0; l < kParts; ++l) rest += part[l];
+    db[o] = rest;
+  }
+}
+
+// The flat offset of each tap (i, j) in the padded plane.
+std::vector<std::int64_t> tap_offsets(const ConvGeom& g, std::int64_t wp) {
+  std::vector<std::int64_t> off;
+  for (std::int64_t i = 0; i < g.kh; ++i) {
+    for (std::int64_t j = 0; j < g.kw; ++j) off.push_back(i * g.dh * wp + j * g.dw);
+  }
+  return off;
+}
+
+// Copies the rows of an H x W plane into the interior of the padded plane (its border stays 0).
+template <class T>
+void pad_plane(const ConvGeom& g, const PaddedPlane& pp, const T* plane, T* padded) {
+  for (std::int64_t r = 0; r < g.h; ++r) {
+    const T* src = plane + r * g.w;
+    T* dst = padded + (r + g.ph) * pp.wp + g.pw;
+    for (std::int64_t q = 0; q < g.w; ++q) dst[q] = src[q];
+  }
+}
 
 template <class T>
 void conv_forward_depthwise_flat(const ConvGeom& g, const T* x, const T* w, const T* b, T* y) {
   const PaddedPlane pp(g);
-  const std::int64_t count = pp.outputs(g);
-  std::vector<T> xp(static_cast<std::size_t>(pp.size), T(0)), acc(static_cast<std::size_t>(count));
+  const auto off = tap_offsets(g, pp.wp);
+  const auto kernels = tap_kernels<T>();
+  const std::int64_t taps = g.kh * g.kw, ohw = g.ohw();
+  const bool direct_out = pp.wp == g.ow;  // no dropped columns: accumulate into y itself
+  Scratch<T> xp(pp.unpadded(g) ? 0 : pp.hp * pp.wp, T(0)), acc(direct_out ? 0 : pp.count);
   for (std::int64_t s = 0; s < g.n; ++s) {
     for (std::int64_t c = 0; c < g.c; ++c) {
       const T* plane = x + (s * g.c + c) * g.h * g.w;
-      for (std::int64_t r = 0; r < g.h; ++r) std::copy(plane + r * g.w, plane + (r + 1) * g.w, &xp[(r + g.ph) * pp.wp + g.pw]);
+      const T* src = plane;
+      if (!pp.unpadded(g)) pad_plane(g, pp, plane, xp.data()), src = xp.data();
       for (std::int64_t m = 0; m < g.og; ++m) {
         const std::int64_t o = c * g.og + m;
-        T* __restrict a = acc.data();
-        std::fill(a, a + count, b ? b[o] : T(0));
-        for (std::int64_t i = 0; i < g.kh; ++i) {
-          for (std::int64_t j = 0; j < g.kw; ++j) {
-            const T wt = w[(o * g.kh + i) * g.kw + j];
-            const T* __restrict src = xp.data() + i * g.dh * pp.wp + j * g.dw;
-            for (std::int64_t k = 0; k < count; ++k) a[k] += wt * src[k];
+        T* yo = y + (s * g.o + o) * ohw;
+        T* a = direct_out ? yo : acc.data();
+        std::fill(a, a + pp.count, b ? b[o] : T(0));
+        kernels.forward(a, src, w + o * taps, off.data(), taps, pp.count);
+        if (!direct_out) {
+          for (std::int64_t p = 0; p < g.oh; ++p) {
+            for (std::int64_t q = 0; q < g.ow; ++q) yo[p * g.ow + q] = a[p * pp.wp + q];
           }
         }
-        T* yo = y + (s * g.o + o) * g.ohw();
-        for (std::int64_t p = 0; p < g.oh; ++p) std::copy(a + p * pp.wp, a + p * pp.wp + g.ow, yo + p * g.ow);
       }
     }
   }
 }
 
+// Backward: dY is laid out with width Wp behind `front` = the largest tap offset of zeros
+// (gz), so that dx_padded[m] = sum_t w[t] dY[m - off[t]] = sum_t w[t] gz[m + front - off[t]]
+// is the forward's loop with the offsets flipped; dw[t] = sum_k dY[k] x_padded[k + off[t]].
 template <class T>
 void conv_backward_depthwise_flat(const ConvGeom& g, const T* x, const T* w, const T* gy, T* dx, T* dw) {
   const PaddedPlane pp(g);
-  const std::int64_t count = pp.outputs(g);
-  std::vector<T> xp(static_cast<std::size_t>(pp.size), T(0)), dxp(static_cast<std::size_t>(pp.size));
-  std::vector<T> gp(static_cast<std::size_t>(count), T(0));
+  const auto off = tap_offsets(g, pp.wp);
+  const auto kernels = tap_kernels<T>();
+  const std::int64_t taps = g.kh * g.kw, ohw = g.ohw(), plane_size = pp.hp * pp.wp, front = off.back();
+  std::vector<std::int64_t> flipped(off.size());
+  for (std::size_t t = 0; t < off.size(); ++t) flipped[t] = front - off[t];
+  // dx is needed only at the input's rows [ph, ph + H) of the padded plane.
+  const std::int64_t first = g.ph * pp.wp, rows = g.h * pp.wp;
+  Scratch<T> xp(pp.unpadded(g) ? 0 : plane_size, T(0)), dxp(rows), gz(front + plane_size, T(0));
+  T* gk = gz.data() + front;
   for (std::int64_t s = 0; s < g.n; ++s) {
     for (std::int64_t c = 0; c < g.c; ++c) {
       const T* plane = x + (s * g.c + c) * g.h * g.w;
-      if (dw) {
-        for (std::int64_t r = 0; r < g.h; ++r) {
-          std::copy(plane + r * g.w, plane + (r + 1) * g.w, &xp[(r + g.ph) * pp.wp + g.pw]);
-        }
-      }
-      std::fill(dxp.begin(), dxp.end(), T(0));
+      const T* src = plane;
+      if (dw && !pp.unpadded(g)) pad_plane(g, pp, plane, xp.data()), src = xp.data();
+      if (dx) std::fill(dxp.data(), dxp.data() + rows, T(0));
       for (std::int64_t m = 0; m < g.og; ++m) {
         const std::int64_t o = c * g.og + m;
-        const T* go = gy + (s * g.o + o) * g.ohw();
-        for (std::int64_t p = 0; p < g.oh; ++p) std::copy(go + p * g.ow, go + (p + 1) * g.ow, &gp[p * pp.wp]);
-        const T* __restrict gk = gp.data();
-        for (std::int64_t i = 0; i < g.kh; ++i) {
-          for (std::int64_t j = 0; j < g.kw; ++j) {
-            const std::int64_t tap = (o * g.kh + i) * g.kw + j, off = i * g.dh * pp.wp + j * g.dw;
-            if (dw) {
-              const T* __restrict src = xp.data() + off;
-              T sum = 0;
-              for (std::int64_t k = 0; k < count; ++k) sum += gk[k] * src[k];
-              dw[tap] += sum;
-            }
-            if (dx) {
-              const T wt = w[tap];
-              T* __restrict d = dxp.data() + off;
-              for (std::int64_t k = 0; k < count; ++k) d[k] += wt * gk[k];
-            }
-          }
+        const T* go = gy + (s * g.o + o) * ohw;
+        for (std::int64_t p = 0; p < g.oh; ++p) {  // the dropped columns stay 0
+          for (std::int64_t q = 0; q < g.ow; ++q) gk[p * pp.wp + q] = go[p * g.ow + q];
         }
+        if (dw) kernels.weight_grad(dw + o * taps, gk, src, off.data(), taps, pp.count);
+        if (dx) kernels.forward(dxp.data(), gz.data() + first, w + o * taps, flipped.data(), taps, rows);
       }
       if (dx) {
         T* dplane = dx + (s * g.c + c) * g.h * g.w;
         for (std::int64_t r = 0; r < g.h; ++r) {
-          const T* src = &dxp[(r + g.ph) * pp.wp + g.pw];
-          std::copy(src, src + g.w, dplane + r * g.w);
+          const T* row = dxp.data() + r * pp.wp + g.pw;
+          for (std::int64_t q = 0; q < g.w; ++q) dplane[r * g.w + q] = row[q];
         }
       }
     }
   }
 }
 
-// Depthwise (C_g = 1): output channel o reads input channel o / O_g.
+// Depthwise (C_g = 1) with a stride: output channel o reads input channel o / O_g, tap by tap
+// along the output rows, over the outputs whose input lies inside the plane.
+struct TapRanges {
+  std::vector<detail::Range> rows, cols;  // per kernel row i and column j
+  explicit TapRanges(const ConvGeom& g) {
+    for (std::int64_t i = 0; i < g.kh; ++i) rows.push_back(detail::valid_outputs(i * g.dh - g.ph, g.sh, g.h, g.oh));
+    for (std::int64_t j = 0; j < g.kw; ++j) cols.push_back(detail::valid_outputs(j * g.dw - g.pw, g.sw, g.w, g.ow));
+  }
+};
+
 template <class T>
 void conv_forward_depthwise(const ConvGeom& g, const T* x, const T* w, const T* b, T* y) {
   const std::int64_t ohw = g.ohw();
+  const TapRanges tr(g);
   for (std::int64_t s = 0; s < g.n; ++s) {
     for (std::int64_t o = 0; o < g.o; ++o) {
       const T* plane = x + (s * g.c + o / g.og) * g.h * g.w;
@@ -286,18 +451,14 @@ void conv_forward_depthwise(const ConvGeom& g, const T* x, const T* w, const T* 
       T* yo = y + (s * g.o + o) * ohw;
       std::fill(yo, yo + ohw, b ? b[o] : T(0));
       for (std::int64_t i = 0; i < g.kh; ++i) {
-        const detail::Range rows = detail::valid_outputs(i * g.dh - g.ph, g.sh, g.h, g.oh);
+        const detail::Range rows = tr.rows[static_cast<std::size_t>(i)];
         for (std::int64_t j = 0; j < g.kw; ++j) {
-          const detail::Range cs = detail::valid_outputs(j * g.dw - g.pw, g.sw, g.w, g.ow);
+          const detail::Range cs = tr.cols[static_cast<std::size_t>(j)];
           const T wt = wo[i * g.kw + j];
           for (std::int64_t p = rows.begin; p < rows.end; ++p) {
             const T* src = plane + (p * g.sh - g.ph + i * g.dh) * g.w + (j * g.dw - g.pw);
             T* d = yo + p * g.ow;
-            if (g.sw == 1) {
-              for (std::int64_t q = cs.begin; q < cs.end; ++q) d[q] += wt * src[q];
-            } else {
-              for (std::int64_t q = cs.begin; q < cs.end; ++q) d[q] += wt * src[q * g.sw];
-            }
+            for (std::int64_t q = cs.begin; q < cs.end; ++q) d[q] += wt * src[q * g.sw];
           }
         }
       }
@@ -308,14 +469,15 @@ void conv_forward_depthwise(const ConvGeom& g, const T* x, const T* w, const T* 
 template <class T>
 void conv_backward_depthwise(const ConvGeom& g, const T* x, const T* w, const T* gy, T* dx, T* dw) {
   const std::int64_t ohw = g.ohw();
+  const TapRanges tr(g);
   for (std::int64_t s = 0; s < g.n; ++s) {
     for (std::int64_t o = 0; o < g.o; ++o) {
       const std::int64_t in_offset = (s * g.c + o / g.og) * g.h * g.w;
       const T* go = gy + (s * g.o + o) * ohw;
       for (std::int64_t i = 0; i < g.kh; ++i) {
-        const detail::Range rows = detail::valid_outputs(i * g.dh - g.ph, g.sh, g.h, g.oh);
+        const detail::Range rows = tr.rows[static_cast<std::size_t>(i)];
         for (std::int64_t j = 0; j < g.kw; ++j) {
-          const detail::Range cs = detail::valid_outputs(j * g.dw - g.pw, g.sw, g.w, g.ow);
+          const detail::Range cs = tr.cols[static_cast<std::size_t>(j)];
           const std::int64_t tap = o * g.kh * g.kw + i * g.kw + j;
           const T wt = w[tap];
           T acc = 0;
@@ -338,9 +500,8 @@ void conv_backward_depthwise(const ConvGeom& g, const T* x, const T* w, const T*
   }
 }
 
-// The flat loops pay for the padded copy and the dropped columns; they win over the row
-// loops on 2-D kernels, whose rows are short.
-bool flat_depthwise(const ConvGeom& g) { return g.sh == 1 && g.sw == 1 && g.kh > 1; }
+// Stride 1 runs the flat loops (any kernel, 1-D or 2-D); strides the row loops.
+bool flat_depthwise(const ConvGeom& g) { return g.sh == 1 && g.sw == 1; }
 
 // The convolution's arguments checked against PyTorch's rules; x and weight have 2 + spatial
 // dims (1-D ones widened to height 1 by the caller, `spatial` says which the user gave).
@@ -498,7 +659,7 @@ Tensor conv_nd(const ConvArgs& a, const Tensor& x, const Tensor& weight, const T
         const Tensor &x = s[0], &w = s[1];
         Tensor dx = needs[0] ? zeros(x.shape(), x.dtype()) : Tensor();
         Tensor dw = needs[1] ? zeros(w.shape(), w.dtype()) : Tensor();
-        Tensor db = has_bias && needs[2] ? Tensor::empty({g.o}, w.dtype()) : Tensor();
+        Tensor db;
         detail::visit_floating(x.dtype(), op, [&](auto tag) {
           using T = typename decltype(tag)::type;
           T* pdx = dx.defined() ? dx.data<T>() : nullptr;
@@ -515,19 +676,16 @@ Tensor conv_nd(const ConvArgs& a, const Tensor& x, const Tensor& weight, const T
               conv_backward_gemm(g, x.data<T>(), w.data<T>(), pg, pdx, pdw);
             }
           }
-          if (db.defined()) {  // db[o] = sum over n, p, q of dy
-            T* pdb = db.data<T>();
-            for (std::int64_t o = 0; o < g.o; ++o) {
-              T acc = 0;
-              for (std::int64_t n = 0; n < g.n; ++n) {
-                const T* r = pg + (n * g.o + o) * g.ohw();
-                for (std::int64_t k = 0; k < g.ohw(); ++k) acc += r[k];
-              }
-              pdb[o] = acc;
-            }
-          }
           return 0;
         });
+        if (has_bias && needs[2]) {  // db[o] = sum over n, p, q of dy
+          db = Tensor::empty({g.o}, w.dtype());
+          detail::visit_floating(x.dtype(), op, [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            bias_grad(g, gy.data<T>(), db.data<T>());
+            return 0;
+          });
+        }
         return TensorList{dx, dw, db};
       },
       std::move(attrs));
