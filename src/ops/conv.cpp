@@ -52,10 +52,13 @@ struct Scratch {
 
 constexpr std::int64_t kMaxColElements = std::int64_t{1} << 22;  // 16 MiB of float32 per im2col chunk
 
-// col[(c, i, j), s * P Q + p Q + q] for samples [n0, n0 + ns) of group `group`.
+// col[(c, i, j), s * P Q + p Q + q] for samples [n0, n0 + ns) of group `group`. With padding
+// the block is zeroed once and only the taps that read the input are copied (many short rows:
+// one memset beats a fill per row).
 template <class T>
 void im2col(const ConvGeom& g, const T* x, std::int64_t group, std::int64_t n0, std::int64_t ns, T* col) {
   const std::int64_t ohw = g.ohw(), cols = ns * ohw;
+  if (g.ph > 0 || g.pw > 0 || g.ph_end > 0 || g.pw_end > 0) std::fill(col, col + g.taps() * cols, T(0));
   for (std::int64_t c = 0; c < g.cg; ++c) {
     for (std::int64_t i = 0; i < g.kh; ++i) {
       const detail::Range rows = detail::valid_outputs(i * g.dh - g.ph, g.sh, g.h, g.oh);
@@ -64,20 +67,15 @@ void im2col(const ConvGeom& g, const T* x, std::int64_t group, std::int64_t n0, 
         T* row = col + ((c * g.kh + i) * g.kw + j) * cols;
         for (std::int64_t s = 0; s < ns; ++s) {
           const T* plane = x + ((n0 + s) * g.c + group * g.cg + c) * g.h * g.w;
-          T* dst = row + s * ohw;
-          std::fill(dst, dst + rows.begin * g.ow, T(0));
           for (std::int64_t p = rows.begin; p < rows.end; ++p) {
             const T* src = plane + (p * g.sh - g.ph + i * g.dh) * g.w + (j * g.dw - g.pw);
-            T* d = dst + p * g.ow;
-            std::fill(d, d + cs.begin, T(0));
+            T* d = row + s * ohw + p * g.ow;
             if (g.sw == 1) {
-              std::copy(src + cs.begin, src + cs.end, d + cs.begin);
+              for (std::int64_t q = cs.begin; q < cs.end; ++q) d[q] = src[q];
             } else {
               for (std::int64_t q = cs.begin; q < cs.end; ++q) d[q] = src[q * g.sw];
             }
-            std::fill(d + cs.end, d + g.ow, T(0));
           }
-          std::fill(dst + rows.end * g.ow, dst + ohw, T(0));
         }
       }
     }
@@ -366,7 +364,7 @@ void conv_forward_depthwise_flat(const ConvGeom& g, const T* x, const T* w, cons
   const auto off = tap_offsets(g, pp.wp);
   const auto kernels = tap_kernels<T>();
   const std::int64_t taps = g.kh * g.kw, ohw = g.ohw();
-  const bool direct_out = pp.wp == g.ow;  // no dropped columns: accumulate into y itself
+  const bool direct_out = pp.wp == g.ow || g.oh == 1;  // no dropped columns: accumulate into y itself
   Scratch<T> xp(pp.unpadded(g) ? 0 : pp.hp * pp.wp, T(0)), acc(direct_out ? 0 : pp.count);
   for (std::int64_t s = 0; s < g.n; ++s) {
     for (std::int64_t c = 0; c < g.c; ++c) {
