@@ -132,6 +132,52 @@ class SoftmaxStep : public Step {
   mt::Tensor x_;
 };
 
+// A chain of convolutions (conv.hpp) on x that requires no grad, the layers' parameters do:
+// forward with the graph recorded, or zero_grad, forward, loss = output.sum(), backward.
+class ConvChainStep : public Step {
+ public:
+  ConvChainStep(std::shared_ptr<nn::Sequential> net, mt::Tensor x, bool backward)
+      : net_(std::move(net)), x_(std::move(x)), backward_(backward) {}
+  void run() override {
+    if (!backward_) {
+      keep(net_->forward(x_));
+      return;
+    }
+    net_->zero_grad();
+    net_->forward(x_).sum().backward();
+    keep(net_->parameters().front().grad());
+  }
+
+ private:
+  std::shared_ptr<nn::Sequential> net_;
+  mt::Tensor x_;
+  bool backward_;
+};
+
+// The sensor front end: Conv1d 3 -> 16 (kernel 5, stride 2, padding 2), depthwise Conv1d
+// (kernel 3, padding 1) on 16 channels, pointwise Conv1d 16 -> 32; x [32, 3, 128].
+std::unique_ptr<Step> sensor_step(bool backward) {
+  Seeded seeded;
+  auto net = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Conv1d>(3, 16, 5, nn::Conv1dOptions{.stride = 2, .padding = 2}),
+      std::make_shared<nn::Conv1d>(16, 16, 3, nn::Conv1dOptions{.padding = 1, .groups = 16}),
+      std::make_shared<nn::Conv1d>(16, 32, 1)});
+  return std::make_unique<ConvChainStep>(net, mt::randn({32, 3, 128}), backward);
+}
+
+// A DS-CNN layer pair: depthwise Conv2d 3x3 (padding 1) on 64 channels, pointwise 64 -> 64;
+// x [32, 64, 25, 5] (25 frames x 5 features, the keyword-spotting DS-CNN's map, batch 32).
+std::unique_ptr<Step> dscnn_step(bool backward) {
+  Seeded seeded;
+  auto net = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Conv2d>(64, 64, 3, nn::Conv2dOptions{.padding = 1, .groups = 64}),
+      std::make_shared<nn::Conv2d>(64, 64, 1)});
+  return std::make_unique<ConvChainStep>(net, mt::randn({32, 64, 25, 5}), backward);
+}
+
+constexpr std::array<const char*, 4> kConvSteps{"sensor_fwd/32x3x128", "sensor_fwd_bwd/32x3x128",
+                                                "dscnn_pair_fwd/32x64x25x5", "dscnn_pair_fwd_bwd/32x64x25x5"};
+
 constexpr std::array<std::int64_t, 2> kMatmulSizes{64, 256};
 constexpr std::array<std::array<std::int64_t, 2>, 2> kSoftmaxSizes{{{256, 16}, {16384, 512}}};
 constexpr std::array<const char*, 4> kAttentionKinds{"mha_fwd", "mha_fwd_bwd", "mha_infer", "attn_fwd_bwd"};
@@ -165,6 +211,7 @@ std::vector<std::string> step_names() {
     for (const char* k : kAttentionKinds) names.push_back(std::string(k) + "/" + shape_tag(s));
   }
   names.push_back("iris_train_step/batch:16");
+  for (const char* n : kConvSteps) names.emplace_back(n);
   return names;
 }
 
@@ -176,6 +223,8 @@ std::unique_ptr<Step> make_step(const std::string& name) {
     if (name == "softmax/" + std::to_string(rows) + "x" + std::to_string(n)) return std::make_unique<SoftmaxStep>(rows, n);
   }
   if (name == "iris_train_step/batch:16") return std::make_unique<IrisStep>();
+  if (name == kConvSteps[0] || name == kConvSteps[1]) return sensor_step(name == kConvSteps[1]);
+  if (name == kConvSteps[2] || name == kConvSteps[3]) return dscnn_step(name == kConvSteps[3]);
   std::string kind;
   AttentionShape s{};
   if (!attention_name(name, kind, s)) throw std::invalid_argument("no benchmark step is called " + name);

@@ -13,6 +13,13 @@
 //                                 the heads, as MultiheadAttention returns them), loss =
 //                                 output.sum(), backward
 //   iris_train_step/batch:16      one Adam step of the Iris transformer (iris_model.hpp)
+//   sensor_fwd/32x3x128           a sensor front end on x [32, 3, 128]: Conv1d 3 -> 16 (kernel 5,
+//                                 stride 2, padding 2), depthwise Conv1d (kernel 3) on 16
+//                                 channels, pointwise Conv1d 16 -> 32; graph recorded
+//   sensor_fwd_bwd/32x3x128       zero_grad, the same forward, loss = output.sum(), backward
+//   dscnn_pair_fwd/32x64x25x5     a DS-CNN layer pair on x [32, 64, 25, 5]: depthwise Conv2d 3x3
+//                                 (padding 1) on 64 channels, pointwise Conv2d 64 -> 64
+//   dscnn_pair_fwd_bwd/32x64x25x5 zero_grad, forward, loss = output.sum(), backward
 //
 // <shape> is NxLxExH (with weights) or NxLxExH-noweights (need_weights = false), one of
 // kShapes. A step builds its module and inputs once (seeded with 0); run() does one unit

@@ -8,8 +8,8 @@ batch_first=True) called as mha(x, x, x, need_weights=...) (weights averaged ove
 its default, or none for the -noweights shapes), loss = output.sum(); the attention core
 (attn_fwd_bwd) is torch 1.13's F._scaled_dot_product_attention on q, k, v [N, H, L, E / H]
 (its own layout) with the weights averaged over the heads when they are wanted, as
-nn.MultiheadAttention does; matmul, softmax and the Iris transformer's Adam step as in
-steps.cpp. tools/bench_paired.py times them next to microtorch's.
+nn.MultiheadAttention does; matmul, softmax, the Iris transformer's Adam step and the
+convolution chains (the sensor front end, the DS-CNN layer pair) as in steps.cpp. tools/bench_paired.py times them next to microtorch's.
 """
 import argparse
 
@@ -103,6 +103,32 @@ def iris_train_step():
     return step
 
 
+def conv_chain(layers, x, backward):
+    """steps.cpp's ConvChainStep: forward (graph recorded), or zero_grad, forward, sum, backward."""
+    net = torch.nn.Sequential(*layers)
+    if not backward:
+        return lambda: net(x)
+
+    def step():
+        net.zero_grad(set_to_none=True)
+        net(x).sum().backward()
+
+    return step
+
+
+def sensor_step(backward):
+    torch.manual_seed(0)
+    layers = [torch.nn.Conv1d(3, 16, 5, stride=2, padding=2), torch.nn.Conv1d(16, 16, 3, padding=1, groups=16),
+              torch.nn.Conv1d(16, 32, 1)]
+    return conv_chain(layers, torch.randn(32, 3, 128), backward)
+
+
+def dscnn_step(backward):
+    torch.manual_seed(0)
+    layers = [torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), torch.nn.Conv2d(64, 64, 1)]
+    return conv_chain(layers, torch.randn(32, 64, 25, 5), backward)
+
+
 def no_grad(fn):
     def step():
         with torch.no_grad():
@@ -127,6 +153,10 @@ def steps():
         out[f"mha_infer/{tag(s)}"] = mha_infer(s)
         out[f"attn_fwd_bwd/{tag(s)}"] = attn_fwd_bwd(s)
     out["iris_train_step/batch:16"] = iris_train_step()
+    out["sensor_fwd/32x3x128"] = sensor_step(False)
+    out["sensor_fwd_bwd/32x3x128"] = sensor_step(True)
+    out["dscnn_pair_fwd/32x64x25x5"] = dscnn_step(False)
+    out["dscnn_pair_fwd_bwd/32x64x25x5"] = dscnn_step(True)
     return out
 
 
