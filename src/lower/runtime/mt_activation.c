@@ -76,15 +76,17 @@ static int32_t mt_gelu_v(int32_t x, int32_t in_m, int in_s) {
   return x * phi;
 }
 
-#define MT_DEFINE_TABLE_ACTIVATION(OP, Y, YT, VALUE)                                                    \
-  void mt_##OP##_s16_##Y(const int16_t *x, YT *y, int n, int32_t in_m, int in_s, int32_t out_m,         \
-                         int out_s, int32_t y_zero) {                                                   \
+/* y = y_zero + rq(VALUE(x)) (VALUE: mt_tanh_q20v, mt_sigmoid_q21v, mt_gelu_v), saturated by OUT
+ * (mt_out_*) */
+#define MT_DEFINE_TABLE_ACTIVATION(NAME, YT, VALUE, OUT)                                                \
+  void NAME(const int16_t *x, YT *y, int n, int32_t in_m, int in_s, int32_t out_m, int out_s,           \
+            int32_t y_zero) {                                                                           \
     int i;                                                                                              \
-    for (i = 0; i < n; ++i) y[i] = mt_out_##Y(mt_rq32(VALUE(x[i], in_m, in_s), out_m, out_s), y_zero); \
+    for (i = 0; i < n; ++i) y[i] = OUT(mt_rq32(VALUE(x[i], in_m, in_s), out_m, out_s), y_zero);         \
   }
-MT_DEFINE_TABLE_ACTIVATION(tanh, s8, int8_t, mt_tanh_q20v)
-MT_DEFINE_TABLE_ACTIVATION(tanh, s16, int16_t, mt_tanh_q20v)
-MT_DEFINE_TABLE_ACTIVATION(sigmoid, s8, int8_t, mt_sigmoid_q21v)
-MT_DEFINE_TABLE_ACTIVATION(sigmoid, s16, int16_t, mt_sigmoid_q21v)
-MT_DEFINE_TABLE_ACTIVATION(gelu, s8, int8_t, mt_gelu_v)
-MT_DEFINE_TABLE_ACTIVATION(gelu, s16, int16_t, mt_gelu_v)
+MT_DEFINE_TABLE_ACTIVATION(mt_tanh_s16_s8, int8_t, mt_tanh_q20v, mt_out_s8)
+MT_DEFINE_TABLE_ACTIVATION(mt_tanh_s16_s16, int16_t, mt_tanh_q20v, mt_out_s16)
+MT_DEFINE_TABLE_ACTIVATION(mt_sigmoid_s16_s8, int8_t, mt_sigmoid_q21v, mt_out_s8)
+MT_DEFINE_TABLE_ACTIVATION(mt_sigmoid_s16_s16, int16_t, mt_sigmoid_q21v, mt_out_s16)
+MT_DEFINE_TABLE_ACTIVATION(mt_gelu_s16_s8, int8_t, mt_gelu_v, mt_out_s8)
+MT_DEFINE_TABLE_ACTIVATION(mt_gelu_s16_s16, int16_t, mt_gelu_v, mt_out_s16)

@@ -293,16 +293,16 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
  * inlined: one call per group of keys keeps the caller's registers. The usual case, value dim
  * 16 with the four weights within int16, comes first with its own loads and returns: where it
  * shared them with the other paths GCC stored the four row pointers on the stack for those
- * (about 8 instructions more per group). */
-#define MT_DEFINE_ATTN_PV4(T, CT, ACC, STEP)                                                                \
-  static __attribute__((noinline)) void mt_attn_pv4_##T(ACC *acc, const CT *const *pv, const int32_t *w,    \
-                                                        int Dv) {                                           \
+ * (about 8 instructions more per group). STEP_FN: mt_attn_pv4_step_*; T (s8, s16) selects
+ * MT_ATTN_PV4_ONE_* and MT_ATTN_PV4_ROW_*. */
+#define MT_DEFINE_ATTN_PV4(NAME, T, CT, ACC, STEP, STEP_FN)                                                 \
+  static __attribute__((noinline)) void NAME(ACC *acc, const CT *const *pv, const int32_t *w, int Dv) {     \
     if (Dv == 16 && (w[0] | w[1] | w[2] | w[3]) <= 32767) {                                                 \
       const CT *v0 = pv[0], *v1 = pv[1], *v2 = pv[2], *v3 = pv[3];                                          \
       const int32_t wa = mt_pack_halves(w[0], w[1]), wb = mt_pack_halves(w[2], w[3]);                      \
       int d;                                                                                                \
       _Pragma("GCC unroll 8") for (d = 0; d < 16; d += STEP)                                                \
-          mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                            \
+          STEP_FN(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                                         \
       return;                                                                                               \
     }                                                                                                       \
     {                                                                                                       \
@@ -313,13 +313,13 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
         const int32_t wa = mt_pack_halves(w0, w1), wb = mt_pack_halves(w2, w3);                             \
         if (Dv == 8) {                                                                                      \
           _Pragma("GCC unroll 4") for (; d < 8; d += STEP)                                                  \
-              mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                        \
+              STEP_FN(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                                     \
         } else if (Dv == 4) {                                                                               \
           _Pragma("GCC unroll 2") for (; d < 4; d += STEP)                                                  \
-              mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                        \
+              STEP_FN(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                                     \
         } else {                                                                                            \
           for (; d + STEP <= Dv; d += STEP)                                                                 \
-            mt_attn_pv4_step_##T(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                          \
+            STEP_FN(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                                       \
         }                                                                                                   \
       } else if (Dv == 16) {                                                                                \
         MT_ATTN_PV4_ROW_##T(16);                                                                            \
@@ -334,7 +334,7 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
 #define MT_ATTN_PV4_ONE_s8 \
   acc[d] += w0 * (int32_t)v0[d] + w1 * (int32_t)v1[d] + w2 * (int32_t)v2[d] + w3 * (int32_t)v3[d]
 #define MT_ATTN_PV4_ROW_s8(N) _Pragma("GCC unroll 16") for (; d < (N); ++d) MT_ATTN_PV4_ONE_s8
-MT_DEFINE_ATTN_PV4(s8, int8_t, int32_t, 4)
+MT_DEFINE_ATTN_PV4(mt_attn_pv4_s8, s8, int8_t, int32_t, 4, mt_attn_pv4_step_s8)
 #define MT_ATTN_GROUP_s8 4
 #define mt_attn_pvg_s8 mt_attn_pv4_s8
 
@@ -683,7 +683,7 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_next_s16(int64_t *
     _Pragma("GCC unroll 16") for (; d < (N); ++d)                                                  \
         mt_attn_pv4_next_s16(&a_, &p0_, &p1_, &p2_, &p3_, w0, w1, w2, w3);                         \
   } while (0)
-MT_DEFINE_ATTN_PV4(s16, int16_t, int64_t, 2)
+MT_DEFINE_ATTN_PV4(mt_attn_pv4_s16, s16, int16_t, int64_t, 2, mt_attn_pv4_step_s16)
 #define MT_ATTN_GROUP_s16 4
 #define mt_attn_pvg_s16 mt_attn_pv4_s16
 
@@ -792,14 +792,14 @@ static int32_t mt_attn_norm_apply(const mt_attn_norm *n, int64_t acc) {
   return mt_rshift_s64(mt_rshift_s64_s64(acc, n->pre) * (int64_t)n->y, n->sh);
 }
 
-/* A query's outputs: out[d] = mt_out(norm(acc[d]), 0), mt_attn_out_* */
-#define MT_DEFINE_ATTN_OUT(T, CT, ACC)                                                          \
-  static void mt_attn_out_ref_##T(const mt_attn_norm *n, const ACC *acc, CT *out, int Dv) {     \
+/* A query's outputs: out[d] = OUT(norm(acc[d]), 0) (OUT: mt_out_*), mt_attn_out_* */
+#define MT_DEFINE_ATTN_OUT(NAME, CT, ACC, OUT)                                                  \
+  static void NAME(const mt_attn_norm *n, const ACC *acc, CT *out, int Dv) {                    \
     int d;                                                                                      \
-    for (d = 0; d < Dv; ++d) out[d] = mt_out_##T(mt_attn_norm_apply(n, acc[d]), 0);             \
+    for (d = 0; d < Dv; ++d) out[d] = OUT(mt_attn_norm_apply(n, acc[d]), 0);                    \
   }
-MT_DEFINE_ATTN_OUT(s8, int8_t, int32_t)
-MT_DEFINE_ATTN_OUT(s16, int16_t, int64_t)
+MT_DEFINE_ATTN_OUT(mt_attn_out_ref_s8, int8_t, int32_t, mt_out_s8)
+MT_DEFINE_ATTN_OUT(mt_attn_out_ref_s16, int16_t, int64_t, mt_out_s16)
 #if MT_DSP
 /* For 33 <= sh <= 63 (sh = 46 - g + the output shift) the same integers in 32-bit steps:
  * a = round(|acc| / 2^pre) (1 <= pre <= 16) from the words {hi, lo} of |acc| + 2^(pre-1) (UT:
@@ -809,14 +809,14 @@ MT_DEFINE_ATTN_OUT(s16, int16_t, int64_t)
  * (UMULL; the low word of 2^(sh-1) is 0, so no carry) plus 2^(sh-33), shifted by sh - 32,
  * below 2^30 (nothing to saturate at int32); then the sign by EOR and SUB of acc's sign word
  * (no branch: GCC made one copy of the tail per sign) and SSAT to the output type (mt_out_*
- * with zero point 0). */
-#define MT_DEFINE_ATTN_OUT_DSP(T, CT, ACC, MAG, UT, BITS)                                                   \
-  static void mt_attn_out_##T(const mt_attn_norm *n, const ACC *acc, CT *out, int Dv) {                   \
+ * with zero point 0). REF: mt_attn_out_ref_*, OUT: mt_out_*. */
+#define MT_DEFINE_ATTN_OUT_DSP(NAME, CT, ACC, MAG, UT, BITS, REF, OUT)                                    \
+  static void NAME(const mt_attn_norm *n, const ACC *acc, CT *out, int Dv) {                              \
     const uint32_t y = n->y;                                                                              \
     const int pre = n->pre, hs = n->sh - 32;                                                              \
     int d;                                                                                                \
     if (hs < 1 || hs > 31) {                                                                              \
-      mt_attn_out_ref_##T(n, acc, out, Dv);                                                               \
+      REF(n, acc, out, Dv);                                                                               \
       return;                                                                                             \
     }                                                                                                     \
     for (d = 0; d < Dv; ++d) {                                                                            \
@@ -824,7 +824,7 @@ MT_DEFINE_ATTN_OUT(s16, int16_t, int64_t)
       const uint32_t lo = (uint32_t)m, hi = (uint32_t)((uint64_t)m >> 32);                                \
       uint32_t r, sg;                                                                                     \
       if (hi >> pre) { /* beyond the bound above: the reference */                                        \
-        out[d] = mt_out_##T(mt_attn_norm_apply(n, acc[d]), 0);                                            \
+        out[d] = OUT(mt_attn_norm_apply(n, acc[d]), 0);                                                   \
         continue;                                                                                         \
       }                                                                                                   \
       r = (mt_mulhi_u32(lo >> pre | hi << (32 - pre), y) + (1u << (hs - 1))) >> hs;                      \
@@ -832,8 +832,9 @@ MT_DEFINE_ATTN_OUT(s16, int16_t, int64_t)
       out[d] = (CT)(int32_t)__builtin_arm_ssat((int32_t)((r ^ sg) - sg), BITS);                           \
     }                                                                                                     \
   }
-MT_DEFINE_ATTN_OUT_DSP(s8, int8_t, int32_t, mt_mag32, uint32_t, 8)
-MT_DEFINE_ATTN_OUT_DSP(s16, int16_t, int64_t, mt_abs_u64, uint64_t, 16)
+MT_DEFINE_ATTN_OUT_DSP(mt_attn_out_s8, int8_t, int32_t, mt_mag32, uint32_t, 8, mt_attn_out_ref_s8, mt_out_s8)
+MT_DEFINE_ATTN_OUT_DSP(mt_attn_out_s16, int16_t, int64_t, mt_abs_u64, uint64_t, 16, mt_attn_out_ref_s16,
+                       mt_out_s16)
 #else
 #define mt_attn_out_s8 mt_attn_out_ref_s8
 #define mt_attn_out_s16 mt_attn_out_ref_s16
@@ -943,10 +944,9 @@ static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
     }                                                                                                     \
   } while (0)
 #endif
-#define MT_DEFINE_ATTN_WEIGHTS(T, CT)                                                                     \
-  static __attribute__((noinline)) int mt_attn_weights_##T(const mt_attn *a, int i, int j, int32_t mx, int g, \
-                                                           int32_t *t, int nk, const CT *v, int vs,       \
-                                                           const CT **pv, uint32_t *l) {                  \
+#define MT_DEFINE_ATTN_WEIGHTS(NAME, CT)                                                                  \
+  static __attribute__((noinline)) int NAME(const mt_attn *a, int i, int j, int32_t mx, int g, int32_t *t, \
+                                            int nk, const CT *v, int vs, const CT **pv, uint32_t *l) {    \
     const int32_t *tu = t, *const end = t + nk;                                                           \
     int32_t *tw = t;                                                                                      \
     const CT **pw = pv;                                                                                   \
@@ -959,8 +959,8 @@ static inline __attribute__((always_inline)) uint32_t mt_attn_exp2(uint32_t z) {
     *l += sum;                                                                                            \
     return (int)(tw - t);                                                                                 \
   }
-MT_DEFINE_ATTN_WEIGHTS(s8, int8_t)
-MT_DEFINE_ATTN_WEIGHTS(s16, int16_t)
+MT_DEFINE_ATTN_WEIGHTS(mt_attn_weights_s8, int8_t)
+MT_DEFINE_ATTN_WEIGHTS(mt_attn_weights_s16, int16_t)
 
 /* Streaming attention, one body for both types (blocked online softmax): the keys in blocks of
  * MT_ATTN_KEYS; per block its logits (mt_attn_logits_*: the Armv7E-M variants keep q in
@@ -973,11 +973,13 @@ MT_DEFINE_ATTN_WEIGHTS(s16, int16_t)
  * fewer bits so that S 2^(16 - g) 2^7 <= 2^31. Working memory: the block's logits and row
  * pointers on the stack (516 B on 32-bit cores) and acc. 64 keys per block: half the blocks'
  * setups and rescalings of 32 (0.91x to 0.96x the instructions at L = S = 128 on Cortex-M4),
- * the working memory under 1 KB. */
+ * the working memory under 1 KB. The steps of a type: LOGITS (mt_attn_logits_*), RESCALE_ROW
+ * (mt_attn_rescale_row_*), WEIGHTS (mt_attn_weights_*), GROUP keys by PVG (MT_ATTN_GROUP_*,
+ * mt_attn_pvg_*), the rest by PV2 and PV1 (mt_attn_pv2_*, mt_attn_pv1_*), OUT (mt_attn_out_*). */
 #define MT_ATTN_KEYS 64
-#define MT_DEFINE_ATTENTION_STREAM(T, CT, ACC)                                                             \
-  void mt_attention_stream_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
-                               const CT *v, CT *out, ACC *acc) {                                           \
+#define MT_DEFINE_ATTENTION_STREAM(NAME, CT, ACC, LOGITS, RESCALE_ROW, WEIGHTS, GROUP, PVG, PV2, PV1, OUT) \
+  void NAME(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k, const CT *v, CT *out,         \
+            ACC *acc) {                                                                                    \
     const mt_attn a = mt_attn_init(p, keep);                                                               \
     const int L = p[MT_ATTN_L], S = p[MT_ATTN_S], D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];                    \
     const int qs = mt_stride(p[MT_ATTN_Q_STRIDE], D), ks = mt_stride(p[MT_ATTN_K_STRIDE], D);              \
@@ -995,7 +997,7 @@ MT_DEFINE_ATTN_WEIGHTS(s16, int16_t)
       for (j = 0; j < jend; j += MT_ATTN_KEYS) {                                                           \
         const int nk = jend - j < MT_ATTN_KEYS ? jend - j : MT_ATTN_KEYS;                                  \
         const CT *vb = v + j * vs;                                                                         \
-        bm = mt_attn_logits_##T(&a, qi, k + j * ks, ks, nk, D, tb);                                        \
+        bm = LOGITS(&a, qi, k + j * ks, ks, nk, D, tb);                                                    \
         if (keep && !mt_attn_visible_max(&a, i, j, tb, nk, &bm)) continue; /* no visible key */            \
         if (!have) {                                                                                       \
           have = 1;                                                                                        \
@@ -1004,17 +1006,17 @@ MT_DEFINE_ATTN_WEIGHTS(s16, int16_t)
         } else if (bm > mx) {                                                                              \
           const uint32_t alpha = mt_attn_exp2((uint32_t)bm - (uint32_t)mx);                                \
           l = mt_mulq16_u32(l, alpha);                                                                     \
-          mt_attn_rescale_row_##T(acc, alpha, Dv);                                                         \
+          RESCALE_ROW(acc, alpha, Dv);                                                                     \
           mx = bm;                                                                                         \
         }                                                                                                  \
-        n = mt_attn_weights_##T(&a, i, j, mx, g, tb, nk, vb, vs, pv, &l);                                  \
-        for (u = 0; u + MT_ATTN_GROUP_##T <= n; u += MT_ATTN_GROUP_##T)                                    \
-          mt_attn_pvg_##T(acc, pv + u, tb + u, Dv);                                                        \
+        n = WEIGHTS(&a, i, j, mx, g, tb, nk, vb, vs, pv, &l);                                              \
+        for (u = 0; u + GROUP <= n; u += GROUP)                                                            \
+          PVG(acc, pv + u, tb + u, Dv);                                                                    \
         if (n - u >= 2) {                                                                                  \
-          mt_attn_pv2_##T(acc, pv[u], tb[u], pv[u + 1], tb[u + 1], Dv);                                    \
+          PV2(acc, pv[u], tb[u], pv[u + 1], tb[u + 1], Dv);                                                \
           u += 2;                                                                                          \
         }                                                                                                  \
-        if (u < n) mt_attn_pv1_##T(acc, pv[u], tb[u], Dv);                                                 \
+        if (u < n) PV1(acc, pv[u], tb[u], Dv);                                                             \
       }                                                                                                    \
       if (!have) { /* fully masked row: zeros */                                                           \
         for (d = 0; d < Dv; ++d) out[i * os + d] = 0;                                                      \
@@ -1022,12 +1024,16 @@ MT_DEFINE_ATTN_WEIGHTS(s16, int16_t)
       }                                                                                                    \
       {                                                                                                    \
         const mt_attn_norm nrm = mt_attn_norm_init(&a, l, g);                                              \
-        mt_attn_out_##T(&nrm, acc, out + i * os, Dv);                                                      \
+        OUT(&nrm, acc, out + i * os, Dv);                                                                  \
       }                                                                                                    \
     }                                                                                                      \
   }
-MT_DEFINE_ATTENTION_STREAM(s8, int8_t, int32_t)
-MT_DEFINE_ATTENTION_STREAM(s16, int16_t, int64_t)
+MT_DEFINE_ATTENTION_STREAM(mt_attention_stream_s8, int8_t, int32_t, mt_attn_logits_s8, mt_attn_rescale_row_s8,
+                           mt_attn_weights_s8, MT_ATTN_GROUP_s8, mt_attn_pvg_s8, mt_attn_pv2_s8,
+                           mt_attn_pv1_s8, mt_attn_out_s8)
+MT_DEFINE_ATTENTION_STREAM(mt_attention_stream_s16, int16_t, int64_t, mt_attn_logits_s16,
+                           mt_attn_rescale_row_s16, mt_attn_weights_s16, MT_ATTN_GROUP_s16, mt_attn_pvg_s16,
+                           mt_attn_pv2_s16, mt_attn_pv1_s16, mt_attn_out_s16)
 
 /* Softmax in Q0.15 of the visible entries of one row of base-2 logits (Q16), in place;
  * invisible entries become 0. Same exp and reciprocal as everywhere else. */
@@ -1059,10 +1065,12 @@ static void mt_attn_probs_row(const mt_attn *a, int i, int32_t *row) {
   }
 }
 
-#define MT_DEFINE_ATTENTION_TWOPASS(T, CT)                                                                  \
-  void mt_attention_twopass_##T(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k,            \
-                                const CT *v, CT *out, int32_t *scores) {                                    \
-    const mt_attn a = mt_attn_init(p, keep);                                                                            \
+/* The two-pass reference: the scores by DOT (mt_dot_*), each row's probabilities in Q0.15, then P v
+ * saturated by OUT (mt_out_*) */
+#define MT_DEFINE_ATTENTION_TWOPASS(NAME, CT, DOT, OUT)                                                     \
+  void NAME(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k, const CT *v, CT *out,          \
+            int32_t *scores) {                                                                              \
+    const mt_attn a = mt_attn_init(p, keep);                                                                \
     const int L = p[MT_ATTN_L], S = p[MT_ATTN_S], D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];                     \
     const int qs = mt_stride(p[MT_ATTN_Q_STRIDE], D), ks = mt_stride(p[MT_ATTN_K_STRIDE], D);               \
     const int vs = mt_stride(p[MT_ATTN_V_STRIDE], Dv), os = mt_stride(p[MT_ATTN_OUT_STRIDE], Dv);           \
@@ -1071,7 +1079,7 @@ static void mt_attn_probs_row(const mt_attn *a, int i, int32_t *row) {
     for (i = 0; i < L; ++i) {                                                                               \
       for (j = 0; j < S; ++j)                                                                               \
         scores[i * S + j] =                                                                                 \
-            mt_attn_visible(&a, i, j) ? mt_attn_logit(&a, mt_dot_##T##_##T(q + i * qs, k + j * ks, 1, D)) : 0; \
+            mt_attn_visible(&a, i, j) ? mt_attn_logit(&a, DOT(q + i * qs, k + j * ks, 1, D)) : 0;              \
       mt_attn_probs_row(&a, i, scores + i * S);                                                             \
     }                                                                                                       \
     /* pass 2: out = P v, P in Q0.15 */                                                                     \
@@ -1079,8 +1087,8 @@ static void mt_attn_probs_row(const mt_attn *a, int i, int32_t *row) {
       for (d = 0; d < Dv; ++d) {                                                                            \
         int64_t acc = 0;                                                                                    \
         for (j = 0; j < S; ++j) acc += scores[i * S + j] * (int32_t)v[j * vs + d]; /* <= 2^30 */           \
-        out[i * os + d] = mt_out_##T(mt_rq(acc, p[MT_ATTN_OUT_M], p[MT_ATTN_OUT_S] + 15), 0);               \
+        out[i * os + d] = OUT(mt_rq(acc, p[MT_ATTN_OUT_M], p[MT_ATTN_OUT_S] + 15), 0);                      \
       }                                                                                                     \
   }
-MT_DEFINE_ATTENTION_TWOPASS(s8, int8_t)
-MT_DEFINE_ATTENTION_TWOPASS(s16, int16_t)
+MT_DEFINE_ATTENTION_TWOPASS(mt_attention_twopass_s8, int8_t, mt_dot_s8_s8, mt_out_s8)
+MT_DEFINE_ATTENTION_TWOPASS(mt_attention_twopass_s16, int16_t, mt_dot_s16_s16, mt_out_s16)

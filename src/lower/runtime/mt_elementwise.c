@@ -20,9 +20,9 @@
     const uint32_t r = ((uint32_t)w >> shift) | ((uint32_t)(w >> 32) << left);                             \
     *y++ = (YT)__builtin_arm_ssat((int32_t)r + (ZERO), BITS);                                              \
   } while (0)
-#define MT_DEFINE_ADD_DSP(A, B, Y, AT, BT, YT, BITS)                                                       \
-  static int mt_add_dsp_##A##_##B##_##Y(const AT *a, const BT *b, int nb, YT *y, int n, int32_t ma,        \
-                                        int32_t mb, int32_t c, int shift, int32_t y_zero) {                \
+#define MT_DEFINE_ADD_DSP(NAME, AT, BT, YT, BITS)                                                          \
+  static int NAME(const AT *a, const BT *b, int nb, YT *y, int n, int32_t ma, int32_t mb, int32_t c,       \
+                  int shift, int32_t y_zero) {                                                             \
     const int64_t start = (int64_t)c + ((int64_t)1 << (shift - 1)) - 1;                                    \
     const int left = 32 - shift;                                                                           \
     const YT *const end = y + n;                                                                           \
@@ -32,12 +32,12 @@
     while (y != end) MT_ADD_DSP_ELEM(YT, BITS, y_zero);                                                    \
     return 1;                                                                                              \
   }
-MT_DEFINE_ADD_DSP(s8, s16, s8, int8_t, int16_t, int8_t, 8)
-MT_DEFINE_ADD_DSP(s8, s16, s16, int8_t, int16_t, int16_t, 16)
-MT_DEFINE_ADD_DSP(s16, s8, s8, int16_t, int8_t, int8_t, 8)
-MT_DEFINE_ADD_DSP(s16, s8, s16, int16_t, int8_t, int16_t, 16)
-MT_DEFINE_ADD_DSP(s16, s16, s8, int16_t, int16_t, int8_t, 8)
-MT_DEFINE_ADD_DSP(s16, s16, s16, int16_t, int16_t, int16_t, 16)
+MT_DEFINE_ADD_DSP(mt_add_dsp_s8_s16_s8, int8_t, int16_t, int8_t, 8)
+MT_DEFINE_ADD_DSP(mt_add_dsp_s8_s16_s16, int8_t, int16_t, int16_t, 16)
+MT_DEFINE_ADD_DSP(mt_add_dsp_s16_s8_s8, int16_t, int8_t, int8_t, 8)
+MT_DEFINE_ADD_DSP(mt_add_dsp_s16_s8_s16, int16_t, int8_t, int16_t, 16)
+MT_DEFINE_ADD_DSP(mt_add_dsp_s16_s16_s8, int16_t, int16_t, int8_t, 8)
+MT_DEFINE_ADD_DSP(mt_add_dsp_s16_s16_s16, int16_t, int16_t, int16_t, 16)
 #else
 #define mt_add_dsp_s8_s16_s8 MT_NO_VARIANT
 #define mt_add_dsp_s8_s16_s16 MT_NO_VARIANT
@@ -50,10 +50,11 @@ MT_DEFINE_ADD_DSP(s16, s16, s16, int16_t, int16_t, int16_t, 16)
 /* a ma + b mb + c in ACC (int32 for two int8 operands, |ma|, |mb| < 2^21; else int64, where
  * |acc| <= 2^15 2^31 2 + 2^31 < 2^48, so a shift in [18, 48] takes mt_rshift_within, the
  * same integer as mt_rshift_s64 in fewer instructions), one rounding shift; b's index wraps
- * with a counter (no modulo). VARIANT is the target's variant (MT_NO_VARIANT: none). */
-#define MT_DEFINE_ADD(A, B, Y, AT, BT, YT, ACC, RSHIFT, VARIANT)                                           \
-  void mt_add_##A##_##B##_##Y(const AT *a, const BT *b, int nb, YT *y, int n, int32_t ma, int32_t mb,      \
-                              int32_t c, int shift, int32_t y_zero) {                                      \
+ * with a counter (no modulo), the output saturated by SAT (mt_sat_*) or with its zero point by OUT
+ * (mt_out_*). VARIANT is the target's variant (MT_NO_VARIANT: none). */
+#define MT_DEFINE_ADD(NAME, AT, BT, YT, ACC, RSHIFT, SAT, OUT, VARIANT)                                    \
+  void NAME(const AT *a, const BT *b, int nb, YT *y, int n, int32_t ma, int32_t mb, int32_t c, int shift,  \
+            int32_t y_zero) {                                                                              \
     int i, j;                                                                                              \
     if (nb <= 0) return;                                                                                   \
     if (VARIANT(a, b, nb, y, n, ma, mb, c, shift, y_zero)) return;                                         \
@@ -61,60 +62,67 @@ MT_DEFINE_ADD_DSP(s16, s16, s16, int16_t, int16_t, int16_t, 16)
       if (nb == n && y_zero == 0) { /* no broadcast, no zero point: mt_out is a saturation */              \
         for (i = 0; i < n; ++i) {                                                                          \
           const int64_t acc = (int64_t)a[i] * ma + (int64_t)b[i] * mb + c;                                 \
-          y[i] = mt_sat_##Y(mt_rshift_within(acc, shift, 48));                                             \
+          y[i] = SAT(mt_rshift_within(acc, shift, 48));                                                    \
         }                                                                                                  \
         return;                                                                                            \
       }                                                                                                    \
       for (i = 0, j = 0; i < n; ++i) {                                                                     \
         const int64_t acc = (int64_t)a[i] * ma + (int64_t)b[j] * mb + c;                                   \
-        y[i] = mt_out_##Y(mt_rshift_within(acc, shift, 48), y_zero);                                      \
+        y[i] = OUT(mt_rshift_within(acc, shift, 48), y_zero);                                             \
         if (++j == nb) j = 0;                                                                              \
       }                                                                                                    \
       return;                                                                                              \
     }                                                                                                      \
     for (i = 0, j = 0; i < n; ++i) {                                                                       \
       const ACC acc = (ACC)a[i] * (ACC)ma + (ACC)b[j] * (ACC)mb + (ACC)c;                                  \
-      y[i] = mt_out_##Y(RSHIFT(acc, shift), y_zero);                                                       \
+      y[i] = OUT(RSHIFT(acc, shift), y_zero);                                                              \
       if (++j == nb) j = 0;                                                                                \
     }                                                                                                      \
   }
-MT_DEFINE_ADD(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_rshift_s32, MT_NO_VARIANT)
-MT_DEFINE_ADD(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_rshift_s32, MT_NO_VARIANT)
-MT_DEFINE_ADD(s8, s16, s8, int8_t, int16_t, int8_t, int64_t, mt_rshift_s64, mt_add_dsp_s8_s16_s8)
-MT_DEFINE_ADD(s8, s16, s16, int8_t, int16_t, int16_t, int64_t, mt_rshift_s64, mt_add_dsp_s8_s16_s16)
-MT_DEFINE_ADD(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_rshift_s64, mt_add_dsp_s16_s8_s8)
-MT_DEFINE_ADD(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, mt_rshift_s64, mt_add_dsp_s16_s8_s16)
-MT_DEFINE_ADD(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, mt_rshift_s64, mt_add_dsp_s16_s16_s8)
-MT_DEFINE_ADD(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, mt_rshift_s64, mt_add_dsp_s16_s16_s16)
+MT_DEFINE_ADD(mt_add_s8_s8_s8, int8_t, int8_t, int8_t, int32_t, mt_rshift_s32, mt_sat_s8, mt_out_s8,
+              MT_NO_VARIANT)
+MT_DEFINE_ADD(mt_add_s8_s8_s16, int8_t, int8_t, int16_t, int32_t, mt_rshift_s32, mt_sat_s16, mt_out_s16,
+              MT_NO_VARIANT)
+MT_DEFINE_ADD(mt_add_s8_s16_s8, int8_t, int16_t, int8_t, int64_t, mt_rshift_s64, mt_sat_s8, mt_out_s8,
+              mt_add_dsp_s8_s16_s8)
+MT_DEFINE_ADD(mt_add_s8_s16_s16, int8_t, int16_t, int16_t, int64_t, mt_rshift_s64, mt_sat_s16, mt_out_s16,
+              mt_add_dsp_s8_s16_s16)
+MT_DEFINE_ADD(mt_add_s16_s8_s8, int16_t, int8_t, int8_t, int64_t, mt_rshift_s64, mt_sat_s8, mt_out_s8,
+              mt_add_dsp_s16_s8_s8)
+MT_DEFINE_ADD(mt_add_s16_s8_s16, int16_t, int8_t, int16_t, int64_t, mt_rshift_s64, mt_sat_s16, mt_out_s16,
+              mt_add_dsp_s16_s8_s16)
+MT_DEFINE_ADD(mt_add_s16_s16_s8, int16_t, int16_t, int8_t, int64_t, mt_rshift_s64, mt_sat_s8, mt_out_s8,
+              mt_add_dsp_s16_s16_s8)
+MT_DEFINE_ADD(mt_add_s16_s16_s16, int16_t, int16_t, int16_t, int64_t, mt_rshift_s64, mt_sat_s16, mt_out_s16,
+              mt_add_dsp_s16_s16_s16)
 
-#define MT_DEFINE_MUL(T, CT)                                                                             \
-  void mt_mul_##T(const CT *a, const CT *b, int nb, CT *y, int n, int32_t a_zero, int32_t b_zero,        \
-                  int32_t m, int s, int32_t y_zero) {                                                    \
+#define MT_DEFINE_MUL(NAME, CT, OUT)                                                                     \
+  void NAME(const CT *a, const CT *b, int nb, CT *y, int n, int32_t a_zero, int32_t b_zero, int32_t m,   \
+            int s, int32_t y_zero) {                                                                     \
     int i, j;                                                                                            \
     if (nb <= 0) return;                                                                                 \
     for (i = 0, j = 0; i < n; ++i) {                                                                     \
       const int64_t p = (int64_t)((int32_t)a[i] - a_zero) * (int64_t)((int32_t)b[j] - b_zero);           \
-      y[i] = mt_out_##T(mt_rq(p, m, s), y_zero);                                                         \
+      y[i] = OUT(mt_rq(p, m, s), y_zero);                                                                \
       if (++j == nb) j = 0;                                                                              \
     }                                                                                                    \
   }
-MT_DEFINE_MUL(s8, int8_t)
-MT_DEFINE_MUL(s16, int16_t)
+MT_DEFINE_MUL(mt_mul_s8, int8_t, mt_out_s8)
+MT_DEFINE_MUL(mt_mul_s16, int16_t, mt_out_s16)
 
-#define MT_DEFINE_REQUANT(X, Y, XT, YT)                                                                  \
-  void mt_requant_##X##_##Y(const XT *x, YT *y, int n, int32_t x_zero, int32_t m, int s, int32_t y_zero, \
-                            int relu) {                                                                  \
+#define MT_DEFINE_REQUANT(NAME, XT, YT, OUT)                                                             \
+  void NAME(const XT *x, YT *y, int n, int32_t x_zero, int32_t m, int s, int32_t y_zero, int relu) {     \
     int i;                                                                                               \
     for (i = 0; i < n; ++i) {                                                                            \
       int32_t v = (int32_t)x[i] - x_zero;                                                                \
       if (relu && v < 0) v = 0;                                                                          \
-      y[i] = mt_out_##Y(mt_rq32(v, m, s), y_zero);                                                       \
+      y[i] = OUT(mt_rq32(v, m, s), y_zero);                                                              \
     }                                                                                                    \
   }
-MT_DEFINE_REQUANT(s8, s8, int8_t, int8_t)
-MT_DEFINE_REQUANT(s8, s16, int8_t, int16_t)
-MT_DEFINE_REQUANT(s16, s8, int16_t, int8_t)
-MT_DEFINE_REQUANT(s16, s16, int16_t, int16_t)
+MT_DEFINE_REQUANT(mt_requant_s8_s8, int8_t, int8_t, mt_out_s8)
+MT_DEFINE_REQUANT(mt_requant_s8_s16, int8_t, int16_t, mt_out_s16)
+MT_DEFINE_REQUANT(mt_requant_s16_s8, int16_t, int8_t, mt_out_s8)
+MT_DEFINE_REQUANT(mt_requant_s16_s16, int16_t, int16_t, mt_out_s16)
 
 /* x / d for one row: 1/|d| = r * 2^-e (mt_recip_u32, never below the true value), then
  * rq(|x| r, m, s + e), the sign of x * d applied to the magnitude. */
@@ -141,16 +149,16 @@ static int32_t mt_rowdiv_apply(const mt_rowdiv *q, int32_t x, int32_t m) { /* |x
   return mt_rq((x < 0) != q->neg ? -t : t, m, q->sh);
 }
 
-#define MT_DEFINE_DIV_ROWS(T, CT)                                                                       \
-  void mt_div_rows_##T(const CT *x, const CT *d, CT *y, int rows, int n, int32_t m, int s) {            \
+#define MT_DEFINE_DIV_ROWS(NAME, CT, OUT)                                                               \
+  void NAME(const CT *x, const CT *d, CT *y, int rows, int n, int32_t m, int s) {                       \
     int r, j;                                                                                           \
     if (n <= 0) return;                                                                                 \
     for (r = 0; r < rows; ++r) {                                                                        \
       const mt_rowdiv q = mt_rowdiv_init(d[r], s);                                                      \
       const CT *xr = x + r * n;                                                                         \
       CT *yr = y + r * n;                                                                               \
-      for (j = 0; j < n; ++j) yr[j] = mt_out_##T(mt_rowdiv_apply(&q, xr[j], m), 0);                    \
+      for (j = 0; j < n; ++j) yr[j] = OUT(mt_rowdiv_apply(&q, xr[j], m), 0);                           \
     }                                                                                                   \
   }
-MT_DEFINE_DIV_ROWS(s8, int8_t)
-MT_DEFINE_DIV_ROWS(s16, int16_t)
+MT_DEFINE_DIV_ROWS(mt_div_rows_s8, int8_t, mt_out_s8)
+MT_DEFINE_DIV_ROWS(mt_div_rows_s16, int16_t, mt_out_s16)

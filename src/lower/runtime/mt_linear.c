@@ -34,28 +34,28 @@ static int64_t mt_wdot_s16_s16(const int16_t *a, const int16_t *w, int n) {
   return mt_dot_s16_s16(a, w, 1, n);
 }
 
-/* y[r, o] = max(y_min, y_zero + rq(acc + b[o])) for one output channel */
-#define MT_DEFINE_LINEAR_OUT(Y, YT)                                                                     \
-  static YT mt_linear_out_##Y(int64_t acc, const int32_t *rq, int32_t y_zero, int32_t y_min) {          \
-    const YT v = mt_out_##Y(mt_rq(acc, rq[0], rq[1]), y_zero);                                          \
+/* y[r, o] = max(y_min, y_zero + rq(acc + b[o])) for one output channel (OUT: mt_out_*) */
+#define MT_DEFINE_LINEAR_OUT(NAME, YT, OUT)                                                             \
+  static YT NAME(int64_t acc, const int32_t *rq, int32_t y_zero, int32_t y_min) {                       \
+    const YT v = OUT(mt_rq(acc, rq[0], rq[1]), y_zero);                                                 \
     return v < y_min ? (YT)y_min : v;                                                                   \
   }
-MT_DEFINE_LINEAR_OUT(s8, int8_t)
-MT_DEFINE_LINEAR_OUT(s16, int16_t)
+MT_DEFINE_LINEAR_OUT(mt_linear_out_s8, int8_t, mt_out_s8)
+MT_DEFINE_LINEAR_OUT(mt_linear_out_s16, int16_t, mt_out_s16)
 
-/* The reference: one dot product and one requantization per output. */
-#define MT_DEFINE_LINEAR(X, W, Y, XT, WT, YT, BT, VARIANT)                                               \
-  void mt_linear_##X##_##W##_##Y(const XT *x, const WT *w, const BT *b, YT *y, int rows, int in, int out, \
-                                 int x_stride, const int32_t *rq, int rq_per_channel, int32_t y_zero,    \
-                                 int32_t y_min) {                                                        \
+/* The reference: one dot product (DOT: mt_wdot_*) and one requantization (OUT: mt_linear_out_*)
+ * per output. */
+#define MT_DEFINE_LINEAR(NAME, XT, WT, YT, BT, DOT, OUT, VARIANT)                                        \
+  void NAME(const XT *x, const WT *w, const BT *b, YT *y, int rows, int in, int out, int x_stride,       \
+            const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                      \
     int r, o;                                                                                            \
     const int xs = x_stride > 0 ? x_stride : in;                                                         \
     if (VARIANT(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min)) return;               \
     for (r = 0; r < rows; ++r)                                                                           \
       for (o = 0; o < out; ++o) {                                                                        \
-        int64_t acc = mt_wdot_##X##_##W(x + r * xs, w + o * in, in);                                      \
+        int64_t acc = DOT(x + r * xs, w + o * in, in);                                                    \
         if (b) acc += b[o];                                                                              \
-        y[r * out + o] = mt_linear_out_##Y(acc, rq + (rq_per_channel ? 2 * o : 0), y_zero, y_min);       \
+        y[r * out + o] = OUT(acc, rq + (rq_per_channel ? 2 * o : 0), y_zero, y_min);                     \
       }                                                                                                  \
   }
 
@@ -70,19 +70,20 @@ MT_DEFINE_LINEAR_OUT(s16, int16_t)
 
 /* One output of a DSP layer from its exact sum acc (bias included): y_zero + rq(acc) saturated
  * (QADD, then SSAT), at least y_min; mt_rq32_common inline when the channel's shift allows it.
- * The same integers as mt_linear_out_*: |rq| <= 2^31, and the saturations agree in sign. */
-#define MT_DEFINE_LINEAR_OUT_DSP(Y, YT, BITS)                                                           \
-  static inline YT mt_linear_out32_##Y(int32_t acc, const int32_t *rq, int32_t y_zero, int32_t y_min) { \
+ * The same integers as mt_linear_out_*: |rq| <= 2^31, and the saturations agree in sign.
+ * NAME64: the reference's REF (mt_linear_out_*) for the int64 sums. */
+#define MT_DEFINE_LINEAR_OUT_DSP(NAME32, NAME64, YT, BITS, REF)                                         \
+  static inline YT NAME32(int32_t acc, const int32_t *rq, int32_t y_zero, int32_t y_min) {              \
     const int32_t r = rq[1] >= 1 && rq[1] <= 31 && rq[0] != 0 ? mt_rq32_common(acc, rq[0], rq[1])       \
                                                               : mt_rq(acc, rq[0], rq[1]);              \
     const int32_t v = (int32_t)__builtin_arm_ssat(__qadd(r, y_zero), BITS);                             \
     return (YT)(v < y_min ? y_min : v);                                                                 \
   }                                                                                                     \
-  static inline YT mt_linear_out64_##Y(int64_t acc, const int32_t *rq, int32_t y_zero, int32_t y_min) { \
-    return mt_linear_out_##Y(acc, rq, y_zero, y_min);                                                   \
+  static inline YT NAME64(int64_t acc, const int32_t *rq, int32_t y_zero, int32_t y_min) {              \
+    return REF(acc, rq, y_zero, y_min);                                                                 \
   }
-MT_DEFINE_LINEAR_OUT_DSP(s8, int8_t, 8)
-MT_DEFINE_LINEAR_OUT_DSP(s16, int16_t, 16)
+MT_DEFINE_LINEAR_OUT_DSP(mt_linear_out32_s8, mt_linear_out64_s8, int8_t, 8, mt_linear_out_s8)
+MT_DEFINE_LINEAR_OUT_DSP(mt_linear_out32_s16, mt_linear_out64_s16, int16_t, 16, mt_linear_out_s16)
 
 /* The requantization of one channel, set up once per channel by the linear layers when
  * 1 <= s <= 31, m > 0 (a positive ratio below 1/2, the usual case) and |y_zero| < 2^(31-s)
@@ -338,11 +339,11 @@ static inline int mt_rows2_mac_s16(const int16_t *xa, const int16_t *xb, const i
  * four of mt_rq_chan at every output: 42 instructions per four outputs where that took 52).
  * Returns the rows done: at the first pair where a sum overflows it stops, and NAME_pair
  * computes that pair and the rows after it. */
-#define MT_DEFINE_ROWS2_WORDS(Y, YT, BITS)                                                                \
-  static __attribute__((noinline)) int mt_rows2_words_##Y(const int16_t *x, const int16_t *w0,           \
-                                                          const int16_t *w1, int32_t b0, int32_t b1,      \
-                                                          const mt_rq_chan *q0, const mt_rq_chan *q1,     \
-                                                          YT *y, int rows, int in, int xs, int out) {     \
+#define MT_DEFINE_ROWS2_WORDS(NAME, YT, BITS)                                                             \
+  static __attribute__((noinline)) int NAME(const int16_t *x, const int16_t *w0, const int16_t *w1,       \
+                                            int32_t b0, int32_t b1, const mt_rq_chan *q0,                 \
+                                            const mt_rq_chan *q1, YT *y, int rows, int in, int xs,        \
+                                            int out) {                                                    \
     int r;                                                                                                \
     if (q0->c_lo == 0 && q1->c_lo == 0) {                                                                 \
       const mt_rq_hi h0 = mt_rq_hi_of(q0), h1 = mt_rq_hi_of(q1);                                          \
@@ -352,34 +353,36 @@ static inline int mt_rows2_mac_s16(const int16_t *xa, const int16_t *xb, const i
     MT_ROWS2_LOOP(YT, BITS, mt_rq_chan_apply, q0, q1);                                                    \
     return r;                                                                                             \
   }
-MT_DEFINE_ROWS2_WORDS(s8, int8_t, 8)
-MT_DEFINE_ROWS2_WORDS(s16, int16_t, 16)
-/* PAIR(NAME, Y, x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out, try2): a pair of fast
+MT_DEFINE_ROWS2_WORDS(mt_rows2_words_s8, int8_t, 8)
+MT_DEFINE_ROWS2_WORDS(mt_rows2_words_s16, int16_t, 16)
+/* PAIR(PAIR_FN, ROWS2, x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out, try2): a pair of fast
  * channels' rows. MT_PAIR_ROWS2 (the int16 x int16 word path, in >= 16: at in = 8 the calls
- * cost more than the int32 sums save): first two rows at a time in int32 (mt_rows2_words_*),
- * the rest by NAME_pair; once a pair of rows has overflowed, try2 = 0 and the layer's other
- * channels go to NAME_pair directly (full-range inputs and weights overflow at once: one
- * wasted pair per call). MT_PAIR_PLAIN: NAME_pair. */
-#define MT_PAIR_ROWS2(NAME, Y, x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out, try2)                     \
+ * cost more than the int32 sums save): first two rows at a time in int32 (ROWS2:
+ * mt_rows2_words_*), the rest by PAIR_FN (NAME_pair); once a pair of rows has overflowed,
+ * try2 = 0 and the layer's other channels go to PAIR_FN directly (full-range inputs and
+ * weights overflow at once: one wasted pair per call). MT_PAIR_PLAIN: PAIR_FN (ROWS2 unused:
+ * MT_NO_ROWS2). */
+#define MT_PAIR_ROWS2(PAIR_FN, ROWS2, x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out, try2)              \
   do {                                                                                                    \
     int r_ = 0;                                                                                           \
     if ((try2) && (in) >= 16 && (b0) == (int32_t)(b0) && (b1) == (int32_t)(b1)) {                         \
-      r_ = mt_rows2_words_##Y(x, w0, w1, (int32_t)(b0), (int32_t)(b1), q0, q1, y, rows, in, xs, out);     \
+      r_ = ROWS2(x, w0, w1, (int32_t)(b0), (int32_t)(b1), q0, q1, y, rows, in, xs, out);                  \
       if (r_ + 1 < (rows)) (try2) = 0;                                                                    \
     }                                                                                                     \
-    NAME##_pair((x) + r_ * (xs), w0, w1, b0, b1, q0, q1, (y) + r_ * (out), (rows) - r_, in, xs, out);     \
+    PAIR_FN((x) + r_ * (xs), w0, w1, b0, b1, q0, q1, (y) + r_ * (out), (rows) - r_, in, xs, out);         \
   } while (0)
-#define MT_PAIR_PLAIN(NAME, Y, x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out, try2)                     \
-  ((void)(try2), NAME##_pair(x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out))
+#define MT_PAIR_PLAIN(PAIR_FN, ROWS2, x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out, try2)              \
+  ((void)(try2), PAIR_FN(x, w0, w1, b0, b1, q0, q1, y, rows, in, xs, out))
+#define MT_NO_ROWS2 0
 
 /* y[i] = max(y[i], y_min) for i < n */
-#define MT_DEFINE_RAISE_TO(Y, YT)                                                                          \
-  static void mt_raise_to_##Y(YT *y, int n, int32_t y_min) {                                               \
+#define MT_DEFINE_RAISE_TO(NAME, YT)                                                                       \
+  static void NAME(YT *y, int n, int32_t y_min) {                                                          \
     int i;                                                                                                 \
     for (i = 0; i < n; ++i) y[i] = (YT)mt_max32(y[i], y_min);                                              \
   }
-MT_DEFINE_RAISE_TO(s8, int8_t)
-MT_DEFINE_RAISE_TO(s16, int16_t)
+MT_DEFINE_RAISE_TO(mt_raise_to_s8, int8_t)
+MT_DEFINE_RAISE_TO(mt_raise_to_s16, int16_t)
 
 /* Channels in pairs (outer loop: their bias, multipliers and weight rows are set up once),
  * rows inner, each row's two sums by ROW (above). The sums start from the bias: exact in int32
@@ -390,13 +393,14 @@ MT_DEFINE_RAISE_TO(s16, int16_t)
  * minimum, is applied by one pass afterwards (mt_raise_to_*). The pair's loop is a function of
  * its own, with few live values, so that GCC keeps more of them in registers (linear_s16 in =
  * 16: 85 instructions per pair of outputs, where one loop for every channel took 100). The
- * other pairs, and an odd last channel (computed twice), take OUT (mt_linear_out*) per output.
- * PAIR calls NAME_pair (MT_PAIR_PLAIN) or first tries two rows at a time in int32
- * (MT_PAIR_ROWS2). */
-#define MT_DEFINE_LINEAR_DSP(NAME, Y, XT, WT, YT, BT, BITS, ACC, STEP, MAC2, OUT, ROW, PAIR)              \
-  static __attribute__((noinline)) void NAME##_pair(const XT *x, const WT *w0, const WT *w1, ACC b0, ACC b1, \
-                                                    const mt_rq_chan *q0, const mt_rq_chan *q1, YT *y,    \
-                                                    int rows, int in, int xs, int out) {                  \
+ * other pairs, and an odd last channel (computed twice), take OUT (mt_linear_out32_* or
+ * mt_linear_out64_*) per output. PAIR calls NAME_pair (PAIR_NAME; MT_PAIR_PLAIN) or first tries
+ * two rows at a time in int32 (MT_PAIR_ROWS2, by ROWS2). RAISE: mt_raise_to_*. */
+#define MT_DEFINE_LINEAR_DSP(NAME, PAIR_NAME, XT, WT, YT, BT, BITS, ACC, STEP, MAC2, OUT, RAISE, ROW, PAIR, \
+                             ROWS2)                                                                       \
+  static __attribute__((noinline)) void PAIR_NAME(const XT *x, const WT *w0, const WT *w1, ACC b0, ACC b1, \
+                                                  const mt_rq_chan *q0, const mt_rq_chan *q1, YT *y,      \
+                                                  int rows, int in, int xs, int out) {                    \
     YT *const end = y + rows * out;                                                                       \
     for (; y != end; x += xs, y += out) {                                                                 \
       ACC a0 = b0, a1 = b1;                                                                               \
@@ -421,22 +425,23 @@ MT_DEFINE_RAISE_TO(s16, int16_t)
       const ACC b0 = b ? (ACC)b[o] : 0, b1 = b ? (ACC)b[o1] : 0;                                          \
       if (wide && o1 > o && mt_rq_chan_fast(rq0, y_zero) && mt_rq_chan_fast(rq1, y_zero)) {              \
         const mt_rq_chan q0 = mt_rq_chan_init(rq0, y_zero), q1 = mt_rq_chan_init(rq1, y_zero);            \
-        PAIR(NAME, Y, x, w0, w1, b0, b1, &q0, &q1, y + o, rows, in, xs, out, try2);                        \
+        PAIR(PAIR_NAME, ROWS2, x, w0, w1, b0, b1, &q0, &q1, y + o, rows, in, xs, out, try2);               \
         continue;                                                                                         \
       }                                                                                                   \
       for (r = 0; r < rows; ++r) {                                                                        \
         const XT *xr = x + r * xs;                                                                        \
         ACC a0 = b0, a1 = b1;                                                                             \
         ROW(MAC2, STEP, xr, w0, w1, in, a0, a1);                                                          \
-        y[r * out + o] = OUT##_##Y(a0, rq0, y_zero, y_min);                                               \
-        y[r * out + o1] = OUT##_##Y(a1, rq1, y_zero, y_min);                                              \
+        y[r * out + o] = OUT(a0, rq0, y_zero, y_min);                                                     \
+        y[r * out + o1] = OUT(a1, rq1, y_zero, y_min);                                                    \
       }                                                                                                   \
     }                                                                                                     \
-    if (wide && y_min > -(1 << ((BITS) - 1))) mt_raise_to_##Y(y, rows * out, y_min);                     \
+    if (wide && y_min > -(1 << ((BITS) - 1))) RAISE(y, rows * out, y_min);                               \
     return 1;                                                                                             \
   }
 
-/* 4 of them (the linear layers' step: 8 inputs per pass of their loop) */
+/* 4 int16 inputs against two int16 weight rows: MT_MAC2_S16_S16 twice (the linear layers'
+ * step: 8 inputs per pass of their loop) */
 #define MT_MAC2_S16_S16_4(xp, p0, p1, a0, a1)                                                             \
   do {                                                                                                    \
     MT_MAC2_S16_S16(xp, p0, p1, a0, a1);                                                                  \
@@ -458,40 +463,50 @@ MT_DEFINE_RAISE_TO(s16, int16_t)
     a0 = __smlald(xo_, mt_ld32((p0) + 2), __smlald(xe_, mt_ld32(p0), a0));                                \
     a1 = __smlald(xo_, mt_ld32((p1) + 2), __smlald(xe_, mt_ld32(p1), a1));                                \
   } while (0)
-MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s8_s8, s8, int8_t, int8_t, int8_t, int32_t, 8, int32_t, 4,
-                     MT_MAC2_S8_S8, mt_linear_out32, MT_ROW_MAC_C, MT_PAIR_PLAIN)
-MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s8_s16, s16, int8_t, int8_t, int16_t, int32_t, 16, int32_t, 4,
-                     MT_MAC2_S8_S8, mt_linear_out32, MT_ROW_MAC_C, MT_PAIR_PLAIN)
-MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s16_s8, s8, int8_t, int16_t, int8_t, int32_t, 8, int64_t, 4,
-                     MT_MAC2_S8_S16, mt_linear_out64, MT_ROW_MAC_C, MT_PAIR_PLAIN)
-MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s16_s16, s16, int8_t, int16_t, int16_t, int32_t, 16, int64_t, 4,
-                     MT_MAC2_S8_S16, mt_linear_out64, MT_ROW_MAC_C, MT_PAIR_PLAIN)
-MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s8_s8, s8, int16_t, int8_t, int8_t, int64_t, 8, int64_t, 4,
-                     MT_MAC2_S16_S8, mt_linear_out64, MT_ROW_MAC_C, MT_PAIR_PLAIN)
-MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s8_s16, s16, int16_t, int8_t, int16_t, int64_t, 16, int64_t, 4,
-                     MT_MAC2_S16_S8, mt_linear_out64, MT_ROW_MAC_C, MT_PAIR_PLAIN)
-MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s16_s8, s8, int16_t, int16_t, int8_t, int64_t, 8, int64_t, 4,
-                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_C, MT_PAIR_PLAIN)
-MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s16_s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int64_t, 4,
-                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_C, MT_PAIR_PLAIN)
-MT_DEFINE_LINEAR_DSP(mt_linear_words_s16_s16_s8, s8, int16_t, int16_t, int8_t, int64_t, 8, int64_t, 4,
-                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_WORDS, MT_PAIR_ROWS2)
-MT_DEFINE_LINEAR_DSP(mt_linear_words_s16_s16_s16, s16, int16_t, int16_t, int16_t, int64_t, 16, int64_t, 4,
-                     MT_MAC2_S16_S16_4, mt_linear_out64, MT_ROW_MAC_WORDS, MT_PAIR_ROWS2)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s8_s8, mt_linear_dsp_s8_s8_s8_pair, int8_t, int8_t, int8_t, int32_t, 8,
+                     int32_t, 4, MT_MAC2_S8_S8, mt_linear_out32_s8, mt_raise_to_s8, MT_ROW_MAC_C,
+                     MT_PAIR_PLAIN, MT_NO_ROWS2)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s8_s16, mt_linear_dsp_s8_s8_s16_pair, int8_t, int8_t, int16_t, int32_t,
+                     16, int32_t, 4, MT_MAC2_S8_S8, mt_linear_out32_s16, mt_raise_to_s16, MT_ROW_MAC_C,
+                     MT_PAIR_PLAIN, MT_NO_ROWS2)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s16_s8, mt_linear_dsp_s8_s16_s8_pair, int8_t, int16_t, int8_t, int32_t,
+                     8, int64_t, 4, MT_MAC2_S8_S16, mt_linear_out64_s8, mt_raise_to_s8, MT_ROW_MAC_C,
+                     MT_PAIR_PLAIN, MT_NO_ROWS2)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s8_s16_s16, mt_linear_dsp_s8_s16_s16_pair, int8_t, int16_t, int16_t,
+                     int32_t, 16, int64_t, 4, MT_MAC2_S8_S16, mt_linear_out64_s16, mt_raise_to_s16,
+                     MT_ROW_MAC_C, MT_PAIR_PLAIN, MT_NO_ROWS2)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s8_s8, mt_linear_dsp_s16_s8_s8_pair, int16_t, int8_t, int8_t, int64_t,
+                     8, int64_t, 4, MT_MAC2_S16_S8, mt_linear_out64_s8, mt_raise_to_s8, MT_ROW_MAC_C,
+                     MT_PAIR_PLAIN, MT_NO_ROWS2)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s8_s16, mt_linear_dsp_s16_s8_s16_pair, int16_t, int8_t, int16_t,
+                     int64_t, 16, int64_t, 4, MT_MAC2_S16_S8, mt_linear_out64_s16, mt_raise_to_s16,
+                     MT_ROW_MAC_C, MT_PAIR_PLAIN, MT_NO_ROWS2)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s16_s8, mt_linear_dsp_s16_s16_s8_pair, int16_t, int16_t, int8_t,
+                     int64_t, 8, int64_t, 4, MT_MAC2_S16_S16_4, mt_linear_out64_s8, mt_raise_to_s8,
+                     MT_ROW_MAC_C, MT_PAIR_PLAIN, MT_NO_ROWS2)
+MT_DEFINE_LINEAR_DSP(mt_linear_dsp_s16_s16_s16, mt_linear_dsp_s16_s16_s16_pair, int16_t, int16_t, int16_t,
+                     int64_t, 16, int64_t, 4, MT_MAC2_S16_S16_4, mt_linear_out64_s16, mt_raise_to_s16,
+                     MT_ROW_MAC_C, MT_PAIR_PLAIN, MT_NO_ROWS2)
+MT_DEFINE_LINEAR_DSP(mt_linear_words_s16_s16_s8, mt_linear_words_s16_s16_s8_pair, int16_t, int16_t, int8_t,
+                     int64_t, 8, int64_t, 4, MT_MAC2_S16_S16_4, mt_linear_out64_s8, mt_raise_to_s8,
+                     MT_ROW_MAC_WORDS, MT_PAIR_ROWS2, mt_rows2_words_s8)
+MT_DEFINE_LINEAR_DSP(mt_linear_words_s16_s16_s16, mt_linear_words_s16_s16_s16_pair, int16_t, int16_t, int16_t,
+                     int64_t, 16, int64_t, 4, MT_MAC2_S16_S16_4, mt_linear_out64_s16, mt_raise_to_s16,
+                     MT_ROW_MAC_WORDS, MT_PAIR_ROWS2, mt_rows2_words_s16)
 
 /* int16 x int16: rows of x and weight rows on word boundaries with in a multiple of 8 (the
  * lowering's layers: it aligns its arrays and the arena) through MT_ROW_MAC_WORDS, else
- * MT_ROW_MAC_C. */
-#define MT_DEFINE_LINEAR_WORDS(Y, YT)                                                                     \
-  static int mt_linear_dsp2_s16_s16_##Y(const int16_t *x, const int16_t *w, const int64_t *b, YT *y,    \
-                                        int rows, int in, int out, int xs, const int32_t *rq,           \
-                                        int rq_per_channel, int32_t y_zero, int32_t y_min) {            \
+ * MT_ROW_MAC_C: WORDS (mt_linear_words_*) or DSP (mt_linear_dsp_*). */
+#define MT_DEFINE_LINEAR_WORDS(NAME, YT, WORDS, DSP)                                                      \
+  static int NAME(const int16_t *x, const int16_t *w, const int64_t *b, YT *y, int rows, int in, int out, \
+                  int xs, const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {         \
     const int words = in >= 8 && (in & 7) == 0 && (xs & 1) == 0 && (((uintptr_t)x | (uintptr_t)w) & 3u) == 0; \
-    return (words ? mt_linear_words_s16_s16_##Y : mt_linear_dsp_s16_s16_##Y)(x, w, b, y, rows, in, out, xs, rq,  \
-                                                                            rq_per_channel, y_zero, y_min);     \
+    return (words ? WORDS : DSP)(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);       \
   }
-MT_DEFINE_LINEAR_WORDS(s8, int8_t)
-MT_DEFINE_LINEAR_WORDS(s16, int16_t)
+MT_DEFINE_LINEAR_WORDS(mt_linear_dsp2_s16_s16_s8, int8_t, mt_linear_words_s16_s16_s8,
+                       mt_linear_dsp_s16_s16_s8)
+MT_DEFINE_LINEAR_WORDS(mt_linear_dsp2_s16_s16_s16, int16_t, mt_linear_words_s16_s16_s16,
+                       mt_linear_dsp_s16_s16_s16)
 
 /* Four inputs of a row as the two halfword pairs that meet the SXTB16 split of a word of four
  * int8 weights: int8 inputs split by SXTB16 too ((x0, x2), (x1, x3) against weights in order),
@@ -697,8 +712,9 @@ static __attribute__((noinline)) int mt_linear_up1_s8_s8_s16(const int8_t *x, co
  * afterwards (mt_raise_to_*): max(y_min, saturated) either way, and the rows' registers go to
  * the sums (a bound per output cost linear_s8 8%). A negative multiplier, a single row (where
  * that setup would not pay), a wider sum, a larger bias or another shift: the one-row variant
- * above takes the call. */
-#define MT_DEFINE_LINEAR_ROWS(NAME, QT, OUT, X, XT, YT, BT, BITS)                                          \
+ * above takes the call. QT is set up by QINIT (mt_rq_chan_init, mt_rq_up_init); ROWS_MAC and
+ * SPLIT4: MT_ROWS_MAC_* and MT_SPLIT4_* of the type of x. */
+#define MT_DEFINE_LINEAR_ROWS(NAME, QT, QINIT, OUT, XT, YT, BT, BITS, ROWS_MAC, SPLIT4)                   \
   static void NAME(const XT *x, const int8_t *w, const BT *b, YT *y, int rows, int in, int out, int xs,  \
                    const int32_t *rq, int rq_per_channel, int32_t y_zero) {                               \
     const int in4 = in & ~3;                                                                              \
@@ -706,8 +722,8 @@ static __attribute__((noinline)) int mt_linear_up1_s8_s8_s16(const int8_t *x, co
     for (o = 0; o < out; o += 2) {                                                                        \
       const int o1 = o + 1 < out ? o + 1 : o;                                                             \
       const int8_t *w0 = w + o * in, *w1 = w + o1 * in;                                                   \
-      const QT q0 = QT##_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                                 \
-      const QT q1 = QT##_init(rq + (rq_per_channel ? 2 * o1 : 0), y_zero);                                \
+      const QT q0 = QINIT(rq + (rq_per_channel ? 2 * o : 0), y_zero);                                     \
+      const QT q1 = QINIT(rq + (rq_per_channel ? 2 * o1 : 0), y_zero);                                    \
       const int32_t b0 = b ? (int32_t)b[o] : 0, b1 = b ? (int32_t)b[o1] : 0;                              \
       const XT *xa = x;                                                                                   \
       YT *y0 = y + o;                                                                                     \
@@ -715,7 +731,7 @@ static __attribute__((noinline)) int mt_linear_up1_s8_s8_s16(const int8_t *x, co
         const XT *xb = xa + xs;                                                                           \
         YT *y1 = y0 + out;                                                                                \
         int32_t a00 = b0, a01 = b1, a10 = b0, a11 = b1;                                                   \
-        MT_ROWS_MAC_##X(xa, xb, w0, w1, in4, a00, a01, a10, a11);                                         \
+        ROWS_MAC(xa, xb, w0, w1, in4, a00, a01, a10, a11);                                                \
         if (__builtin_expect(in & 3, 0)) /* a hint: the last in % 4 inputs, rare (GCC's registers) */   \
           for (j = in4; j < in; ++j) {                                                                    \
             a00 += (int32_t)xa[j] * w0[j], a01 += (int32_t)xa[j] * w1[j];                                 \
@@ -730,7 +746,7 @@ static __attribute__((noinline)) int mt_linear_up1_s8_s8_s16(const int8_t *x, co
         int32_t a00 = b0, a01 = b1;                                                                       \
         for (j = 0; j + 4 <= in; j += 4) {                                                                \
           int32_t ue, uo, pe, po, ge, go;                                                                 \
-          MT_SPLIT4_##X(xa + j, ue, uo);                                                                  \
+          SPLIT4(xa + j, ue, uo);                                                                         \
           MT_SPLIT4_s8(w0 + j, pe, po);                                                                   \
           MT_SPLIT4_s8(w1 + j, ge, go);                                                                   \
           a00 = __smlad(uo, po, __smlad(ue, pe, a00));                                                    \
@@ -742,9 +758,8 @@ static __attribute__((noinline)) int mt_linear_up1_s8_s8_s16(const int8_t *x, co
       }                                                                                                   \
     }                                                                                                     \
   }
-/* ANY: 1 for the types with rows for any shift (mt_linear_any_*), else 0 */
-#define MT_ANY_ROWS_0(X, Y) MT_NO_ROWS
-#define MT_ANY_ROWS_1(X, Y) mt_linear_any_##X##_s8_##Y
+/* ANY: 1 for the types with rows for any shift (ANY_ROWS: mt_linear_any_*), else 0 (ANY_ROWS:
+ * MT_NO_ROWS) */
 #define MT_NO_ROWS(...) ((void)0)
 #define MT_ANY_OK_0(...)
 #define MT_ANY_OK_1(ok, chan, ...) \
@@ -758,11 +773,11 @@ static __attribute__((noinline)) int mt_rq_up_all_ok(const int32_t *rq, int rq_p
     if (!mt_rq_up_ok(rq + (rq_per_channel ? 2 * o : 0), y_zero, w + o * in, in, b ? b[o] : 0)) return 0;
   return 1;
 }
-#define MT_DEFINE_LINEAR_DSP2(X, Y, XT, YT, BT, BITS, MAX_IN, ANY)                                        \
-  MT_DEFINE_LINEAR_ROWS(mt_linear_rows_##X##_s8_##Y, mt_rq_chan, MT_CHAN_SAT, X, XT, YT, BT, BITS)        \
-  static int mt_linear_dsp2_##X##_s8_##Y(const XT *x, const int8_t *w, const BT *b, YT *y, int rows,     \
-                                         int in, int out, int xs, const int32_t *rq, int rq_per_channel,  \
-                                         int32_t y_zero, int32_t y_min) {                                 \
+/* The two-row variant (ROWS: MT_DEFINE_LINEAR_ROWS with mt_rq_chan; ANY_ROWS for other shifts) where
+ * it applies, else the one-row variant ONE_ROW (mt_linear_dsp_*); RAISE: mt_raise_to_*. */
+#define MT_DEFINE_LINEAR_DSP2(NAME, XT, YT, BT, BITS, MAX_IN, ANY, ROWS, ANY_ROWS, ONE_ROW, RAISE)        \
+  static int NAME(const XT *x, const int8_t *w, const BT *b, YT *y, int rows, int in, int out, int xs,    \
+                  const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                 \
     int o, ok = rows >= 2 && in <= (MAX_IN), chan = 1;                                                    \
     for (o = 0; ok && o < (rq_per_channel ? out : 1); ++o) {                                              \
       chan = chan && mt_rq_chan_fast(rq + 2 * o, y_zero);                                                 \
@@ -770,18 +785,18 @@ static __attribute__((noinline)) int mt_rq_up_all_ok(const int32_t *rq, int rq_p
     }                                                                                                     \
     MT_ANY_OK_##ANY(ok, chan, rq, rq_per_channel, y_zero, w, b, in, out);                                 \
     for (o = 0; ok && b && o < out; ++o) ok = b[o] < (1 << 30) && b[o] > -(1 << 30);                      \
-    if (!ok) return mt_linear_dsp_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, \
-                                               y_min);                                                    \
+    if (!ok) return ONE_ROW(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);            \
     if (chan)                                                                                             \
-      mt_linear_rows_##X##_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero);            \
+      ROWS(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero);                                   \
     else                                                                                                  \
-      MT_ANY_ROWS_##ANY(X, Y)(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero);                 \
-    if (y_min > -(1 << ((BITS) - 1))) mt_raise_to_##Y(y, rows * out, y_min);                              \
+      ANY_ROWS(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero);                                \
+    if (y_min > -(1 << ((BITS) - 1))) RAISE(y, rows * out, y_min);                                        \
     return 1;                                                                                             \
   }
 __attribute__((noinline))
-MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_up, MT_UP_SAT, s8, int8_t, int16_t, int32_t, 16)
-/* The rows of an int8 x int8 layer with int16 outputs and a shift of 0 or less (MT_ANY_ROWS_1):
+MT_DEFINE_LINEAR_ROWS(mt_linear_rows_any_s8_s8_s16, mt_rq_up, mt_rq_up_init, MT_UP_SAT, int8_t, int16_t,
+                      int32_t, 16, MT_ROWS_MAC_s8, MT_SPLIT4_s8)
+/* The rows of an int8 x int8 layer with int16 outputs and a shift of 0 or less (ANY_ROWS):
  * mt_linear_up1_s8_s8_s16 where it applies, else the rows for any shift */
 static void mt_linear_any_s8_s8_s16(const int8_t *x, const int8_t *w, const int32_t *b, int16_t *y, int rows,
                                     int in, int out, int xs, const int32_t *rq, int rq_per_channel,
@@ -791,10 +806,23 @@ static void mt_linear_any_s8_s8_s16(const int8_t *x, const int8_t *w, const int3
     return;
   mt_linear_rows_any_s8_s8_s16(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero);
 }
-MT_DEFINE_LINEAR_DSP2(s8, s8, int8_t, int8_t, int32_t, 8, 65536, 0)
-MT_DEFINE_LINEAR_DSP2(s8, s16, int8_t, int16_t, int32_t, 16, 65536, 1)
-MT_DEFINE_LINEAR_DSP2(s16, s8, int16_t, int8_t, int64_t, 8, 256, 0)
-MT_DEFINE_LINEAR_DSP2(s16, s16, int16_t, int16_t, int64_t, 16, 256, 0)
+MT_DEFINE_LINEAR_ROWS(mt_linear_rows_s8_s8_s8, mt_rq_chan, mt_rq_chan_init, MT_CHAN_SAT, int8_t, int8_t,
+                      int32_t, 8, MT_ROWS_MAC_s8, MT_SPLIT4_s8)
+MT_DEFINE_LINEAR_DSP2(mt_linear_dsp2_s8_s8_s8, int8_t, int8_t, int32_t, 8, 65536, 0, mt_linear_rows_s8_s8_s8,
+                      MT_NO_ROWS, mt_linear_dsp_s8_s8_s8, mt_raise_to_s8)
+MT_DEFINE_LINEAR_ROWS(mt_linear_rows_s8_s8_s16, mt_rq_chan, mt_rq_chan_init, MT_CHAN_SAT, int8_t, int16_t,
+                      int32_t, 16, MT_ROWS_MAC_s8, MT_SPLIT4_s8)
+MT_DEFINE_LINEAR_DSP2(mt_linear_dsp2_s8_s8_s16, int8_t, int16_t, int32_t, 16, 65536, 1,
+                      mt_linear_rows_s8_s8_s16, mt_linear_any_s8_s8_s16, mt_linear_dsp_s8_s8_s16,
+                      mt_raise_to_s16)
+MT_DEFINE_LINEAR_ROWS(mt_linear_rows_s16_s8_s8, mt_rq_chan, mt_rq_chan_init, MT_CHAN_SAT, int16_t, int8_t,
+                      int64_t, 8, MT_ROWS_MAC_s16, MT_SPLIT4_s16)
+MT_DEFINE_LINEAR_DSP2(mt_linear_dsp2_s16_s8_s8, int16_t, int8_t, int64_t, 8, 256, 0, mt_linear_rows_s16_s8_s8,
+                      MT_NO_ROWS, mt_linear_dsp_s16_s8_s8, mt_raise_to_s8)
+MT_DEFINE_LINEAR_ROWS(mt_linear_rows_s16_s8_s16, mt_rq_chan, mt_rq_chan_init, MT_CHAN_SAT, int16_t, int16_t,
+                      int64_t, 16, MT_ROWS_MAC_s16, MT_SPLIT4_s16)
+MT_DEFINE_LINEAR_DSP2(mt_linear_dsp2_s16_s8_s16, int16_t, int16_t, int64_t, 16, 256, 0,
+                      mt_linear_rows_s16_s8_s16, MT_NO_ROWS, mt_linear_dsp_s16_s8_s16, mt_raise_to_s16)
 #else
 #define mt_linear_dsp2_s8_s8_s8 MT_NO_VARIANT
 #define mt_linear_dsp2_s8_s8_s16 MT_NO_VARIANT
@@ -819,11 +847,10 @@ MT_DEFINE_LINEAR_DSP2(s16, s16, int16_t, int16_t, int64_t, 16, 256, 0)
  * shift arithmetic (VSHL by -(s - 1)); then y_zero added saturating (VQADD), the bounds (VMAX, VMIN)
  * and a narrowing store of the four (VSTRB / VSTRH), predicated past the last channel (a
  * group of the last out % 4 channels computes the last one again). The same integers as
- * the reference. */
-#define MT_DEFINE_LINEAR_MVE_S8(Y, YT, BITS, STORE)                                                       \
-  static int mt_linear_mve_s8_s8_##Y(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, int rows, \
-                                     int in, int out, int xs, const int32_t *rq, int rq_per_channel,     \
-                                     int32_t y_zero, int32_t y_min) {                                     \
+ * the reference. DSP2: the DSP variant (mt_linear_dsp2_*). */
+#define MT_DEFINE_LINEAR_MVE_S8(NAME, YT, BITS, STORE, DSP2)                                              \
+  static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, int rows, int in, int out,   \
+                  int xs, const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {         \
     const int32x4_t lo = vdupq_n_s32(y_min > -(1 << ((BITS) - 1)) ? y_min : -(1 << ((BITS) - 1)));      \
     const int32x4_t hi = vdupq_n_s32((1 << ((BITS) - 1)) - 1);                                            \
     int r, o, j, k, ok = in <= 65536;                                                                     \
@@ -831,8 +858,7 @@ MT_DEFINE_LINEAR_DSP2(s16, s16, int16_t, int16_t, int64_t, 16, 256, 0)
       const int32_t *q = rq + (rq_per_channel ? 2 * o : 0);                                               \
       ok = q[1] >= 2 && q[1] <= 31 && q[0] > 0 && (!b || (b[o] < (1 << 30) && b[o] > -(1 << 30)));       \
     }                                                                                                     \
-    if (!ok) return mt_linear_dsp2_s8_s8_##Y(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero,   \
-                                             y_min);                                                      \
+    if (!ok) return DSP2(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);               \
     for (o = 0; o < out; o += 4) {                                                                        \
       int32_t mv[4], rv[4], sv[4], bv[4];                                                                 \
       const int8_t *wk[4];                                                                                \
@@ -871,8 +897,8 @@ MT_DEFINE_LINEAR_DSP2(s16, s16, int16_t, int16_t, int64_t, 16, 256, 0)
     }                                                                                                     \
     return 1;                                                                                             \
   }
-MT_DEFINE_LINEAR_MVE_S8(s8, int8_t, 8, vstrbq_p_s32)
-MT_DEFINE_LINEAR_MVE_S8(s16, int16_t, 16, vstrhq_p_s32)
+MT_DEFINE_LINEAR_MVE_S8(mt_linear_mve_s8_s8_s8, int8_t, 8, vstrbq_p_s32, mt_linear_dsp2_s8_s8_s8)
+MT_DEFINE_LINEAR_MVE_S8(mt_linear_mve_s8_s8_s16, int16_t, 16, vstrhq_p_s32, mt_linear_dsp2_s8_s8_s16)
 #define mt_linear_variant_s8_s8_s8 mt_linear_mve_s8_s8_s8
 #define mt_linear_variant_s8_s8_s16 mt_linear_mve_s8_s8_s16
 #else
@@ -880,29 +906,39 @@ MT_DEFINE_LINEAR_MVE_S8(s16, int16_t, 16, vstrhq_p_s32)
 #define mt_linear_variant_s8_s8_s16 mt_linear_dsp2_s8_s8_s16
 #endif
 
-MT_DEFINE_LINEAR(s8, s8, s8, int8_t, int8_t, int8_t, int32_t, mt_linear_variant_s8_s8_s8)
-MT_DEFINE_LINEAR(s8, s8, s16, int8_t, int8_t, int16_t, int32_t, mt_linear_variant_s8_s8_s16)
-MT_DEFINE_LINEAR(s8, s16, s8, int8_t, int16_t, int8_t, int32_t, mt_linear_dsp_s8_s16_s8)
-MT_DEFINE_LINEAR(s8, s16, s16, int8_t, int16_t, int16_t, int32_t, mt_linear_dsp_s8_s16_s16)
-MT_DEFINE_LINEAR(s16, s8, s8, int16_t, int8_t, int8_t, int64_t, mt_linear_dsp2_s16_s8_s8)
-MT_DEFINE_LINEAR(s16, s8, s16, int16_t, int8_t, int16_t, int64_t, mt_linear_dsp2_s16_s8_s16)
-MT_DEFINE_LINEAR(s16, s16, s8, int16_t, int16_t, int8_t, int64_t, mt_linear_dsp2_s16_s16_s8)
-MT_DEFINE_LINEAR(s16, s16, s16, int16_t, int16_t, int16_t, int64_t, mt_linear_dsp2_s16_s16_s16)
+MT_DEFINE_LINEAR(mt_linear_s8_s8_s8, int8_t, int8_t, int8_t, int32_t, mt_wdot_s8_s8, mt_linear_out_s8,
+                 mt_linear_variant_s8_s8_s8)
+MT_DEFINE_LINEAR(mt_linear_s8_s8_s16, int8_t, int8_t, int16_t, int32_t, mt_wdot_s8_s8, mt_linear_out_s16,
+                 mt_linear_variant_s8_s8_s16)
+MT_DEFINE_LINEAR(mt_linear_s8_s16_s8, int8_t, int16_t, int8_t, int32_t, mt_wdot_s8_s16, mt_linear_out_s8,
+                 mt_linear_dsp_s8_s16_s8)
+MT_DEFINE_LINEAR(mt_linear_s8_s16_s16, int8_t, int16_t, int16_t, int32_t, mt_wdot_s8_s16, mt_linear_out_s16,
+                 mt_linear_dsp_s8_s16_s16)
+MT_DEFINE_LINEAR(mt_linear_s16_s8_s8, int16_t, int8_t, int8_t, int64_t, mt_wdot_s16_s8, mt_linear_out_s8,
+                 mt_linear_dsp2_s16_s8_s8)
+MT_DEFINE_LINEAR(mt_linear_s16_s8_s16, int16_t, int8_t, int16_t, int64_t, mt_wdot_s16_s8, mt_linear_out_s16,
+                 mt_linear_dsp2_s16_s8_s16)
+MT_DEFINE_LINEAR(mt_linear_s16_s16_s8, int16_t, int16_t, int8_t, int64_t, mt_wdot_s16_s16, mt_linear_out_s8,
+                 mt_linear_dsp2_s16_s16_s8)
+MT_DEFINE_LINEAR(mt_linear_s16_s16_s16, int16_t, int16_t, int16_t, int64_t, mt_wdot_s16_s16, mt_linear_out_s16,
+                 mt_linear_dsp2_s16_s16_s16)
 
-#define MT_DEFINE_MATMUL(T, CT)                                                                          \
-  void mt_matmul_##T(const CT *a, const CT *b, CT *y, int batch, int M, int K, int N, int b_transposed,  \
-                     int32_t m, int s) {                                                                 \
+/* y[t] = rq(a[t] b[t]) by one dot product per output (DOT: mt_dot_*, b read down a column or along a
+ * row of b^T), saturated by OUT (mt_out_*) */
+#define MT_DEFINE_MATMUL(NAME, CT, DOT, OUT)                                                             \
+  void NAME(const CT *a, const CT *b, CT *y, int batch, int M, int K, int N, int b_transposed, int32_t m, \
+            int s) {                                                                                     \
     int t, i, j;                                                                                         \
     for (t = 0; t < batch; ++t) {                                                                        \
       const CT *at = a + t * M * K, *bt = b + t * K * N;                                                 \
       CT *yt = y + t * M * N;                                                                            \
       for (i = 0; i < M; ++i)                                                                            \
         for (j = 0; j < N; ++j) {                                                                        \
-          const int64_t acc = b_transposed ? mt_dot_##T##_##T(at + i * K, bt + j * K, 1, K)             \
-                                           : mt_dot_##T##_##T(at + i * K, bt + j, N, K);                 \
-          yt[i * N + j] = mt_out_##T(mt_rq(acc, m, s), 0);                                              \
+          const int64_t acc = b_transposed ? DOT(at + i * K, bt + j * K, 1, K)                          \
+                                           : DOT(at + i * K, bt + j, N, K);                              \
+          yt[i * N + j] = OUT(mt_rq(acc, m, s), 0);                                                     \
         }                                                                                                \
     }                                                                                                    \
   }
-MT_DEFINE_MATMUL(s8, int8_t)
-MT_DEFINE_MATMUL(s16, int16_t)
+MT_DEFINE_MATMUL(mt_matmul_s8, int8_t, mt_dot_s8_s8, mt_out_s8)
+MT_DEFINE_MATMUL(mt_matmul_s16, int16_t, mt_dot_s16_s16, mt_out_s16)

@@ -202,10 +202,10 @@ static inline void mt_row_range_s16(const int16_t *x, int n, int32_t *mx, int32_
 #define MT_SOFTMAX_P2_s8(Y, j) (MT_SOFTMAX_P(s8, Y, j), MT_SOFTMAX_P(s8, Y, (j) + 1))
 
 /* p_j = e_j / sum in Q(out_bits), plus the zero point, saturated: one reciprocal per row of
- * the row sum in Q20 (MT_SOFTMAX_SUM_*). */
-#define MT_DEFINE_SOFTMAX(X, Y, XT, YT)                                                                    \
-  void mt_softmax_##X##_##Y(const XT *x, YT *y, int rows, int n, int32_t in_m, int in_s, int out_bits,     \
-                            int32_t y_zero) {                                                              \
+ * the row sum in Q20 (MT_SOFTMAX_SUM_*). X and Y (s8, s16) select the MT_SOFTMAX_* steps of the
+ * input and output types; RANGE: mt_row_range_*. */
+#define MT_DEFINE_SOFTMAX(NAME, X, Y, XT, YT, RANGE)                                                       \
+  void NAME(const XT *x, YT *y, int rows, int n, int32_t in_m, int in_s, int out_bits, int32_t y_zero) {   \
     MT_SOFTMAX_TABLE_##X                                                                                   \
     int r, j, sh;                                                                                          \
     if (n <= 0) return;                                                                                    \
@@ -215,7 +215,7 @@ static inline void mt_row_range_s16(const int16_t *x, int n, int32_t *mx, int32_
       int32_t mx, mn;                                                                                      \
       uint64_t sum = 0;                                                                                    \
       uint32_t y16;                                                                                        \
-      mt_row_range_##X(xr, n, &mx, &mn);                                                                   \
+      RANGE(xr, n, &mx, &mn);                                                                              \
       MT_SOFTMAX_FILL_##X(mx - mn);                                                                        \
       MT_SOFTMAX_SUM_##X(sum); /* the loops take two elements per pass (one end test for both) */        \
       y16 = mt_norm16(sum, &sh);                                                                           \
@@ -225,10 +225,10 @@ static inline void mt_row_range_s16(const int16_t *x, int n, int32_t *mx, int32_
       if (j < n) MT_SOFTMAX_P(X, Y, j);                                                                    \
     }                                                                                                      \
   }
-MT_DEFINE_SOFTMAX(s8, s8, int8_t, int8_t)
-MT_DEFINE_SOFTMAX(s8, s16, int8_t, int16_t)
-MT_DEFINE_SOFTMAX(s16, s8, int16_t, int8_t)
-MT_DEFINE_SOFTMAX(s16, s16, int16_t, int16_t)
+MT_DEFINE_SOFTMAX(mt_softmax_s8_s8, s8, s8, int8_t, int8_t, mt_row_range_s8)
+MT_DEFINE_SOFTMAX(mt_softmax_s8_s16, s8, s16, int8_t, int16_t, mt_row_range_s8)
+MT_DEFINE_SOFTMAX(mt_softmax_s16_s8, s16, s8, int16_t, int8_t, mt_row_range_s16)
+MT_DEFINE_SOFTMAX(mt_softmax_s16_s16, s16, s16, int16_t, int16_t, mt_row_range_s16)
 
 /* ==================================================================================== */
 /* Layer norm                                                                            */
@@ -301,9 +301,9 @@ static inline int32_t mt_ln_out(int32_t cdev, uint32_t r, int er, int32_t g, int
  * [A >= 0]) 2^-gs) from the high word (|result| <= 2^30, as the reference's whichever path),
  * the zero point added, SSAT. The same integers as mt_ln_out and mt_out_*. Returns 0 (the
  * reference takes the row) outside these ranges. */
-#define MT_DEFINE_LN_ROW_DSP(X, Y, XT, YT, G, BITS)                                                         \
-  static int mt_ln_row_dsp_##X##_##Y(const XT *xr, YT *yr, int n, int32_t mean, uint32_t r, int er,          \
-                                     const int32_t *g, int g_shift, const int32_t *b, int bs, int32_t y_zero) { \
+#define MT_DEFINE_LN_ROW_DSP(NAME, XT, YT, G, BITS)                                                          \
+  static int NAME(const XT *xr, YT *yr, int n, int32_t mean, uint32_t r, int er, const int32_t *g,           \
+                  int g_shift, const int32_t *b, int bs, int32_t y_zero) {                                   \
     const int sh1 = er - 20;                                                                                 \
     int j;                                                                                                   \
     if (r >= 0x80000000u || sh1 < 26 || sh1 > 56 || g_shift < 32 || g_shift > 61 || bs < 1 || bs > 30)      \
@@ -324,10 +324,10 @@ static inline int32_t mt_ln_out(int32_t cdev, uint32_t r, int er, int32_t g, int
     }                                                                                                        \
     return 1;                                                                                                \
   }
-MT_DEFINE_LN_ROW_DSP(s8, s8, int8_t, int8_t, 16, 8)
-MT_DEFINE_LN_ROW_DSP(s8, s16, int8_t, int16_t, 16, 16)
-MT_DEFINE_LN_ROW_DSP(s16, s8, int16_t, int8_t, 8, 8)
-MT_DEFINE_LN_ROW_DSP(s16, s16, int16_t, int16_t, 8, 16)
+MT_DEFINE_LN_ROW_DSP(mt_ln_row_dsp_s8_s8, int8_t, int8_t, 16, 8)
+MT_DEFINE_LN_ROW_DSP(mt_ln_row_dsp_s8_s16, int8_t, int16_t, 16, 16)
+MT_DEFINE_LN_ROW_DSP(mt_ln_row_dsp_s16_s8, int16_t, int8_t, 8, 8)
+MT_DEFINE_LN_ROW_DSP(mt_ln_row_dsp_s16_s16, int16_t, int16_t, 8, 16)
 #else
 #define mt_ln_row_dsp_s8_s8 MT_NO_VARIANT
 #define mt_ln_row_dsp_s8_s16 MT_NO_VARIANT
@@ -367,16 +367,16 @@ static int32_t mt_ln_sums_s8(const int8_t *x, int n, uint64_t *sq) {
   return sum;
 }
 #else
-#define MT_DEFINE_LN_SUMS(X, XT)                                                                           \
-  static int32_t mt_ln_sums_##X(const XT *x, int n, uint64_t *sq) {                                        \
+#define MT_DEFINE_LN_SUMS(NAME, XT)                                                                        \
+  static int32_t NAME(const XT *x, int n, uint64_t *sq) {                                                  \
     int32_t sum = 0;                                                                                       \
     int j;                                                                                                 \
     for (j = 0; j < n; ++j) sum += x[j];                                                                   \
     *sq = 0;                                                                                               \
     return sum;                                                                                            \
   }
-MT_DEFINE_LN_SUMS(s8, int8_t)
-MT_DEFINE_LN_SUMS(s16, int16_t)
+MT_DEFINE_LN_SUMS(mt_ln_sums_s8, int8_t)
+MT_DEFINE_LN_SUMS(mt_ln_sums_s16, int16_t)
 #endif
 
 /* sum (x 2^G - mean)^2 = 2^2G sum x^2 - 2^(G+1) mean sum x + n mean^2 from sq = sum x^2: each
@@ -387,9 +387,12 @@ static uint64_t mt_ln_ssq_of_sums(uint64_t sq, int32_t sum, int32_t mean, int n,
          (uint64_t)n * (uint64_t)((int64_t)mean * mean);
 }
 
-#define MT_DEFINE_LAYERNORM(X, Y, XT, YT, G)                                                                \
-  void mt_layernorm_##X##_##Y(const XT *x, YT *y, int rows, int n, uint32_t eps_q, int eps_frac,            \
-                              const int32_t *g, int g_shift, const int32_t *b, int b_shift, int32_t y_zero) { \
+/* A row: its sums (SUMS: mt_ln_sums_*), mean, 1/sqrt(var + eps), then its outputs by the target's
+ * variant (ROW_DSP: mt_ln_row_dsp_*) or mt_ln_out, saturated by OUT (mt_out_*); G extra fraction
+ * bits (above). */
+#define MT_DEFINE_LAYERNORM(NAME, XT, YT, G, SUMS, ROW_DSP, OUT)                                            \
+  void NAME(const XT *x, YT *y, int rows, int n, uint32_t eps_q, int eps_frac, const int32_t *g,            \
+            int g_shift, const int32_t *b, int b_shift, int32_t y_zero) {                                   \
     mt_ln_ctx c;                                                                                            \
     int row, j;                                                                                             \
     if (n <= 0) return;                                                                                     \
@@ -398,7 +401,7 @@ static uint64_t mt_ln_ssq_of_sums(uint64_t sq, int32_t sum, int32_t mean, int n,
       const XT *xr = x + row * n;                                                                           \
       YT *yr = y + row * n;                                                                                 \
       uint64_t sq, ssq = 0;                                                                                 \
-      const int32_t sum = mt_ln_sums_##X(xr, n, &sq), mean = mt_ln_mean(&c, sum);                           \
+      const int32_t sum = SUMS(xr, n, &sq), mean = mt_ln_mean(&c, sum);                                     \
       uint32_t r;                                                                                           \
       int er;                                                                                               \
       if (MT_DSP) /* the same integer from the one pass's sums */                                           \
@@ -409,14 +412,15 @@ static uint64_t mt_ln_ssq_of_sums(uint64_t sq, int32_t sum, int32_t mean, int n,
           ssq += (uint64_t)((int64_t)d * d);                                                                \
         }                                                                                                   \
       mt_ln_rsqrt(&c, ssq, &r, &er);                                                                        \
-      if (mt_ln_row_dsp_##X##_##Y(xr, yr, n, mean, r, er, g, g_shift, b, g_shift - b_shift, y_zero)) continue; \
+      if (ROW_DSP(xr, yr, n, mean, r, er, g, g_shift, b, g_shift - b_shift, y_zero)) continue;                 \
       for (j = 0; j < n; ++j) {                                                                             \
         const int32_t d = (int32_t)xr[j] * (1 << (G)) - mean;                                               \
-        yr[j] = mt_out_##Y(mt_ln_out(d, r, er, g[j], g_shift, b[j], g_shift - b_shift), y_zero);          \
+        yr[j] = OUT(mt_ln_out(d, r, er, g[j], g_shift, b[j], g_shift - b_shift), y_zero);                 \
       }                                                                                                     \
     }                                                                                                       \
   }
-MT_DEFINE_LAYERNORM(s8, s8, int8_t, int8_t, 16)
-MT_DEFINE_LAYERNORM(s8, s16, int8_t, int16_t, 16)
-MT_DEFINE_LAYERNORM(s16, s8, int16_t, int8_t, 8)
-MT_DEFINE_LAYERNORM(s16, s16, int16_t, int16_t, 8)
+MT_DEFINE_LAYERNORM(mt_layernorm_s8_s8, int8_t, int8_t, 16, mt_ln_sums_s8, mt_ln_row_dsp_s8_s8, mt_out_s8)
+MT_DEFINE_LAYERNORM(mt_layernorm_s8_s16, int8_t, int16_t, 16, mt_ln_sums_s8, mt_ln_row_dsp_s8_s16, mt_out_s16)
+MT_DEFINE_LAYERNORM(mt_layernorm_s16_s8, int16_t, int8_t, 8, mt_ln_sums_s16, mt_ln_row_dsp_s16_s8, mt_out_s8)
+MT_DEFINE_LAYERNORM(mt_layernorm_s16_s16, int16_t, int16_t, 8, mt_ln_sums_s16, mt_ln_row_dsp_s16_s16,
+                    mt_out_s16)

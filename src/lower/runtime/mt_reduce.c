@@ -5,8 +5,8 @@
 
 /* Exact sum of x[0], x[inner], .., x[(n-1) inner]: int32 chunks (65536 int16 terms sum to
  * at most 2^31 in magnitude; 2^24 int8 terms to 2^31), added into int64. */
-#define MT_DEFINE_COLSUM(T, CT, CHUNK)                                            \
-  static int64_t mt_colsum_##T(const CT *x, int n, int inner) {                   \
+#define MT_DEFINE_COLSUM(NAME, CT, CHUNK)                                         \
+  static int64_t NAME(const CT *x, int n, int inner) {                            \
     int64_t acc = 0;                                                              \
     int j = 0;                                                                    \
     while (j < n) {                                                               \
@@ -17,27 +17,29 @@
     }                                                                             \
     return acc;                                                                   \
   }
-MT_DEFINE_COLSUM(s8, int8_t, 16777216)
-MT_DEFINE_COLSUM(s16, int16_t, 65536)
+MT_DEFINE_COLSUM(mt_colsum_s8, int8_t, 16777216)
+MT_DEFINE_COLSUM(mt_colsum_s16, int16_t, 65536)
 
-#define MT_DEFINE_SUM(X, Y, XT, YT)                                                                         \
-  void mt_sum_##X##_##Y(const XT *x, YT *y, int outer, int n, int inner, int32_t x_zero, int32_t m, int s, \
-                        int32_t y_zero) {                                                                   \
+/* y = y_zero + rq(the exact column sum (COLSUM: mt_colsum_*) - n x_zero), saturated by OUT (mt_out_*) */
+#define MT_DEFINE_SUM(NAME, XT, YT, COLSUM, OUT)                                                            \
+  void NAME(const XT *x, YT *y, int outer, int n, int inner, int32_t x_zero, int32_t m, int s,              \
+            int32_t y_zero) {                                                                               \
     int o, c;                                                                                               \
     for (o = 0; o < outer; ++o)                                                                             \
       for (c = 0; c < inner; ++c) {                                                                         \
         int64_t acc = 0; /* n <= 0: the empty sum, x is not read */                                         \
-        if (n > 0) acc = mt_colsum_##X(x + o * n * inner + c, n, inner) - (int64_t)n * x_zero;             \
-        y[o * inner + c] = mt_out_##Y(mt_rq(acc, m, s), y_zero);                                           \
+        if (n > 0) acc = COLSUM(x + o * n * inner + c, n, inner) - (int64_t)n * x_zero;                    \
+        y[o * inner + c] = OUT(mt_rq(acc, m, s), y_zero);                                                  \
       }                                                                                                     \
   }
-MT_DEFINE_SUM(s8, s8, int8_t, int8_t)
-MT_DEFINE_SUM(s8, s16, int8_t, int16_t)
-MT_DEFINE_SUM(s16, s8, int16_t, int8_t)
-MT_DEFINE_SUM(s16, s16, int16_t, int16_t)
+MT_DEFINE_SUM(mt_sum_s8_s8, int8_t, int8_t, mt_colsum_s8, mt_out_s8)
+MT_DEFINE_SUM(mt_sum_s8_s16, int8_t, int16_t, mt_colsum_s8, mt_out_s16)
+MT_DEFINE_SUM(mt_sum_s16_s8, int16_t, int8_t, mt_colsum_s16, mt_out_s8)
+MT_DEFINE_SUM(mt_sum_s16_s16, int16_t, int16_t, mt_colsum_s16, mt_out_s16)
 
-#define MT_DEFINE_ARGMAX(T, CT)                                                   \
-  void mt_argmax_##T(const CT *x, int32_t *idx, int rows, int n) {               \
+/* the first index of each row's max */
+#define MT_DEFINE_ARGMAX(NAME, CT)                                                \
+  void NAME(const CT *x, int32_t *idx, int rows, int n) {                         \
     int r, j;                                                                     \
     for (r = 0; r < rows; ++r) {                                                  \
       const CT *xr = x + r * n;                                                   \
@@ -47,5 +49,5 @@ MT_DEFINE_SUM(s16, s16, int16_t, int16_t)
       idx[r] = best;                                                              \
     }                                                                             \
   }
-MT_DEFINE_ARGMAX(s8, int8_t)
-MT_DEFINE_ARGMAX(s16, int16_t)
+MT_DEFINE_ARGMAX(mt_argmax_s8, int8_t)
+MT_DEFINE_ARGMAX(mt_argmax_s16, int16_t)
