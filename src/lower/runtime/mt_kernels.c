@@ -12,7 +12,8 @@
  *
  * The int8 and int16 variants of a kernel share one body: each body is written once as a
  * macro over the element types (MT_DEFINE_<KERNEL>) and instantiated for the type
- * combinations mt_kernels.h declares, so the variants cannot drift apart. */
+ * combinations mt_kernels.h declares, so the variants cannot drift apart; the macro takes
+ * the variant's full name (and the functions it calls), so grep finds each definition. */
 #include "mt_internal.h"
 #include "mt_primitives.c"
 #include "mt_linear.c"
