@@ -59,6 +59,7 @@ class BatchNorm1d : public BatchNorm {
   explicit BatchNorm1d(std::int64_t num_features, BatchNormOptions options = {}) : BatchNorm(num_features, options) {}
 
  protected:
+  /// ShapeError unless x is [N, C] or [N, C, L].
   void check_input(const Tensor& x) const override;
 };
 
@@ -69,6 +70,7 @@ class BatchNorm2d : public BatchNorm {
   explicit BatchNorm2d(std::int64_t num_features, BatchNormOptions options = {}) : BatchNorm(num_features, options) {}
 
  protected:
+  /// ShapeError unless x is [N, C, H, W].
   void check_input(const Tensor& x) const override;
 };
 
