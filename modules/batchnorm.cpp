@@ -26,19 +26,22 @@ void BatchNorm::reset_running_stats() {
   num_batches_tracked.fill_(0.0);
 }
 
-// torch.nn.modules.batchnorm._BatchNorm.forward: count the batch, then the momentum or,
-// without one, the cumulative average's factor 1 / num_batches_tracked.
+// torch.nn.modules.batchnorm._BatchNorm.forward: a training batch counts, and the running
+// statistics move by the momentum or, without one, by the cumulative average's factor
+// 1 / num_batches_tracked. The count is raised only once batch_norm has accepted the input,
+// so a refused batch leaves the layer as it was.
 Tensor BatchNorm::forward(const Tensor& x) {
   check_input(x);
-  double factor = options.momentum.value_or(0.0);
-  if (is_training() && options.track_running_stats) {
-    std::int64_t* seen = num_batches_tracked.data<std::int64_t>();
+  const bool counts = is_training() && options.track_running_stats;
+  std::int64_t* seen = counts ? num_batches_tracked.data<std::int64_t>() : nullptr;
+  const double factor = options.momentum ? *options.momentum : counts ? 1.0 / static_cast<double>(*seen + 1) : 0.0;
+  Tensor y = batch_norm(x, running_mean, running_var, weight, bias, is_training() || !options.track_running_stats,
+                        factor, options.eps);
+  if (counts) {
     *seen += 1;
     num_batches_tracked.bump_version();
-    if (!options.momentum) factor = 1.0 / static_cast<double>(*seen);
   }
-  return batch_norm(x, running_mean, running_var, weight, bias, is_training() || !options.track_running_stats,
-                    factor, options.eps);
+  return y;
 }
 
 std::string BatchNorm::extra_repr() const {

@@ -404,6 +404,8 @@ TEST_CASE("bad input: pooling and BatchNorm with wrong ranks, sizes or batches")
   CHECK_THROWS_MSG(bn1.forward(mt::randn({2, 3, 4, 4})), mt::ShapeError, "BatchNorm1d", "[N, C] or [N, C, L]");
   CHECK_THROWS_MSG(bn1.forward(mt::randn({2, 4})), mt::ShapeError, "batch_norm", "[3]", "[2, 4]", "num_features=4");
   CHECK_THROWS_MSG(bn1.forward(mt::randn({1, 3})), mt::ValueError, "more than one value per channel", "eval()");
+  CHECK(bn1.num_batches_tracked.item<std::int64_t>() == 0);  // a refused batch changes nothing
+  CHECK(mt::equal(bn1.running_mean, mt::zeros({3})));
   bn1.eval();
   CHECK(bn1.forward(mt::randn({1, 3})).shape() == mt::Shape{1, 3});  // eval uses the running statistics
   CHECK_THROWS_MSG(nn::BatchNorm1d(0), mt::ValueError, "num_features must be positive");
