@@ -212,7 +212,8 @@ TEST_CASE("conv: gradcheck of conv1d and conv2d in float64 at the edges") {
   };
   const std::vector<C1> cases1{{2, 3, 3, 7, 1, 0, 1, 1},      {2, 3, 3, 8, 2, 1, 1, 1},   {2, 2, 3, 9, 1, 2, 2, 1},
                                {4, 6, 3, 6, 1, 1, 1, 2},      {3, 3, 3, 6, 2, 1, 1, 3},   {3, 6, 2, 7, 3, 3, 2, 3},
-                               {2, 3, 4, 5, 1, "same", 1, 1}, {2, 2, 5, 5, 1, 2, 1, 1},   {2, 2, 1, 4, 1, 0, 1, 1}};
+                               {2, 3, 4, 5, 1, "same", 1, 1}, {2, 2, 5, 5, 1, 2, 1, 1},   {2, 2, 1, 4, 1, 0, 1, 1},
+                               {3, 3, 4, 7, 1, "same", 2, 3}, {2, 2, 2, 6, 1, "same", 1, 2}};
   for (const auto& c : cases1) {
     CAPTURE(c.k);
     CAPTURE(c.stride);
@@ -239,6 +240,8 @@ TEST_CASE("conv: gradcheck of conv1d and conv2d in float64 at the edges") {
                                {2, 4, 3, 6, 5, 2, 1, 1, 2},
                                {4, 4, 3, 5, 4, {1, 2}, {1, 1}, {2, 1}, 4},
                                {2, 3, {2, 3}, 4, 4, 1, "same", 1, 1},
+                               {3, 3, {2, 2}, 4, 5, 1, "same", 1, 3},
+                               {3, 3, {3, 2}, 5, 4, 1, "same", {2, 3}, 3},
                                {3, 2, 1, 3, 3, 1, 0, 1, 1}};
   for (const auto& c : cases2) {
     CAPTURE(c.groups);
@@ -292,6 +295,21 @@ TEST_CASE("conv: the im2col path agrees with the depthwise path and across sampl
       parts.push_back(mt::conv2d(xc, wc, mt::narrow(b, 0, c, 1), {2, 1}, {1, 2}, {1, 2}, 1));
     }
     CHECK_CLOSE(y, mt::cat(parts, 1), 1e-5, 1e-5);
+  }
+  SUBCASE("depthwise with the output as large as the input (one loop per sample) equals the GEMM path") {
+    for (const mt::Sizes2d k : {mt::Sizes2d{3, 3}, mt::Sizes2d{2, 4}, mt::Sizes2d{1, 5}}) {
+      CAPTURE(k.h);
+      CAPTURE(k.w);
+      const mt::Tensor x = mt::randn({3, 4, 6, 5}), w = mt::randn({4, 1, k.h, k.w}), b = mt::randn({4});
+      const mt::Tensor y = mt::conv2d(x, w, b, 1, "same", {2, 1}, 4);
+      mt::TensorList parts;
+      for (std::int64_t c = 0; c < 4; ++c) {
+        const mt::Tensor xc = mt::cat({mt::narrow(x, 1, c, 1), mt::zeros({3, 1, 6, 5})}, 1);
+        const mt::Tensor wc = mt::cat({mt::narrow(w, 0, c, 1), mt::zeros({1, 1, k.h, k.w})}, 1);
+        parts.push_back(mt::conv2d(xc, wc, mt::narrow(b, 0, c, 1), 1, "same", {2, 1}, 1));
+      }
+      CHECK_CLOSE(y, mt::cat(parts, 1), 1e-5, 1e-5);
+    }
   }
   SUBCASE("a batch whose im2col exceeds one chunk equals its samples run alone") {
     const mt::Tensor x = mt::randn({33, 16, 32, 32}), w = mt::randn({8, 16, 3, 3});

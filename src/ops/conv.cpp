@@ -274,10 +274,42 @@ template <class Isa, class T>
   }
 }
 
+// y[k] += sum_t wk[t n + k] x[k + off[t]] for k in [lo, hi): the taps' weights as arrays over
+// the outputs (0 where a tap reads padding), so that one loop runs over a whole sample's
+// channels; blocks of kVecs vectors of y stay in registers while every tap adds to them.
+template <class Isa, class T>
+[[gnu::always_inline]] inline void taps_weighted_body(T* y, const T* x, const T* wk, const std::int64_t* off,
+                                                      std::int64_t taps, std::int64_t n, std::int64_t lo,
+                                                      std::int64_t hi) {
+  using V = detail::simd::VecOf<Isa, T>;
+  constexpr std::int64_t kL = detail::simd::kLanesOf<Isa, T>, kVecs = 4;
+  std::int64_t k0 = lo;
+  for (; k0 + kVecs * kL <= hi; k0 += kVecs * kL) {
+    V r[kVecs];
+    for (std::int64_t v = 0; v < kVecs; ++v) r[v] = detail::simd::load_vec<V>(y + k0 + v * kL);
+    for (std::int64_t t = 0; t < taps; ++t) {
+      const T* s = x + off[t] + k0;
+      const T* wt = wk + t * n + k0;
+      for (std::int64_t v = 0; v < kVecs; ++v) {
+        r[v] += detail::simd::load_vec<V>(wt + v * kL) * detail::simd::load_vec<V>(s + v * kL);
+      }
+    }
+    for (std::int64_t v = 0; v < kVecs; ++v) detail::simd::store_vec(y + k0 + v * kL, r[v]);
+  }
+  for (; k0 < hi; ++k0) {
+    T r = y[k0];
+    for (std::int64_t t = 0; t < taps; ++t) r += wk[t * n + k0] * x[off[t] + k0];
+    y[k0] = r;
+  }
+}
+
 template <class T>
 struct TapKernels {
   using Fn = void (*)(T*, const T*, const T*, const std::int64_t*, std::int64_t, std::int64_t);
+  using WeightedFn = void (*)(T*, const T*, const T*, const std::int64_t*, std::int64_t, std::int64_t, std::int64_t,
+                              std::int64_t);
   Fn forward, weight_grad;
+  WeightedFn weighted;
 };
 
 #define MICROTORCH_CONV_TAPS(NAME, ISA, TARGET)                                                             \
@@ -290,6 +322,11 @@ struct TapKernels {
   TARGET void NAME##_weight_grad(T* dw, const T* g, const T* x, const std::int64_t* o, std::int64_t n,     \
                                  std::int64_t c) {                                                         \
     taps_weight_grad_body<ISA, T>(dw, g, x, o, n, c);                                                      \
+  }                                                                                                        \
+  template <class T>                                                                                       \
+  TARGET void NAME##_weighted(T* y, const T* x, const T* wk, const std::int64_t* o, std::int64_t taps,     \
+                              std::int64_t n, std::int64_t lo, std::int64_t hi) {                          \
+    taps_weighted_body<ISA, T>(y, x, wk, o, taps, n, lo, hi);                                              \
   }
 #if defined(MICROTORCH_ISAS_AVX512)
 MICROTORCH_CONV_TAPS(taps_avx512, detail::simd::Avx512, MICROTORCH_TARGET_AVX512)
@@ -306,13 +343,13 @@ template <class T>
 TapKernels<T> tap_kernels() {
   const std::string_view isa = get_cpu_capability();
 #if defined(MICROTORCH_ISAS_AVX512)
-  if (isa == "avx512") return {taps_avx512_forward<T>, taps_avx512_weight_grad<T>};
+  if (isa == "avx512") return {taps_avx512_forward<T>, taps_avx512_weight_grad<T>, taps_avx512_weighted<T>};
 #endif
 #if defined(MICROTORCH_ISAS_AVX2)
-  if (isa == "avx2") return {taps_avx2_forward<T>, taps_avx2_weight_grad<T>};
+  if (isa == "avx2") return {taps_avx2_forward<T>, taps_avx2_weight_grad<T>, taps_avx2_weighted<T>};
 #endif
 #if defined(MICROTORCH_ISAS_BASELINE)
-  return {taps_baseline_forward<T>, taps_baseline_weight_grad<T>};
+  return {taps_baseline_forward<T>, taps_baseline_weight_grad<T>, taps_baseline_weighted<T>};
 #else
   (void)isa;
   std::abort();  // unreachable: get_cpu_capability() names a compiled ISA
@@ -355,6 +392,58 @@ void pad_plane(const ConvGeom& g, const PaddedPlane& pp, const T* plane, T* padd
     const T* src = plane + r * g.w;
     T* dst = padded + (r + g.ph) * pp.wp + g.pw;
     for (std::int64_t q = 0; q < g.w; ++q) dst[q] = src[q];
+  }
+}
+
+// Depthwise, one output channel per input channel, stride 1, the output as large as the
+// input ("same" padding): output k of a sample (k = c H W + p W + q, channels included) reads
+// tap (i, j) at k + (i dh - ph) W + (j dw - pw) of the same sample, inside channel c's plane
+// wherever the tap does not read padding. So the whole sample is one loop per tap, with the
+// tap's weights as an array over k (w[c, i, j], 0 where it would read padding), built once
+// per call: no padded copies and no per-plane loop ends.
+bool same_size_depthwise(const ConvGeom& g) {
+  return g.og == 1 && g.sh == 1 && g.sw == 1 && g.oh == g.h && g.ow == g.w;
+}
+
+template <class T>
+void conv_forward_depthwise_same(const ConvGeom& g, const T* x, const T* w, const T* b, T* y) {
+  const std::int64_t taps = g.kh * g.kw, hw = g.h * g.w, n = g.c * hw;
+  std::vector<std::int64_t> off;
+  Scratch<T> wk(taps * n, T(0));
+  for (std::int64_t i = 0; i < g.kh; ++i) {
+    const detail::Range rows = detail::valid_outputs(i * g.dh - g.ph, 1, g.h, g.oh);
+    for (std::int64_t j = 0; j < g.kw; ++j) {
+      const detail::Range cs = detail::valid_outputs(j * g.dw - g.pw, 1, g.w, g.ow);
+      const std::int64_t t = i * g.kw + j;
+      off.push_back((i * g.dh - g.ph) * g.w + (j * g.dw - g.pw));
+      for (std::int64_t c = 0; c < g.c; ++c) {
+        const T wt = w[c * taps + t];
+        T* dst = wk.data() + t * n + c * hw;
+        for (std::int64_t p = rows.begin; p < rows.end; ++p) {
+          for (std::int64_t q = cs.begin; q < cs.end; ++q) dst[p * g.w + q] = wt;
+        }
+      }
+    }
+  }
+  // Outputs [lo, hi) read inside the sample for every tap; the few outside go tap by tap.
+  std::int64_t lo = 0, hi = n;
+  for (auto o : off) lo = std::max(lo, -o), hi = std::min(hi, n - o);
+  hi = std::max(hi, lo);
+  const auto kernels = tap_kernels<T>();
+  for (std::int64_t s = 0; s < g.n; ++s) {
+    const T* xs = x + s * n;
+    T* ys = y + s * n;
+    for (std::int64_t c = 0; c < g.c; ++c) std::fill(ys + c * hw, ys + (c + 1) * hw, b ? b[c] : T(0));
+    kernels.weighted(ys, xs, wk.data(), off.data(), taps, n, lo, hi);
+    for (std::int64_t t = 0; t < taps; ++t) {  // the edges: only the taps that stay inside the sample
+      const T* wt = wk.data() + t * n;
+      for (std::int64_t k = 0; k < lo; ++k) {
+        if (k + off[static_cast<std::size_t>(t)] >= 0) ys[k] += wt[k] * xs[k + off[static_cast<std::size_t>(t)]];
+      }
+      for (std::int64_t k = hi; k < n; ++k) {
+        if (k + off[static_cast<std::size_t>(t)] < n) ys[k] += wt[k] * xs[k + off[static_cast<std::size_t>(t)]];
+      }
+    }
   }
 }
 
@@ -629,7 +718,9 @@ Tensor conv_nd(const ConvArgs& a, const Tensor& x, const Tensor& weight, const T
     using T = typename decltype(tag)::type;
     const T* b = bias.defined() ? bias.data<T>() : nullptr;
     if (y4.numel() == 0) return 0;
-    if (g.cg == 1 && g.groups > 1 && flat_depthwise(g)) {
+    if (g.cg == 1 && g.groups > 1 && same_size_depthwise(g)) {
+      conv_forward_depthwise_same(g, x4.data<T>(), w4.data<T>(), b, y4.data<T>());
+    } else if (g.cg == 1 && g.groups > 1 && flat_depthwise(g)) {
       conv_forward_depthwise_flat(g, x4.data<T>(), w4.data<T>(), b, y4.data<T>());
     } else if (g.cg == 1 && g.groups > 1) {
       conv_forward_depthwise(g, x4.data<T>(), w4.data<T>(), b, y4.data<T>());
