@@ -3,7 +3,8 @@
  * beside this file for the measured errors and the memory of streaming vs two-pass
  * attention.
  *
- * One file per kernel family, named as the lowering's op families (src/lower/rules): this
+ * One file per kernel family, named as the op families of the lowering (src/lower/rules) and
+ * of the host (src/ops; docs/adding-an-op.md): this
  * file includes them in order after the private header mt_internal.h (the target's feature
  * macros, the tables, the shared helpers) and mt_primitives.c (requantization, reciprocal,
  * 2^-z, dot products), so that they compile as one translation unit. The firmware gets them
@@ -19,7 +20,8 @@
 #include "mt_linear.c"
 #include "mt_elementwise.c"
 #include "mt_activation.c"
-#include "mt_layout.c"
-#include "mt_normalize.c"
+#include "mt_shape.c"
+#include "mt_softmax.c"
+#include "mt_norm.c"
 #include "mt_reduce.c"
 #include "mt_attention.c"

@@ -350,7 +350,7 @@ void mt_gelu_s16_s16(const int16_t *x, int16_t *y, int n, int32_t in_m, int in_s
                      int out_s, int32_t y_zero);
 
 /* ------------------------------------------------------------------------------------ */
-/* Data movement: strided copy, embedding lookup (mt_layout.c)                           */
+/* Data movement: strided copy, embedding lookup (mt_shape.c)                            */
 /* ------------------------------------------------------------------------------------ */
 
 #define MT_MAX_DIMS 6
@@ -380,7 +380,7 @@ int mt_embedding_s8(const int32_t *ids, int n, const int8_t *table, int num, int
 int mt_embedding_s16(const int32_t *ids, int n, const int16_t *table, int num, int dim, int16_t *out);
 
 /* ------------------------------------------------------------------------------------ */
-/* Softmax and layer norm (mt_normalize.c)                                               */
+/* Softmax and layer norm (mt_softmax.c, mt_norm.c)                                      */
 /* ------------------------------------------------------------------------------------ */
 
 /* Softmax over the last dim of x [rows, n] (any zero point: it cancels). Per row: max

@@ -1,4 +1,4 @@
-/* mt_layout.c - data movement (the lowering's layout family, src/lower/rules/layout.cpp):
+/* mt_shape.c - data movement (the shape family, src/lower/rules/shape.cpp):
  * the strided copy behind permute, slice, concat and expand (mt_copy_strided_*) and the
  * embedding lookup (mt_embedding_*). Portable C only. Part of mt_kernels.c. */
 #include "mt_internal.h"

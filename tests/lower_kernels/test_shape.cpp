@@ -1,4 +1,4 @@
-// The layout family of the runtime (src/lower/runtime/mt_layout.c): the strided copy against a
+// The shape family of the runtime (src/lower/runtime/mt_shape.c): the strided copy against a
 // naive index walk on random permute / slice / concat / expand layouts of 1 to 6 dims, and the
 // embedding lookup (bits copied; out-of-range ids counted).
 #include "kernel_reference.hpp"
