@@ -311,6 +311,12 @@ TEST_CASE("conv: the im2col path agrees with the depthwise path and across sampl
       CHECK_CLOSE(y, mt::cat(parts, 1), 1e-5, 1e-5);
     }
   }
+  SUBCASE("a depthwise layer too large for the per-sample weight arrays (the padded-plane loops) agrees") {
+    const mt::Tensor x = mt::randn({1, 80, 80, 80}), w = mt::randn({80, 1, 3, 3}), b = mt::randn({80});
+    const mt::Tensor y = mt::conv2d(x, w, b, 1, 1, 1, 80);  // 9 x 80 x 80 x 80 weights: over 2^22
+    const mt::Tensor part = mt::conv2d(mt::narrow(x, 1, 0, 4), mt::narrow(w, 0, 0, 4), mt::narrow(b, 0, 0, 4), 1, 1, 1, 4);
+    CHECK_CLOSE(mt::narrow(y, 1, 0, 4), part, 1e-5, 1e-5);
+  }
   SUBCASE("a batch whose im2col exceeds one chunk equals its samples run alone") {
     const mt::Tensor x = mt::randn({33, 16, 32, 32}), w = mt::randn({8, 16, 3, 3});
     const mt::Tensor y = mt::conv2d(x, w, {}, 1, 1);

@@ -200,8 +200,11 @@ void pad_plane(const ConvGeom& g, const PaddedPlane& pp, const T* plane, T* padd
 // wherever the tap does not read padding. So the whole sample is one loop per tap, with the
 // tap's weights as an array over k (w[c, i, j], 0 where it would read padding), built once
 // per call: no padded copies and no per-plane loop ends.
+// The weight arrays take taps x C x H x W elements: up to 16 MiB of float32, else the flat loops.
 bool same_size_depthwise(const ConvGeom& g) {
-  return g.og == 1 && g.sh == 1 && g.sw == 1 && g.oh == g.h && g.ow == g.w;
+  constexpr std::int64_t kMaxWeightArrays = std::int64_t{1} << 22;
+  return g.og == 1 && g.sh == 1 && g.sw == 1 && g.oh == g.h && g.ow == g.w &&
+         g.kh * g.kw * g.c * g.h * g.w <= kMaxWeightArrays;
 }
 
 template <class T>
