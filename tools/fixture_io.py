@@ -1,8 +1,8 @@
 """Writing the test fixtures: one deterministic .npz per case.
 
-Every generator (gen_fixtures.py, gen_module_fixtures.py, gen_training_fixtures.py)
-stores a case as tests/fixtures/<case>.npz holding <tensor>.npy members, which
-tests/helpers.hpp reads as fixture("<case>__<tensor>"). Members are stored uncompressed
+Every generator (gen_fixtures.py, gen_module_fixtures.py, gen_training_fixtures.py,
+gen_cnn_fixtures.py) stores a case as tests/fixtures/<case>.npz holding <tensor>.npy
+members, which tests/helpers.hpp reads as fixture("<case>__<tensor>"). Members are stored uncompressed
 with a fixed timestamp, so regenerating gives byte-identical files.
 """
 
