@@ -15,12 +15,6 @@
 #include <type_traits>
 #include <utility>
 
-// Vec values never cross a call boundary (every helper is always_inline), so GCC's note that
-// passing them would differ between the clones' ABIs does not apply.
-#if defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
 #define MICROTORCH_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
