@@ -7,7 +7,7 @@
 // Kernels that keep a tile of accumulators in registers (gemm_tiles.hpp) need the vector
 // width and register count of the ISA they run on instead: the Isa structs below name each
 // one's vectors and tile, MICROTORCH_TARGET_* compiles a function for it, and
-// MICROTORCH_ISAS_* say which ones the build compiles (attention_tiles.cpp picks one).
+// MICROTORCH_ISAS_* say which ones the build compiles (parallel.cpp's cpu_isa() picks one).
 #pragma once
 
 #include <cstdint>
