@@ -1,10 +1,11 @@
 /// \file
-/// Printing tensors the way PyTorch does, with {fmt} or an ostream.
+/// Printing tensors the way PyTorch does, with {fmt} or an ostream; shapes and dtypes too.
 ///
 /// \code
 ///   fmt::print("{}\n", t);
 ///   // tensor([[ 0.1000, -1.2000],
 ///   //         [ 3.0000,  4.5000]], shape=[2, 2], grad_fn=<MatmulBackward>)
+///   fmt::print("{} {}\n", t.shape(), t.dtype());   // [2, 2] float32
 /// \endcode
 ///
 /// One number format serves the whole tensor (integral, fixed with 4 decimals, or
@@ -31,7 +32,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 }  // namespace microtorch
 
 /// {fmt}, the formatting library microtorch prints with; microtorch adds formatters for
-/// Tensor and Dtype to it.
+/// Tensor, Shape and Dtype to it.
 namespace fmt {
 
 /// `fmt::format("{}", t)` gives to_string(t); string format specs apply (`{:>60}`).
@@ -41,6 +42,19 @@ struct formatter<microtorch::Tensor> : formatter<std::string_view> {
   template <class FormatContext>
   auto format(const microtorch::Tensor& t, FormatContext& ctx) const {
     return formatter<std::string_view>::format(microtorch::to_string(t), ctx);
+  }
+};
+
+/// `fmt::format("{}", t.shape())` gives shape_str(): "[2, 3]" ("[]" for a 0-d tensor), the
+/// list PyTorch prints for a size; string format specs apply (`{:>8}`). Shape is
+/// `std::vector<std::int64_t>`, so this is the formatter of every such vector; fmt/ranges.h
+/// would print them the same way.
+template <>
+struct formatter<microtorch::Shape> : formatter<std::string_view> {
+  /// Formats shape_str(s) as a string.
+  template <class FormatContext>
+  auto format(const microtorch::Shape& s, FormatContext& ctx) const {
+    return formatter<std::string_view>::format(microtorch::shape_str(s), ctx);
   }
 };
 
