@@ -10,10 +10,32 @@
 
 #include "microtorch/autograd.hpp"
 #include "microtorch/ops.hpp"
+#include "microtorch/xtensor.hpp"
 
 namespace microtorch {
 
 namespace detail {
+
+namespace {
+
+// Storage holding a Buffer: `data` points into it, and it is freed with the storage (the
+// shared pointer that make_shared returns destroys a BufferStorage<T>).
+template <class T>
+struct BufferStorage final : Storage {
+  explicit BufferStorage(Buffer<T>&& b) : buffer(std::move(b)) { data = buffer.data(); }
+  Buffer<T> buffer;
+};
+
+}  // namespace
+
+template <class T>
+std::shared_ptr<Storage> adopt_buffer(Buffer<T>&& buffer) {
+  return std::make_shared<BufferStorage<T>>(std::move(buffer));
+}
+template std::shared_ptr<Storage> adopt_buffer(Buffer<float>&&);
+template std::shared_ptr<Storage> adopt_buffer(Buffer<double>&&);
+template std::shared_ptr<Storage> adopt_buffer(Buffer<std::int64_t>&&);
+template std::shared_ptr<Storage> adopt_buffer(Buffer<bool>&&);
 
 std::shared_ptr<TensorImpl> make_impl(std::shared_ptr<Storage> storage, Shape shape, Dtype dtype) {
   const std::int64_t numel = numel_of(shape, "tensor");  // every tensor's shape is checked here
@@ -31,10 +53,8 @@ Tensor wrap_external(void* data, const Shape& shape, Dtype dtype, std::function<
   if (data == nullptr && n > 0) {
     throw ValueError(fmt::format("from_blob: a null pointer for {} elements of shape {}", n, shape_str(shape)));
   }
-  auto storage = visit_dtype(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    return std::make_shared<Storage>(Storage{Buffer<T>()});
-  });
+  auto storage = std::make_shared<Storage>();
+  storage->data = data;
   storage->external = std::shared_ptr<void>(data, [deleter = std::move(deleter)](void* p) {
     if (deleter) deleter(p);
   });
@@ -101,7 +121,7 @@ Tensor Tensor::empty(const Shape& shape, Dtype dtype) {
   auto storage = visit_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     try {
-      return std::make_shared<Storage>(Storage{Buffer<T>(n)});
+      return detail::adopt_buffer(Buffer<T>(n));
     } catch (const OutOfMemoryError&) {
       throw OutOfMemoryError(fmt::format("empty: cannot allocate {} bytes for a {} tensor of shape {}; use a smaller "
                                          "shape or free tensors (memory::empty_cache() returns cached blocks)",

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "common.hpp"
+#include "microtorch/xtensor.hpp"
 
 namespace microtorch::detail {
 

@@ -6,6 +6,7 @@
 #include <xtensor/xmath.hpp>
 
 #include "common.hpp"
+#include "microtorch/xtensor.hpp"
 
 namespace microtorch {
 
