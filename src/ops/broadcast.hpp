@@ -33,8 +33,19 @@ void for_each_broadcast(const Shape& out, const std::array<Shape, N>& strides, F
   if (n == 0) return;
   const std::size_t nd = out.size();
   std::array<std::int64_t, N> row{}, step{};
-  if (nd == 0) {
-    f(std::int64_t{0}, row);
+  // No operand broadcasts (the common case): every offset is i, in one loop the compiler
+  // can vectorize.
+  bool flat = true;
+  std::int64_t contiguous = 1;
+  for (std::size_t d = nd; d-- > 0;) {
+    for (std::size_t k = 0; k < N; ++k) flat = flat && (out[d] == 1 || strides[k][d] == contiguous);
+    contiguous *= out[d];
+  }
+  if (flat) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      row.fill(i);
+      f(i, static_cast<const std::array<std::int64_t, N>&>(row));
+    }
     return;
   }
   for (std::size_t k = 0; k < N; ++k) step[k] = strides[k][nd - 1];
