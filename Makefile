@@ -4,8 +4,9 @@
 #                  lower it to int16/int8 firmware and verify it on QEMU (examples/demo.cpp)
 #   make test      the same, then the doctest suite, the API reference check (make docs),
 #                  the notebooks, the suite again under ASan + UBSan (build-asan) and under
-#                  TSan (build-tsan), every C++ example of README.md compiled and run
-#                  (tools/check_readme.py), the demo's figures rendered (tools/check_svg.py),
+#                  TSan (build-tsan), every C++ example of README.md and docs/*.md compiled
+#                  and run and their links resolved (tools/check_readme.py), the demo's
+#                  figures rendered (tools/check_svg.py),
 #                  the library installed into a prefix and used by a pkg-config and a CMake
 #                  project (tools/check-install.sh), and a short run of each libFuzzer target
 #                  (build-fuzz, clang); last line: "tests: N passed, M failed (release ...,
@@ -17,13 +18,15 @@
 #   make notebooks only the notebooks (examples/notebooks, run by tools/run_notebooks.py)
 #   make fuzz      longer fuzzing: FUZZ_SECONDS per target (default 600)
 #   make bench     benchmarks/ next to PyTorch in one process (tools/bench_table.py): one table
+#                  (method and the published run: docs/benchmarks.md)
 #   make bench-mcu the runtime kernels (tools/mcu/bench_kernels.sh) and attention blocks lowered
 #                  to firmware, measured under QEMU on Cortex-M0/M4/M7/M33, portable C and DSP
 #                  variants side by side (tables on stdout and in $(BUILD)/mcu-bench.md;
-#                  README "MCU benchmark")
+#                  docs/mcu-benchmarks.md)
 #   make bench-lower the lowering schemes on the PyTorch-trained transformers and Iris:
 #                  accuracy, int8 share, flash, arena, Cortex-M4 instructions (QEMU); table on
-#                  stdout and in $(BUILD)/lower-bench.md (README "Lowering schemes benchmark")
+#                  stdout and in $(BUILD)/lower-bench.md (docs/mcu-benchmarks.md, "Lowering
+#                  schemes")
 #
 # Overrides: BUILD=dir (build directory, default build), JOBS=n (ninja -j),
 #            MESON_ARGS='-Dnative=true ...' (used when BUILD is first configured),
@@ -111,12 +114,14 @@ bench-mcu: build
 	@set -o pipefail; { echo "### Kernels"; echo; tools/mcu/bench_kernels.sh; echo; } | tee $(BUILD)/mcu-bench.md
 	@set -o pipefail; { echo "### Attention blocks"; echo; \
 	  $(BUILD)/benchmarks/mcu/microtorch-mcu-bench --jobs 2 --work $(BUILD)/mcu-bench; } | tee -a $(BUILD)/mcu-bench.md
+	@echo "bench-mcu: both tables are in $(BUILD)/mcu-bench.md; the published ones in docs/mcu-benchmarks.md"
 
 # Fifteen firmwares (three models x five schemes), each verified and counted under QEMU; the
 # float kernels pinned as for the demo, so the Iris model trains to the same bits everywhere.
 bench-lower: build
 	tools/pinned-kernels.sh $(BUILD)/benchmarks/lower/microtorch-lower-bench --work $(BUILD)/lower-bench \
 	  --out $(BUILD)/lower-bench.md
+	@echo "bench-lower: the table is in $(BUILD)/lower-bench.md; the published one in docs/mcu-benchmarks.md"
 
 # Every benchmark step at 1 and 2 threads, microtorch and PyTorch back to back in one process
 # (tools/bench_paired.py), then peak memory; python3-torch is installed when missing. A few

@@ -4,6 +4,15 @@
 
 namespace microtorch::nn {
 
+// as Python prints floats: "-1.0", "0.5"
+std::string Hardtanh::extra_repr() const {
+  auto py = [](double v) {
+    std::string s = fmt::format("{}", v);
+    return s.find_first_of(".einf") == std::string::npos ? s + ".0" : s;
+  };
+  return "min_val=" + py(min_val) + ", max_val=" + py(max_val);
+}
+
 // mean over kept positions: sum(x * keep) / max(count(keep), 1); an all-padding row gives 0.
 Tensor MeanPool::forward(const Tensor& x, const Tensor& keep) {
   if (keep.dtype() != Dtype::Bool || keep.dim() != 2 || x.dim() < 2 || keep.size(0) != x.size(0) ||

@@ -242,6 +242,16 @@ TEST_CASE("microtorch-lower: evaluation data, per-layer precision and the automa
   CHECK(r.status != 0);
   CHECK(r.out.find("unknown option --bit; did you mean --bits?") != std::string::npos);
   CHECK(r.out.find("unknown option --sensitve-bits; did you mean --sensitive-bits?") != std::string::npos);
+  // the hint comes first even when a required argument is missing too
+  r = run(fmt::format("'{}' {}/clf --bit 8", MICROTORCH_LOWER_CLI, dir));
+  CHECK(r.status != 0);
+  CHECK(r.out.find("unknown option --bit; did you mean --bits?") != std::string::npos);
+  r = run(fmt::format("'{}' {}/clf --bits 8", MICROTORCH_LOWER_CLI, dir));
+  CHECK(r.status != 0);
+  CHECK(r.out.find("--calibration (representative inputs, .npy) is required") != std::string::npos);
+  r = run(fmt::format("'{}' -c {}/calib.npy", MICROTORCH_LOWER_CLI, dir));
+  CHECK(r.status != 0);
+  CHECK(r.out.find("the model (a graph saved by lower::save) is required") != std::string::npos);
   r = run(fmt::format("'{}' --help", MICROTORCH_LOWER_CLI));
   CHECK(r.status == 0);
   CHECK(r.out.find("=16") != std::string::npos);      // --bits

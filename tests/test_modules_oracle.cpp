@@ -213,6 +213,15 @@ TEST_CASE("parameter-free modules match their torch.nn counterparts") {
     nn::GELU m("tanh");
     check_unary("gelu_tanh", m);
   }
+  SUBCASE("ReLU6") {
+    nn::ReLU6 m;
+    check_unary("relu6", m);
+  }
+  SUBCASE("Hardtanh(-0.5, 2)") {
+    nn::Hardtanh m(-0.5, 2.0);
+    CHECK(m.extra_repr() == "min_val=-0.5, max_val=2.0");
+    check_unary("hardtanh", m);
+  }
   SUBCASE("Tanh") {
     nn::Tanh m;
     check_unary("tanh", m);

@@ -27,7 +27,8 @@ Peak memory of MultiheadAttention forward+backward (three runs after a warm-up, 
 microtorch's block cache is counted as it stands in a training loop) is measured in a fresh
 process per shape and library, with one method for both (benchmarks/peak_memory.hpp). Without
 torch (python3-torch) the PyTorch columns stay empty. Everything also goes to
-<build>/bench/table.md, and the rows to <build>/bench/*.json.
+<build>/bench/table.md, and the rows to <build>/bench/*.json; docs/benchmarks.md publishes a
+run made on a quiet machine, with this method written out.
 
 OpenBLAS 0.3.21 (Debian 12) does not know CPUs newer than itself and falls back to its
 Prescott (SSE3) kernels, about 5x slower than its AVX-512 ones; PyTorch loads the same
@@ -265,6 +266,8 @@ def main():
         f.write(text)
     print()
     print(text)
+    print(f"bench: the tables are also in {os.path.join(out_dir, 'table.md')}; docs/benchmarks.md holds the "
+          "published run (a run on a quiet machine replaces its tables)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,53 +1,69 @@
 #!/usr/bin/env python3
-"""Compiles and runs the C++ examples of README.md, so the README stays true (make test).
+"""Compiles and runs the C++ examples of README.md and docs/*.md and checks their links, so
+the pages stay true (make test).
 
-    python3 tools/check_readme.py --build build [-v]
+    python3 tools/check_readme.py --build build [-v] [PAGE...]     (default: all of them)
 
-Every ```cpp block of the README carries a marker on the line before it:
+Every ```cpp block of these pages carries a marker on the line before it:
 
     <!-- example: program -->            a whole program: compiled, linked, run (exit status 0)
     <!-- example: program, prints -->    the same, and its output must equal the next plain
-                                         ``` block of the README (the "prints" that follows)
+                                         ``` block of the page (the "prints" that follows)
     <!-- example: fragment NAME -->      statements: compiled and run inside main() after the
                                          declarations PRELUDES[NAME] below gives them
+    <!-- example: fragment -->           statements that need nothing declared first
     <!-- example: skip REASON -->        not C++ a compiler takes (e.g. cling's #pragma lines)
 
 A ```cpp block without a marker fails the check, so a new example cannot go untested.
-Examples are compiled as C++20 (the README says why: designated initializers such as
+Examples are compiled as C++20 (docs/tensors.md says why: designated initializers such as
 {.batch_first = true}) with -Wall -Wextra -Wpedantic -Werror against the library in --build,
 two at a time, each in a scratch folder that is its working directory when it runs.
-Prints "readme: N passed, M failed" last; exits non-zero when M > 0.
+
+Links: every relative link and picture of a page, [text](path), [text](path#anchor) or
+[text](#anchor), must name a file of the repository, and an anchor must be a heading of
+that Markdown file as GitHub names it (the heading's text in lower case without
+punctuation, spaces as hyphens; -1, -2, ... for a repeated heading). Links inside code are
+not links. README.md must also link every page of docs/. Each page's links are one check.
+
+Prints one line per example, then "readme: PAGE: N passed, M failed" per page and
+"readme: N passed, M failed" last (tools/run-tests.sh reads that line); exits non-zero
+when M > 0.
 """
 import argparse
 import concurrent.futures
+import glob
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STD = "c++20"
 HEADERS = """#include <microtorch/microtorch.hpp>
 #include <microtorch/nn.hpp>
 #include <microtorch/io.hpp>
-#include <thread>
 namespace mt = microtorch;
 namespace nn = microtorch::nn;
 namespace F = microtorch::nn::functional;
 """
 # What a fragment needs declared before it runs, by the name its marker gives.
 PRELUDES = {
-    # README "Threads": a worker thread with its own generator
-    "threads": "",
-    # README "PyTorch interoperability": a checkpoint with MultiheadAttention(8, 2)'s keys
+    # docs/modules.md "PyTorch interoperability": a checkpoint with MultiheadAttention(8, 2)'s keys
     "interop": 'nn::save(nn::MultiheadAttention(8, 2, {.batch_first = true}), "mha.npz");',
-    # README "Lowering": any trained model taking [1, 4], its training inputs and one input
+    # docs/lowering.md, the steps one by one: any trained model taking [1, 4], its training
+    # inputs and one input
     "lowering": "nn::Linear model(4, 3);\nmt::Tensor x_train = mt::randn({32, 4}), x = x_train.narrow(0, 0, 1);",
+    # docs/lowering.md, the front door: the same model, training and evaluation inputs
     "lowering_front_door": "nn::Linear model(4, 3);\nmt::Tensor x_train = mt::randn({32, 4}), x_test = mt::randn({16, 4});",
+    # docs/bad-inputs.md "Anomaly mode": a model whose outputs are positive (their log is
+    # finite, so the guard stays quiet) and an input that wants a gradient
+    "anomaly": "nn::Sigmoid model;\nmt::Tensor x = mt::randn({4, 3}).requires_grad_();",
+    # a fragment whose marker names nothing (docs/api.md's)
+    "": "",
 }
-EPILOGUES = {"threads": "worker.join();"}
 
 MARKER = re.compile(r"<!--\s*example:\s*(program|fragment|skip)\b(.*?)-->")
 
@@ -95,9 +111,9 @@ def flags(build):
             ["-L" + lib, "-lmicrotorch", "-Wl,-rpath," + lib] + libs)
 
 
-def check(block, build_flags, verbose):
+def check(page, block, build_flags, verbose):
     line, kind, arg, code, printed = block
-    name = f"README.md:{line}"
+    name = f"{page}:{line}"
     if kind is None:
         return name, False, "no <!-- example: ... --> marker on the line before it"
     if kind == "skip":
@@ -108,8 +124,7 @@ def check(block, build_flags, verbose):
         # #include and namespace-alias lines of a fragment go above main()
         top = [l for l in code.split("\n") if l.startswith("#include") or re.match(r"namespace \w+ = ", l)]
         body = [l for l in code.split("\n") if l not in top]
-        source = (HEADERS + "\n".join(top) + "\nint main() {\n" + PRELUDES[arg] + "\n" + "\n".join(body) + "\n" +
-                  EPILOGUES.get(arg, "") + "\n}\n")
+        source = HEADERS + "\n".join(top) + "\nint main() {\n" + PRELUDES[arg] + "\n" + "\n".join(body) + "\n}\n"
     else:
         source = code + "\n"
     work = tempfile.mkdtemp(prefix="microtorch-readme-")
@@ -127,28 +142,109 @@ def check(block, build_flags, verbose):
         if r.returncode != 0:
             return name, False, f"exits with status {r.returncode}:\n{r.stdout[-1500:]}{r.stderr[-1500:]}"
         if printed is not None and r.stdout != printed:
-            return name, False, f"prints\n{r.stdout}\nbut the README says it prints\n{printed}"
+            return name, False, f"prints\n{r.stdout}\nbut {page} says it prints\n{printed}"
         return name, True, r.stdout if verbose else ""
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def blank(m):
+    """A match's text as spaces, its newlines kept (so that line numbers stay)."""
+    return re.sub(r"[^\n]", " ", m.group(0))
+
+
+def without_fences(text):
+    """The text with its fenced code blocks blanked (a '#' line of a sh block is no heading)."""
+    return re.sub(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$", blank, text, flags=re.M | re.S)
+
+
+def prose(text):
+    """The text with code and HTML comments blanked: what is left of a page where a bracket
+    or a parenthesis can be a link."""
+    text = re.sub(r"<!--.*?-->", blank, without_fences(text), flags=re.S)
+    return re.sub(r"(`+)(?!`).+?(?<!`)\1(?!`)", blank, text, flags=re.S)
+
+
+def anchors(text):
+    """The anchors GitHub gives the headings of a Markdown text."""
+    seen = {}
+    out = set()
+    for m in re.finditer(r"^ {0,3}#{1,6}[ \t]+(.*?)[ \t]*#*[ \t]*$", without_fences(text), flags=re.M):
+        heading = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", m.group(1))  # a link's or picture's text
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def check_links(page):
+    """(name, ok, problems) for the links of one page (a path relative to ROOT)."""
+    with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+        text = f.read()
+    problems = []
+    linked = set()
+    for m in LINK.finditer(prose(text)):
+        target = m.group(1)
+        line = text.count("\n", 0, m.start()) + 1
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("//"):
+            continue  # http:, https:, mailto:
+        path, _, anchor = urllib.parse.unquote(target).partition("#")
+        file = os.path.normpath(os.path.join(os.path.dirname(os.path.join(ROOT, page)), path)) if path else \
+            os.path.join(ROOT, page)
+        if not os.path.exists(file):
+            problems.append(f"{page}:{line}: {target}: no such file")
+            continue
+        linked.add(os.path.relpath(file, ROOT))
+        if anchor and file.endswith(".md"):
+            with open(file, encoding="utf-8") as f:
+                if anchor not in anchors(f.read()):
+                    problems.append(f"{page}:{line}: {target}: no heading of {os.path.relpath(file, ROOT)} has "
+                                    f"the anchor #{anchor}")
+    if page == "README.md":
+        for doc in sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))):
+            if os.path.relpath(doc, ROOT) not in linked:
+                problems.append(f"README.md: no link to {os.path.relpath(doc, ROOT)} (its list of pages)")
+    return f"{page} links", not problems, "\n".join(problems)
+
+
+def pages():
+    """README.md and every page of docs/, as paths relative to ROOT."""
+    return ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("pages", nargs="*", metavar="PAGE", help="README.md or docs/NAME.md (default: all)")
     args = ap.parse_args()
-    with open(os.path.join(ROOT, "README.md")) as f:
-        found = blocks(f.read())
-    build_flags = flags(args.build)
-    passed = failed = 0
+    chosen = [os.path.relpath(os.path.abspath(p), ROOT) for p in args.pages] or pages()
+    jobs = []
+    for page in chosen:
+        with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+            jobs += [(page, b) for b in blocks(f.read())]
+    build_flags = flags(args.build) if jobs else None
+    counts = {page: [0, 0] for page in chosen}
+
+    def tally(page, name, ok, detail):
+        print(f"readme: {name}: {'ok' if ok else 'FAILED'}{' ' + detail if ok and detail else ''}")
+        if not ok:
+            print(detail, file=sys.stderr)
+        counts[page][0 if ok else 1] += 1
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        for name, ok, detail in pool.map(lambda b: check(b, build_flags, args.verbose), found):
-            print(f"readme: {name}: {'ok' if ok else 'FAILED'}{' ' + detail if ok and detail else ''}")
-            if not ok:
-                print(detail, file=sys.stderr)
-            passed += ok
-            failed += not ok
+        for (page, _), result in zip(jobs, pool.map(lambda j: check(j[0], j[1], build_flags, args.verbose), jobs)):
+            tally(page, *result)
+    for page in chosen:
+        tally(page, *check_links(page))
+    for page in chosen:
+        print(f"readme: {page}: {counts[page][0]} passed, {counts[page][1]} failed")
+    passed = sum(c[0] for c in counts.values())
+    failed = sum(c[1] for c in counts.values())
     print(f"readme: {passed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -63,6 +63,13 @@ def away_from_zero(x, gap=0.1):
     return torch.where(x.abs() < gap, x + 2 * gap * torch.sign(x + 1e-12), x)
 
 
+def away_from_bounds(x, bounds, gap=0.1):
+    """Moves elements within `gap` of a clamp's bounds (its kinks) away from them."""
+    for b in bounds:
+        x = b + away_from_zero(x - b, gap)
+    return x
+
+
 def perturb(module, scale=0.2):
     """PyTorch's init + N(0, scale^2): no zero biases, no unit LayerNorm weights, and the
     deep-copied layers of a TransformerEncoder become different."""
@@ -278,6 +285,8 @@ def _stateless(name, module, make_x, consts=None, forward=None):
 _stateless("relu", nn.ReLU(), lambda: away_from_zero(randn(2, 3, 4)))
 _stateless("gelu", nn.GELU(), lambda: randn(2, 3, 4) * 2)
 _stateless("gelu_tanh", nn.GELU(approximate="tanh"), lambda: randn(2, 3, 4) * 2)
+_stateless("relu6", nn.ReLU6(), lambda: away_from_bounds(randn(2, 3, 4) * 4, (0.0, 6.0)))
+_stateless("hardtanh", nn.Hardtanh(-0.5, 2.0), lambda: away_from_bounds(randn(2, 3, 4) * 2, (-0.5, 2.0)))
 _stateless("tanh", nn.Tanh(), lambda: randn(2, 3, 4))
 _stateless("sigmoid", nn.Sigmoid(), lambda: randn(2, 3, 4) * 2)
 _stateless("softmax_dim1", nn.Softmax(dim=1), lambda: randn(2, 3, 4) * 2)

@@ -112,10 +112,11 @@ if [[ $NOTEBOOKS != 0 ]] && ! $fuzz_only; then
   run_check notebooks notebooks "$BUILD/notebooks-last-run.log" python3 tools/run_notebooks.py --build "$BUILD" $NOTEBOOK_ARGS
 fi
 
-# Every C++ example of README.md compiled and run (tools/check_readme.py).
+# Every C++ example of README.md and docs/*.md compiled and run, every link of theirs
+# resolved (tools/check_readme.py).
 if ! $fuzz_only; then
   echo
-  echo "== README.md: every C++ example compiled (C++20) and run"
+  echo "== README.md and docs/*.md: every C++ example compiled (C++20) and run, every link resolved"
   run_check readme readme "$BUILD/readme-check.log" python3 tools/check_readme.py --build "$BUILD"
 fi
 

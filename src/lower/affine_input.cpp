@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "microtorch/ops.hpp"
+#include "rules.hpp"
 #include "value_uses.hpp"
 
 namespace microtorch::lower {
@@ -24,10 +25,11 @@ std::vector<bool> constant_values(const Graph& g) {
 
 std::optional<AffineInput> affine_input(const Graph& g, const Node& linear,
                                         const std::function<Tensor(std::int64_t)>& data) {
-  if (linear.op != "linear" || linear.inputs.size() < 2 || linear.inputs[0] < 0) return std::nullopt;
+  const OpRule* layer = find_rule(linear.op);
+  const std::vector<bool> constant = constant_values(g);
+  if (!layer || !layer->folds_affine_input || !layer->weighted(linear, constant)) return std::nullopt;
   const Shape& xs = g.value(linear.inputs[0]).shape;
   const std::int64_t in = xs.empty() ? 1 : xs.back();
-  const std::vector<bool> constant = constant_values(g);
   const ValueUses uses = value_uses(g);
   const std::vector<std::int64_t>&producer = uses.producer, &readers = uses.readers;
   AffineInput chain;
@@ -35,10 +37,11 @@ std::optional<AffineInput> affine_input(const Graph& g, const Node& linear,
   std::int64_t x = linear.inputs[0];
   while (x != g.output && readers[static_cast<std::size_t>(x)] == 1 && producer[static_cast<std::size_t>(x)] >= 0) {
     const Node& n = g.nodes[static_cast<std::size_t>(producer[static_cast<std::size_t>(x)])];
-    const bool binary = n.op == "add" || n.op == "sub" || n.op == "mul" || n.op == "div";
-    if (!binary || n.inputs.size() != 2 || n.inputs[0] < 0 || n.inputs[1] < 0) break;
+    const OpRule* link = find_rule(n.op);
+    if (!link || !link->affine_link || n.inputs.size() != 2 || n.inputs[0] < 0 || n.inputs[1] < 0) break;
     const bool k0 = constant[static_cast<std::size_t>(n.inputs[0])], k1 = constant[static_cast<std::size_t>(n.inputs[1])];
-    if (k0 == k1 || (n.op == "div" && k0)) break;
+    double s0, o0;
+    if (k0 == k1 || !link->affine_link(1.0, k0, s0, o0)) break;  // one constant operand, on a side that is affine
     const std::int64_t act = k0 ? n.inputs[1] : n.inputs[0], k = k0 ? n.inputs[0] : n.inputs[1];
     if (g.value(act).shape != g.value(n.output).shape) break;
     const Shape& ks = g.value(k).shape;  // a scalar or one value per feature: [..., 1, in] or all ones
@@ -52,12 +55,8 @@ std::optional<AffineInput> affine_input(const Graph& g, const Node& linear,
       bool ok = true;
       for (std::int64_t j = 0; j < in; ++j) {
         const double v = d.data<double>()[kn == 1 ? 0 : j];
-        ok = ok && std::isfinite(v) && !(n.op == "div" && v == 0);
         // this link: next = s * prev + o
-        if (n.op == "add") s[j] = 1, o[j] = v;
-        if (n.op == "sub") s[j] = k0 ? -1 : 1, o[j] = k0 ? v : -v;
-        if (n.op == "mul") s[j] = v, o[j] = 0;
-        if (n.op == "div") s[j] = ok ? 1 / v : 0, o[j] = 0;
+        ok = ok && std::isfinite(v) && link->affine_link(v, k0, s[j], o[j]);
       }
       if (!ok) break;
       // the chain so far maps this link's output: lin = a * next + c = a s prev + (a o + c)

@@ -23,10 +23,12 @@ struct AffineInput {
 /// Which values are constants: parameters, constants and outputs of nodes of constants only.
 std::vector<bool> constant_values(const Graph& g);
 
-/// The chain of elementwise affine ops with constant operands feeding `linear`'s input
-/// (input 0, features in its last dim `in`), when there is one: each link an add, sub, mul
-/// or div (by a constant without zeros) of one activation of the output's shape and one
-/// constant that is a scalar or per feature, read by nothing else. `data(id)` gives a
+/// The chain of elementwise affine ops with constant operands feeding the input (input 0,
+/// features in its last dim `in`) of `linear`, a layer whose rule folds one
+/// (OpRule::folds_affine_input) with its weight a constant, when there is one: each link an op
+/// with an OpRule::affine_link (add, sub, mul, div by a constant without zeros) of one
+/// activation of the output's shape and one constant that is a scalar or per feature, read by
+/// nothing else. `data(id)` gives a
 /// constant's value (constant_values()); without it, scale and shift stay empty.
 std::optional<AffineInput> affine_input(const Graph& g, const Node& linear,
                                         const std::function<Tensor(std::int64_t)>& data = {});

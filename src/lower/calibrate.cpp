@@ -8,6 +8,7 @@
 #include "microtorch/error.hpp"
 #include "microtorch/lower/quantize.hpp"
 #include "microtorch/ops.hpp"
+#include "rules.hpp"
 
 namespace microtorch::lower {
 
@@ -24,9 +25,12 @@ Calibration calibrate(const Graph& graph, const Tensor& data) {
   cal.channel_max.assign(graph.values.size(), {});
   cal.samples = samples;
   cal.gram.assign(graph.values.size(), {});
+  // the inputs of layers that round their weights with x^T x (OpRule::rounds_with_gram)
   std::vector<bool> linear_input(graph.values.size(), false);
+  const std::vector<bool> constant = constant_values(graph);
   for (const Node& n : graph.nodes) {
-    if (n.op == "linear" && n.inputs.size() >= 2 && n.inputs[0] >= 0) {
+    const OpRule* rule = find_rule(n.op);
+    if (rule && rule->rounds_with_gram && rule->weighted(n, constant)) {
       const auto chain = affine_input(graph, n);  // folded into the layer: it reads the chain's root
       linear_input[static_cast<std::size_t>(chain ? chain->root : n.inputs[0])] = true;
     }

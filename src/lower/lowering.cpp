@@ -13,6 +13,7 @@
 #include "microtorch/error.hpp"
 #include "rules.hpp"
 #include "value_uses.hpp"
+#include "weight_rounding.hpp"
 #include "runtime/mt_kernels.h"
 
 namespace microtorch::lower {
@@ -81,13 +82,10 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
     }
   }
   last_use_[static_cast<std::size_t>(g_.output)] = INT64_MAX;
-  // Affine chains in front of linear layers fold into them (affine_input.hpp): their nodes
-  // are not lowered, and the linear layer reads the chain's root.
+  // Affine chains in front of layers fold into them (OpRule::folds_affine_input,
+  // affine_input.hpp): their nodes are not lowered, and the layer reads the chain's root.
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& node = g.nodes[i];
-    if (node.op != "linear" || node.inputs.size() < 2 || !constant_values_[static_cast<std::size_t>(node.inputs[1])]) {
-      continue;
-    }
     if (auto chain = lower::affine_input(g, node)) {
       for (const auto k : chain->nodes) absorbed_.insert(k);
       auto& last = last_use_[static_cast<std::size_t>(chain->root)];
@@ -95,19 +93,20 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
       affine_ok_[static_cast<std::size_t>(chain->root)] = true;  // the linear layer reads it
     }
   }
-  // A relu that alone reads a linear layer's output is fused into the layer (fused_relu()).
+  // An activation that alone reads a layer's output is fused into the layer (fused_relu():
+  // OpRule::fuses_into_layer after OpRule::fuses_activation).
   const ValueUses uses = value_uses(g);
   const std::vector<std::int64_t>&producer = uses.producer, &reads = uses.readers;
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& relu = g.nodes[i];
-    if (relu.op != "relu" || relu.inputs.size() != 1 || relu.inputs[0] < 0) continue;
+    const OpRule* act = find_rule(relu.op);
+    if (!act || !act->fuses_into_layer || relu.inputs.size() != 1 || relu.inputs[0] < 0) continue;
     const auto x = static_cast<std::size_t>(relu.inputs[0]);
     if (relu.inputs[0] == g.output || reads[x] != 1 || producer[x] < 0) continue;
-    const Node& lin = g.nodes[static_cast<std::size_t>(producer[x])];
-    if (lin.op != "linear" || lin.inputs.size() < 2 || !constant_values_[static_cast<std::size_t>(lin.inputs[1])]) {
-      continue;
-    }
-    fused_[lin.output] = static_cast<std::int64_t>(i);
+    const Node& layer = g.nodes[static_cast<std::size_t>(producer[x])];
+    const OpRule* rule = find_rule(layer.op);
+    if (!rule || !rule->fuses_activation || !rule->weighted(layer, constant_values_)) continue;
+    fused_[layer.output] = static_cast<std::int64_t>(i);
     absorbed_.insert(static_cast<std::int64_t>(i));
   }
 
@@ -249,16 +248,20 @@ Lowering::Precision Lowering::precision(const Node& n) const {
   return p;
 }
 
-// The residual stream: the outputs of adds of two activations, the values they add, and
-// (back through view ops and adds of a constant, like a position embedding) where those
-// come from.
+// The residual stream (OpRule::residual): the outputs of adds of two activations, the values
+// they add, and (back through view ops and adds of a constant, like a position embedding)
+// where those come from.
 bool Lowering::residual_stream(std::int64_t value) const {
   auto& memo = stream_[static_cast<std::size_t>(value)];
   if (memo >= 0) return memo != 0;
   memo = 0;
-  const auto two_acts = [this](const Node& a) {
-    return (a.op == "add" || a.op == "sub") && a.inputs.size() == 2 && a.inputs[0] >= 0 && a.inputs[1] >= 0 &&
-           !is_const(a.inputs[0]) && !is_const(a.inputs[1]);
+  const auto residual = [](const Node& a) {
+    const OpRule* rule = find_rule(a.op);
+    return rule && rule->residual;
+  };
+  const auto two_acts = [this, &residual](const Node& a) {
+    return residual(a) && a.inputs.size() == 2 && a.inputs[0] >= 0 && a.inputs[1] >= 0 && !is_const(a.inputs[0]) &&
+           !is_const(a.inputs[1]);
   };
   bool yes = false;
   for (const Node& n : g_.nodes) {
@@ -266,16 +269,15 @@ bool Lowering::residual_stream(std::int64_t value) const {
   }
   for (const Node* r : readers(value)) {
     const OpRule* rule = find_rule(r->op);
-    if (two_acts(*r) || ((r->op == "add" || r->op == "sub" || (rule && rule->passes_view)) && residual_stream(r->output))) {
-      yes = true;
-    }
+    if (two_acts(*r) || ((residual(*r) || (rule && rule->passes_view)) && residual_stream(r->output))) yes = true;
   }
   memo = yes ? 1 : 0;
   return yes;
 }
 
 bool Lowering::sensitive(const Node& n) const {
-  return n.output == g_.output || n.op == "multi_head_attention" || residual_stream(n.output);
+  const OpRule* rule = find_rule(n.op);
+  return n.output == g_.output || (rule && rule->sensitive_output) || residual_stream(n.output);
 }
 
 Elem Lowering::out_elem(const Node& n) const {
@@ -342,9 +344,11 @@ bool Lowering::channel_formats(const Node& n) const {
     return false;
   }
   const std::vector<const Node*> rs = readers(n.output);
+  // every reader folds the scales into its weights: it reads the value as its input 0 only
   return !rs.empty() && std::all_of(rs.begin(), rs.end(), [&](const Node* r) {
-    return r->op == "linear" && r->inputs.size() >= 2 && r->inputs[0] == n.output && r->inputs[1] != n.output &&
-           is_const(r->inputs[1]) && (r->inputs.size() < 3 || r->inputs[2] != n.output);
+    const OpRule* rule = find_rule(r->op);
+    return rule && rule->reads_feature_formats && rule->weighted(*r, constant_values_) && r->inputs[0] == n.output &&
+           std::count(r->inputs.begin(), r->inputs.end(), n.output) == 1;
   });
 }
 
@@ -409,15 +413,6 @@ View Lowering::like(const Node& n, const View& x, Elem elem, const Format& f) {
   return y;
 }
 
-namespace {
-
-std::int64_t quantize_to(double x, double scale, std::int32_t zero, Elem elem) {
-  const double q = std::round(x / scale) + zero;  // std::round: ties away from zero
-  return static_cast<std::int64_t>(std::clamp<double>(q, static_cast<double>(qmin(elem)), static_cast<double>(qmax(elem))));
-}
-
-}  // namespace
-
 std::int64_t Lowering::weight(const Tensor& t, Elem elem, const Format& f, const std::string& name) {
   Buffer b;
   b.kind = BufferKind::Weight;
@@ -432,66 +427,6 @@ std::int64_t Lowering::weight(const Tensor& t, Elem elem, const Format& f, const
   b.origin = name;
   return p_.add_buffer(std::move(b));
 }
-
-namespace {
-
-// In-place Cholesky factor of a symmetric positive definite n x n matrix: a = L L^T, L in
-// the lower triangle. False when a is not positive definite.
-bool cholesky(std::vector<double>& a, std::size_t n) {
-  for (std::size_t j = 0; j < n; ++j) {
-    double d = a[j * n + j];
-    for (std::size_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
-    if (!(d > 0)) return false;
-    a[j * n + j] = std::sqrt(d);
-    for (std::size_t i = j + 1; i < n; ++i) {
-      double v = a[i * n + j];
-      for (std::size_t k = 0; k < j; ++k) v -= a[i * n + k] * a[j * n + k];
-      a[i * n + j] = v / a[j * n + j];
-    }
-    for (std::size_t k = j + 1; k < n; ++k) a[j * n + k] = 0;
-  }
-  return true;
-}
-
-// The upper Cholesky factor U of H^-1 (H^-1 = U^T U) for H = gram + damping, which the
-// error-feedback rounding walks column by column; empty when H is not usable.
-std::vector<double> inverse_factor(std::vector<double> h, std::size_t n) {
-  double mean = 0;
-  for (std::size_t j = 0; j < n; ++j) mean += h[j * n + j];
-  mean /= static_cast<double>(n);
-  if (!(mean > 0)) return {};
-  for (std::size_t j = 0; j < n; ++j) {
-    if (h[j * n + j] == 0) h[j * n + j] = mean;  // an input never seen
-    h[j * n + j] += 0.01 * mean;
-  }
-  if (!cholesky(h, n)) return {};
-  // H^-1 = L^-T L^-1: invert L (lower), then form the product
-  std::vector<double> li(n * n, 0.0);
-  for (std::size_t j = 0; j < n; ++j) {
-    li[j * n + j] = 1.0 / h[j * n + j];
-    for (std::size_t i = j + 1; i < n; ++i) {
-      double v = 0;
-      for (std::size_t k = j; k < i; ++k) v -= h[i * n + k] * li[k * n + j];
-      li[i * n + j] = v / h[i * n + i];
-    }
-  }
-  std::vector<double> inv(n * n, 0.0);
-  for (std::size_t i = 0; i < n; ++i) {
-    for (std::size_t j = 0; j <= i; ++j) {
-      double v = 0;
-      for (std::size_t k = i; k < n; ++k) v += li[k * n + i] * li[k * n + j];
-      inv[i * n + j] = inv[j * n + i] = v;
-    }
-  }
-  if (!cholesky(inv, n)) return {};
-  std::vector<double> u(n * n, 0.0);  // U = L_inv^T
-  for (std::size_t i = 0; i < n; ++i) {
-    for (std::size_t j = i; j < n; ++j) u[i * n + j] = inv[j * n + i];
-  }
-  return u;
-}
-
-}  // namespace
 
 std::int64_t Lowering::weight_rows(const Tensor& w, Elem elem, const std::string& name,
                                    const std::vector<double>& min_scale, const std::vector<double>* gram) {
@@ -525,25 +460,7 @@ std::int64_t Lowering::weight_rows(const Tensor& w, Elem elem, const std::string
   b.scale = *std::max_element(scales.begin(), scales.end());
   if (opt_.scheme != Scheme::PowerOfTwo && opt_.per_channel) b.channel_scales = scales;
   b.data.resize(static_cast<std::size_t>(b.size));
-  // Rounding with error feedback (GPTQ): each column's rounding error is carried into the
-  // columns after it, weighted by the inputs' correlations, so that x W^T moves least on
-  // the calibration inputs. Round to nearest without them.
-  const auto n = static_cast<std::size_t>(cols);
-  const std::vector<double> u =
-      gram && gram->size() == n * n && opt_.rounding == WeightRounding::ErrorFeedback ? inverse_factor(*gram, n)
-                                                                                       : std::vector<double>{};
-  std::vector<double> row(n);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const double sc = scales[static_cast<std::size_t>(r)];
-    std::copy(p + r * cols, p + (r + 1) * cols, row.begin());
-    for (std::size_t c = 0; c < n; ++c) {
-      const std::int64_t q = quantize_to(row[c], sc, 0, elem);
-      b.data[static_cast<std::size_t>(r * cols) + c] = q;
-      if (u.empty() || !std::isfinite(row[c])) continue;
-      const double e = (row[c] - static_cast<double>(q) * sc) / u[c * n + c];
-      for (std::size_t k = c + 1; k < n; ++k) row[k] -= e * u[c * n + k];
-    }
-  }
+  b.data = round_rows(p, rows, cols, scales, elem, opt_.rounding == WeightRounding::ErrorFeedback ? gram : nullptr);
   b.name = unique_name("w_" + c_name(name));
   b.origin = name;
   return p_.add_buffer(std::move(b));
@@ -558,7 +475,7 @@ double Lowering::absmax(const Tensor& t) {
   return m;
 }
 
-std::int64_t Lowering::table(Elem elem, std::vector<std::int64_t> values, const std::string& what,
+std::int64_t Lowering::table(Elem elem, std::vector<std::int64_t> values, TableRole role, const std::string& what,
                              std::vector<std::string> fields) {
   const auto key = std::make_pair(elem, values);
   if (auto it = tables_.find(key); it != tables_.end()) return it->second;
@@ -567,6 +484,7 @@ std::int64_t Lowering::table(Elem elem, std::vector<std::int64_t> values, const 
   b.elem = elem;
   b.size = static_cast<std::int64_t>(values.size());
   b.fixed_point = false;
+  b.role = role;
   b.data = std::move(values);
   b.fields = std::move(fields);
   b.name = unique_name(what);
@@ -612,8 +530,8 @@ void Lowering::copy_into(const Node* n, const View& v, std::int64_t dst, std::in
   const std::string k = fmt::format("copy{}", shape.size());
   step("mt_copy_strided_" + elem_sfx(buf(v).elem),
        {Arg::buf(v.buffer, v.offset), Arg::buf(dst, dst_offset), Arg::num(static_cast<std::int64_t>(shape.size())),
-        Arg::buf(table(Elem::S32, {shape.begin(), shape.end()}, k + "_shape")),
-        Arg::buf(table(Elem::S32, ss, k + "_src_strides")), Arg::buf(table(Elem::S32, ds, k + "_dst_strides"))});
+        Arg::buf(table(Elem::S32, {shape.begin(), shape.end()}, TableRole::Layout, k + "_shape")),
+        Arg::buf(table(Elem::S32, ss, TableRole::Layout, k + "_src_strides")), Arg::buf(table(Elem::S32, ds, TableRole::Layout, k + "_dst_strides"))});
 }
 
 View Lowering::packed(const Node& n, const View& v) {

@@ -166,7 +166,7 @@ class Lowering {
   }
   /// An integer table (shapes, strides, keep bits, multipliers, parameters); identical
   /// tables are stored once. `fields` names the entries of a parameter table.
-  std::int64_t table(Elem elem, std::vector<std::int64_t> values, const std::string& what,
+  std::int64_t table(Elem elem, std::vector<std::int64_t> values, TableRole role, const std::string& what,
                      std::vector<std::string> fields = {});
   /// max |x| over the finite elements
   static double absmax(const Tensor& t);

@@ -66,6 +66,19 @@ std::string_view buffer_kind_name(BufferKind k) {
   return "?";
 }
 
+std::string_view table_role_name(TableRole r) {
+  switch (r) {
+    case TableRole::Bias: return "biases";
+    case TableRole::Requantization: return "requantization";
+    case TableRole::Norm: return "layer norm";
+    case TableRole::Lookup: return "lookup";
+    case TableRole::Parameters: return "attention parameters";
+    case TableRole::Mask: return "mask bits";
+    case TableRole::Layout: return "copy shapes and strides";
+  }
+  return "?";
+}
+
 std::optional<int> pow2_frac(double scale) {
   int e = 0;
   if (!(scale > 0) || std::frexp(scale, &e) != 0.5) return std::nullopt;

@@ -2,8 +2,13 @@
 // name, the inputs and attributes it takes, how it is evaluated in floating point (the
 // reference that calibration and the accuracy checks measure against) and how it lowers to
 // integer kernel calls. Graph validation, evaluate(), quantize() and the list of lowerable
-// ops in error messages all read this one table (op_table.cpp); the rules live with their
-// op family in rules/*.cpp.
+// ops in error messages all read this one table (rules.cpp); the rules live with their
+// op family in rules/<family>.cpp, named as the family's host ops (src/ops/<family>.cpp) and
+// runtime kernels (runtime/mt_<family>.c). docs/adding-an-op.md is the recipe for a new op.
+//
+// The passes that look at more than one node (affine chains folded into a layer, a relu
+// fused into it, the residual stream kept wide, per-feature formats) never test op names:
+// they ask the rules' capabilities below.
 #pragma once
 
 #include <cstdint>
@@ -32,18 +37,59 @@ struct OpRule {
   std::string summary;            ///< for the list of lowerable ops: "linear (constant weight)"
   int min_inputs = 1, max_inputs = 1;
   std::vector<AttrSpec> attrs;    ///< required attributes
-  std::vector<std::string> kernels;  ///< the runtime kernel families it emits ("mt_linear")
   /// Zero points (affine int8 tensors): can its kernels read them on its activation inputs,
   /// and write one on its output? A view op (reshape, slice, ...) passes its input's format
   /// through: its input may carry one when its output may.
   bool zero_point_in = true, zero_point_out = true, passes_view = false;
   bool reads_parts = false;  ///< reads activations with a format per part (View::segments)
+
+  // ---- capabilities: what the passes over several nodes may do with the op ----
+
+  /// The input that holds the op's weights (-1: none). The capabilities marked "weighted"
+  /// apply to a node only when that input is a constant.
+  int weight_input = -1;
+  /// weighted, y = x W^T + b over x's (input 0's) last dim: a chain of elementwise affine ops
+  /// with constant operands in front of x folds into W and b (affine_input.hpp).
+  bool folds_affine_input = false;
+  /// weighted: calibration gathers x^T x of input 0's rows, with which the weights are
+  /// rounded with error feedback (Lowering::weight_rows).
+  bool rounds_with_gram = false;
+  /// weighted: input 0 may carry a format per feature of its last dim, which the layer folds
+  /// into its weight columns (Lowering::channel_formats).
+  bool reads_feature_formats = false;
+  /// weighted: an activation with `fuses_into_layer` that alone reads the output is applied
+  /// by the op's requantization (Lowering::fused_relu).
+  bool fuses_activation = false;
+  /// An activation that a layer's requantization applies: a clamp at the zero point (relu).
+  bool fuses_into_layer = false;
+  /// The residual stream runs through it (add, sub): it joins two streams when both operands
+  /// are activations, and carries one on when the other is a constant (a position embedding)
+  /// (Lowering::residual_stream: such values stay at sensitive_bits in int8 models).
+  bool residual = false;
+  /// Its output stays at sensitive_bits in int8 models (the attention's output).
+  bool sensitive_output = false;
+  /// Into how many parts, each with a scale of its own, it reads its input `value`
+  /// (View::segments; 0: one scale). A producer that can give them (a linear layer's output
+  /// channels, in equal groups) asks every reader. Empty: one scale.
+  std::function<std::int64_t(const Node& n, std::int64_t value)> input_parts;
+  /// A link of an affine chain (affine_input.hpp): `next = s prev + o` for its constant
+  /// operand v (`constant_first`: v is the first operand); false when it is not affine that
+  /// way (v / x, or x / 0). Empty for ops that are never a link.
+  std::function<bool(double v, bool constant_first, double& s, double& o)> affine_link;
+
   /// The float reference: the library's op applied to the input values and the attributes.
   std::function<Tensor(const Node&, const std::vector<Tensor>&)> evaluate;
   /// The integer rule: reads the inputs' views from the Lowering, adds kernel calls and
   /// buffers, publishes the output's view. Empty for ops that only evaluate (calibration
   /// runs them; quantize() names them as not lowerable).
   std::function<void(Lowering&, const Node&)> lower;
+
+  /// Is this weighted capability usable on `n`: is its weight input a constant?
+  bool weighted(const Node& n, const std::vector<bool>& constant) const {
+    return weight_input >= 0 && static_cast<std::size_t>(weight_input) < n.inputs.size() && n.inputs[0] >= 0 &&
+           n.inputs[static_cast<std::size_t>(weight_input)] >= 0 &&
+           constant[static_cast<std::size_t>(n.inputs[static_cast<std::size_t>(weight_input)])];
+  }
 };
 
 /// Every op that lowers, in the order of the list printed in errors.
@@ -63,14 +109,5 @@ const T& node_attr(const Node& n, const char* key) {
   }
   throw ValueError(std::string("node ") + n.op + " has no attribute " + key + " of the expected type");
 }
-
-// One function per op family (rules/<family>.cpp).
-std::vector<OpRule> linear_rules();      // linear, matmul
-std::vector<OpRule> elementwise_rules();  // add, sub, mul, div, neg
-std::vector<OpRule> activation_rules();   // relu, tanh, sigmoid, gelu
-std::vector<OpRule> normalize_rules();    // softmax, layer_norm
-std::vector<OpRule> reduce_rules();       // mean, sum, argmax
-std::vector<OpRule> layout_rules();       // reshape, permute, slice, expand, clone, cat, index_select
-std::vector<OpRule> attention_rules();    // scaled_dot_product_attention
 
 }  // namespace microtorch::lower

@@ -108,12 +108,12 @@ int main(int argc, char** argv) {
   std::string work;
   app.option_defaults()->always_capture_default();  // --help shows every default
   app.allow_extras();                               // unknown options get a did-you-mean below
+  // The model and --calibration are required, checked after the unknown options: a
+  // mistyped option's did-you-mean comes first.
   app.add_option("model", prefix, "graph saved by lower::save (reads <model>.json and <model>.npz; a .json or .npz "
-                                  "ending names the same pair)")
-      ->required();
+                                  "ending names the same pair); required");
   app.add_option("-c,--calibration", calibration,
-                 "representative inputs (.npy) stacked along dim 0: [N * B, ...] for a graph input [B, ...]")
-      ->required()
+                 "representative inputs (.npy) stacked along dim 0: [N * B, ...] for a graph input [B, ...]; required")
       ->check(CLI::ExistingFile);
   app.add_option("-b,--bits", bits, "activation bits")->check(CLI::IsMember({8, 16}));
   app.add_option("-w,--weight-bits", weight_bits, "weight bits (default: the activation bits)")
@@ -165,6 +165,13 @@ int main(int argc, char** argv) {
   if (!app.remaining().empty()) {
     fmt::print(stderr, "microtorch-lower: {}", unknown_arguments(app, app.remaining()));
     return 2;
+  }
+  for (const auto& [given, what] : {std::pair{prefix.empty(), "the model (a graph saved by lower::save)"},
+                                    std::pair{calibration.empty(), "--calibration (representative inputs, .npy)"}}) {
+    if (given) {
+      fmt::print(stderr, "microtorch-lower: {} is required; see --help\n", what);
+      return 2;
+    }
   }
 
   try {

@@ -57,6 +57,19 @@ enum class BufferKind {
 /// The kind's name as listings print it: "input", "output", "activation", "scratch", "weight".
 std::string_view buffer_kind_name(BufferKind k);
 
+/// What an integer table (a Weight buffer that is not fixed point) holds, for the report.
+enum class TableRole {
+  Bias,            ///< a layer's biases in its accumulators' scale, input zero points folded in
+  Requantization,  ///< per output channel (or one) multiplier and shift pairs of a layer
+  Norm,            ///< a layer norm's gains and biases in fixed point
+  Lookup,          ///< an activation's table for every int8 input (256 entries)
+  Parameters,      ///< an attention call's parameter block (sizes, strides, scales)
+  Mask,            ///< an attention mask's keep bits
+  Layout,          ///< the shape and strides of a strided copy
+};
+/// The role's name as the report prints it: "biases", "requantization", ...
+std::string_view table_role_name(TableRole r);
+
 /// One array of the program: its C type and size, its number format (fixed-point buffers) or
 /// its values (weights and tables), and, once plan_memory() has run, its place in the arena.
 struct Buffer {
@@ -67,6 +80,7 @@ struct Buffer {
   std::string name;           ///< C identifier part: "fc1_weight", "t8"
   std::string origin;         ///< what it holds: "fc1.weight", "%8 = linear", "attention scratch"
   bool fixed_point = true;    ///< false for integer tables (no scale)
+  TableRole role = TableRole::Bias;  ///< integer tables: what they hold
   double scale = 1.0;         ///< real value = scale * (q - zero_point)
   std::int32_t zero_point = 0;  ///< the integer that stands for 0.0 (non-zero only in affine int8 tensors)
   /// Weights quantized per output channel: the scale of each row (`scale` is the largest).

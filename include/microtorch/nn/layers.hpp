@@ -101,6 +101,25 @@ class ReLU : public Module {
   Tensor forward(const Tensor& x) override { return relu(x); }
 };
 
+/// Module form of clamp(x, 0, 6) (torch.nn.ReLU6), the activation of MobileNet-style models.
+class ReLU6 : public Module {
+ public:
+  /// clamp(x, 0, 6).
+  Tensor forward(const Tensor& x) override { return clamp(x, 0.0, 6.0); }
+};
+
+/// Module form of clamp(x, min_val, max_val) (torch.nn.Hardtanh).
+class Hardtanh : public Module {
+ public:
+  /// The bounds; forward throws ValueError unless min_val <= max_val.
+  explicit Hardtanh(double min_val = -1.0, double max_val = 1.0) : min_val(min_val), max_val(max_val) {}
+  /// clamp(x, min_val, max_val).
+  Tensor forward(const Tensor& x) override { return clamp(x, min_val, max_val); }
+  std::string extra_repr() const override;
+  double min_val;  ///< the lower bound
+  double max_val;  ///< the upper bound
+};
+
 /// Module form of gelu(x, approximate) (torch.nn.GELU).
 class GELU : public Module {
  public:

@@ -1,6 +1,8 @@
 // Rules: relu (mt_requant_* with its clamp), and tanh, sigmoid, gelu: a 256-entry table of
 // the exact function for int8 inputs (mt_lut_*), interpolated tables for int16 inputs
-// (mt_tanh_*, mt_sigmoid_*, mt_gelu_*); exp evaluates only (no kernel).
+// (mt_tanh_*, mt_sigmoid_*, mt_gelu_*); clamp (ReLU6, Hardtanh): the int8 table, or for int16
+// inputs a requantization that saturates at the bounds; exp evaluates only (no kernel).
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -35,6 +37,7 @@ double gelu_of(double x, bool tanh_form) {
 }
 
 double function_of(const Node& n, double x) {
+  if (n.op == "clamp") return std::clamp(x, node_attr<double>(n, "min"), node_attr<double>(n, "max"));
   if (n.op == "tanh") return std::tanh(x);
   if (n.op == "sigmoid") return 1.0 / (1.0 + std::exp(-x));
   return gelu_of(x, node_attr<std::string>(n, "approximate") == "tanh");
@@ -55,7 +58,7 @@ void lower_function(Lowering& L, const Node& n) {
       t.push_back(static_cast<std::int64_t>(
           std::clamp<double>(v, static_cast<double>(qmin(ye)), static_cast<double>(qmax(ye)))));
     }
-    const std::int64_t tb = L.table(ye, std::move(t), fmt::format("lut_{}{}", n.op, n.output));
+    const std::int64_t tb = L.table(ye, std::move(t), TableRole::Lookup, fmt::format("lut_{}{}", n.op, n.output));
     L.step(Lowering::kernel("lut", {Elem::S8, ye}),
            {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(count), Arg::buf(tb)}, count);
     return L.set(n, y);
@@ -73,12 +76,41 @@ void lower_function(Lowering& L, const Node& n) {
   L.set(n, y);
 }
 
-OpRule unary(const char* op, const char* summary, std::vector<std::string> kernels, Tensor (*f)(const Tensor&),
-             void (*lower)(Lowering&, const Node&)) {
+// clamp(x, lo, hi): ReLU6 is clamp(0, 6), Hardtanh clamp(-1, 1). An int8 input takes the
+// table of every input (lower_function), exact for any bounds. An int16 input takes one
+// requantization whose saturation is the clamp: a symmetric output format whose top,
+// qmax scale, is the calibrated top cut at hi (so that hi itself is the largest output when
+// the calibration reaches it), and whose bottom is the relu flag's 0 (lo = 0) or -top
+// (lo = -hi). That needs a real scale (not the power-of-two scheme's) and such bounds.
+void lower_clamp(Lowering& L, const Node& n) {
+  const double lo = node_attr<double>(n, "min"), hi = node_attr<double>(n, "max");
+  const View x = L.dense(n, L.act(n, n.inputs[0]));
+  if (x.elem == Elem::S8) return lower_function(L, n);
+  if (L.options().scheme == Scheme::PowerOfTwo || !(lo == 0 || lo == -hi)) {
+    L.fail(n, fmt::format("clamp(min={}, max={}) of an int16 tensor lowers for min 0 (ReLU6) or min = -max "
+                          "(Hardtanh) with real scales (scheme affine or symmetric); give this layer int8 "
+                          "activations (QuantOptions::precision, --precision) for any bounds",
+                          lo, hi));
+  }
+  const Elem ye = L.out_elem(n);
+  const Format c = L.out_format(n, ye);  // the calibrated range, widened
+  const double top = std::min(std::max(-c.lo, c.hi), hi);
+  Format f;
+  f.scale = top > 0 ? top / static_cast<double>(qmax(ye)) : 1.0;
+  f.lo = lo == 0 ? 0.0 : -top, f.hi = top;
+  const View y = L.like(n, x, ye, f);
+  const Multiplier m = L.rq(x.scale / f.scale, fmt::format("%{} = clamp", n.output));
+  L.step(Lowering::kernel("requant", {x.elem, ye}),
+         {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel_of(x.shape)), Arg::num(x.zero),
+          Arg::num(m.m), Arg::num(m.s), Arg::num(0), Arg::num(lo == 0 ? 1 : 0)},
+         numel_of(x.shape));
+  L.set(n, y);
+}
+
+OpRule unary(const char* op, const char* summary, Tensor (*f)(const Tensor&), void (*lower)(Lowering&, const Node&)) {
   OpRule r;
   r.op = op;
   r.summary = summary;
-  r.kernels = std::move(kernels);
   r.evaluate = [f](const Node&, const std::vector<Tensor>& in) { return f(in[0]); };
   r.lower = lower;
   return r;
@@ -91,18 +123,27 @@ std::vector<OpRule> activation_rules() {
   gelu.op = "gelu";
   gelu.summary = "gelu (exact or tanh)";
   gelu.attrs = {{"approximate", AttrSpec::Type::String}};
-  gelu.kernels = {"mt_lut", "mt_gelu"};
   gelu.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
     return microtorch::gelu(in[0], node_attr<std::string>(n, "approximate"));
   };
   gelu.lower = lower_function;
+  OpRule clamp;
+  clamp.op = "clamp";
+  clamp.summary = "clamp (ReLU6, Hardtanh; at int16 with min 0 or min = -max)";
+  clamp.attrs = {{"min", AttrSpec::Type::Float}, {"max", AttrSpec::Type::Float}};
+  clamp.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
+    return microtorch::clamp(in[0], node_attr<double>(n, "min"), node_attr<double>(n, "max"));
+  };
+  clamp.lower = lower_clamp;
+  OpRule relu = unary("relu", "relu", [](const Tensor& x) { return microtorch::relu(x); }, lower_relu);
+  relu.fuses_into_layer = true;  // the layer's requantization clamps at the output's zero point
   return {
-      unary("exp", "exp", {}, [](const Tensor& x) { return microtorch::exp(x); }, nullptr),
-      unary("relu", "relu", {"mt_requant"}, [](const Tensor& x) { return microtorch::relu(x); }, lower_relu),
+      unary("exp", "exp", [](const Tensor& x) { return microtorch::exp(x); }, nullptr),
+      relu,
       gelu,
-      unary("tanh", "tanh", {"mt_lut", "mt_tanh"}, [](const Tensor& x) { return microtorch::tanh(x); }, lower_function),
-      unary("sigmoid", "sigmoid", {"mt_lut", "mt_sigmoid"}, [](const Tensor& x) { return microtorch::sigmoid(x); },
-            lower_function),
+      clamp,
+      unary("tanh", "tanh", [](const Tensor& x) { return microtorch::tanh(x); }, lower_function),
+      unary("sigmoid", "sigmoid", [](const Tensor& x) { return microtorch::sigmoid(x); }, lower_function),
   };
 }
 

@@ -92,7 +92,7 @@ HeadsResult lower_heads(Lowering& L, const Node& n, View q, View k, View v, cons
     params[MT_ATTN_LOGIT_M] = logit.m, params[MT_ATTN_LOGIT_S] = logit.s;
     params[MT_ATTN_OUT_M] = out_m.m, params[MT_ATTN_OUT_S] = out_m.s;
     params[MT_ATTN_FLAGS] = causal_h ? MT_ATTN_CAUSAL : 0;
-    return L.table(Elem::S32, params, fmt::format("attn{}", n.output),
+    return L.table(Elem::S32, params, TableRole::Parameters, fmt::format("attn{}", n.output),
                    {"MT_ATTN_L", "MT_ATTN_S", "MT_ATTN_D", "MT_ATTN_DV", "MT_ATTN_Q_STRIDE", "MT_ATTN_K_STRIDE",
                     "MT_ATTN_V_STRIDE", "MT_ATTN_OUT_STRIDE", "MT_ATTN_LOGIT_M", "MT_ATTN_LOGIT_S", "MT_ATTN_OUT_M",
                     "MT_ATTN_OUT_S", "MT_ATTN_FLAGS"});
@@ -141,7 +141,7 @@ HeadsResult lower_heads(Lowering& L, const Node& n, View q, View k, View v, cons
         for (std::int64_t i = 0; i < Lq * S; ++i) {
           if (pk[i]) bits[static_cast<std::size_t>(i >> 3)] |= std::int64_t{1} << (i & 7);
         }
-        keep_id = L.table(Elem::U8, std::move(bits), fmt::format("keep{}", n.output));
+        keep_id = L.table(Elem::U8, std::move(bits), TableRole::Mask, fmt::format("keep{}", n.output));
       }
     }
     L.step(Lowering::kernel(stream ? "attention_stream" : "attention_twopass", {T}),
@@ -250,7 +250,6 @@ std::vector<OpRule> attention_rules() {
   mha.summary = "multi_head_attention (MultiheadAttention's heads, fixed masks)";
   mha.min_inputs = 1, mha.max_inputs = 4;  // qkv [, mask] (packed) or q, k, v [, mask]
   mha.attrs = {{"num_heads", AttrSpec::Type::Int}, {"scale", AttrSpec::Type::Float}, {"dropout_p", AttrSpec::Type::Float}};
-  mha.kernels = {"mt_attention_stream", "mt_attention_twopass"};
   mha.reads_parts = true;
   mha.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
     const bool packed = in.size() <= 2;
@@ -264,13 +263,21 @@ std::vector<OpRule> attention_rules() {
   };
   mha.lower = lower_mha;
   mha.zero_point_in = mha.zero_point_out = false;  // q, k, v and the output are symmetric
+  mha.sensitive_output = true;
+  // each head's q, k and v with a scale of its own: 3 H parts of the packed input, H of each
+  // of q, k, v (not of the mask)
+  mha.input_parts = [](const Node& n, std::int64_t value) -> std::int64_t {
+    const std::int64_t H = node_attr<std::int64_t>(n, "num_heads");
+    const bool packed = n.inputs.size() <= 2;
+    if (packed) return n.inputs[0] == value ? 3 * H : 0;
+    return std::find(n.inputs.begin(), n.inputs.begin() + 3, value) != n.inputs.begin() + 3 ? H : 0;
+  };
 
   OpRule sdpa;
   sdpa.op = "scaled_dot_product_attention";
   sdpa.summary = "scaled_dot_product_attention (fixed masks)";
   sdpa.min_inputs = 3, sdpa.max_inputs = 4;
   sdpa.attrs = {{"scale", AttrSpec::Type::Float}, {"dropout_p", AttrSpec::Type::Float}, {"is_causal", AttrSpec::Type::Bool}};
-  sdpa.kernels = {"mt_attention_stream", "mt_attention_twopass"};
   sdpa.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
     const Mask mask = in.size() > 3 && in[3].defined() ? Mask::additive(in[3]) : Mask();
     return std::get<0>(scaled_dot_product_attention(in[0], in[1], in[2], mask, 0.0, node_attr<bool>(n, "is_causal"),

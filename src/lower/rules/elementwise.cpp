@@ -154,13 +154,12 @@ void lower_div(Lowering& L, const Node& n) {
   L.set(n, y);
 }
 
-OpRule binary(const char* op, const char* summary, std::vector<std::string> kernels,
+OpRule binary(const char* op, const char* summary,
               Tensor (*f)(const Tensor&, const Tensor&), void (*lower)(Lowering&, const Node&)) {
   OpRule r;
   r.op = op;
   r.summary = summary;
   r.min_inputs = r.max_inputs = 2;
-  r.kernels = std::move(kernels);
   r.evaluate = [f](const Node&, const std::vector<Tensor>& in) { return f(in[0], in[1]); };
   r.lower = lower;
   return r;
@@ -172,23 +171,33 @@ std::vector<OpRule> elementwise_rules() {
   OpRule neg;
   neg.op = "neg";
   neg.summary = "neg";
-  neg.kernels = {"mt_requant"};
   neg.evaluate = [](const Node&, const std::vector<Tensor>& in) { return microtorch::neg(in[0]); };
   neg.lower = [](Lowering& L, const Node& n) { lower_scale(L, n, L.act(n, n.inputs[0]), -1.0); };
-  OpRule div = binary("div", "div (by a constant or a per-row activation)", {"mt_div_rows", "mt_requant"},
+
+  // The links of an affine chain (affine_input.hpp), next = s prev + o for the constant v:
+  // x + v; x - v and v - x; x v; x / v (v / x is not affine).
+  OpRule add = binary("add", "add (activations, or a constant broadcast over trailing dims)",
+                      [](const Tensor& a, const Tensor& b) { return a + b; },
+                      [](Lowering& L, const Node& n) { lower_add(L, n, false); });
+  add.residual = true;
+  add.affine_link = [](double v, bool, double& s, double& o) { return s = 1, o = v, true; };
+  OpRule sub = binary("sub", "sub", [](const Tensor& a, const Tensor& b) { return a - b; },
+                      [](Lowering& L, const Node& n) { lower_add(L, n, true); });
+  sub.residual = true;
+  sub.affine_link = [](double v, bool constant_first, double& s, double& o) {
+    return s = constant_first ? -1 : 1, o = constant_first ? v : -v, true;
+  };
+  OpRule mul = binary("mul", "mul (by an activation or a constant)", [](const Tensor& a, const Tensor& b) { return a * b; },
+                      lower_mul);
+  mul.affine_link = [](double v, bool, double& s, double& o) { return s = v, o = 0, true; };
+  OpRule div = binary("div", "div (by a constant or a per-row activation)",
                       [](const Tensor& a, const Tensor& b) { return a / b; }, lower_div);
   div.zero_point_in = div.zero_point_out = false;  // the row division's operands are symmetric
-  return {
-      binary("add", "add (activations, or a constant broadcast over trailing dims)", {"mt_add"},
-             [](const Tensor& a, const Tensor& b) { return a + b; },
-             [](Lowering& L, const Node& n) { lower_add(L, n, false); }),
-      binary("sub", "sub", {"mt_add"}, [](const Tensor& a, const Tensor& b) { return a - b; },
-             [](Lowering& L, const Node& n) { lower_add(L, n, true); }),
-      binary("mul", "mul (by an activation or a constant)", {"mt_mul", "mt_requant"},
-             [](const Tensor& a, const Tensor& b) { return a * b; }, lower_mul),
-      div,
-      neg,
+  div.affine_link = [](double v, bool constant_first, double& s, double& o) {
+    if (constant_first || v == 0) return false;
+    return s = 1 / v, o = 0, true;
   };
+  return {add, sub, mul, div, neg};
 }
 
 }  // namespace microtorch::lower

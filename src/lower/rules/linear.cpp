@@ -12,21 +12,18 @@ namespace microtorch::lower {
 
 namespace {
 
-// An attention projection: when every reader of n's output is a multi_head_attention that
-// reads it as its packed q | k | v (3 H parts) or as q, k or v (H parts), each head's part
-// gets its own scale (their ranges differ a lot: |q| 0.5 beside |v| 4.8 in one packed
-// tensor would leave q 14 of int8's 127 levels). Returns the number of parts (0: one
-// scale) and the readers' type.
-std::pair<std::int64_t, Elem> attention_parts(const Lowering& L, const Node& n) {
+// Parts of the output: when every reader of n's output reads it in parts (OpRule::input_parts:
+// a multi_head_attention reads its packed q | k | v as 3 H parts, each of q, k, v as H), in
+// equal numbers and types, each part gets its own scale (their ranges differ a lot: |q| 0.5
+// beside |v| 4.8 in one packed tensor would leave q 14 of int8's 127 levels). Returns the
+// number of parts (0: one scale) and the readers' type.
+std::pair<std::int64_t, Elem> output_parts(const Lowering& L, const Node& n) {
   std::int64_t parts = 0;
   Elem elem = Elem::S8;
-  const std::vector<const Node*> readers = L.readers(n.output);
-  for (const Node* r : readers) {
-    if (r->op != "multi_head_attention") return {0, elem};
-    const std::int64_t H = node_attr<std::int64_t>(*r, "num_heads");
-    const bool packed = r->inputs.size() <= 2;
-    const std::int64_t p = packed ? 3 * H : H;
-    if ((parts != 0 && (p != parts || L.out_elem(*r) != elem)) || (packed && r->inputs[0] != n.output)) return {0, elem};
+  for (const Node* r : L.readers(n.output)) {
+    const OpRule* rule = find_rule(r->op);
+    const std::int64_t p = rule && rule->input_parts ? rule->input_parts(*r, n.output) : 0;
+    if (p == 0 || (parts != 0 && (p != parts || L.out_elem(*r) != elem))) return {0, elem};
     parts = p, elem = L.out_elem(*r);
   }
   return {L.channel_absmax(n.output).empty() ? 0 : parts, elem};
@@ -71,7 +68,7 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
   const double x_scale = xs[0];
   std::int64_t zmax = 0;
   for (const auto z : xz) zmax = std::max<std::int64_t>(zmax, std::abs(z));
-  const auto [parts, parts_elem] = attention_parts(L, n);
+  const auto [parts, parts_elem] = output_parts(L, n);
   // A fused relu (Lowering::fused_relu): the layer writes the relu's output, in the wider of
   // the two nodes' types, clamped at its zero point.
   const Node* relu = L.fused_relu(n);
@@ -107,7 +104,7 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
   }
   const bool need_bias = bias.defined() || zmax != 0;
   const std::int64_t bb =
-      need_bias ? L.table(be, b_q, "b_" + c_name(bias.defined() ? bname : wname + "_zero")) : -1;
+      need_bias ? L.table(be, b_q, TableRole::Bias, "b_" + c_name(bias.defined() ? bname : wname + "_zero")) : -1;
   Format f;
   std::vector<double> segments;
   if (parts) {
@@ -115,7 +112,9 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
     const std::int64_t group = out / parts;
     for (std::int64_t g = 0; g < parts; ++g) {
       const double m = *std::max_element(ch.begin() + g * group, ch.begin() + (g + 1) * group);
-      segments.push_back(L.part_format(m, ye, fmt::format("%{} = linear, part {}", n.output, g)).scale);
+      const Format pf = L.part_format(m, ye, fmt::format("%{} = linear, part {}", n.output, g));
+      segments.push_back(pf.scale);
+      f.lo = std::min(f.lo, pf.lo), f.hi = std::max(f.hi, pf.hi);  // the parts' ranges together
     }
     f.scale = *std::max_element(segments.begin(), segments.end());
   } else {
@@ -131,7 +130,7 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
     const Multiplier m = L.rq(x_scale * row_scale(wbuf, c) / y_scale, fmt::format("%{} = linear", n.output));
     rq.push_back(m.m), rq.push_back(m.s);
   }
-  const std::int64_t rqb = L.table(Elem::S32, std::move(rq), "rq_" + c_name(wname));
+  const std::int64_t rqb = L.table(Elem::S32, std::move(rq), TableRole::Requantization, "rq_" + c_name(wname));
   L.step(Lowering::kernel("linear", {x.elem, we, ye}),
          {Arg::buf(x.buffer, x.offset), Arg::buf(wb), Arg::buf(bb), Arg::buf(y.buffer), Arg::num(rows), Arg::num(in),
           Arg::num(out), Arg::num(x_stride), Arg::buf(rqb), Arg::num(per_channel ? 1 : 0), Arg::num(f.zero),
@@ -181,8 +180,9 @@ std::vector<OpRule> linear_rules() {
   linear.op = "linear";
   linear.summary = "linear (constant weight and bias)";
   linear.min_inputs = 2, linear.max_inputs = 3;
-  linear.kernels = {"mt_linear"};
   linear.reads_parts = true;
+  linear.weight_input = 1;
+  linear.folds_affine_input = linear.rounds_with_gram = linear.reads_feature_formats = linear.fuses_activation = true;
   linear.evaluate = [](const Node&, const std::vector<Tensor>& in) {
     return microtorch::linear(in[0], in[1], in.size() > 2 ? in[2] : Tensor());
   };
@@ -218,7 +218,6 @@ std::vector<OpRule> linear_rules() {
   matmul.op = "matmul";
   matmul.summary = "matmul (of activations, batched; or by a constant matrix)";
   matmul.min_inputs = matmul.max_inputs = 2;
-  matmul.kernels = {"mt_matmul", "mt_linear"};
   matmul.zero_point_in = matmul.zero_point_out = false;
   matmul.evaluate = [](const Node&, const std::vector<Tensor>& in) { return microtorch::matmul(in[0], in[1]); };
   matmul.lower = lower_matmul;

@@ -52,12 +52,11 @@ void lower_argmax(Lowering& L, const Node& n) {
   L.set(n, y);
 }
 
-OpRule reduction(const char* op, const char* kernel, bool mean) {
+OpRule reduction(const char* op, bool mean) {
   OpRule r;
   r.op = op;
   r.summary = std::string(op) + " (over consecutive dims)";
   r.attrs = {{"dims", AttrSpec::Type::Shape}, {"keepdim", AttrSpec::Type::Bool}};
-  r.kernels = {kernel};
   r.evaluate = [mean](const Node& n, const std::vector<Tensor>& in) {
     return mean ? microtorch::mean(in[0], dims_of(n), node_attr<bool>(n, "keepdim"))
                 : microtorch::sum(in[0], dims_of(n), node_attr<bool>(n, "keepdim"));
@@ -73,12 +72,11 @@ std::vector<OpRule> reduce_rules() {
   argmax.op = "argmax";
   argmax.summary = "argmax (last dim)";
   argmax.attrs = {{"dim", AttrSpec::Type::Int}, {"keepdim", AttrSpec::Type::Bool}};
-  argmax.kernels = {"mt_argmax"};
   argmax.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
     return microtorch::argmax(in[0], node_attr<std::int64_t>(n, "dim"), node_attr<bool>(n, "keepdim"));
   };
   argmax.lower = lower_argmax;
-  return {reduction("mean", "mt_sum", true), reduction("sum", "mt_sum", false), argmax};
+  return {reduction("mean", true), reduction("sum", false), argmax};
 }
 
 }  // namespace microtorch::lower

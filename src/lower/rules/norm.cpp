@@ -1,5 +1,4 @@
-// Rules: softmax and layer_norm over the last dim (mt_softmax_*, mt_layernorm_*);
-// log_softmax evaluates only (no kernel).
+// Rules: layer_norm over the last dims (mt_layernorm_*).
 #include <algorithm>
 #include <cmath>
 
@@ -12,27 +11,6 @@
 namespace microtorch::lower {
 
 namespace {
-
-// Probabilities in Q0.15 (int16), Q0.7 (int8), or scale 1/256 with zero point -128 (affine
-// int8: all 256 levels for [0, 1)).
-void lower_softmax(Lowering& L, const Node& n) {
-  const View x = L.packed(n, L.act(n, n.inputs[0]));
-  const std::int64_t cols = L.last_dim(n, node_attr<std::int64_t>(n, "dim"), x.shape);
-  if (cols > 65535) L.fail(n, "softmax rows are limited to 65535 elements");
-  const Elem ye = L.out_elem(n);
-  const bool affine = L.options().scheme == Scheme::Affine && ye == Elem::S8 && L.affine_ok(n.output);
-  const int out_bits = ye == Elem::S16 ? 15 : affine ? 8 : 7;
-  Format f;
-  f.scale = std::ldexp(1.0, -out_bits), f.zero = affine ? -128 : 0, f.lo = 0, f.hi = 1;
-  const View y = L.out_act(n, ye, f);
-  // z = (max - x) scale_x log2(e) in Q16
-  const Multiplier in = L.rq(std::ldexp(x.scale / std::log(2.0), 16), fmt::format("%{} = softmax", n.output));
-  L.step(Lowering::kernel("softmax", {x.elem, ye}),
-         {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel_of(x.shape) / cols), Arg::num(cols),
-          Arg::num(in.m), Arg::num(in.s), Arg::num(out_bits), Arg::num(f.zero)},
-         numel_of(x.shape));
-  L.set(n, y);
-}
 
 // xhat from the integer statistics (scale-free: eps in units of x's integers squared), then
 // y = xhat g + b with g = gamma / scale_y, b = beta / scale_y + zero_y folded per channel,
@@ -55,6 +33,7 @@ void lower_layer_norm(Lowering& L, const Node& n) {
       const auto k = static_cast<std::size_t>(j);
       ch[k] = L.part_range_format(lo[k], hi[k], ye, affine, fmt::format("{}, channel {}", what, j));
       f.scale = std::max(f.scale, ch[k].scale);
+      f.lo = std::min(f.lo, ch[k].lo), f.hi = std::max(f.hi, ch[k].hi);  // the channels' ranges together
     }
   } else {
     f = L.out_format(n, ye);
@@ -88,8 +67,8 @@ void lower_layer_norm(Lowering& L, const Node& n) {
     b.push_back(std::llround(std::ldexp(bs[j], b_shift)));
   }
   const std::string name = n.inputs.size() > 1 && n.inputs[1] >= 0 ? L.const_name(n.inputs[1]) : fmt::format("ln{}", n.output);
-  const std::int64_t gb = L.table(Elem::S32, std::move(g), "g_" + c_name(name));
-  const std::int64_t bb = L.table(Elem::S32, std::move(b), "b_" + c_name(name));
+  const std::int64_t gb = L.table(Elem::S32, std::move(g), TableRole::Norm, "g_" + c_name(name));
+  const std::int64_t bb = L.table(Elem::S32, std::move(b), TableRole::Norm, "b_" + c_name(name));
   // eps / scale_x^2 = eps_q 2^-eps_frac with eps_q holding about 24 significant bits
   const double eps = node_attr<double>(n, "eps") / (x.scale * x.scale);
   const int eps_frac = eps > 0 ? std::clamp(24 - static_cast<int>(std::ceil(std::log2(eps))), -30, 62) : 0;
@@ -108,36 +87,19 @@ void lower_layer_norm(Lowering& L, const Node& n) {
 
 }  // namespace
 
-std::vector<OpRule> normalize_rules() {
-  OpRule softmax;
-  softmax.op = "softmax";
-  softmax.summary = "softmax (last dim)";
-  softmax.attrs = {{"dim", AttrSpec::Type::Int}};
-  softmax.kernels = {"mt_softmax"};
-  softmax.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
-    return microtorch::softmax(in[0], node_attr<std::int64_t>(n, "dim"));
-  };
-  softmax.lower = lower_softmax;
-
+std::vector<OpRule> norm_rules() {
   OpRule layer_norm;
   layer_norm.op = "layer_norm";
   layer_norm.summary = "layer_norm (last dims)";
   layer_norm.min_inputs = 1, layer_norm.max_inputs = 3;
   layer_norm.attrs = {{"normalized_shape", AttrSpec::Type::Shape}, {"eps", AttrSpec::Type::Float}};
-  layer_norm.kernels = {"mt_layernorm"};
   layer_norm.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
     return microtorch::layer_norm(in[0], node_attr<Shape>(n, "normalized_shape"), in.size() > 1 ? in[1] : Tensor(),
                                   in.size() > 2 ? in[2] : Tensor(), node_attr<double>(n, "eps"));
   };
   layer_norm.lower = lower_layer_norm;
 
-  OpRule log_softmax;  // evaluates only (no kernel)
-  log_softmax.op = "log_softmax";
-  log_softmax.attrs = softmax.attrs;
-  log_softmax.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
-    return microtorch::log_softmax(in[0], node_attr<std::int64_t>(n, "dim"));
-  };
-  return {softmax, layer_norm, log_softmax};
+  return {layer_norm};
 }
 
 }  // namespace microtorch::lower

@@ -119,7 +119,7 @@ OpRule view_rule(const char* op, std::vector<AttrSpec> attrs, std::function<Tens
 
 }  // namespace
 
-std::vector<OpRule> layout_rules() {
+std::vector<OpRule> shape_rules() {
   using T = AttrSpec::Type;
   std::vector<OpRule> rules = {
       view_rule("reshape", {{"shape", T::Shape}},
@@ -147,7 +147,6 @@ std::vector<OpRule> layout_rules() {
   cat.summary = "cat";
   cat.min_inputs = 1, cat.max_inputs = 1 << 20;
   cat.attrs = {{"dim", T::Int}};
-  cat.kernels = {"mt_copy_strided", "mt_requant"};
   cat.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
     return microtorch::cat(in, node_attr<std::int64_t>(n, "dim"));
   };
@@ -159,7 +158,6 @@ std::vector<OpRule> layout_rules() {
   embedding.summary = "embedding (index_select of a constant table, dim 0)";
   embedding.min_inputs = embedding.max_inputs = 2;
   embedding.attrs = {{"dim", T::Int}};
-  embedding.kernels = {"mt_embedding"};
   embedding.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
     return index_select(in[0], node_attr<std::int64_t>(n, "dim"), in[1]);
   };
