@@ -965,9 +965,9 @@ static inline int32_t mt_rv_rq_out(const mt_rv_rq *q, int32_t acc, int32_t lo, i
 
 /* One input k of a pass (its weight at u: k in order, the middle two of four swapped in pair
  * order): the two rows' x against the four weight rows, into the 8 sums (STEP8), or one row's
- * x into 4 (STEP4). The pointers advance once per 4 inputs, so every load has an immediate
- * offset: per 4 inputs 24 loads, 32 MUL, 32 ADD and 7 pointer and loop instructions for 32
- * MACs (about 2.9 per MAC). A step's loads stay in its step (MT_RV_STEP_END, an empty asm that
+ * x into 4 (STEP4). The pointers advance once per 8 inputs (STEP8; 4 for STEP4), so every
+ * load has an immediate offset: per 8 inputs 48 loads, 64 MUL, 64 ADD and 7 pointer and loop
+ * instructions for 64 MACs (about 2.9 per MAC). A step's loads stay in its step (MT_RV_STEP_END, an empty asm that
  * clobbers memory, so no load moves across it): GCC otherwise hoists the loads of all four
  * steps to the top of the loop and spills what then no longer fits in the registers. */
 #define MT_RV_STEP_END __asm__ volatile("" ::: "memory")
@@ -1018,7 +1018,18 @@ static inline int32_t mt_rv_rq_out(const mt_rv_rq *q, int32_t acc, int32_t lo, i
         const int8_t *p0 = w + c[0] * in, *p1 = w + c[1] * in, *p2 = w + c[2] * in, *p3 = w + c[3] * in;  \
         int32_t a0 = bias[0], a1 = bias[1], a2 = bias[2], a3 = bias[3];                                   \
         int32_t a4 = a0, a5 = a1, a6 = a2, a7 = a3;                                                       \
-        for (j = in >> 2; j > 0; --j) {                                                                   \
+        for (j = in >> 3; j > 0; --j) {                                                                   \
+          MT_RV_STEP8(0, 0);                                                                              \
+          MT_RV_STEP8(1, U1);                                                                             \
+          MT_RV_STEP8(2, U2);                                                                             \
+          MT_RV_STEP8(3, 3);                                                                              \
+          MT_RV_STEP8(4, 4);                                                                              \
+          MT_RV_STEP8(5, 4 + U1);                                                                         \
+          MT_RV_STEP8(6, 4 + U2);                                                                         \
+          MT_RV_STEP8(7, 7);                                                                              \
+          pa += 8, pb += 8, p0 += 8, p1 += 8, p2 += 8, p3 += 8;                                           \
+        }                                                                                                 \
+        if (in & 4) {                                                                                     \
           MT_RV_STEP8(0, 0);                                                                              \
           MT_RV_STEP8(1, U1);                                                                             \
           MT_RV_STEP8(2, U2);                                                                             \
