@@ -1,6 +1,6 @@
 // Lowering steps 2-5: calibrate, quantize, plan, simulate, emit — on trained models against
 // the float model, and the emitted firmware bit-exact on the host, under UBSan and on
-// emulated Cortex-M4 / M0.
+// emulated Cortex-M4 / M0 and RISC-V rv32imc / rv32imac / rv32imafc.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -573,6 +573,49 @@ TEST_CASE("lower: emitted Iris (int8) and decoder (int16) firmware is bit-exact 
   check_firmware(pd, ids);
 }
 
+TEST_CASE("lower: emitted Iris (int8) and decoder (int16) firmware is bit-exact on RISC-V rv32imc, rv32imac and "
+          "rv32imafc; sized and counted there") {
+  if (!have_tool("riscv64-unknown-elf-gcc") || !have_tool("qemu-system-riscv32")) {
+    MESSAGE("skipped: riscv64-unknown-elf-gcc or qemu-system-riscv32 not installed (tools/install-deps.sh adds them)");
+    return;
+  }
+  TrainedIris& iris = trained_iris();
+  TrainedDecoder& dec = trained_decoder();
+  const lower::Program pi = lower::quantize(iris.graph, iris.calibration, options(8, "iris8rv"));
+  const lower::Program pd = lower::quantize(dec.graph, dec.calibration, options(16, "decoder16rv"));
+  auto ids = quantized_rows(pd, dec.test, 20);
+  ids.push_back(std::vector<std::int64_t>(10, 99));  // out-of-range ids: status 1 on every target
+  for (const auto& [p, inputs] : {std::pair{&pi, quantized_rows(pi, mt::cat({iris.data.x_test, iris.data.x_train}, 0), 150)},
+                                  std::pair{&pd, ids}}) {
+    CAPTURE(p->name);
+    const std::string dir = temp_dir(p->name);
+    lower::emit_c(*p, dir);
+    lower::VerifyOptions o;
+    o.cpus = {"rv32imc", "rv32imac", "rv32imafc"};
+    o.count_instructions = p == &pi;  // the int8 model counted on each core
+    const lower::Verification v = lower::verify(*p, inputs, dir, o);
+    INFO(v.log);
+    REQUIRE(v.passed);
+    CHECK(v.skipped.empty());
+    REQUIRE(v.cpus.size() == 3);
+    for (const lower::CpuCheck& c : v.cpus) {
+      CHECK(c.identical);
+      CHECK(c.board == "virt");
+      if (o.count_instructions) CHECK(c.instructions > 1000);
+    }
+    MESSAGE(v.summary());
+    const lower::FirmwareSize s = lower::firmware_size(*p, dir, "rv32imc");
+    CHECK(s.flash() > p->weight_bytes());
+    // the kernels need no division and no float helper from libgcc on rv32imc
+    const Run nm = run(fmt::format("make --no-print-directory -s -C '{}' BUILD=nm CPU=rv32imc && riscv64-unknown-elf-nm -u "
+                                   "'{}/nm/rv32imc/mt_kernels.o' '{}/nm/rv32imc/{}.o'",
+                                   dir, dir, dir, p->name));
+    INFO(nm.out);
+    CHECK(nm.status == 0);
+    for (const char* helper : {"__div", "__mod", "__udiv", "__umod", "sf", "df"}) CHECK(nm.out.find(helper) == std::string::npos);
+  }
+}
+
 TEST_CASE("the firmware folder's make run: your own main on QEMU, its output on stdout, the simulator's integers") {
   if (!have_tool("arm-none-eabi-gcc") || !have_tool("qemu-system-arm")) {
     MESSAGE("skipped: arm-none-eabi-gcc or qemu-system-arm not installed (tools/install-deps.sh adds them)");
@@ -597,7 +640,9 @@ TEST_CASE("the firmware folder's make run: your own main on QEMU, its output on 
   std::string want;
   for (const auto v : sim.run(x)) want += fmt::format("{} ", v);
   want += "status 0\n";
-  for (const char* cpu : {"cortex-m0", "cortex-m4"}) {
+  std::vector<std::string> cpus{"cortex-m0", "cortex-m4"};
+  if (have_tool("riscv64-unknown-elf-gcc") && have_tool("qemu-system-riscv32")) cpus.push_back("rv32imc");
+  for (const std::string& cpu : cpus) {
     CAPTURE(cpu);
     const std::string out = dir + "/out_" + cpu + ".txt";
     // stdout alone into the file: the program's output must be there, not on stderr

@@ -8,7 +8,7 @@ and int8 firmware and verifies each on the host, under UBSan+ASan and on QEMU. I
 through tools/pinned-kernels.sh, as `make demo` runs it, so its float kernels are the same on
 every AVX2 machine. Checks:
   1. the demo exits with status 0 and writes its pictures and firmware folders;
-  2. every lowered model is bit-exact on the host, the sanitizers, Cortex-M4 and Cortex-M0;
+  2. every lowered model is bit-exact on the host, the sanitizers, Cortex-M0, M4, M7, M33 and rv32imc;
   3. its summary table is the one in README.md, character for character (the README's
      numbers are what a fresh `make demo` prints; on a mismatch both tables are shown).
 Prints "demo: N passed, M failed" last.

@@ -30,6 +30,9 @@ PACKAGES=(
   gcc-arm-none-eabi   # Cortex-M cross compiler: tools/mcu/run_kernels_qemu.sh, lowering tests
   picolibc-arm-none-eabi
   qemu-system-arm     # runs the Cortex-M builds (mps2-an385 / mps2-an386)
+  gcc-riscv64-unknown-elf  # RISC-V cross compiler (rv32imc, rv32imac, rv32imafc): the same scripts and tests
+  picolibc-riscv64-unknown-elf
+  qemu-system-misc    # qemu-system-riscv32: runs the RISC-V builds (virt board)
   libbenchmark-dev    # Google Benchmark: benchmarks/ (make bench)
   clang               # the libFuzzer targets in tests/fuzz (make test, make fuzz)
   libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes

@@ -1,7 +1,8 @@
 // microtorch-mcu-bench — reference attention blocks lowered to fixed-point firmware and
-// measured on emulated Cortex-M0 and M4: instructions per inference, flash, arena and RAM; on
-// Cortex-M4 both the portable C kernels (-DMT_NO_DSP) and the DSP variants, so the "before"
-// and "after" come from one run; streaming vs two-pass attention at L = 128.
+// measured on emulated Cortex-M0, M4 and RISC-V rv32imc (the ESP32-C3 class): instructions per
+// inference, flash, arena and RAM; on Cortex-M4 both the portable C kernels (-DMT_NO_DSP) and
+// the DSP variants, on rv32imc the portable C (-DMT_NO_RV) and the RISC-V variants, so the
+// "before" and "after" come from one run; streaming vs two-pass attention at L = 128.
 //
 // Every configuration is a model traced, calibrated, quantized and emitted with the public
 // lowering API (trace -> calibrate -> quantize -> emit_c):
@@ -15,14 +16,15 @@
 // Instructions per inference: the firmware's check program (lower::emit_check) runs
 // <name>_run RUNS times on one fixed input and prints the output; it is built twice
 // (-DCHECK_RUNS=1 and =2) by the emitted folder's Makefile (`make count-elfs`, the recipe of
-// src/lower/firmware/run_firmware_qemu.sh: arm-none-eabi-gcc -mcpu=<cpu> -mthumb -O2, picolibc,
-// semihosting; build/<target>/ per target) and run on the CPU's QEMU board (kTargets) with the
-// instruction-counting plugin src/lower/firmware/insncount.c. The difference of the two whole-program
-// counts is one inference (startup and printing cancel). Every output must equal the host
-// simulator's, so every measured firmware is also checked bit-exact on every core. Flash and
-// RAM come from lower::firmware_size (`make size`: model + kernels linked for cortex-m4, DSP
-// variants included, with unused sections removed; and for cortex-m0), the arena from
-// Program::arena_bytes.
+// src/lower/firmware/run_firmware_qemu.sh: arm-none-eabi-gcc -mcpu=<cpu> -mthumb -O2 or
+// riscv64-unknown-elf-gcc -march=rv32imc -mabi=ilp32 -O2, picolibc, semihosting;
+// build/<target>/ per target) and run on the CPU's QEMU board (the Makefile's `make
+// qemu-command`) with the instruction-counting plugin src/lower/firmware/insncount.c. The
+// difference of the two whole-program counts is one inference (startup and printing cancel).
+// Every output must equal the host simulator's, so every measured firmware is also checked
+// bit-exact on every core. Flash and RAM come from lower::firmware_size (`make size`: model +
+// kernels linked for cortex-m4, DSP variants included, with unused sections removed; for
+// cortex-m0; for rv32imc), the arena from Program::arena_bytes.
 //
 //   microtorch-mcu-bench [--out FILE] [--work DIR] [--jobs N] [--filter TEXT] [--source DIR]
 //
@@ -131,19 +133,22 @@ std::vector<Config> configurations() {
   return out;
 }
 
-// The CPUs: QEMU board (src/lower/firmware/targets.sh's), extra compiler flags. "m4-c" is the
-// Cortex-M4 with the portable C kernels. The firmware folder's Makefile links for the board.
+// The CPUs, extra compiler flags. "m4-c" is the Cortex-M4 with the portable C kernels, "rv-c"
+// rv32imc with them. The firmware folder's Makefile builds for the CPU and names its QEMU board.
 struct Target {
-  const char *name, *label, *cpu, *board, *flags;
+  const char *name, *label, *cpu, *flags;
 };
 constexpr Target kTargets[] = {
-    {"m0", "Cortex-M0", "cortex-m0", "mps2-an385", ""},
-    {"m4-c", "M4 portable C", "cortex-m4", "mps2-an386", "-DMT_NO_DSP"},
-    {"m4", "M4 DSP", "cortex-m4", "mps2-an386", ""},
+    {"m0", "Cortex-M0", "cortex-m0", ""},
+    {"m4-c", "M4 portable C", "cortex-m4", "-DMT_NO_DSP"},
+    {"m4", "M4 DSP", "cortex-m4", ""},
+    {"rv-c", "rv32imc portable C", "rv32imc", "-DMT_NO_RV"},
+    {"rv", "rv32imc", "rv32imc", ""},
     // Cortex-M7 ("cortex-m7", "mps2-an500") and M33 ("cortex-m33", "mps2-an505") run the
     // same DSP variants; tools/mcu/bench_kernels.sh measures them per kernel and the firmware
     // checks run them. Left out here to keep the run short on two shared cores.
 };
+enum { kM0, kM4Portable, kM4, kRvPortable, kRv };
 constexpr std::size_t kNumTargets = sizeof kTargets / sizeof kTargets[0];
 
 // ---- one measurement -------------------------------------------------------------------
@@ -155,7 +160,7 @@ struct Job {
   std::string expected;  // the simulator's line for the one input
   // results
   std::int64_t insns[kNumTargets] = {};  // one inference per target
-  lower::FirmwareSize size, size_m0;
+  lower::FirmwareSize size, size_m0, size_rv;
   std::string error;
 };
 
@@ -185,15 +190,22 @@ void measure(Job& j, const std::string& plugin) {
       j.error = fmt::format("{} build failed: {}", tg.name, slurp(fmt::format("{}/build-{}.log", d, tg.name)));
       return;
     }
+    const std::string qemu_log = fmt::format("{}/qemu-{}.txt", d, tg.name);
+    if (sh(fmt::format("make --no-print-directory -s -C '{}' CPU={} qemu-command", d, tg.cpu), qemu_log)) {
+      j.error = fmt::format("{}: no QEMU command: {}", tg.name, slurp(qemu_log));
+      return;
+    }
+    std::string qemu = slurp(qemu_log);
+    while (!qemu.empty() && std::isspace(static_cast<unsigned char>(qemu.back()))) qemu.pop_back();
     std::int64_t counts[2] = {0, 0};
     for (const int runs : {1, 2}) {
       const std::string elf = fmt::format("{}/{}/count{}.elf", d, b, runs);
       const std::string out = fmt::format("{}/run-{}-{}.txt", d, tg.name, runs);
       const std::string count = fmt::format("{}/insns-{}-{}.txt", d, tg.name, runs);
-      const int rc = sh(fmt::format("timeout 600 qemu-system-arm -M {} -display none -serial null -monitor none "
+      const int rc = sh(fmt::format("timeout 600 {} -display none -serial null -monitor none "
                                     "-semihosting-config enable=on,target=native -plugin '{}' -d plugin -D '{}' "
                                     "-kernel '{}' </dev/null",
-                                    tg.board, plugin, count, elf),
+                                    qemu, plugin, count, elf),
                         out);
       if (rc != 0) {
         j.error = fmt::format("{}: qemu exited with {}: {}", tg.name, rc, slurp(out));
@@ -216,6 +228,7 @@ void measure(Job& j, const std::string& plugin) {
   try {
     j.size = lower::firmware_size(j.program, d, "cortex-m4");
     j.size_m0 = lower::firmware_size(j.program, d, "cortex-m0");
+    j.size_rv = lower::firmware_size(j.program, d, "rv32imc");
   } catch (const std::exception& e) {
     j.error = e.what();
   }
@@ -252,7 +265,8 @@ int main(int argc, char** argv) {
     else if (a == "--source") source = value();
     else return usage(argv[0]);
   }
-  for (const char* tool : {"gcc", "arm-none-eabi-gcc", "arm-none-eabi-size", "qemu-system-arm", "timeout"}) {
+  for (const char* tool : {"gcc", "arm-none-eabi-gcc", "arm-none-eabi-size", "qemu-system-arm", "riscv64-unknown-elf-gcc",
+                           "riscv64-unknown-elf-size", "qemu-system-riscv32", "timeout"}) {
     if (std::system(fmt::format("command -v {} >/dev/null 2>&1", tool).c_str()) != 0) {
       std::cerr << fmt::format("microtorch-mcu-bench: {} not found (tools/install-deps.sh installs it)\n", tool);
       return 2;
@@ -337,9 +351,10 @@ int main(int argc, char** argv) {
 
   std::string table = "| config | bits | kernel | MACs |";
   for (const Target& t : kTargets) table += fmt::format(" {} |", t.label);
-  table += " M4 DSP instr/MAC | M4 speed-up | flash B (M4 / M0) | arena B | RAM B |\n|---|---|---|---:|";
+  table += " M4 DSP instr/MAC | M4 speed-up | rv32imc instr/MAC | rv32imc speed-up | rv32imc / M4 DSP | flash B (M4 / M0 / "
+           "rv32imc) | arena B | RAM B |\n|---|---|---|---:|";
   for (std::size_t t = 0; t < kNumTargets; ++t) table += "---:|";
-  table += "---:|---:|---:|---:|---:|\n";
+  table += "---:|---:|---:|---:|---:|---:|---:|---:|\n";
   int failures = 0;
   for (const Job& j : all) {
     const Config& c = j.config;
@@ -349,14 +364,16 @@ int main(int argc, char** argv) {
       ++failures;
       std::cerr << fmt::format("microtorch-mcu-bench: {}: {}\n", c.id(), j.error);
       for (std::size_t t = 0; t < kNumTargets; ++t) table += " failed |";
-      table += fmt::format(" | | | {} | |\n", thousands(j.program.arena_bytes));
+      table += fmt::format(" | | | | | | {} | |\n", thousands(j.program.arena_bytes));
       continue;
     }
     for (std::size_t t = 0; t < kNumTargets; ++t) table += fmt::format(" {} |", thousands(j.insns[t]));
-    const std::int64_t m4c = j.insns[1], m4 = j.insns[2];  // kTargets: m0, m4-c, m4
-    table += fmt::format(" {:.2f} | {:.2f}x | {} / {} | {} | {} |\n", macs ? double(m4) / double(macs) : 0.0,
-                         m4 ? double(m4c) / double(m4) : 0.0, thousands(j.size.flash()), thousands(j.size_m0.flash()),
-                         thousands(j.program.arena_bytes), thousands(j.size.ram()));
+    const std::int64_t m4c = j.insns[kM4Portable], m4 = j.insns[kM4], rvc = j.insns[kRvPortable], rv = j.insns[kRv];
+    auto ratio = [](std::int64_t a, std::int64_t b) { return b ? double(a) / double(b) : 0.0; };
+    table += fmt::format(" {:.2f} | {:.2f}x | {:.2f} | {:.2f}x | {:.2f}x | {} / {} / {} | {} | {} |\n", ratio(m4, macs),
+                         ratio(m4c, m4), ratio(rv, macs), ratio(rvc, rv), ratio(rv, m4), thousands(j.size.flash()),
+                         thousands(j.size_m0.flash()), thousands(j.size_rv.flash()), thousands(j.program.arena_bytes),
+                         thousands(j.size.ram()));
   }
   std::cout << table << std::flush;
   if (!out_file.empty()) {

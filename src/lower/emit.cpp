@@ -305,9 +305,8 @@ FirmwareSize firmware_size(const Program& p, const std::string& dir, const std::
   std::error_code ec;
   std::filesystem::remove_all(build, ec);
   if (r.status != 0) {
-    throw IoError(fmt::format("firmware_size: linking {} for {} failed (tools/install-deps.sh installs make, "
-                              "gcc-arm-none-eabi and picolibc-arm-none-eabi):\n{}",
-                              p.name, cpu, r.out));
+    throw IoError(fmt::format("firmware_size: linking {} for {} failed (tools/install-deps.sh installs make, {}):\n{}",
+                              p.name, cpu, detail::cross_tools(cpu).packages, r.out));
   }
   const std::string& out = r.out;
   // -A: one line per section; text = code + read-only data, data, bss

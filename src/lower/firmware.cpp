@@ -72,8 +72,8 @@ Firmware to_firmware(const Graph& graph, const Tensor& calibration, const Tensor
     }
     fw.verification = verify(fw.program, inputs, dir, options.verify);
   }
-  if (detail::have_program("arm-none-eabi-gcc")) {
-    for (const std::string& cpu : options.verify.cpus) fw.sizes.emplace_back(cpu, firmware_size(fw.program, dir, cpu));
+  for (const std::string& cpu : options.verify.cpus) {
+    if (detail::have_program(detail::cross_tools(cpu).cc)) fw.sizes.emplace_back(cpu, firmware_size(fw.program, dir, cpu));
   }
   return fw;
 }

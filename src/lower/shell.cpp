@@ -26,10 +26,19 @@ bool have_program(const std::string& program) {
   return run_command("command -v " + shell_quote(program) + " >/dev/null", "have_program").status == 0;
 }
 
+CrossTools cross_tools(const std::string& cpu) {
+  if (cpu.rfind("rv32", 0) == 0) {
+    return {"riscv64-unknown-elf-gcc", "riscv64-unknown-elf-size", "qemu-system-riscv32",
+            "gcc-riscv64-unknown-elf, picolibc-riscv64-unknown-elf and qemu-system-misc"};
+  }
+  return {"arm-none-eabi-gcc", "arm-none-eabi-size", "qemu-system-arm",
+          "gcc-arm-none-eabi, picolibc-arm-none-eabi and qemu-system-arm"};
+}
+
 void check_cpu_name(const std::string& cpu, const char* who) {
   for (const char c : cpu) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '+' && c != '.') {
-      throw ValueError(fmt::format("{}: \"{}\" is not a CPU name such as cortex-m4", who, cpu));
+      throw ValueError(fmt::format("{}: \"{}\" is not a CPU name such as cortex-m4 or rv32imc", who, cpu));
     }
   }
 }

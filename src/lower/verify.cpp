@@ -1,6 +1,7 @@
 // verify — an emitted firmware against the simulator, through src/lower/firmware/run_firmware_qemu.sh.
 #include "microtorch/lower/verify.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -87,18 +88,20 @@ Verification verify(const Program& program, const std::vector<std::vector<std::i
       return v;
     }
   }
-  std::vector<std::string> cpus = options.cpus;
-  if (!cpus.empty()) {
-    for (const char* tool : {"arm-none-eabi-gcc", "qemu-system-arm"}) {
-      if (!detail::have_program(tool)) {
-        v.skipped = fmt::format("{}: {} not found (tools/install-deps.sh installs gcc-arm-none-eabi, "
-                                "picolibc-arm-none-eabi and qemu-system-arm)",
-                                fmt::join(cpus, ", "), tool);
-        cpus.clear();
-        break;
-      }
+  // Each CPU's cross compiler and emulator: a CPU whose are missing is skipped, and said so.
+  std::vector<std::string> cpus, missing, why;
+  for (const std::string& cpu : options.cpus) {
+    const detail::CrossTools t = detail::cross_tools(cpu);
+    const char* absent = !detail::have_program(t.cc) ? t.cc : !detail::have_program(t.qemu) ? t.qemu : nullptr;
+    if (!absent) {
+      cpus.push_back(cpu);
+      continue;
     }
+    missing.push_back(cpu);
+    const std::string w = fmt::format("{} not found (tools/install-deps.sh installs {})", absent, t.packages);
+    if (std::find(why.begin(), why.end(), w) == why.end()) why.push_back(w);
   }
+  if (!missing.empty()) v.skipped = fmt::format("{}: {}", fmt::join(missing, ", "), fmt::join(why, "; "));
 
   prepare_work(v.work);
   emit_check(program, inputs, v.work);

@@ -154,8 +154,9 @@ int main(int argc, char** argv) {
                  "counts; exit 1 unless every build prints the simulator's integers")
       ->check(CLI::NonNegativeNumber);
   app.add_option("-t,--target,--size", targets,
-                 "a CPU to report flash/RAM for (arm-none-eabi-size) and to verify on with --check: cortex-m0, "
-                 "cortex-m0plus, cortex-m3, cortex-m4, cortex-m7, cortex-m33, cortex-m55; repeat it for several")
+                 "a CPU to report flash/RAM for (arm-none-eabi-size, riscv64-unknown-elf-size) and to verify on with "
+                 "--check: cortex-m0, cortex-m0plus, cortex-m3, cortex-m4, cortex-m7, cortex-m33, cortex-m55, rv32imc, "
+                 "rv32imac, rv32imafc; repeat it for several")
       ->take_all();
   app.add_option("--work", work, "with --check: the folder for the check program and builds (default <out>.verify)");
   app.add_flag("--no-count", no_count, "with --check: no instruction counts");

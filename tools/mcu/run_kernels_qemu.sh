@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # tools/mcu/run_kernels_qemu.sh — prove that the runtime kernels (src/lower/runtime) compute
-# the same bits on the host and on emulated Cortex-M, and that they are free of undefined
-# behaviour. Exit status 0 only when every step passes.
+# the same bits on the host, on emulated Cortex-M and on emulated RISC-V, and that they are free
+# of undefined behaviour. Exit status 0 only when every step passes.
 #
 #   1. compile mt_kernels.c warning-free (-std=c99 -Wall -Wextra -Wconversion -Werror) with
-#      gcc and with arm-none-eabi-gcc for cortex-m0 / m4 / m7 / m33 / m55; the M0 object may call no
-#      division and no float helper (only __aeabi_lmul / llsl / llsr, memset);
+#      gcc, with arm-none-eabi-gcc for cortex-m0 / m4 / m7 / m33 / m55 and with
+#      riscv64-unknown-elf-gcc for rv32imc, rv32imac and rv32imafc; the M0 object may call no division and
+#      no float helper (only __aeabi_lmul / llsl / llsr, memset), the RISC-V ones no division
+#      or float helper either;
 #   2. run tools/mcu/kernel_vectors.c on the host (gcc -O2): the reference text;
 #   3. the same under -fsanitize=undefined,address -fno-sanitize-recover: no report, same text;
 #   4. every kernel variant on its core under QEMU: Cortex-M0 code (-mcpu=cortex-m0: no
@@ -15,7 +17,9 @@
 #      and its MVE ones); every output must equal the host's (the portable
 #      C, which the simulator runs) byte for byte (semihosting, picolibc); and the Cortex-M4
 #      build at -O0 too (a frame pointer takes a register from the DSP variants' inline
-#      assembly: it must still build, and compute the same bytes).
+#      assembly: it must still build, and compute the same bytes); the RISC-V variants on
+#      rv32imc (ESP32-C3 class), rv32imac and rv32imafc on QEMU's virt board, each core restricted to its
+#      extensions (src/lower/firmware/targets.sh).
 #
 #   tools/mcu/run_kernels_qemu.sh            # all steps
 #   KEEP=dir tools/mcu/run_kernels_qemu.sh   # keep the builds and outputs in dir
@@ -32,7 +36,8 @@ else
   trap 'rm -rf "$work"' EXIT
 fi
 
-for tool in gcc arm-none-eabi-gcc arm-none-eabi-nm qemu-system-arm; do
+for tool in gcc arm-none-eabi-gcc arm-none-eabi-nm qemu-system-arm riscv64-unknown-elf-gcc riscv64-unknown-elf-nm \
+  qemu-system-riscv32; do
   command -v "$tool" >/dev/null || { echo "run_kernels_qemu: $tool not found (tools/install-deps.sh installs it)" >&2; exit 2; }
 done
 
@@ -62,9 +67,10 @@ need() { # name: wait for that build; report its log on failure
 start k-host gcc "${warn[@]}" -O2 -c "$rt/mt_kernels.c" -o "$work/k-host.o"
 # a build: a cpu, or cortex-m4-O0 (that cpu's kernels at -O0)
 opt_of() { [[ $1 == *-O0 ]] && echo -O0 || echo -O2; }
-for cfg in cortex-m0 cortex-m4 cortex-m7 cortex-m33 cortex-m55 cortex-m4-O0; do
+cfgs=(cortex-m0 cortex-m4 cortex-m7 cortex-m33 cortex-m55 cortex-m4-O0 rv32imc rv32imac rv32imafc)
+for cfg in "${cfgs[@]}"; do
   # shellcheck disable=SC2046
-  start k-$cfg arm-none-eabi-gcc $(mcu_cflags "${cfg%-O0}") "${warn[@]}" "$(opt_of $cfg)" -c "$rt/mt_kernels.c" \
+  start k-$cfg "$(mcu_cc "${cfg%-O0}")" $(mcu_cflags "${cfg%-O0}") "${warn[@]}" "$(opt_of $cfg)" -c "$rt/mt_kernels.c" \
     -o "$work/k-$cfg.o"
 done
 start vectors-san gcc -std=c99 -O1 -g -fno-omit-frame-pointer -fsanitize=undefined,address \
@@ -74,23 +80,25 @@ link() { # cpu: kernel_vectors.c + that cpu's kernel object
     gcc "${warn[@]}" -O2 -I"$rt" "$here/kernel_vectors.c" "$work/k-host.o" -o "$work/vectors-host"
   else
     # shellcheck disable=SC2046
-    arm-none-eabi-gcc "${warn[@]}" -O2 -I"$rt" $(mcu_link "${1%-O0}") \
+    "$(mcu_cc "${1%-O0}")" "${warn[@]}" -O2 -I"$rt" $(mcu_link "${1%-O0}") \
       "$here/kernel_vectors.c" "$work/k-$1.o" -o "$work/vectors-$1.elf"
   fi
 }
-for cpu in host cortex-m4 cortex-m0 cortex-m7 cortex-m33 cortex-m55 cortex-m4-O0; do
+for cpu in host "${cfgs[@]}"; do
   if need k-$cpu; then start vectors-$cpu link $cpu; else start vectors-$cpu false; fi
 done
 
-step "1. warning-free C99 builds of mt_kernels.c (host, cortex-m0, cortex-m4, cortex-m7, cortex-m33, cortex-m55; cortex-m4 at -O0)"
+step "1. warning-free C99 builds of mt_kernels.c (host, cortex-m0, cortex-m4, cortex-m7, cortex-m33, cortex-m55, rv32imc, rv32imac, rv32imafc; cortex-m4 at -O0)"
 ok=1
-for n in k-host k-cortex-m0 k-cortex-m4 k-cortex-m7 k-cortex-m33 k-cortex-m55 k-cortex-m4-O0; do [[ -f $work/$n.o ]] || ok=0; done # awaited above
+for n in k-host "${cfgs[@]/#/k-}"; do [[ -f $work/$n.o ]] || ok=0; done # awaited above
 if [[ $ok -eq 1 ]]; then
   undef=$(arm-none-eabi-nm -u "$work/k-cortex-m0.o" | awk '{print $NF}' | tr '\n' ' ')
-  echo "   all seven compile with ${warn[*]}; the cortex-m0 object calls: ${undef:-nothing}"
+  rv_undef=$(riscv64-unknown-elf-nm -u "$work/k-rv32imc.o" | awk '{print $NF}' | tr '\n' ' ')
+  echo "   all ten compile with ${warn[*]}; the cortex-m0 object calls: ${undef% }; rv32imc: ${rv_undef% }"
   if grep -Eq 'div|mod|__aeabi_[fd]|2f|2d|f2|d2|sf3|df3|float|fix' <<<"$undef"; then
     bad "the cortex-m0 build needs a division or float helper"
   fi
+  if grep -Eq 'div|mod|sf|df|float|fix' <<<"$rv_undef"; then bad "the rv32imc build needs a division or float helper"; fi
 fi
 
 step "2. host run (gcc -O2)"
@@ -114,11 +122,12 @@ if need vectors-san; then
 fi
 
 run_qemu() { # cpu, on its board
-  local cpu=$1 board rc=0
+  local cpu=$1 board rc=0 cmd
   board=$(mcu_board "${cpu%-O0}")
+  read -r -a cmd <<<"$(mcu_qemu "${cpu%-O0}")"
   need "vectors-$cpu" || return 0
   # picolibc's semihosted stdout reaches QEMU's stderr: capture both streams
-  timeout 300 qemu-system-arm -M "$board" -nographic -semihosting-config enable=on,target=native \
+  timeout 300 "${cmd[@]}" -nographic -semihosting-config enable=on,target=native \
     -kernel "$work/vectors-$cpu.elf" >"$work/$cpu.txt" 2>&1 || rc=$?
   if [[ $rc -ne 0 ]]; then
     bad "$cpu on $board exited with status $rc"
@@ -131,11 +140,11 @@ run_qemu() { # cpu, on its board
   fi
 }
 
-step "4. Cortex-M0 code (mps2-an385) and the DSP variants on Cortex-M4 (mps2-an386; also built at -O0), M7 (mps2-an500), M33 (mps2-an505), M55 (mps3-an547) under QEMU"
-for cpu in cortex-m0 cortex-m4 cortex-m7 cortex-m33 cortex-m55 cortex-m4-O0; do run_qemu "$cpu"; done
+step "4. Cortex-M0 code (mps2-an385) and the DSP variants on Cortex-M4 (mps2-an386; also built at -O0), M7 (mps2-an500), M33 (mps2-an505), M55 (mps3-an547), the RISC-V variants on rv32imc, rv32imac and rv32imafc (virt) under QEMU"
+for cpu in "${cfgs[@]}"; do run_qemu "$cpu"; done
 
 if [[ $fail -eq 0 ]]; then
-  echo "run_kernels_qemu: PASS (host == UBSan/ASan host == cortex-m0 == cortex-m4 (-O2, -O0) == cortex-m7 == cortex-m33 == cortex-m55)"
+  echo "run_kernels_qemu: PASS (host == UBSan/ASan host == cortex-m0 == cortex-m4 (-O2, -O0) == cortex-m7 == cortex-m33 == cortex-m55 == rv32imc == rv32imac == rv32imafc)"
 else
   echo "run_kernels_qemu: FAIL"
 fi

@@ -13,8 +13,8 @@
 /// The emitted code has no malloc, no stdio and no float (a float convenience wrapper is
 /// compiled only with `-D<NAME>_FLOAT_API`), keeps weights in `static const` arrays (flash),
 /// places every intermediate in one static arena planned by plan_memory(), and compiles
-/// warning-free with -std=c99 -Wall -Wextra -Wconversion -Werror (gcc, and arm-none-eabi-gcc
-/// for Cortex-M0/M4/M7). The kernels are src/lower/runtime/mt_kernels.{h,c}, copied verbatim.
+/// warning-free with -std=c99 -Wall -Wextra -Wconversion -Werror (gcc, arm-none-eabi-gcc
+/// for Cortex-M0 to M55, riscv64-unknown-elf-gcc for rv32imc, rv32imac, rv32imafc). The kernels are src/lower/runtime/mt_kernels.{h,c}, copied verbatim.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +27,10 @@
 namespace microtorch::lower {
 
 /// Writes `<dir>/<name>.h`, `<name>.c`, `mt_kernels.h`, `mt_kernels.c`, `<name>_report.txt`
-/// (report() + formats + memory plan) and `Makefile`, the build recipe for Cortex-M and the
+/// (report() + formats + memory plan) and `Makefile`, the build recipe for Cortex-M, RISC-V and the
 /// host that firmware_size(), src/lower/firmware/run_firmware_qemu.sh and the MCU benchmark use
-/// (`make size CPU=cortex-m0`, `make check-elf`, `make count-elfs`, `make host`, `make san`);
+/// (`make size CPU=cortex-m0`, `make check-elf CPU=rv32imc`, `make count-elfs`, `make host`,
+/// `make san`, `make run MAIN=app.c`);
 /// creates `dir`. ValueError for a program name that cannot name a firmware
 /// (check_firmware_name), IoError when a directory or file cannot be written.
 void emit_c(const Program& program, const std::string& dir);
@@ -48,7 +49,7 @@ std::string expected_check_output(Simulator& sim, const std::vector<std::vector<
 /// (MACs, weight and table bytes, arena bytes).
 std::string report(const Program& program);
 
-/// Section sizes of the linked firmware in bytes, as arm-none-eabi-size -A reports them.
+/// Section sizes of the linked firmware in bytes, as the cross size program's -A reports them.
 struct FirmwareSize {
   ///@{
   /// Bytes of code and read-only data (.text, .rodata, .init, .fini: the weights are here),
@@ -60,11 +61,12 @@ struct FirmwareSize {
   /// RAM: data + bss.
   std::int64_t ram() const { return data + bss; }
 };
-/// Flash and RAM of the firmware from arm-none-eabi-size: model + kernels linked for `cpu`
+/// Flash and RAM of the firmware from arm-none-eabi-size (riscv64-unknown-elf-size for a RISC-V
+/// `cpu` such as rv32imc): model + kernels linked for `cpu`
 /// with unused sections removed (entry point `<name>_run`), by the emitted folder's Makefile
 /// (`make size CPU=<cpu>`). Needs the folder emit_c() wrote to `dir`. ValueError for a `cpu`
 /// that is not a CPU name (letters, digits, '-', '+', '.'), IoError when the link fails
-/// (make, gcc-arm-none-eabi or picolibc missing: tools/install-deps.sh installs them).
+/// (make, the cross compiler or picolibc missing: tools/install-deps.sh installs them).
 FirmwareSize firmware_size(const Program& program, const std::string& dir, const std::string& cpu = "cortex-m4");
 
 /// The text of the runtime's mt_kernels.h, embedded at build time (the emitter's copy of

@@ -59,7 +59,7 @@ struct Firmware {
   std::string precision;    ///< choose_precision's report, when it ran
   Verification verification;  ///< the firmware on the host and QEMU against the simulator
   /// Flash and RAM per CPU (model + kernels, unused sections removed); empty when
-  /// arm-none-eabi-gcc is missing.
+  /// its cross compiler (arm-none-eabi-gcc, riscv64-unknown-elf-gcc) is missing.
   std::vector<std::pair<std::string, FirmwareSize>> sizes;
   /// Accuracy, verification and one row per CPU (flash, RAM, instructions per inference,
   /// bit-exact), as text.

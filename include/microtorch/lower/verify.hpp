@@ -1,6 +1,7 @@
 /// \file
 /// Step 6 of the lowering pipeline: prove that an emitted firmware computes what the
-/// simulator computes, on the host and on emulated Cortex-M CPUs, and count its instructions.
+/// simulator computes, on the host and on emulated Cortex-M and RISC-V CPUs, and count its
+/// instructions.
 ///
 /// \code
 ///   lower::emit_c(program, "out/fw");
@@ -29,7 +30,8 @@ namespace microtorch::lower {
 struct VerifyOptions {
   /// The CPUs to build for and run on QEMU: cortex-m0, cortex-m0plus and cortex-m3 (board
   /// mps2-an385), cortex-m4 (mps2-an386), cortex-m7 (mps2-an500), cortex-m33 (mps2-an505),
-  /// cortex-m55 (mps3-an547).
+  /// cortex-m55 (mps3-an547); the RISC-V cores rv32imc (ESP32-C3 class), rv32imac and
+  /// rv32imafc (board virt, each restricted to its extensions).
   /// Empty: the host steps only.
   std::vector<std::string> cpus{"cortex-m0", "cortex-m4", "cortex-m7", "cortex-m33"};
   /// Also count instructions per inference on each CPU (two extra QEMU runs per CPU).
@@ -54,7 +56,7 @@ struct Verification {
   bool host = false;             ///< the host build (cc -O2) printed the simulator's integers
   bool sanitizer = false;        ///< so did the UBSan/ASan build, with no report
   std::vector<CpuCheck> cpus;    ///< one per CPU that was built and run
-  /// What could not run and why ("QEMU and arm-none-eabi-gcc not found: ..."); empty when
+  /// What could not run and why ("rv32imc: qemu-system-riscv32 not found ..."); empty when
   /// everything asked for ran.
   std::string skipped;
   std::string work;  ///< the work folder
@@ -71,7 +73,9 @@ struct Verification {
 /// Runs the firmware emit_c() wrote to `dir` on `inputs` (rows of integers for the input
 /// buffer, from quantize_input()) on the host and on QEMU for each CPU of `options`, and
 /// compares every output with the simulator's. CPUs are skipped, and said so in `skipped`,
-/// when arm-none-eabi-gcc or qemu-system-arm is missing; the host steps need make and cc.
+/// when their cross compiler or QEMU is missing (arm-none-eabi-gcc and qemu-system-arm for
+/// Cortex-M, riscv64-unknown-elf-gcc and qemu-system-riscv32 for RISC-V); the host steps
+/// need make and cc.
 /// ShapeError for an input of the wrong size, ValueError for an unknown CPU or a work folder
 /// that is not verify()'s, IoError when files cannot be written or the check script is not
 /// found (MICROTORCH_RUN_FIRMWARE_QEMU names it explicitly).

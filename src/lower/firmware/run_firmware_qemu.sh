@@ -7,14 +7,16 @@
 # only what goes into an MCU project). Exit status 0 only when every step passes.
 #
 #   1. <name>.c and mt_kernels.c compile warning-free (-std=c99 -Wall -Wextra -Wconversion -Werror)
-#      with the host's cc and with arm-none-eabi-gcc for each CPU; the Cortex-M0 objects may call
-#      no division and no float helper;
+#      with the host's cc and with each CPU's cross compiler (arm-none-eabi-gcc for Cortex-M,
+#      riscv64-unknown-elf-gcc for RISC-V); the Cortex-M0 objects may call no division and no
+#      float helper;
 #   2. the check program on the host (-O2) prints expected.txt exactly;
 #   3. the same under -fsanitize=undefined,address -fno-sanitize-recover=all: no report;
 #   4. on QEMU, every CPU's build prints it too: Cortex-M0 and M3 (portable C) on mps2-an385,
 #      the DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500), M33 (mps2-an505) and,
-#      when CPUS names it, M55 (mps3-an547; targets.sh beside this script names the boards, the
-#      Makefile links for each one's memory map).
+#      when CPUS names them, M55 (mps3-an547) and the RISC-V cores rv32imc, rv32imac and
+#      rv32imafc (virt, restricted to each core's extensions; targets.sh beside this script
+#      names the boards, the Makefile links for each one's memory map).
 #   5. (COUNT_INSTRUCTIONS=1) instructions per inference on each CPU: the check program built
 #      with -DCHECK_RUNS=1 and =2 runs under the counting plugin insncount.c (beside it); the
 #      difference of the two whole-program counts is one inference. PROFILE=1 also counts each
@@ -22,12 +24,12 @@
 #      instructions per inference in each function (profile_functions.py), most first.
 #
 #   src/lower/firmware/run_firmware_qemu.sh DIR NAME [WORK]
-#   COUNT_INSTRUCTIONS=1 CPUS="cortex-m0 cortex-m4" src/lower/firmware/run_firmware_qemu.sh DIR NAME [WORK]
+#   COUNT_INSTRUCTIONS=1 CPUS="cortex-m0 cortex-m4 rv32imc" src/lower/firmware/run_firmware_qemu.sh DIR NAME [WORK]
 #   PROFILE=1 COUNT_INSTRUCTIONS=1 CPUS=cortex-m4 src/lower/firmware/run_firmware_qemu.sh DIR NAME [WORK]
 #   src/lower/firmware/run_firmware_qemu.sh --help
 #
 # CPUS (default "cortex-m0 cortex-m4 cortex-m7 cortex-m33") lists the CPUs; empty: the host
-# steps only (then neither arm-none-eabi-gcc nor QEMU is needed). One line per result:
+# steps only (then no cross compiler and no QEMU is needed). One line per result:
 #   "   <cpu> on <board>: N inferences, identical to the simulator",
 #   "   instructions per inference (<cpu>): N", and last "run_firmware_qemu: PASS (...)" or FAIL.
 #
@@ -46,8 +48,9 @@ source "$targets"
 
 usage() {
   echo "usage: $(basename "$0") DIR NAME [WORK]   (COUNT_INSTRUCTIONS=1 also counts instructions per inference;"
-  echo "       CPUS=\"cortex-m0 cortex-m4 ...\" chooses the CPUs; DIR is a folder lower::emit_c wrote, WORK holds"
-  echo "       what lower::emit_check and expected_check_output wrote (default DIR); plugin source: $plugin_src)"
+  echo "       CPUS=\"cortex-m0 cortex-m4 rv32imc ...\" chooses the CPUs ($mcu_cpus);"
+  echo "       DIR is a folder lower::emit_c wrote, WORK holds what lower::emit_check and expected_check_output"
+  echo "       wrote (default DIR); plugin source: $plugin_src)"
 }
 if [[ ${1-} == -h || ${1-} == --help ]]; then
   usage
@@ -65,8 +68,11 @@ for cpu in "${cpus[@]}"; do
   mcu_board "$cpu" >/dev/null || { echo "run_firmware_qemu: no QEMU board for $cpu ($mcu_cpus)" >&2; exit 2; }
 done
 tools=(make cc)
-[[ ${#cpus[@]} -gt 0 ]] && tools+=(arm-none-eabi-gcc arm-none-eabi-nm qemu-system-arm)
-for tool in "${tools[@]}"; do
+for cpu in "${cpus[@]}"; do
+  read -r -a qemu_cmd <<<"$(mcu_qemu "$cpu")"
+  tools+=("$(mcu_cc "$cpu")" "$(mcu_tool "$cpu" nm)" "${qemu_cmd[0]}")
+done
+for tool in $(printf '%s\n' "${tools[@]}" | sort -u); do
   command -v "$tool" >/dev/null || { echo "run_firmware_qemu: $tool not found (tools/install-deps.sh installs it)" >&2; exit 2; }
 done
 for f in "$dir/$name.c" "$dir/$name.h" "$dir/mt_kernels.c" "$dir/mt_kernels.h" "$dir/Makefile" "$check/${name}_check.c" \
@@ -124,10 +130,10 @@ if need san; then
 fi
 
 qemu() { # cpu elf out [extra args...]: on the cpu's board
-  local board elf=$2 out=$3
-  board=$(mcu_board "$1")
+  local elf=$2 out=$3 cmd
+  read -r -a cmd <<<"$(mcu_qemu "$1")"
   shift 3
-  timeout 300 qemu-system-arm -M "$board" -nographic -semihosting-config enable=on,target=native "$@" \
+  timeout 300 "${cmd[@]}" -nographic -semihosting-config enable=on,target=native "$@" \
     -kernel "$elf" </dev/null >"$out" 2>&1
 }
 
@@ -164,7 +170,8 @@ if [[ ${COUNT_INSTRUCTIONS:-0} == 1 && $fail -eq 0 && ${#cpus[@]} -gt 0 ]]; then
       echo "   instructions per inference ($cpu): $((counts[1] - counts[0]))"
       if [[ ${PROFILE:-0} == 1 ]]; then
         python3 "$profiler" "$work/$cpu/count1.elf" "$work/$cpu-profile1.txt" "$work/$cpu/count2.elf" \
-          "$work/$cpu-profile2.txt" >"$work/$cpu-profile.md" || bad "no profile on $cpu"
+          "$work/$cpu-profile2.txt" --nm "$(mcu_tool "$cpu" nm)" --addr2line "$(mcu_tool "$cpu" addr2line)" \
+          >"$work/$cpu-profile.md" || bad "no profile on $cpu"
         echo "   instructions per inference by function ($cpu): $work/$cpu-profile.md"
       fi
     else

@@ -32,6 +32,15 @@
 #else
 #define MT_MVE 0
 #endif
+/* RISC-V with 32-bit registers and the M extension (__riscv_mul: MUL, MULH, MULHU in one
+ * instruction each), the rv32imc class of ESP32-C3 and CH32V: no packed SIMD, so its variants
+ * (#if MT_RV32) load words and register-block the loops in C, the same integers as the
+ * reference; -DMT_NO_RV selects the portable bodies (the benchmark's "before"). */
+#if defined(__riscv) && defined(__riscv_xlen) && __riscv_xlen == 32 && defined(__riscv_mul) && !defined(MT_NO_RV)
+#define MT_RV32 1
+#else
+#define MT_RV32 0
+#endif
 
 /* ==================================================================================== */
 /* Constant tables (flash): mt_tables.h                                                 */

@@ -906,6 +906,186 @@ MT_DEFINE_LINEAR_MVE_S8(mt_linear_mve_s8_s8_s16, int16_t, 16, vstrhq_p_s32, mt_l
 #define mt_linear_variant_s8_s8_s16 mt_linear_dsp2_s8_s8_s16
 #endif
 
+#if MT_RV32
+/* RISC-V (rv32imc) variants of the linear layers with int8 weights and int8 or int16 x. The
+ * core has no packed SIMD: a MAC is a load, a MUL and an ADD, so the loops are register-blocked,
+ * two rows of x against four weight rows per pass: per input 2 loads of x and 4 of weights
+ * serve 8 MACs (8 MUL, 8 ADD), 2.75 instructions per MAC and the pointers' share (MT_RV_STEP8),
+ * the eight int32 sums in registers.
+ * The sums are exact in int32 as the DSP variants' (the bias below 2^30: int8 x at most 65536
+ * inputs, |x w| <= 2^14; int16 x at most 256, |x w| <= 2^22; else the reference takes the
+ * call), so they equal the reference's and are requantized to the same integers: each channel's
+ * requantization set up once per group of four channels (mt_rv_rq), an output then in MUL,
+ * MULH, five ALU instructions and the clamp (y_min folded into the lower bound). An odd last
+ * row is computed alone against the four channels, a last group of fewer than four channels
+ * with its last channel repeated (the same outputs stored again). */
+
+/* One channel's y_zero + rq(acc) for m > 0 (the usual case; else the reference): with
+ * P = a m for a = acc 2^up, round half away from zero is floor((P + 2^(30+s') - [P < 0]) /
+ * 2^(31+s')) and the zero point folds into the constant, c = 2^(30+s') + y_zero 2^(31+s'),
+ * whose low word is 0 for s' >= 2: y_zero + rq(acc) = H >> (s' - 1) with H = floor((P + c -
+ * [a < 0]) / 2^32) (arithmetic shift: the floor) = c_hi + floor((P - [a < 0]) / 2^32). With
+ * N = |a| m >= 0 and h = floor(N / 2^32) (MULHU), that floor is h for a >= 0 and, for a < 0,
+ * floor(-(N + 1) / 2^32) = -(h + 1) = ~h: h XOR the sign mask a >> 31 (0 or all ones).
+ * s' = s for 2 <= s <= 31 (up = 0; |y_zero| < 2^(31-s) keeps |c| < 2^62); a shift s <= 1 (a
+ * ratio of 1/4 or more, as int8 layers with int16 outputs have) becomes s' = 2 with the sum
+ * shifted left by up = 2 - s first, which needs |acc| < 2^(29+s) (mt_rv_rq_ok): floor((2^up
+ * (P + 2^(30+s)) - [P < 0]) / 2^33) equals floor((P + 2^(30+s) - [P < 0]) / 2^(31+s)), as no
+ * multiple of 2^33 lies strictly between 2^up X - 2^up and 2^up X - 1. */
+typedef struct {
+  int32_t m, c_hi;
+  int sh, up;
+} mt_rv_rq;
+
+/* Whether a channel (rq, y_zero) takes mt_rv_rq when its sums stay within |acc| <= amax. */
+static inline int mt_rv_rq_ok(const int32_t *rq, int32_t y_zero, uint32_t amax) {
+  const int s = rq[1];
+  if (rq[0] <= 0 || s > 31 || s < -29 || mt_mag32(y_zero) >= 1u << 29) return 0;
+  return s >= 2 ? mt_mag32(y_zero) < 1u << (31 - s) : (amax >> (29 + s)) == 0;
+}
+
+static inline mt_rv_rq mt_rv_rq_init(const int32_t *rq, int32_t y_zero) {
+  const int s = rq[1] >= 2 ? rq[1] : 2; /* c_hi = 2^(s-2) + y_zero 2^(s-1) */
+  mt_rv_rq q;
+  q.m = rq[0];
+  q.up = s - rq[1];
+  q.sh = s - 1;
+  q.c_hi = (int32_t)((1u << (s - 2)) + (uint32_t)y_zero * (1u << (s - 1)));
+  return q;
+}
+
+/* y_zero + rq(acc), clamped to [lo, hi] */
+static inline int32_t mt_rv_rq_out(const mt_rv_rq *q, int32_t acc, int32_t lo, int32_t hi) {
+  const int32_t a = (int32_t)((uint32_t)acc << q->up);
+  const uint32_t sg = (uint32_t)(a >> 31), mag = ((uint32_t)a ^ sg) - sg; /* sign mask, |a| */
+  const uint32_t h = (uint32_t)(((uint64_t)mag * (uint32_t)q->m) >> 32); /* MULHU */
+  const int32_t v = (int32_t)((h ^ sg) + (uint32_t)q->c_hi) >> q->sh;
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* One input k of a pass (its weight at u: k in order, the middle two of four swapped in pair
+ * order): the two rows' x against the four weight rows, into the 8 sums (STEP8), or one row's
+ * x into 4 (STEP4). The pointers advance once per 8 inputs (STEP8; 4 for STEP4), so every
+ * load has an immediate offset: per 8 inputs 48 loads, 64 MUL, 64 ADD and 7 pointer and loop
+ * instructions for 64 MACs (about 2.9 per MAC). A step's loads stay in its step (MT_RV_STEP_END, an empty asm that
+ * clobbers memory, so no load moves across it): GCC otherwise hoists the loads of all four
+ * steps to the top of the loop and spills what then no longer fits in the registers. */
+#define MT_RV_STEP_END __asm__ volatile("" ::: "memory")
+#define MT_RV_STEP8(k, u)                                                                                 \
+  do {                                                                                                    \
+    const int32_t xa_ = pa[k], xb_ = pb[k], v0_ = p0[u], v1_ = p1[u], v2_ = p2[u], v3_ = p3[u];           \
+    a0 += xa_ * v0_, a1 += xa_ * v1_, a2 += xa_ * v2_, a3 += xa_ * v3_;                                   \
+    a4 += xb_ * v0_, a5 += xb_ * v1_, a6 += xb_ * v2_, a7 += xb_ * v3_;                                   \
+    MT_RV_STEP_END;                                                                                       \
+  } while (0)
+#define MT_RV_STEP4(k, u)                                                                                 \
+  do {                                                                                                    \
+    const int32_t xa_ = pa[k];                                                                            \
+    a0 += xa_ * p0[u], a1 += xa_ * p1[u], a2 += xa_ * p2[u], a3 += xa_ * p3[u];                           \
+    MT_RV_STEP_END;                                                                                       \
+  } while (0)
+
+/* NAME: the layer for x of type XT (int8 or int16: PAIRED weights, |x w| <= 2^XW, at most
+ * MAX_IN inputs), outputs YT in [YLO, YHI], bias BT. Returns 0 (the reference computes) when a
+ * bias is beyond 2^30 or a channel is not mt_rv_rq's. Pairs of rows against four channels
+ * (STEP8), an odd last row against them alone (STEP4). */
+#define MT_DEFINE_LINEAR_RV(NAME, XT, YT, BT, YLO, YHI, PAIRED, XW, MAX_IN)                               \
+  static int NAME(const XT *x, const int8_t *w, const BT *b, YT *y, int rows, int in, int out, int xs,    \
+                  const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                 \
+    const int32_t lo = y_min > (YLO) ? y_min : (YLO);                                                     \
+    const uint32_t xw_sum = (uint32_t)in << (XW); /* |x . w| of any row */                                \
+    enum { U1 = (PAIRED) ? 2 : 1, U2 = (PAIRED) ? 1 : 2 }; /* the weights of inputs 1 and 2 */           \
+    int o, r, k, j;                                                                                       \
+    if (in > (MAX_IN)) return 0;                                                                          \
+    for (o = 0; o < out; ++o) {                                                                           \
+      const int64_t bo = b ? (int64_t)b[o] : 0;                                                           \
+      if (bo >= (1 << 30) || bo <= -(1 << 30)) return 0;                                                  \
+      if ((o == 0 || rq_per_channel) &&                                                                   \
+          !mt_rv_rq_ok(rq + (rq_per_channel ? 2 * o : 0), y_zero, xw_sum + mt_mag32((int32_t)bo)))        \
+        return 0;                                                                                         \
+    }                                                                                                     \
+    for (o = 0; o < out; o += 4) {                                                                        \
+      mt_rv_rq q[4];                                                                                      \
+      int32_t bias[4];                                                                                    \
+      int c[4];                                                                                           \
+      for (k = 0; k < 4; ++k) {                                                                           \
+        c[k] = o + k < out ? o + k : out - 1;                                                             \
+        q[k] = mt_rv_rq_init(rq + (rq_per_channel ? 2 * c[k] : 0), y_zero);                               \
+        bias[k] = b ? (int32_t)b[c[k]] : 0;                                                               \
+      }                                                                                                   \
+      for (r = 0; r + 2 <= rows; r += 2) {                                                                \
+        const XT *pa = x + r * xs, *pb = pa + xs;                                                         \
+        const int8_t *p0 = w + c[0] * in, *p1 = w + c[1] * in, *p2 = w + c[2] * in, *p3 = w + c[3] * in;  \
+        int32_t a0 = bias[0], a1 = bias[1], a2 = bias[2], a3 = bias[3];                                   \
+        int32_t a4 = a0, a5 = a1, a6 = a2, a7 = a3;                                                       \
+        for (j = in >> 3; j > 0; --j) {                                                                   \
+          MT_RV_STEP8(0, 0);                                                                              \
+          MT_RV_STEP8(1, U1);                                                                             \
+          MT_RV_STEP8(2, U2);                                                                             \
+          MT_RV_STEP8(3, 3);                                                                              \
+          MT_RV_STEP8(4, 4);                                                                              \
+          MT_RV_STEP8(5, 4 + U1);                                                                         \
+          MT_RV_STEP8(6, 4 + U2);                                                                         \
+          MT_RV_STEP8(7, 7);                                                                              \
+          pa += 8, pb += 8, p0 += 8, p1 += 8, p2 += 8, p3 += 8;                                           \
+        }                                                                                                 \
+        if (in & 4) {                                                                                     \
+          MT_RV_STEP8(0, 0);                                                                              \
+          MT_RV_STEP8(1, U1);                                                                             \
+          MT_RV_STEP8(2, U2);                                                                             \
+          MT_RV_STEP8(3, 3);                                                                              \
+          pa += 4, pb += 4, p0 += 4, p1 += 4, p2 += 4, p3 += 4;                                           \
+        }                                                                                                 \
+        for (j = in & 3; j > 0; --j) { /* the last in % 4, in order */                                    \
+          MT_RV_STEP8(0, 0);                                                                              \
+          ++pa, ++pb, ++p0, ++p1, ++p2, ++p3;                                                             \
+        }                                                                                                 \
+        { /* channel by channel, its requantization loaded once for both rows */                          \
+          YT *ya = y + r * out, *yb = ya + out;                                                           \
+          ya[c[0]] = (YT)mt_rv_rq_out(&q[0], a0, lo, YHI), yb[c[0]] = (YT)mt_rv_rq_out(&q[0], a4, lo, YHI);  \
+          ya[c[1]] = (YT)mt_rv_rq_out(&q[1], a1, lo, YHI), yb[c[1]] = (YT)mt_rv_rq_out(&q[1], a5, lo, YHI);  \
+          ya[c[2]] = (YT)mt_rv_rq_out(&q[2], a2, lo, YHI), yb[c[2]] = (YT)mt_rv_rq_out(&q[2], a6, lo, YHI);  \
+          ya[c[3]] = (YT)mt_rv_rq_out(&q[3], a3, lo, YHI), yb[c[3]] = (YT)mt_rv_rq_out(&q[3], a7, lo, YHI);  \
+        }                                                                                                 \
+      }                                                                                                   \
+      if (r < rows) { /* an odd last row */                                                               \
+        const XT *pa = x + r * xs;                                                                        \
+        const int8_t *p0 = w + c[0] * in, *p1 = w + c[1] * in, *p2 = w + c[2] * in, *p3 = w + c[3] * in;  \
+        int32_t a0 = bias[0], a1 = bias[1], a2 = bias[2], a3 = bias[3];                                   \
+        for (j = in >> 2; j > 0; --j) {                                                                   \
+          MT_RV_STEP4(0, 0);                                                                              \
+          MT_RV_STEP4(1, U1);                                                                             \
+          MT_RV_STEP4(2, U2);                                                                             \
+          MT_RV_STEP4(3, 3);                                                                              \
+          pa += 4, p0 += 4, p1 += 4, p2 += 4, p3 += 4;                                                    \
+        }                                                                                                 \
+        for (j = in & 3; j > 0; --j) {                                                                    \
+          MT_RV_STEP4(0, 0);                                                                              \
+          ++pa, ++p0, ++p1, ++p2, ++p3;                                                                   \
+        }                                                                                                 \
+        y[r * out + c[0]] = (YT)mt_rv_rq_out(&q[0], a0, lo, YHI);                                         \
+        y[r * out + c[1]] = (YT)mt_rv_rq_out(&q[1], a1, lo, YHI);                                         \
+        y[r * out + c[2]] = (YT)mt_rv_rq_out(&q[2], a2, lo, YHI);                                         \
+        y[r * out + c[3]] = (YT)mt_rv_rq_out(&q[3], a3, lo, YHI);                                         \
+      }                                                                                                   \
+    }                                                                                                     \
+    return 1;                                                                                             \
+  }
+MT_DEFINE_LINEAR_RV(mt_linear_rv_s8_s8_s8, int8_t, int8_t, int32_t, -128, 127, 0, 14, 65536)
+MT_DEFINE_LINEAR_RV(mt_linear_rv_s8_s8_s16, int8_t, int16_t, int32_t, -32768, 32767, 0, 14, 65536)
+MT_DEFINE_LINEAR_RV(mt_linear_rv_s16_s8_s8, int16_t, int8_t, int64_t, -128, 127, 1, 22, 256)
+MT_DEFINE_LINEAR_RV(mt_linear_rv_s16_s8_s16, int16_t, int16_t, int64_t, -32768, 32767, 1, 22, 256)
+#undef mt_linear_variant_s8_s8_s8
+#undef mt_linear_variant_s8_s8_s16
+#define mt_linear_variant_s8_s8_s8 mt_linear_rv_s8_s8_s8
+#define mt_linear_variant_s8_s8_s16 mt_linear_rv_s8_s8_s16
+#define mt_linear_variant_s16_s8_s8 mt_linear_rv_s16_s8_s8
+#define mt_linear_variant_s16_s8_s16 mt_linear_rv_s16_s8_s16
+#else
+#define mt_linear_variant_s16_s8_s8 mt_linear_dsp2_s16_s8_s8
+#define mt_linear_variant_s16_s8_s16 mt_linear_dsp2_s16_s8_s16
+#endif
+
 MT_DEFINE_LINEAR(mt_linear_s8_s8_s8, int8_t, int8_t, int8_t, int32_t, mt_wdot_s8_s8, mt_linear_out_s8,
                  mt_linear_variant_s8_s8_s8)
 MT_DEFINE_LINEAR(mt_linear_s8_s8_s16, int8_t, int8_t, int16_t, int32_t, mt_wdot_s8_s8, mt_linear_out_s16,
@@ -915,9 +1095,9 @@ MT_DEFINE_LINEAR(mt_linear_s8_s16_s8, int8_t, int16_t, int8_t, int32_t, mt_wdot_
 MT_DEFINE_LINEAR(mt_linear_s8_s16_s16, int8_t, int16_t, int16_t, int32_t, mt_wdot_s8_s16, mt_linear_out_s16,
                  mt_linear_dsp_s8_s16_s16)
 MT_DEFINE_LINEAR(mt_linear_s16_s8_s8, int16_t, int8_t, int8_t, int64_t, mt_wdot_s16_s8, mt_linear_out_s8,
-                 mt_linear_dsp2_s16_s8_s8)
+                 mt_linear_variant_s16_s8_s8)
 MT_DEFINE_LINEAR(mt_linear_s16_s8_s16, int16_t, int8_t, int16_t, int64_t, mt_wdot_s16_s8, mt_linear_out_s16,
-                 mt_linear_dsp2_s16_s8_s16)
+                 mt_linear_variant_s16_s8_s16)
 MT_DEFINE_LINEAR(mt_linear_s16_s16_s8, int16_t, int16_t, int8_t, int64_t, mt_wdot_s16_s16, mt_linear_out_s8,
                  mt_linear_dsp2_s16_s16_s8)
 MT_DEFINE_LINEAR(mt_linear_s16_s16_s16, int16_t, int16_t, int16_t, int64_t, mt_wdot_s16_s16, mt_linear_out_s16,
