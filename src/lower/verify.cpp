@@ -64,6 +64,7 @@ std::string Verification::summary() const {
   for (const CpuCheck& c : cpus) {
     ran += ", " + c.cpu + (c.identical ? "" : " (DIFFERS)");
     if (c.instructions >= 0) ran += fmt::format(" ({} instructions)", c.instructions);
+    if (c.train_instructions >= 0) ran += fmt::format(" ({} per training step)", c.train_instructions);
   }
   std::string s = fmt::format("{} on {} inputs: {}{}", passed ? "verified" : "FAILED", inputs, ran,
                               passed ? " identical to the simulator" : fmt::format(" (see {}/verification.txt)", work));
@@ -88,12 +89,19 @@ Verification verify(const Program& program, const std::vector<std::vector<std::i
     }
   }
   std::vector<std::string> cpus = options.cpus;
+  // a float32 program needs a single-precision FPU: not on Cortex-M0, M0+ or M3
+  if (program.float32()) {
+    std::vector<std::string> fpu, none;
+    for (const std::string& cpu : cpus) (detail::cpu_has_fpu(cpu) ? fpu : none).push_back(cpu);
+    if (!none.empty()) v.skipped = fmt::format("{}: no FPU for a float32 program", fmt::join(none, ", "));
+    cpus = fpu;
+  }
   if (!cpus.empty()) {
     for (const char* tool : {"arm-none-eabi-gcc", "qemu-system-arm"}) {
       if (!detail::have_program(tool)) {
-        v.skipped = fmt::format("{}: {} not found (tools/install-deps.sh installs gcc-arm-none-eabi, "
-                                "picolibc-arm-none-eabi and qemu-system-arm)",
-                                fmt::join(cpus, ", "), tool);
+        v.skipped += fmt::format("{}{}: {} not found (tools/install-deps.sh installs gcc-arm-none-eabi, "
+                                 "picolibc-arm-none-eabi and qemu-system-arm)",
+                                 v.skipped.empty() ? "" : "; ", fmt::join(cpus, ", "), tool);
         cpus.clear();
         break;
       }
@@ -101,9 +109,9 @@ Verification verify(const Program& program, const std::vector<std::vector<std::i
   }
 
   prepare_work(v.work);
-  emit_check(program, inputs, v.work);
+  emit_check(program, inputs, v.work, options.training);
   Simulator sim(program);
-  write_file(v.work + "/expected.txt", expected_check_output(sim, inputs), "verify");
+  write_file(v.work + "/expected.txt", expected_check_output(sim, inputs, options.training), "verify");
   const detail::CommandResult r = detail::run_command(
       fmt::format("CPUS={} COUNT_INSTRUCTIONS={} bash {} {} {} {}", detail::shell_quote(fmt::format("{}", fmt::join(cpus, " "))),
                   options.count_instructions ? 1 : 0, detail::shell_quote(check_script()), detail::shell_quote(dir),
@@ -114,7 +122,7 @@ Verification verify(const Program& program, const std::vector<std::vector<std::i
   if (r.status != 0 && r.out.find("no QEMU board for") != std::string::npos) {
     throw ValueError(fmt::format("verify: {}", r.out.substr(r.out.find("no QEMU board for"))));
   }
-  for (const std::string& cpu : cpus) v.cpus.push_back({cpu, "", false, -1});
+  for (const std::string& cpu : cpus) v.cpus.push_back({cpu, "", false, -1, -1});
   std::istringstream lines(v.log);
   for (std::string line; std::getline(lines, line);) {
     const auto at = line.find_first_not_of(' ');
@@ -130,6 +138,8 @@ Verification verify(const Program& program, const std::vector<std::vector<std::i
       }
       const std::string key = "instructions per inference (" + c.cpu + "): ";
       if (line.rfind(key, 0) == 0) c.instructions = std::stoll(line.substr(key.size()));
+      const std::string tkey = "instructions per training step (" + c.cpu + "): ";
+      if (line.rfind(tkey, 0) == 0) c.train_instructions = std::stoll(line.substr(tkey.size()));
     }
   }
   v.passed = r.status == 0 && v.host && v.sanitizer;
