@@ -303,3 +303,24 @@ TEST_CASE("lower::to_firmware with train: a float32 training firmware, verified 
   CHECK(report.find(fmt::format("| cortex-m4 | {} | {} | - | - | yes (mps2-an386) |", fw.sizes[0].second.flash(),
                                 fw.sizes[0].second.ram())) != std::string::npos);
 }
+
+TEST_CASE("lower train float32: frozen layers before the trained ones keep nothing for a backward that does not run") {
+  mt::manual_seed(11);
+  nn::TransformerEncoderLayer layer(8, 2, {.dim_feedforward = 16, .dropout = 0.0, .batch_first = true});
+  layer.eval();
+  const Tensor xs = mt::randn({4, 5, 8});
+  const lower::Graph g = lower::trace(layer, {1, 5, 8});
+  auto kept = [&](const std::vector<std::string>& params) {
+    lower::TrainOptions t;
+    t.parameters = params;
+    const lower::Program p = lower::train_program(g, lower::calibrate(g, xs), named("kept"), t);
+    std::int64_t lse = 0, stats = 0;
+    for (const lower::Buffer& b : p.buffers) {
+      lse += b.origin.find("log-sum-exp") != std::string::npos;
+      stats += b.origin.find("the mean and 1/std") != std::string::npos;
+    }
+    return std::pair{lse, stats};
+  };
+  CHECK(kept({"norm2.*"}) == std::pair<std::int64_t, std::int64_t>{0, 1});  // only norm2's backward runs
+  CHECK(kept({"self_attn.in_proj_weight"}) == std::pair<std::int64_t, std::int64_t>{1, 2});
+}

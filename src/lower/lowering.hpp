@@ -9,6 +9,7 @@
 // calls with step() and publishes the result with set().
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -219,8 +220,14 @@ class Lowering {
   /// Forgets every activation's view: a second forward (the training step's) starts over.
   void reset_views();
   /// Is the forward being lowered the training step's (its rules keep what backward reads)?
-  bool training() const { return training_; }
   void set_training(bool on) { training_ = on; }
+  /// Does n's forward keep what its backward reads (and compute what only the backward needs,
+  /// such as attention's log-sum-exp)? In the training step's forward, when n's backward
+  /// runs: an input of n depends on a trained parameter. Frozen layers before the first
+  /// trained one keep nothing.
+  bool keeps(const Node& n) const {
+    return training_ && std::any_of(n.inputs.begin(), n.inputs.end(), [this](std::int64_t v) { return needs_grad(v); });
+  }
   /// What a node's forward keeps for its backward: the views it read or wrote, and numbers.
   struct Saved {
     std::vector<View> views;

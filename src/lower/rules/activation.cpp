@@ -122,7 +122,7 @@ void lower_unary_f32(Lowering& L, const Node& n) {
     args.push_back(Arg::real(node_attr<double>(n, "max")));
   }
   L.step(fmt::format("mt_{}_f32", n.op), std::move(args), count);
-  if (L.training()) L.save(n, {n.op == "gelu" || n.op == "clamp" ? x : y});
+  if (L.keeps(n)) L.save(n, {n.op == "gelu" || n.op == "clamp" ? x : y});
   L.set(n, y);
 }
 

@@ -279,7 +279,7 @@ void attention_f32(Lowering& L, const Node& n, const View& q, const View& k, con
   const std::int64_t heads = numel_of(lead);
   const Tensor keep = keep_of(L, n, mask, lead, Lq, S);
   View lse;
-  if (L.training()) {
+  if (L.keeps(n)) {
     lse = L.new_act({heads * Lq}, Elem::F32, Format{}, -1, false);
     L.program().buffer(lse.buffer).origin = fmt::format("the log-sum-exp of each query of %{}", n.output);
   }
@@ -304,7 +304,7 @@ void attention_f32(Lowering& L, const Node& n, const View& q, const View& k, con
             Arg::real(scale)},
            Lq * S * (D + Dv));
   }
-  if (L.training()) L.save(n, {q, k, v, out, lse}, tables);
+  if (L.keeps(n)) L.save(n, {q, k, v, out, lse}, tables);
 }
 
 // The backward of attention_f32 into the gradients dq, dk, dv (views laid out as q, k, v:

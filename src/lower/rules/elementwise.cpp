@@ -195,7 +195,7 @@ void lower_add_f32(Lowering& L, const Node& n, bool subtract) {
   L.step("mt_add_f32", {Arg::buf(a.buffer, a.offset), Arg::buf(b.buffer, b.offset), Arg::buf(y.buffer), Arg::num(count),
                         Arg::num(nb), Arg::real(ca), Arg::real(cb)},
          count);
-  if (L.training()) L.save(n, {}, {static_cast<std::int64_t>(i), nb});
+  if (L.keeps(n)) L.save(n, {}, {static_cast<std::int64_t>(i), nb});
   L.set(n, y);
 }
 
@@ -221,7 +221,7 @@ void lower_scale_f32(Lowering& L, const Node& n, std::int64_t x_id, double c) {
   L.step("mt_add_f32", {Arg::buf(x.buffer, x.offset), Arg::buf(-1), Arg::buf(y.buffer), Arg::num(count), Arg::num(count),
                         Arg::real(c), Arg::real(0.0)},
          count);
-  if (L.training()) L.save(n, {}, {x_id});
+  if (L.keeps(n)) L.save(n, {}, {x_id});
   L.set(n, y);
 }
 
@@ -263,7 +263,7 @@ void lower_mul_f32(Lowering& L, const Node& n) {
   L.step("mt_mul_f32", {Arg::buf(a.buffer, a.offset), Arg::buf(b.buffer, b.offset), Arg::buf(y.buffer),
                         Arg::num(numel_of(out)), Arg::num(nb)},
          numel_of(out));
-  if (L.training()) L.save(n, {a, b}, {static_cast<std::int64_t>(i), nb});
+  if (L.keeps(n)) L.save(n, {a, b}, {static_cast<std::int64_t>(i), nb});
   L.set(n, y);
 }
 

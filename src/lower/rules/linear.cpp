@@ -193,7 +193,7 @@ void lower_linear_f32(Lowering& L, const Node& n) {
          {Arg::buf(x.buffer, x.offset), Arg::buf(w.buffer), Arg::buf(b.buffer), Arg::buf(y.buffer), Arg::num(rows),
           Arg::num(in), Arg::num(out), Arg::num(xs)},
          rows * in * out);
-  if (L.training()) L.save(n, {x, w, b});
+  if (L.keeps(n)) L.save(n, {x, w, b});
   L.set(n, y);
 }
 
@@ -239,7 +239,7 @@ void lower_matmul_f32(Lowering& L, const Node& n) {
          {Arg::buf(a.buffer, a.offset), Arg::buf(pb.buffer, pb.offset), Arg::buf(y.buffer), Arg::num(batch), Arg::num(M),
           Arg::num(K), Arg::num(N), Arg::num(transposed ? 1 : 0)},
          batch * M * K * N);
-  if (L.training()) L.save(n, {a, pb}, {transposed ? 1 : 0});
+  if (L.keeps(n)) L.save(n, {a, pb}, {transposed ? 1 : 0});
   L.set(n, y);
 }
 

@@ -95,7 +95,7 @@ void lower_layer_norm_f32(Lowering& L, const Node& n) {
   const View b = n.inputs.size() > 2 && n.inputs[2] >= 0 ? L.constant_f32(n, n.inputs[2]) : View{};
   const View y = L.out_act(n, Elem::F32, Format{});
   View stats;
-  if (L.training()) {
+  if (L.keeps(n)) {
     stats = L.new_act({rows, 2}, Elem::F32, Format{}, -1, false);
     L.program().buffer(stats.buffer).origin = fmt::format("the mean and 1/std of the rows of %{}", n.output);
   }
@@ -103,7 +103,7 @@ void lower_layer_norm_f32(Lowering& L, const Node& n) {
                               Arg::buf(stats.buffer), Arg::num(rows), Arg::num(cols),
                               Arg::real(node_attr<double>(n, "eps"))},
          2 * numel_of(x.shape));
-  if (L.training()) L.save(n, {x, g, stats}, {rows, cols});
+  if (L.keeps(n)) L.save(n, {x, g, stats}, {rows, cols});
   L.set(n, y);
 }
 

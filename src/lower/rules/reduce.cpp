@@ -42,7 +42,7 @@ void lower_reduce_f32(Lowering& L, const Node& n, bool mean) {
   L.step("mt_sum_f32", {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(sp.outer), Arg::num(sp.count),
                         Arg::num(sp.inner), Arg::real(c)},
          sp.outer * sp.count * sp.inner);
-  if (L.training()) L.save(n, {}, {sp.outer, sp.count, sp.inner});
+  if (L.keeps(n)) L.save(n, {}, {sp.outer, sp.count, sp.inner});
   L.set(n, y);
 }
 

@@ -41,7 +41,7 @@ void lower_softmax_f32(Lowering& L, const Node& n) {
   L.step("mt_softmax_f32", {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel_of(x.shape) / cols),
                             Arg::num(cols)},
          numel_of(x.shape));
-  if (L.training()) L.save(n, {y}, {cols});
+  if (L.keeps(n)) L.save(n, {y}, {cols});
   L.set(n, y);
 }
 
