@@ -8,6 +8,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -41,6 +43,26 @@ std::string q_name(const Buffer& b) {
   return format_name(b.elem, b.scale, b.zero_point);
 }
 
+// A float's exact C literal: the shortest decimal that reads back as the same float ("0.1f").
+std::string c_float(double v) {
+  const auto f = static_cast<float>(v);
+  if (std::isnan(f)) return "(0.0f / 0.0f)";
+  if (std::isinf(f)) return f > 0 ? "(1.0f / 0.0f)" : "(-1.0f / 0.0f)";
+  for (int digits = 6; digits <= 9; ++digits) {
+    const std::string s = fmt::format("{:.{}g}", f, digits);
+    if (std::strtof(s.c_str(), nullptr) == f) return s + (s.find_first_of(".e") == std::string::npos ? ".0f" : "f");
+  }
+  return fmt::format("{:.9g}f", f);
+}
+
+// A float buffer element from its IEEE bits (Buffer::data of an Elem::F32 buffer).
+std::string c_float_bits(std::int64_t bits) {
+  const auto u = static_cast<std::uint32_t>(bits);
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return c_float(f);
+}
+
 // The C expression for a buffer argument.
 std::string c_pointer(const Program& p, const Arg& a) {
   if (a.buffer < 0) return "0";
@@ -49,15 +71,34 @@ std::string c_pointer(const Program& p, const Arg& a) {
   switch (b.kind) {
     case BufferKind::Input: return "in" + off;
     case BufferKind::Output: return "out" + off;
-    case BufferKind::Weight: return b.name + off;
+    case BufferKind::Target: return "target" + off;
+    case BufferKind::Weight:
+    case BufferKind::Parameter:
+    case BufferKind::State: return b.name + off;
     default:
       return fmt::format("({} *)(void *)(arena.bytes + {})", elem_ctype(b.elem), b.offset + a.offset * elem_bytes(b.elem));
   }
 }
 
+// A call's arguments as C.
+std::string c_args(const Program& p, const Step& s) {
+  std::string args;
+  for (const Arg& a : s.args) {
+    if (!args.empty()) args += ", ";
+    args += a.kind == Arg::Kind::Buffer ? c_pointer(p, a)
+            : a.kind == Arg::Kind::Real ? c_float(a.real_value)
+                                        : c_int(a.value);
+  }
+  return args;
+}
+
 std::string c_array(const Buffer& b) {
-  std::string s = fmt::format("static const {} {}[{}] MT_WORD_ALIGNED = {{", elem_ctype(b.elem), b.name,
-                              std::max<std::int64_t>(b.size, 1));
+  if (b.kind == BufferKind::State) {  // zeroed RAM
+    return fmt::format("static {} {}[{}] MT_WORD_ALIGNED;\n", elem_ctype(b.elem), b.name, std::max<std::int64_t>(b.size, 1));
+  }
+  const bool f32 = b.elem == Elem::F32;
+  std::string s = fmt::format("static {}{} {}[{}] MT_WORD_ALIGNED = {{", b.kind == BufferKind::Parameter ? "" : "const ",
+                              elem_ctype(b.elem), b.name, std::max<std::int64_t>(b.size, 1));
   if (!b.fields.empty() && b.fields.size() == b.data.size()) {  // a parameter table: designated initializers
     for (std::size_t i = 0; i < b.data.size(); ++i) {
       s += fmt::format("\n  [{}] = {}{}", b.fields[i], c_int(b.data[i]), i + 1 < b.data.size() ? "," : "");
@@ -65,7 +106,8 @@ std::string c_array(const Buffer& b) {
     return s + "\n};\n";
   }
   for (std::size_t i = 0; i < b.data.size(); ++i) {
-    s += (i % 12 == 0 ? "\n  " : " ") + c_int(b.data[i]) + (i + 1 < b.data.size() ? "," : "");
+    s += (i % (f32 ? 8 : 12) == 0 ? "\n  " : " ") + (f32 ? c_float_bits(b.data[i]) : c_int(b.data[i])) +
+         (i + 1 < b.data.size() ? "," : "");
   }
   if (b.data.empty()) s += "0";
   return s + "\n};\n";
@@ -74,9 +116,61 @@ std::string c_array(const Buffer& b) {
 std::string input_type(const Program& p) { return std::string(elem_ctype(p.buffer(p.input).elem)); }
 std::string output_type(const Program& p) { return std::string(elem_ctype(p.buffer(p.output).elem)); }
 
+// The training step's macros and declarations (Program::training).
+std::string training_macros(const Program& p) {
+  const std::string N = upper(p.name);
+  const Training& t = *p.training;
+  std::int64_t blob = 0;
+  for (const TrainedParameter& tp : t.parameters) blob += p.buffer(tp.buffer).bytes();
+  return fmt::format("#define {0}_BATCH {1}\n#define {0}_TARGET_SIZE {2}\n#define {0}_PARAMS_BYTES {3}\n", N, t.batch,
+                     p.buffer(t.target).size, blob);
+}
+
+std::string training_declarations(const Program& p) {
+  const Training& t = *p.training;
+  std::string names;
+  for (const TrainedParameter& tp : t.parameters) names += (names.empty() ? "" : ", ") + tp.name;
+  return fmt::format(
+      "\n/* One training step ({1}, {2} loss): {10}_BATCH samples (in: {10}_BATCH inputs one after the\n"
+      " * other; target: {10}_BATCH times {10}_TARGET_SIZE {3}), SGD with lr {4}, momentum {5}, weight\n"
+      " * decay {6} on: {7}. Returns the step's mean loss. */\n"
+      "float {0}_train_step(const {8} *in, const {9} *target);\n"
+      "/* The trained parameters as one blob of {10}_PARAMS_BYTES bytes, in the order above: copied out\n"
+      " * (get) or in (set); each returns the bytes copied, or -1 when `bytes` is too small. */\n"
+      "int {0}_get_params(void *blob, int bytes);\nint {0}_set_params(const void *blob, int bytes);\n",
+      p.name, t.numeric, t.loss == "mse" ? "MSE" : "cross entropy",
+      t.loss == "mse" ? "float target values" : "int32 class indices", c_float(t.lr), c_float(t.momentum),
+      c_float(t.weight_decay), names, input_type(p), elem_ctype(p.buffer(t.target).elem), upper(p.name));
+}
+
 std::string header_text(const Program& p) {
   const std::string N = upper(p.name);
   const Buffer &in = p.buffer(p.input), &out = p.buffer(p.output);
+  if (in.elem == Elem::F32) {
+    std::string h = fmt::format(
+        "/* {0}.h - generated by microtorch's lowering pass. Do not edit.\n"
+        " *\n"
+        " * float32 activations and weights (for cores with a single-precision FPU); {1} MACs per\n"
+        " * inference; {2} bytes of weights and tables (flash), {3} bytes of arena (RAM); no malloc, no stdio.\n"
+        " *\n"
+        " *   input  float {4}\n"
+        " *   output {5} {6}\n"
+        " *\n"
+        " * {0}_run returns 0, or 1 when the input held an out-of-range token id.\n"
+        " * Not reentrant: the arena is one static buffer.\n"
+        " */\n"
+        "#ifndef {7}_H\n#define {7}_H\n\n#include <stdint.h>\n\n",
+        p.name, p.total_macs(), p.weight_bytes(), p.arena_bytes, shape_str(p.input_shape), elem_ctype(out.elem),
+        shape_str(p.output_shape), N);
+    h += fmt::format("#define {0}_INPUT_SIZE {1}\n#define {0}_OUTPUT_SIZE {2}\n#define {0}_ARENA_BYTES {3}\n", N, in.size,
+                     out.size, p.arena_bytes);
+    if (p.training) h += training_macros(p);
+    h += "\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
+    h += fmt::format("int {}_run(const float *in, {} *out);\n", p.name, output_type(p));
+    if (p.training) h += training_declarations(p);
+    h += "\n#ifdef __cplusplus\n}\n#endif\n\n";
+    return h + fmt::format("#endif /* {}_H */\n", N);
+  }
   std::string h = fmt::format(
       "/* {0}.h - generated by microtorch's lowering pass. Do not edit.\n"
       " *\n"
@@ -104,9 +198,11 @@ std::string header_text(const Program& p) {
     return m;
   };
   h += format_macros("INPUT", in) + format_macros("OUTPUT", out);
-  h += fmt::format("#define {}_ARENA_BYTES {}\n\n", N, p.arena_bytes);
-  h += "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
+  h += fmt::format("#define {}_ARENA_BYTES {}\n", N, p.arena_bytes);
+  if (p.training) h += training_macros(p);
+  h += "\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
   h += fmt::format("int {}_run(const {} *in, {} *out);\n", p.name, input_type(p), output_type(p));
+  if (p.training) h += training_declarations(p);
   if (in.fixed_point && out.fixed_point) {
     h += fmt::format(
         "\n#ifdef {0}_FLOAT_API\n/* Convenience for hosts with an FPU: quantises in, runs, dequantises out. */\n"
@@ -118,6 +214,56 @@ std::string header_text(const Program& p) {
   return h;
 }
 
+// The calls of a list of steps, each after a comment with its label (`status` set to 1 when
+// a kernel that returns a status reports bad data).
+std::string c_steps(const Program& p, const std::vector<Step>& steps, const std::string& indent) {
+  std::string c;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    const std::string args = c_args(p, s);
+    c += fmt::format("{}/* {}: {} */\n", indent, i, s.label);
+    c += s.returns_status ? fmt::format("{}if ({}({}) != 0) status = 1;\n", indent, s.kernel, args)
+                          : fmt::format("{}{}({});\n", indent, s.kernel, args);
+  }
+  return c;
+}
+
+// <name>_train_step, <name>_get_params, <name>_set_params.
+std::string training_source(const Program& p) {
+  const std::string N = upper(p.name);
+  const Training& t = *p.training;
+  const std::string target_t(elem_ctype(p.buffer(t.target).elem));
+  std::string c = fmt::format(
+      "\nfloat {0}_train_step(const {1} *batch_in, const {2} *batch_target) {{\n  int s, status = 0;\n", p.name,
+      input_type(p), target_t);
+  c += c_steps(p, t.zero, "  ");
+  c += fmt::format("  for (s = 0; s < {0}_BATCH; ++s) {{\n    const {1} *in = batch_in + s * {0}_INPUT_SIZE;\n"
+                   "    const {2} *target = batch_target + s * {0}_TARGET_SIZE;\n",
+                   N, input_type(p), target_t);
+  c += c_steps(p, t.sample, "    ");
+  c += "  }\n";
+  c += c_steps(p, t.update, "  ");
+  c += fmt::format("  (void)status;\n  return {}[0];\n}}\n", p.buffer(t.loss_value).name);
+  // the blob: each trained parameter's bytes in turn
+  auto copy = [&](bool out) {
+    std::string body;
+    for (const TrainedParameter& tp : t.parameters) {
+      const Buffer& b = p.buffer(tp.buffer);
+      body += fmt::format("  for (i = 0; i < {}; ++i) {};\n", b.bytes(),
+                          out ? fmt::format("*dst++ = ((const uint8_t *){})[i]", b.name)
+                              : fmt::format("((uint8_t *){})[i] = *src++", b.name));
+    }
+    return body;
+  };
+  c += fmt::format("\nint {0}_get_params(void *blob, int bytes) {{\n  uint8_t *dst = (uint8_t *)blob;\n  int i;\n"
+                   "  if (bytes < {1}_PARAMS_BYTES) return -1;\n{2}  return {1}_PARAMS_BYTES;\n}}\n",
+                   p.name, N, copy(true));
+  c += fmt::format("\nint {0}_set_params(const void *blob, int bytes) {{\n  const uint8_t *src = (const uint8_t *)blob;\n"
+                   "  int i;\n  if (bytes < {1}_PARAMS_BYTES) return -1;\n{2}  return {1}_PARAMS_BYTES;\n}}\n",
+                   p.name, N, copy(false));
+  return c;
+}
+
 std::string source_text(const Program& p) {
   const std::string N = upper(p.name);
   std::string c = fmt::format("/* {}.c - generated by microtorch's lowering pass. Do not edit. See {}.h. */\n", p.name,
@@ -126,27 +272,27 @@ std::string source_text(const Program& p) {
   c += "/* ---- weights and tables (flash) ---- */\n\n";
   for (const Buffer& b : p.buffers) {
     if (b.kind != BufferKind::Weight) continue;
-    c += fmt::format("/* {}: {} {}{} */\n", b.origin, b.size, q_name(b),
+    c += fmt::format("/* {}: {} {}{} */\n", b.origin, b.size, b.elem == Elem::F32 ? "floats" : q_name(b),
                      b.rows_in_pair_order ? ", rows in pair order (mt_kernels.h)" : "") +
          c_array(b);
+  }
+  if (p.training) {
+    c += fmt::format("\n/* ---- the trained parameters, their gradients and momentum (RAM), {} bytes ---- */\n\n",
+                     p.training->state_bytes);
+    for (const Buffer& b : p.buffers) {
+      if (b.kind == BufferKind::Parameter || b.kind == BufferKind::State) {
+        c += fmt::format("/* {}: {} values */\n", b.origin, b.size) + c_array(b);
+      }
+    }
   }
   if (p.arena_bytes > 0) {
     c += fmt::format("\n/* ---- the arena (RAM), {} bytes; plan in {}_report.txt ---- */\n\n", p.arena_bytes, p.name);
     c += fmt::format("static union {{\n  int64_t align;\n  uint8_t bytes[{}];\n}} arena;\n", p.arena_bytes);
   }
   c += fmt::format("\nint {}_run(const {} *in, {} *out) {{\n  int status = 0;\n", p.name, input_type(p), output_type(p));
-  for (std::size_t i = 0; i < p.steps.size(); ++i) {
-    const Step& s = p.steps[i];
-    std::string args;
-    for (const Arg& a : s.args) {
-      if (!args.empty()) args += ", ";
-      args += a.kind == Arg::Kind::Buffer ? c_pointer(p, a) : c_int(a.value);
-    }
-    c += fmt::format("  /* {}: {} */\n", i, s.label);
-    c += s.returns_status ? fmt::format("  if ({}({}) != 0) status = 1;\n", s.kernel, args)
-                          : fmt::format("  {}({});\n", s.kernel, args);
-  }
+  c += c_steps(p, p.steps, "  ");
   c += "  return status;\n}\n";
+  if (p.training) c += training_source(p);
   const Buffer &in = p.buffer(p.input), &out = p.buffer(p.output);
   if (in.fixed_point && out.fixed_point) {
     const double lo_in = static_cast<double>(elem_min(in.elem)), hi_in = static_cast<double>(elem_max(in.elem));
@@ -170,17 +316,49 @@ std::string source_text(const Program& p) {
 // by anyone who wants to reproduce what they verified or run their own main on QEMU.
 std::string makefile_text(const Program& p) {
   std::string t = firmware_makefile_template();
-  for (std::size_t at = t.find("@NAME@"); at != std::string::npos; at = t.find("@NAME@", at + p.name.size())) {
-    t.replace(at, 6, p.name);
-  }
+  auto substitute = [&t](const std::string& key, const std::string& value) {
+    for (std::size_t at = t.find(key); at != std::string::npos; at = t.find(key, at + value.size())) {
+      t.replace(at, key.size(), value);
+    }
+  };
+  substitute("@NAME@", p.name);
+  substitute("@FLOAT_ABI@", p.float32() ? "hard" : "soft");
   return t;
 }
 
 }  // namespace
 
+// The training step: what it trains, its kernel calls, its RAM (the arena alone and with the
+// inference's, the parameters' copies, gradients and momentum).
+std::string training_report(const Program& p) {
+  const Training& t = *p.training;
+  Program alone = p;  // the arena the inference alone would need
+  alone.training.reset();
+  plan_memory(alone);
+  std::int64_t param = 0, grad = 0, mom = 0, sample_macs = 0;
+  std::string names;
+  for (const TrainedParameter& tp : t.parameters) {
+    param += p.buffer(tp.buffer).bytes(), grad += p.buffer(tp.grad).bytes();
+    if (tp.momentum >= 0) mom += p.buffer(tp.momentum).bytes();
+    names += (names.empty() ? "" : ", ") + tp.name;
+  }
+  for (const Step& st : t.sample) sample_macs += st.macs;
+  std::string r = fmt::format(
+      "\ntraining step: {} {} loss, batch {}, SGD lr {} momentum {} weight decay {}\n"
+      "  trains {}\n"
+      "  {} kernel calls per sample ({} MACs; the inference {}), {} once per step\n"
+      "  RAM: arena {} bytes (the inference alone: {}), trained parameters {} bytes, their gradients {}, momentum {}\n",
+      t.numeric, t.loss == "mse" ? "MSE" : "cross entropy", t.batch, t.lr, t.momentum, t.weight_decay, names,
+      t.sample.size(), sample_macs, p.total_macs(), t.zero.size() + t.update.size(), p.arena_bytes, alone.arena_bytes,
+      param, grad, mom);
+  return r;
+}
+
 std::string report(const Program& p) {
-  std::string r = fmt::format("lowering report for {}: int{} activations, int{} weights, {}\n\n", p.name,
-                              p.activation_bits, p.weight_bits, p.scheme);
+  const bool f32 = p.buffer(p.input).elem == Elem::F32;
+  std::string r = f32 ? fmt::format("lowering report for {}: float32\n\n", p.name)
+                      : fmt::format("lowering report for {}: int{} activations, int{} weights, {}\n\n", p.name,
+                                    p.activation_bits, p.weight_bits, p.scheme);
   for (const std::string& w : p.warnings) r += "warning: " + w + "\n";
   if (!p.warnings.empty()) r += "\n";
   r += fmt::format("{:>4}  {:<28} {:>24} {:>9} {:>8}  {}\n", "step", "kernel", "out", "MACs", "weights", "computes");
@@ -226,7 +404,11 @@ std::string report(const Program& p) {
   for (const Buffer& b : p.buffers) {
     if (b.kind == BufferKind::Weight && b.fixed_point) (b.elem == Elem::S8 ? w8 : w16) += b.bytes();
   }
-  r += fmt::format("precision: {} values int8, {} int16; weight arrays {} bytes int8, {} bytes int16\n", v8, v16, w8, w16);
+  if (!f32) {
+    r += fmt::format("precision: {} values int8, {} int16; weight arrays {} bytes int8, {} bytes int16\n", v8, v16, w8,
+                     w16);
+  }
+  if (p.training) r += training_report(p);
   if (!p.evaluation.empty()) r += "\n" + p.evaluation;
   return r;
 }
@@ -245,50 +427,141 @@ void emit_c(const Program& p, const std::string& dir) {
   microtorch::write_file((d / (p.name + "_report.txt")).string(), report(p) + "\n" + p.format_table() + "\n" + p.memory_plan(), "emit_c");
 }
 
-void emit_check(const Program& p, const std::vector<std::vector<std::int64_t>>& inputs, const std::string& dir) {
-  const Buffer& in = p.buffer(p.input);
+namespace {
+
+// One value of the check program's output: an integer, or a float's bits in hex.
+std::string check_value(Elem e, std::int64_t v) {
+  return e == Elem::F32 ? fmt::format(" {:08x}", static_cast<std::uint32_t>(v)) : fmt::format(" {}", v);
+}
+
+// An array initializer of a buffer's values (floats from their bits).
+std::string c_values(Elem e, const std::vector<std::int64_t>& v) {
+  std::string row;
+  for (std::size_t i = 0; i < v.size(); ++i) row += (i ? ", " : "") + (e == Elem::F32 ? c_float_bits(v[i]) : c_int(v[i]));
+  return row.empty() ? "0" : row;
+}
+
+// FNV-1a over bytes
+std::uint32_t fnv1a(const std::vector<std::uint8_t>& bytes) {
+  std::uint32_t h = 2166136261u;
+  for (const auto b : bytes) h = (h ^ b) * 16777619u;
+  return h;
+}
+
+}  // namespace
+
+void emit_check(const Program& p, const std::vector<std::vector<std::int64_t>>& inputs, const std::string& dir,
+                const std::vector<TrainingBatch>& training) {
+  const Buffer &in = p.buffer(p.input), &outb = p.buffer(p.output);
   const std::string N = upper(p.name);
+  if (!training.empty() && !p.training) throw ValueError("emit_check: training batches for a program without a training step");
   std::string c = fmt::format(
       "/* {0}_check.c - runs {0}_run on {1} fixed inputs and prints the outputs (generated). */\n"
       "#include <stdio.h>\n\n#include \"{0}.h\"\n\n",
       p.name, inputs.size());
+  // Each build defines only what its main() uses (C's -Wunused under -Werror): -DCHECK_RUNS
+  // the inputs, -DCHECK_TRAIN_RUNS the training batches, the default build everything.
+  const bool trains = !training.empty();
+  if (trains) c += "#ifndef CHECK_TRAIN_RUNS\n";
   c += fmt::format("static const {} inputs[{}][{}] = {{\n", elem_ctype(in.elem), std::max<std::size_t>(inputs.size(), 1),
                    in.size);
   for (const auto& x : inputs) {
     if (static_cast<std::int64_t>(x.size()) != in.size) {
       throw ShapeError(fmt::format("emit_check: an input has {} values, the program takes {}", x.size(), in.size));
     }
-    std::string row;
-    for (std::size_t i = 0; i < x.size(); ++i) row += (i ? ", " : "") + c_int(x[i]);
-    c += "  {" + row + "},\n";
+    c += "  {" + c_values(in.elem, x) + "},\n";
   }
-  c += "};\n\n";
-  // -DCHECK_RUNS=n: run the first input n times, then print its line (instruction counting:
-  // the difference between n = 2 and n = 1 is one inference, and both runs are checked).
+  c += "};\n";
+  c += trains ? "#endif\n\n" : "\n";
+  const bool f32_out = outb.elem == Elem::F32;
+  // a float output's bits (a union: the C99 way to read a float's representation)
+  c += f32_out ? "static unsigned long bits(float f) {\n  union {\n    float f;\n    uint32_t u;\n  } c;\n  c.f = f;\n"
+                 "  return (unsigned long)c.u;\n}\n\n"
+               : "";
+  const std::string print_out = f32_out ? "printf(\" %08lx\", bits(out[i]))" : "printf(\" %ld\", (long)out[i])";
+  c += trains ? "#if !defined(CHECK_RUNS) && !defined(CHECK_TRAIN_RUNS)\n" : "#ifndef CHECK_RUNS\n";
   c += fmt::format(
-      "int main(void) {{\n  static {1} out[{0}_OUTPUT_SIZE];\n  int s, i;\n"
-      "#ifdef CHECK_RUNS\n  const int first = 0, count = 1;\n#else\n  const int first = 0, count = {2};\n#endif\n"
-      "  for (s = first; s < count; ++s) {{\n    int status = 0, r;\n"
-      "#ifdef CHECK_RUNS\n    for (r = 0; r < CHECK_RUNS; ++r) status |= {3}_run(inputs[s], out);\n"
-      "#else\n    (void)r;\n    status = {3}_run(inputs[s], out);\n#endif\n"
-      "    printf(\"%d %d:\", s, status);\n"
-      "    for (i = 0; i < {0}_OUTPUT_SIZE; ++i) printf(\" %ld\", (long)out[i]);\n"
-      "    printf(\"\\n\");\n  }}\n  return 0;\n}}\n",
-      N, output_type(p), inputs.size(), p.name);
+      "static void run_inputs(const char *prefix) {{\n  static {1} out[{0}_OUTPUT_SIZE];\n  int s, i;\n"
+      "  for (s = 0; s < {2}; ++s) {{\n    int status = {3}_run(inputs[s], out);\n"
+      "    printf(\"%s%d %d:\", prefix, s, status);\n"
+      "    for (i = 0; i < {0}_OUTPUT_SIZE; ++i) {4};\n"
+      "    printf(\"\\n\");\n  }}\n}}\n\n",
+      N, output_type(p), inputs.size(), p.name, print_out);
+  c += "#endif\n\n";
+  if (trains) {
+    const Training& t = *p.training;
+    c += "#ifndef CHECK_RUNS\n";
+    const Buffer& tb = p.buffer(t.target);
+    c += fmt::format("static const {} batch_inputs[{}][{}] = {{\n", elem_ctype(in.elem), training.size(), t.batch * in.size);
+    for (const TrainingBatch& b : training) {
+      if (static_cast<std::int64_t>(b.inputs.size()) != t.batch * in.size ||
+          static_cast<std::int64_t>(b.targets.size()) != t.batch * tb.size) {
+        throw ShapeError(fmt::format("emit_check: a training batch has {} inputs and {} targets; the step takes {} and {}",
+                                     b.inputs.size(), b.targets.size(), t.batch * in.size, t.batch * tb.size));
+      }
+      c += "  {" + c_values(in.elem, b.inputs) + "},\n";
+    }
+    c += fmt::format("}};\nstatic const {} batch_targets[{}][{}] = {{\n", elem_ctype(tb.elem), training.size(),
+                     t.batch * tb.size);
+    for (const TrainingBatch& b : training) c += "  {" + c_values(tb.elem, b.targets) + "},\n";
+    c += "};\n\n";
+    c += f32_out ? "" : "static unsigned long bits(float f) {\n  union {\n    float f;\n    uint32_t u;\n  } c;\n  c.f = f;\n"
+                        "  return (unsigned long)c.u;\n}\n\n";
+    c += "#endif\n#if !defined(CHECK_RUNS) && !defined(CHECK_TRAIN_RUNS)\n";
+    c += fmt::format(
+        "static void train_steps(void) {{\n  static uint8_t blob[{0}_PARAMS_BYTES];\n  uint32_t h = 2166136261u;\n"
+        "  int k, i;\n  for (k = 0; k < {1}; ++k) printf(\"train %d: %08lx\\n\", k, bits({2}_train_step(batch_inputs[k], "
+        "batch_targets[k])));\n"
+        "  run_inputs(\"after \");\n  {2}_get_params(blob, (int)sizeof blob);\n"
+        "  for (i = 0; i < {0}_PARAMS_BYTES; ++i) h = (h ^ blob[i]) * 16777619u;\n"
+        "  printf(\"params %08lx\\n\", (unsigned long)h);\n}}\n#endif\n\n",
+        N, training.size(), p.name);
+  }
+  // -DCHECK_RUNS=n: the first input n times, its line printed once (instruction counting:
+  // n = 2 minus n = 1 is one inference); -DCHECK_TRAIN_RUNS=n: the first batch's step n times.
+  c += fmt::format("int main(void) {{\n#if defined(CHECK_RUNS)\n  static {1} out[{0}_OUTPUT_SIZE];\n  int r, i, status = 0;\n"
+                   "  for (r = 0; r < CHECK_RUNS; ++r) status |= {2}_run(inputs[0], out);\n"
+                   "  printf(\"0 %d:\", status);\n  for (i = 0; i < {0}_OUTPUT_SIZE; ++i) {3};\n  printf(\"\\n\");\n",
+                   N, output_type(p), p.name, print_out);
+  if (!training.empty()) {
+    c += fmt::format("#elif defined(CHECK_TRAIN_RUNS)\n  int r;\n  float loss = 0;\n"
+                     "  for (r = 0; r < CHECK_TRAIN_RUNS; ++r) loss = {}_train_step(batch_inputs[0], batch_targets[0]);\n"
+                     "  printf(\"train: %08lx\\n\", bits(loss));\n",
+                     p.name);
+  }
+  c += "#else\n  run_inputs(\"\");\n";
+  if (!training.empty()) c += "  train_steps();\n";
+  c += "#endif\n  return 0;\n}\n";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   microtorch::write_file((std::filesystem::path(dir) / (p.name + "_check.c")).string(), c, "emit_check");
 }
 
-std::string expected_check_output(Simulator& sim, const std::vector<std::vector<std::int64_t>>& inputs) {
-  std::string s;
-  for (std::size_t k = 0; k < inputs.size(); ++k) {
-    const auto y = sim.run(inputs[k]);
-    s += fmt::format("{} {}:", k, sim.status());
-    for (const auto v : y) s += fmt::format(" {}", v);
-    s += "\n";
+std::string expected_check_output(Simulator& sim, const std::vector<std::vector<std::int64_t>>& inputs,
+                                  const std::vector<TrainingBatch>& training) {
+  const Program& p = sim.program();
+  const Elem out = p.buffer(p.output).elem;
+  auto run_inputs = [&](const char* prefix) {
+    std::string s;
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      const auto y = sim.run(inputs[k]);
+      s += fmt::format("{}{} {}:", prefix, k, sim.status());
+      for (const auto v : y) s += check_value(out, v);
+      s += "\n";
+    }
+    return s;
+  };
+  std::string s = run_inputs("");
+  if (training.empty()) return s;
+  for (std::size_t k = 0; k < training.size(); ++k) {
+    const double loss = sim.train_step_integers(training[k].inputs, training[k].targets);
+    const auto f = static_cast<float>(loss);
+    std::uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    s += fmt::format("train {}: {:08x}\n", k, u);
   }
-  return s;
+  s += run_inputs("after ");
+  return s + fmt::format("params {:08x}\n", fnv1a(sim.parameter_blob()));
 }
 
 FirmwareSize firmware_size(const Program& p, const std::string& dir, const std::string& cpu) {

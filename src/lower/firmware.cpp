@@ -1,6 +1,8 @@
 // to_firmware — the lowering pipeline's steps in one call (include/microtorch/lower/firmware.hpp).
 #include "microtorch/lower/firmware.hpp"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "microtorch/error.hpp"
@@ -14,8 +16,19 @@ namespace microtorch::lower {
 std::string Firmware::report() const {
   std::string r = fmt::format("firmware {} in {}/: {}.h, {}.c, mt_kernels.h, mt_kernels.c, {}_report.txt, Makefile\n",
                               program.name, dir, program.name, program.name, program.name);
-  r += fmt::format("{}-bit activations, {}-bit weights, {}; weights {} B, arena {} B\n", program.activation_bits,
-                   program.weight_bits, program.scheme, program.weight_bytes(), program.arena_bytes);
+  if (program.float32()) {
+    r += fmt::format("float32; weights {} B, arena {} B\n", program.weight_bytes(), program.arena_bytes);
+  } else {
+    r += fmt::format("{}-bit activations, {}-bit weights, {}; weights {} B, arena {} B\n", program.activation_bits,
+                     program.weight_bits, program.scheme, program.weight_bytes(), program.arena_bytes);
+  }
+  if (program.training) {
+    std::string names;
+    for (const TrainedParameter& tp : program.training->parameters) names += (names.empty() ? "" : ", ") + tp.name;
+    r += fmt::format("trains ({}, batch {}, lr {}): {}; parameters, gradients and momentum {} B of RAM\n",
+                     program.training->numeric, program.training->batch, program.training->lr, names,
+                     program.training->state_bytes);
+  }
   if (accuracy.samples > 0) {
     r += fmt::format("accuracy on {} evaluation samples: max error {:.3f}% of the float output range, argmax "
                      "agreement {:.2f}%\n",
@@ -23,20 +36,61 @@ std::string Firmware::report() const {
   }
   if (verification.inputs > 0 || !verification.skipped.empty()) r += verification.summary() + "\n";
   if (sizes.empty()) return r;
-  r += "\n| CPU | flash B | RAM B | instructions per inference | same integers as the simulator |\n";
-  r += "|---|---:|---:|---:|:---:|\n";
+  const bool trains = program.training.has_value();
+  r += fmt::format("\n| CPU | flash B | RAM B | instructions per inference |{} same results as the simulator |\n",
+                   trains ? " instructions per training step |" : "");
+  r += trains ? "|---|---:|---:|---:|---:|:---:|\n" : "|---|---:|---:|---:|:---:|\n";
   for (const auto& [cpu, size] : sizes) {
     std::string same = "not run";
-    std::string insns = "-";
+    std::string insns = "-", train = "-";
     for (const CpuCheck& c : verification.cpus) {
       if (c.cpu != cpu) continue;
       same = c.identical ? "yes (" + c.board + ")" : "NO";
       if (c.instructions >= 0) insns = fmt::format("{}", c.instructions);
+      if (c.train_instructions >= 0) train = fmt::format("{}", c.train_instructions);
     }
-    r += fmt::format("| {} | {} | {} | {} | {} |\n", cpu, size.flash(), size.ram(), insns, same);
+    r += fmt::format("| {} | {} | {} | {} |{} {} |\n", cpu, size.flash(), size.ram(), insns,
+                     trains ? " " + train + " |" : "", same);
   }
   return r;
 }
+
+namespace {
+
+// Training steps for the check: consecutive batches of the samples (wrapping around), each
+// sample's target the float graph's own prediction (its argmax per row for cross entropy,
+// its output for MSE).
+std::vector<TrainingBatch> check_batches(const Graph& graph, const Program& p, const std::vector<Tensor>& samples,
+                                         std::int64_t steps) {
+  std::vector<TrainingBatch> batches;
+  if (samples.empty()) return batches;
+  const Training& t = *p.training;
+  const bool classes = p.buffer(t.target).elem == Elem::S32;
+  std::size_t next = 0;
+  for (std::int64_t k = 0; k < steps; ++k) {
+    TrainingBatch b;
+    for (std::int64_t s = 0; s < t.batch; ++s, next = (next + 1) % samples.size()) {
+      const auto q = quantize_input(p, samples[next]);
+      b.inputs.insert(b.inputs.end(), q.begin(), q.end());
+      const Tensor y = evaluate(graph, samples[next])[static_cast<std::size_t>(graph.output)];
+      if (classes) {
+        const Tensor c = argmax(y.reshape({-1, y.size(-1)}), -1);
+        for (std::int64_t i = 0; i < c.numel(); ++i) b.targets.push_back(c.data<std::int64_t>()[i]);
+      } else {
+        const Tensor f = y.to(Dtype::Float32).contiguous();
+        for (std::int64_t i = 0; i < f.numel(); ++i) {
+          std::uint32_t u;
+          std::memcpy(&u, &f.data<float>()[i], sizeof u);
+          b.targets.push_back(u);
+        }
+      }
+    }
+    batches.push_back(std::move(b));
+  }
+  return batches;
+}
+
+}  // namespace
 
 Firmware to_firmware(const Graph& graph, const Tensor& calibration, const Tensor& evaluation, const std::string& dir,
                      const FirmwareOptions& options) {
@@ -56,7 +110,10 @@ Firmware to_firmware(const Graph& graph, const Tensor& calibration, const Tensor
     q = search.options;
     fw.precision = search.report;
   }
-  fw.program = quantize(graph, cal, q);
+  if (options.train && options.auto_precision) {
+    throw ValueError("to_firmware: auto_precision chooses integer precisions; it does not combine with train");
+  }
+  fw.program = options.train ? train_program(graph, cal, q, *options.train) : quantize(graph, cal, q);
   if (evaluation.defined()) {
     fw.accuracy = measure(graph, fw.program, evaluation);
     fw.program.evaluation = fw.precision + (fw.precision.empty() ? "" : "\n") + layer_report(fw.accuracy);
@@ -70,9 +127,12 @@ Firmware to_firmware(const Graph& graph, const Tensor& calibration, const Tensor
     for (std::size_t i = 0; i < samples.size() && static_cast<std::int64_t>(i) < options.check_inputs; ++i) {
       inputs.push_back(quantize_input(fw.program, samples[i]));
     }
-    fw.verification = verify(fw.program, inputs, dir, options.verify);
+    VerifyOptions vo = options.verify;
+    if (options.train) vo.training = check_batches(graph, fw.program, samples, options.train_checks);
+    fw.verification = verify(fw.program, inputs, dir, vo);
   }
   for (const std::string& cpu : options.verify.cpus) {
+    if (fw.program.float32() && !detail::cpu_has_fpu(cpu)) continue;  // no FPU: a float32 program does not build
     if (detail::have_program(detail::cross_tools(cpu).cc)) fw.sizes.emplace_back(cpu, firmware_size(fw.program, dir, cpu));
   }
   return fw;

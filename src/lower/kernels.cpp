@@ -22,6 +22,7 @@ constexpr Elem elem_of() {
   using U = std::remove_const_t<T>;
   if constexpr (std::is_same_v<U, std::int8_t>) return Elem::S8;
   else if constexpr (std::is_same_v<U, std::uint8_t>) return Elem::U8;
+  else if constexpr (std::is_same_v<U, float>) return Elem::F32;
   else if constexpr (std::is_same_v<U, std::int16_t>) return Elem::S16;
   else if constexpr (std::is_same_v<U, std::int32_t>) return Elem::S32;
   else if constexpr (std::is_same_v<U, std::int64_t>) return Elem::S64;
@@ -36,8 +37,10 @@ KernelParam param_of() {
     p.kind = KernelParam::Kind::Pointer;
     p.elem = elem_of<T>();
     p.writes = !std::is_const_v<T>;
+  } else if constexpr (std::is_same_v<A, float>) {
+    p.kind = KernelParam::Kind::Real;
   } else {
-    static_assert(std::is_integral_v<A>, "kernel parameters are pointers or integers");
+    static_assert(std::is_integral_v<A>, "kernel parameters are pointers, integers or floats");
     p.kind = KernelParam::Kind::Int;
     p.lo = static_cast<std::int64_t>(std::numeric_limits<A>::min());
     p.hi = static_cast<std::int64_t>(std::min<std::uint64_t>(std::numeric_limits<A>::max(), INT64_MAX));
@@ -49,6 +52,8 @@ template <class A>
 A convert(const KernelArg& a) {
   if constexpr (std::is_pointer_v<A>) {
     return static_cast<A>(a.ptr);
+  } else if constexpr (std::is_same_v<A, float>) {
+    return static_cast<float>(a.real);
   } else {
     return static_cast<A>(a.value);
   }
@@ -114,6 +119,9 @@ void check_call(const Program& p, const Step& s) {
           throw bad(fmt::format("argument {} is a {} buffer, the kernel takes {}", i,
                                 elem_ctype(p.buffer(a.buffer).elem), elem_ctype(want.elem)));
         }
+        break;
+      case KernelParam::Kind::Real:
+        if (a.kind != Arg::Kind::Real) throw bad(fmt::format("argument {} must be a float", i));
         break;
       case KernelParam::Kind::Int:
         if (a.kind != Arg::Kind::Int) throw bad(fmt::format("argument {} must be an integer", i));

@@ -19,7 +19,7 @@ namespace microtorch::lower {
 /// One parameter of a kernel: a pointer to an array of `elem`, or an integer of the C
 /// type's range [lo, hi].
 struct KernelParam {
-  enum class Kind { Pointer, Int };
+  enum class Kind { Pointer, Int, Real };
   Kind kind = Kind::Int;
   Elem elem = Elem::S32;    ///< Pointer: the element type
   bool writes = false;      ///< Pointer: not const (the kernel writes through it)
@@ -30,6 +30,7 @@ struct KernelParam {
 struct KernelArg {
   void* ptr = nullptr;
   std::int64_t value = 0;
+  double real = 0;
 };
 
 struct KernelInfo {

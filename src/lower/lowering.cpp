@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -31,7 +32,8 @@ Elem elem_of_bits(int bits) { return bits == 8 ? Elem::S8 : Elem::S16; }
 
 }  // namespace
 
-Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& opt) : g_(g), cal_(cal), opt_(opt) {
+Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& opt, bool float32)
+    : g_(g), cal_(cal), opt_(opt), float32_(float32), steps_(&p_.steps) {
   check_firmware_name(opt.name);
   if (opt.activation_bits != 16 && opt.activation_bits != 8) {
     throw ValueError(fmt::format("quantize: activation_bits must be 16 or 8, got {}", opt.activation_bits));
@@ -84,7 +86,7 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
   last_use_[static_cast<std::size_t>(g_.output)] = INT64_MAX;
   // Affine chains in front of layers fold into them (OpRule::folds_affine_input,
   // affine_input.hpp): their nodes are not lowered, and the layer reads the chain's root.
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+  for (std::size_t i = 0; !float32_ && i < g.nodes.size(); ++i) {
     const Node& node = g.nodes[i];
     if (auto chain = lower::affine_input(g, node)) {
       for (const auto k : chain->nodes) absorbed_.insert(k);
@@ -97,7 +99,7 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
   // OpRule::fuses_into_layer after OpRule::fuses_activation).
   const ValueUses uses = value_uses(g);
   const std::vector<std::int64_t>&producer = uses.producer, &reads = uses.readers;
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+  for (std::size_t i = 0; !float32_ && i < g.nodes.size(); ++i) {
     const Node& relu = g.nodes[i];
     const OpRule* act = find_rule(relu.op);
     if (!act || !act->fuses_into_layer || relu.inputs.size() != 1 || relu.inputs[0] < 0) continue;
@@ -119,7 +121,9 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
   b.origin = fmt::format("%{} (graph input)", in.id);
   b.graph_value = in.id;
   Format f;
-  if (is_floating(in.dtype)) {
+  if (is_floating(in.dtype) && float32_) {
+    b.elem = Elem::F32, b.fixed_point = false;
+  } else if (is_floating(in.dtype)) {
     b.elem = elem_of_bits(opt.activation_bits);
     f = value_format(in.id, nullptr, b.elem, opt.scheme == Scheme::Affine && affine_ok_[static_cast<std::size_t>(in.id)]);
     b.scale = f.scale, b.zero_point = f.zero, b.lo = f.lo, b.hi = f.hi;
@@ -146,7 +150,9 @@ void Lowering::check_match(const std::string& match, const char* option) const {
                                option, match, fmt::join(modules, ", ")));
 }
 
-std::string Lowering::elem_sfx(Elem e) { return e == Elem::S16 ? "s16" : e == Elem::S8 ? "s8" : "s32"; }
+std::string Lowering::elem_sfx(Elem e) {
+  return e == Elem::S16 ? "s16" : e == Elem::S8 ? "s8" : e == Elem::F32 ? "f32" : "s32";
+}
 
 std::string Lowering::kernel(const std::string& op, std::initializer_list<Elem> types) {
   std::string k = "mt_" + op;
@@ -226,13 +232,17 @@ const View& Lowering::act(const Node& n, std::int64_t id) const {
 }
 
 void Lowering::set(const Node& n, View v) {
-  const std::string format = fmt::format("{} {}", elem_ctype(v.elem), format_name(v.elem, v.scale, v.zero));
-  for (auto it = p_.steps.rbegin(); it != p_.steps.rend() && it->node == node_; ++it) {
+  const std::string format = v.elem == Elem::F32 ? std::string("float")
+                                                 : fmt::format("{} {}", elem_ctype(v.elem),
+                                                               format_name(v.elem, v.scale, v.zero));
+  for (auto it = steps_->rbegin(); it != steps_->rend() && it->node == node_; ++it) {
     if (it->out_format.empty()) it->out_format = format;
   }
   values_in_[v.buffer].push_back(n.output);
-  p_.probes.push_back(Probe{n.output, static_cast<std::int64_t>(p_.steps.size()) - 1, v.buffer, v.offset, v.shape,
-                            v.strides, v.scale, v.zero, v.segments, v.segment_zeros});
+  if (steps_ == &p_.steps) {  // the inference's values, for the per-layer report
+    p_.probes.push_back(Probe{n.output, static_cast<std::int64_t>(p_.steps.size()) - 1, v.buffer, v.offset, v.shape,
+                              v.strides, v.scale, v.zero, v.segments, v.segment_zeros});
+  }
   views_[static_cast<std::size_t>(n.output)] = std::move(v);
 }
 
@@ -281,6 +291,7 @@ bool Lowering::sensitive(const Node& n) const {
 }
 
 Elem Lowering::out_elem(const Node& n) const {
+  if (float32_) return Elem::F32;
   const Precision p = precision(n);
   if (p.activation_bits == 8 && sensitive(n)) return elem_of_bits(opt_.sensitive_bits);
   return elem_of_bits(p.activation_bits);
@@ -321,6 +332,7 @@ Format Lowering::range_format(double lo, double hi, Elem elem, bool affine, cons
 }
 
 Format Lowering::out_format(const Node& n, Elem elem) {
+  if (float32_) return Format{};
   const OpRule* rule = find_rule(n.op);
   const bool affine = opt_.scheme == Scheme::Affine && rule && rule->zero_point_out &&
                       affine_ok_[static_cast<std::size_t>(n.output)];
@@ -402,7 +414,7 @@ View Lowering::new_act(const Shape& shape, Elem elem, const Format& f, std::int6
   b.graph_value = value;
   b.name = value >= 0 ? fmt::format("t{}", value) : fmt::format("c{}", p_.buffers.size());
   b.origin = value >= 0 ? fmt::format("%{} = {}", value, g_.nodes[static_cast<std::size_t>(node_)].op)
-                        : fmt::format("a temporary for step {}", p_.steps.size());
+                        : fmt::format("a temporary for step {}", steps_->size());
   const auto id = p_.add_buffer(std::move(b));
   return View{id, 0, shape, packed_strides(shape), elem, fixed_point ? f.scale : 1.0, fixed_point ? f.zero : 0, {}, {}};
 }
@@ -603,7 +615,7 @@ void Lowering::step(std::string kernel, std::vector<Arg> args, std::int64_t macs
   s.macs = macs;
   check_call(p_, s);
   s.returns_status = find_kernel(s.kernel)->returns_status;
-  p_.steps.push_back(std::move(s));
+  steps_->push_back(std::move(s));
 }
 
 void Lowering::finish_output() {
@@ -635,6 +647,114 @@ void Lowering::finish_output() {
   o.origin = fmt::format("%{} (graph output)", g_.output);
   p_.output = p_.add_buffer(std::move(o));
   copy_into(nullptr, v, p_.output, 0, packed_strides(v.shape));
+}
+
+// ---- float32 mode and training ----
+
+std::int64_t float_bits(float f) {
+  std::uint32_t u = 0;
+  std::memcpy(&u, &f, sizeof u);
+  return static_cast<std::int64_t>(u);
+}
+
+View Lowering::constant_f32(const Node& n, std::int64_t id) {
+  if (!is_const(id)) fail(n, fmt::format("input {} must be a parameter or constant", ref(id)));
+  const Shape& shape = g_.value(id).shape;
+  if (auto t = trained_.find(id); t != trained_.end()) {
+    return View{t->second.first, 0, shape, packed_strides(shape), Elem::F32, 1.0, 0, {}, {}};
+  }
+  auto it = f32_consts_.find(id);
+  if (it == f32_consts_.end()) it = f32_consts_.emplace(id, tensor_f32(data(id), const_name(id)).buffer).first;
+  return View{it->second, 0, shape, packed_strides(shape), Elem::F32, 1.0, 0, {}, {}};
+}
+
+View Lowering::tensor_f32(const Tensor& t, const std::string& name) {
+  const Tensor d = t.to(Dtype::Float32).contiguous();
+  Buffer b;
+  b.kind = BufferKind::Weight;
+  b.elem = Elem::F32;
+  b.fixed_point = false;
+  b.size = d.numel();
+  for (std::int64_t i = 0; i < d.numel(); ++i) b.data.push_back(float_bits(d.data<float>()[i]));
+  b.name = unique_name("w_" + c_name(name));
+  b.origin = name;
+  const std::int64_t id = p_.add_buffer(std::move(b));
+  return View{id, 0, d.shape(), packed_strides(d.shape()), Elem::F32, 1.0, 0, {}, {}};
+}
+
+void Lowering::reset_views() {
+  std::fill(views_.begin(), views_.end(), std::nullopt);
+  const Value& in = g_.value(g_.input);
+  const Buffer& ib = p_.buffer(p_.input);
+  views_[static_cast<std::size_t>(in.id)] =
+      View{p_.input, 0, in.shape, packed_strides(in.shape), ib.elem, ib.scale, ib.zero_point, {}, {}};
+}
+
+const Lowering::Saved& Lowering::saved(const Node& n) const {
+  const auto it = saved_.find(n.output);
+  if (it == saved_.end()) fail(n, "its forward kept nothing for its backward");
+  return it->second;
+}
+
+void Lowering::train(std::int64_t id, std::int64_t buffer, std::int64_t grad) {
+  trained_[id] = {buffer, grad};
+  needs_grad_.assign(g_.values.size(), -1);
+}
+
+bool Lowering::needs_grad(std::int64_t id) const {
+  if (id < 0) return false;
+  if (needs_grad_.size() != g_.values.size()) needs_grad_.assign(g_.values.size(), -1);
+  auto& memo = needs_grad_[static_cast<std::size_t>(id)];
+  if (memo >= 0) return memo != 0;
+  bool yes = trained_.count(id) != 0;
+  for (const Node& n : g_.nodes) {
+    if (yes || n.output != id) continue;
+    for (const auto v : n.inputs) yes = yes || needs_grad(v);
+  }
+  memo = yes ? 1 : 0;
+  return yes;
+}
+
+const View& Lowering::grad(std::int64_t id) const {
+  const auto it = grads_.find(id);
+  if (it == grads_.end()) throw ValueError(fmt::format("lower: no gradient of %{} was computed", id));
+  return it->second;
+}
+
+std::optional<Lowering::GradTarget> Lowering::grad_out(std::int64_t id) {
+  if (!needs_grad(id)) return std::nullopt;
+  if (auto t = trained_.find(id); t != trained_.end()) {
+    const Shape& shape = g_.value(id).shape;
+    param_grads_.insert(id);
+    return GradTarget{View{t->second.second, 0, shape, packed_strides(shape), Elem::F32, 1.0, 0, {}, {}}, true};
+  }
+  if (auto it = grads_.find(id); it != grads_.end()) return GradTarget{it->second, true};
+  View v = new_act(g_.value(id).shape, Elem::F32, Format{}, -1, false);
+  Buffer& b = p_.buffer(v.buffer);
+  b.name = fmt::format("d{}", id);
+  b.origin = fmt::format("the gradient of %{}", id);
+  grads_.emplace(id, v);
+  return GradTarget{v, false};
+}
+
+int Lowering::acc_flags(std::vector<std::optional<GradTarget>*> acts, std::vector<std::optional<GradTarget>*> params) {
+  auto group = [this](const std::vector<std::optional<GradTarget>*>& ts) {
+    bool any_add = false;
+    for (const auto* t : ts) any_add = any_add || (t && *t && (*t)->add);
+    if (!any_add) return 0;
+    for (auto* t : ts) {
+      if (t && *t && !(*t)->add) {
+        zero((*t)->view);
+        (*t)->add = true;
+      }
+    }
+    return 1;
+  };
+  return group(acts) | (group(params) << 1);
+}
+
+void Lowering::zero(const View& v) {
+  step("mt_fill_f32", {Arg::buf(v.buffer, v.offset), Arg::num(numel_of(v.shape)), Arg::real(0.0)});
 }
 
 }  // namespace microtorch::lower

@@ -9,6 +9,7 @@
 // calls with step() and publishes the result with set().
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -31,7 +32,9 @@ struct Format {
 
 class Lowering {
  public:
-  Lowering(const Graph& g, const Calibration& cal, const QuantOptions& opt);
+  /// `float32`: every value a float (Elem::F32) and no number formats (TrainOptions::numeric
+  /// Float32); the integer-only folds (affine chains into layers, fused relus) are off.
+  Lowering(const Graph& g, const Calibration& cal, const QuantOptions& opt, bool float32 = false);
 
   const Graph& graph() const { return g_; }
   const QuantOptions& options() const { return opt_; }
@@ -202,6 +205,64 @@ class Lowering {
   /// whole of a buffer of its own).
   void finish_output();
 
+  // ---- float32 mode and training (train.hpp, train.cpp) ----
+
+  /// Is every value a float (TrainOptions::numeric Float32)?
+  bool float32() const { return float32_; }
+  /// A constant input of n as a packed float view: a trained parameter's RAM buffer
+  /// (BufferKind::Parameter), else a const float array in flash (one per value).
+  View constant_f32(const Node& n, std::int64_t id);
+  /// A tensor as a const float array in flash (float32 mode), packed.
+  View tensor_f32(const Tensor& t, const std::string& name);
+  /// From now on, steps go to `steps` (the inference's Program::steps by default, or a list of
+  /// the training step); probes are kept for the inference's steps only.
+  void emit_into(std::vector<Step>* steps) { steps_ = steps; }
+  /// Forgets every activation's view: a second forward (the training step's) starts over.
+  void reset_views();
+  /// Is the forward being lowered the training step's (its rules keep what backward reads)?
+  void set_training(bool on) { training_ = on; }
+  /// Does n's forward keep what its backward reads (and compute what only the backward needs,
+  /// such as attention's log-sum-exp)? In the training step's forward, when n's backward
+  /// runs: an input of n depends on a trained parameter. Frozen layers before the first
+  /// trained one keep nothing.
+  bool keeps(const Node& n) const {
+    return training_ && std::any_of(n.inputs.begin(), n.inputs.end(), [this](std::int64_t v) { return needs_grad(v); });
+  }
+  /// What a node's forward keeps for its backward: the views it read or wrote, and numbers.
+  struct Saved {
+    std::vector<View> views;
+    std::vector<std::int64_t> ints;
+  };
+  /// Keeps what n's backward reads.
+  void save(const Node& n, std::vector<View> views, std::vector<std::int64_t> ints = {}) {
+    saved_[n.output] = Saved{std::move(views), std::move(ints)};
+  }
+  /// What n's forward kept for its backward.
+  const Saved& saved(const Node& n) const;
+  /// Marks value `id` (a parameter) as trained: its forward reads `buffer`, its gradient
+  /// goes to the State buffer `grad` (summed over a step's samples: every write adds).
+  void train(std::int64_t id, std::int64_t buffer, std::int64_t grad);
+  /// Does value `id` depend on a trained parameter (does the backward reach it)?
+  bool needs_grad(std::int64_t id) const;
+  /// Is there a gradient of value `id` (has the backward reached it)?
+  bool has_grad(std::int64_t id) const { return grads_.count(id) != 0 || param_grads_.count(id) != 0; }
+  /// The gradient of value `id`: a packed float view of its shape.
+  const View& grad(std::int64_t id) const;
+  /// Where a kernel writes the gradient of value `id`, and whether it adds to what is there
+  /// (every write after the first; always for a trained parameter's) or stores. nullopt when
+  /// `id` needs no gradient.
+  struct GradTarget {
+    View view;
+    bool add = false;
+  };
+  std::optional<GradTarget> grad_out(std::int64_t id);
+  /// The kernels' acc flags for one call: bit 0 when the activation gradients `acts` add, bit 1
+  /// when the parameter gradients `params` do. Within each group one flag holds for all: a
+  /// target that would store while another adds is zeroed first (mt_fill_f32), then added to.
+  int acc_flags(std::vector<std::optional<GradTarget>*> acts, std::vector<std::optional<GradTarget>*> params = {});
+  /// mt_fill_f32(v, 0) for a packed float view.
+  void zero(const View& v);
+
  private:
   const Graph& g_;
   const Calibration& cal_;
@@ -218,6 +279,15 @@ class Lowering {
   std::map<std::int64_t, Tensor> folded_;                        // outputs of nodes computed only from constants
   std::vector<std::int64_t> last_use_;                           // per value: the last node that reads it
   std::map<std::int64_t, std::vector<std::int64_t>> values_in_;  // buffer -> values viewing it
+  bool float32_ = false;
+  std::vector<Step>* steps_;                                     // where step() appends
+  bool training_ = false;
+  std::map<std::int64_t, Saved> saved_;                          // node output -> what its backward reads
+  std::map<std::int64_t, std::int64_t> f32_consts_;              // value -> its float buffer (constant_f32)
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> trained_;  // parameter value -> (buffer, grad)
+  mutable std::vector<signed char> needs_grad_;                  // per value: -1 unknown, 0, 1
+  std::map<std::int64_t, View> grads_;                           // value -> its gradient (packed float)
+  std::set<std::int64_t> param_grads_;                           // trained parameters a gradient reached
 
   std::string module_of(const Node& n) const;
   /// ValueError unless `match` (a QuantOptions entry) names a node or a module of the graph.
@@ -231,6 +301,12 @@ class Lowering {
   int bits_of(Elem e) const { return elem_bytes(e) * 8; }
   double margin() const { return opt_.scheme == Scheme::PowerOfTwo ? 0.0 : opt_.margin; }
 };
+
+/// Lowers every node of L's graph in order (quantize(), train_program()): a node of
+/// constants alone folds into a constant, a node absorbed into a layer is skipped, any other
+/// goes to its rule (OpRule::lower, or lower_f32 in float32 mode). ValueError naming the node
+/// when its op has no rule or its graph value's shape is not what its op computes.
+void lower_nodes(Lowering& L);
 
 /// A C identifier made from any text (non-alphanumerics become '_').
 std::string c_name(std::string s);

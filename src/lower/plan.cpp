@@ -14,8 +14,17 @@
 namespace microtorch::lower {
 
 void plan_memory(Program& p) {
+  // The steps in the order they run: the inference, then (never at the same time) the
+  // training step's lists; a sample's buffers live within one pass of its list.
+  std::vector<const Step*> run;
+  for (const Step& s : p.steps) run.push_back(&s);
+  if (p.training) {
+    for (const auto* list : {&p.training->zero, &p.training->sample, &p.training->update}) {
+      for (const Step& s : *list) run.push_back(&s);
+    }
+  }
   for (Buffer& b : p.buffers) b.first_step = b.last_step = -1;
-  for (std::size_t s = 0; s < p.steps.size(); ++s) {
+  for (std::size_t s = 0; s < run.size(); ++s) {
     auto touch = [&p, s](std::int64_t id) {
       if (id < 0) return;
       Buffer& b = p.buffer(id);
@@ -23,7 +32,7 @@ void plan_memory(Program& p) {
       if (b.first_step < 0) b.first_step = i;
       b.last_step = std::max(b.last_step, i);
     };
-    for (const Arg& a : p.steps[s].args) {
+    for (const Arg& a : run[s]->args) {
       if (a.kind == Arg::Kind::Buffer) touch(a.buffer);
     }
   }

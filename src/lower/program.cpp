@@ -15,6 +15,7 @@ int elem_bytes(Elem e) {
   switch (e) {
     case Elem::S8:
     case Elem::U8: return 1;
+    case Elem::F32: return 4;
     case Elem::S16: return 2;
     case Elem::S32: return 4;
     case Elem::S64: return 8;
@@ -26,6 +27,7 @@ std::string_view elem_ctype(Elem e) {
   switch (e) {
     case Elem::S8: return "int8_t";
     case Elem::U8: return "uint8_t";
+    case Elem::F32: return "float";
     case Elem::S16: return "int16_t";
     case Elem::S32: return "int32_t";
     case Elem::S64: return "int64_t";
@@ -37,6 +39,7 @@ std::int64_t elem_min(Elem e) {
   switch (e) {
     case Elem::S8: return INT8_MIN;
     case Elem::U8: return 0;
+    case Elem::F32: return 0;
     case Elem::S16: return INT16_MIN;
     case Elem::S32: return INT32_MIN;
     case Elem::S64: return INT64_MIN;
@@ -48,6 +51,7 @@ std::int64_t elem_max(Elem e) {
   switch (e) {
     case Elem::S8: return INT8_MAX;
     case Elem::U8: return UINT8_MAX;
+    case Elem::F32: return UINT32_MAX;
     case Elem::S16: return INT16_MAX;
     case Elem::S32: return INT32_MAX;
     case Elem::S64: return INT64_MAX;
@@ -62,6 +66,9 @@ std::string_view buffer_kind_name(BufferKind k) {
     case BufferKind::Activation: return "activation";
     case BufferKind::Scratch: return "scratch";
     case BufferKind::Weight: return "weight";
+    case BufferKind::Target: return "target";
+    case BufferKind::Parameter: return "parameter";
+    case BufferKind::State: return "state";
   }
   return "?";
 }
@@ -105,6 +112,10 @@ std::int64_t Program::add_buffer(Buffer b) {
   return buffers.back().id;
 }
 
+bool Program::float32() const {
+  return std::any_of(buffers.begin(), buffers.end(), [](const Buffer& b) { return b.elem == Elem::F32; });
+}
+
 std::int64_t Program::weight_bytes() const {
   std::int64_t n = 0;
   for (const Buffer& b : buffers) {
@@ -122,18 +133,31 @@ std::int64_t Program::total_macs() const {
 std::string Program::to_string() const {
   std::string out = fmt::format("program {} (int{} activations, int{} weights, {}): {} steps, {} MACs\n", name,
                                 activation_bits, weight_bits, scheme, steps.size(), total_macs());
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const Step& s = steps[i];
-    std::string args;
-    for (const Arg& a : s.args) {
-      if (!args.empty()) args += ", ";
-      if (a.kind == Arg::Kind::Int) {
-        args += fmt::format("{}", a.value);
-      } else {
-        args += a.buffer < 0 ? "NULL" : buffer(a.buffer).name + (a.offset ? fmt::format("+{}", a.offset) : "");
+  auto list = [this, &out](const std::vector<Step>& steps) {
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const Step& s = steps[i];
+      std::string args;
+      for (const Arg& a : s.args) {
+        if (!args.empty()) args += ", ";
+        if (a.kind == Arg::Kind::Int) {
+          args += fmt::format("{}", a.value);
+        } else if (a.kind == Arg::Kind::Real) {
+          args += fmt::format("{}f", static_cast<float>(a.real_value));
+        } else {
+          args += a.buffer < 0 ? "NULL" : buffer(a.buffer).name + (a.offset ? fmt::format("+{}", a.offset) : "");
+        }
       }
+      out += fmt::format("{:3}  {}({})  ; {}\n", i, s.kernel, args, s.label);
     }
-    out += fmt::format("{:3}  {}({})  ; {}\n", i, s.kernel, args, s.label);
+  };
+  list(steps);
+  if (training) {
+    out += fmt::format("training step ({}, {} loss, batch {}): once\n", training->numeric, training->loss, training->batch);
+    list(training->zero);
+    out += "per sample\n";
+    list(training->sample);
+    out += "then\n";
+    list(training->update);
   }
   return out;
 }
@@ -161,13 +185,17 @@ std::string Program::memory_plan() const {
 }
 
 std::string Program::format_table() const {
+  // a float32 program (train_program) has no fixed-point formats: its buffers hold IEEE floats
+  if (float32()) {
+    return fmt::format("formats of {}: none (float32: every value an IEEE-754 float)\n", name);
+  }
   std::string out = fmt::format("formats of {} (value = scale * (q - zero point); Qm.f: scale 2^-f; range = the "
                                 "values representable)\n",
                                 name);
   out += fmt::format("  {:<12} {:<10} {:>7} {:>18} {:>25} {:>25}  {}\n", "buffer", "kind", "type", "format", "range",
                      "calibrated", "holds");
   for (const Buffer& b : buffers) {
-    if (!b.fixed_point) continue;
+    if (!b.fixed_point || b.elem == Elem::F32) continue;
     const double lo = b.scale * static_cast<double>(elem_min(b.elem) - b.zero_point);
     const double hi = b.scale * static_cast<double>(elem_max(b.elem) - b.zero_point);
     std::string format = format_name(b.elem, b.scale, b.zero_point);

@@ -34,13 +34,12 @@ void check_firmware_name(const std::string& name) {
   }
 }
 
-Program quantize(const Graph& graph, const Calibration& calibration, const QuantOptions& options) {
-  graph.validate();
-  Lowering L(graph, calibration, options);
+void lower_nodes(Lowering& L) {
+  const Graph& graph = L.graph();
   // Every node is also evaluated in float, on zeros for the input: that checks the shape and
   // dtype the graph declares for it against what its op computes (the rules rely on them),
   // and gives the values of nodes of constants only, which fold into constants (a
-  // positional table sliced to the sequence length).
+  // positional table sliced to the sequence length); not those of a trained parameter.
   std::vector<Tensor> env(graph.values.size());
   for (const Value& v : graph.values) env[static_cast<std::size_t>(v.id)] = v.data;
   const Value& in = graph.value(graph.input);
@@ -67,16 +66,26 @@ Program quantize(const Graph& graph, const Calibration& calibration, const Quant
                             shape_str(out.shape), n.op, dtype_name(y.dtype()), shape_str(y.shape())));
     }
     env[static_cast<std::size_t>(n.output)] = y;
-    if (std::all_of(n.inputs.begin(), n.inputs.end(), [&L](std::int64_t v) { return v < 0 || L.is_const(v); })) {
+    if (std::all_of(n.inputs.begin(), n.inputs.end(),
+                    [&L](std::int64_t v) { return v < 0 || (L.is_const(v) && !L.needs_grad(v)); })) {
       L.fold(n.output, y);
       continue;
     }
     if (L.absorbed(i)) continue;  // folded into the linear layer that reads it
-    if (!rule->lower) {
-      L.fail(n, fmt::format("the fixed-point runtime has no kernel for {}. Lowerable ops: {}", n.op, lowerable_ops()));
+    const auto& lower = L.float32() ? rule->lower_f32 : rule->lower;
+    if (!lower) {
+      L.fail(n, L.float32() ? fmt::format("{} has no float32 kernel", n.op)
+                            : fmt::format("the fixed-point runtime has no kernel for {}. Lowerable ops: {}", n.op,
+                                          lowerable_ops()));
     }
-    rule->lower(L, n);
+    lower(L, n);
   }
+}
+
+Program quantize(const Graph& graph, const Calibration& calibration, const QuantOptions& options) {
+  graph.validate();
+  Lowering L(graph, calibration, options);
+  lower_nodes(L);
   L.finish_output();
   Program p = std::move(L.program());
   plan_memory(p);

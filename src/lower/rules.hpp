@@ -83,6 +83,14 @@ struct OpRule {
   /// buffers, publishes the output's view. Empty for ops that only evaluate (calibration
   /// runs them; quantize() names them as not lowerable).
   std::function<void(Lowering&, const Node&)> lower;
+  /// The float32 rule (TrainOptions::numeric Float32): the same in float kernels; in a
+  /// training step's forward (Lowering::training) it also keeps what backward_f32 reads
+  /// (Lowering::save). Empty: the op has no float32 lowering.
+  std::function<void(Lowering&, const Node&)> lower_f32;
+  /// The float32 backward: from the output's gradient (Lowering::grad), the gradients of the
+  /// inputs that need one (Lowering::grad_out), as kernel calls that store or add into them.
+  /// Empty: gradients do not flow through the op (a training step fails naming it).
+  std::function<void(Lowering&, const Node&)> backward_f32;
 
   /// Is this weighted capability usable on `n`: is its weight input a constant?
   bool weighted(const Node& n, const std::vector<bool>& constant) const {

@@ -43,6 +43,11 @@ void check_cpu_name(const std::string& cpu, const char* who) {
   }
 }
 
+bool cpu_has_fpu(const std::string& cpu) {
+  if (cpu.rfind("rv32", 0) == 0) return cpu.find('f', 4) != std::string::npos;  // the F extension: rv32imafc
+  return cpu != "cortex-m0" && cpu != "cortex-m0plus" && cpu != "cortex-m3";
+}
+
 std::string shell_quote(const std::string& s) {
   std::string q = "'";
   for (const char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);

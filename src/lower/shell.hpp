@@ -27,6 +27,9 @@ CrossTools cross_tools(const std::string& cpu);
 /// ValueError naming `who` unless `cpu` is a CPU name (letters, digits, '-', '+', '.'), so
 /// that it can go on a command line as it is.
 void check_cpu_name(const std::string& cpu, const char* who);
+/// Whether the core has a single-precision FPU (the float32 programs' cores): every Cortex-M
+/// but cortex-m0, cortex-m0plus and cortex-m3; a RISC-V core with the F extension (rv32imafc).
+bool cpu_has_fpu(const std::string& cpu);
 /// `s` as one single-quoted /bin/sh word.
 std::string shell_quote(const std::string& s);
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kernels.hpp"
 #include "microtorch/error.hpp"
@@ -20,9 +21,12 @@ namespace microtorch::lower {
 
 namespace {
 
+// The integers of an element type; a float's are its IEEE-754 bits (the convention of
+// Buffer::data and of the Simulator's integer vectors for Elem::F32).
 template <class F>
 auto visit_elem(Elem e, F&& f) {
   switch (e) {
+    case Elem::F32: return f(std::uint32_t{});
     case Elem::S8: return f(std::int8_t{});
     case Elem::U8: return f(std::uint8_t{});
     case Elem::S16: return f(std::int16_t{});
@@ -32,16 +36,34 @@ auto visit_elem(Elem e, F&& f) {
   return f(std::int64_t{});
 }
 
+float float_of_bits(std::int64_t bits) {
+  const auto u = static_cast<std::uint32_t>(bits);
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+std::int64_t bits_of_float(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
 }  // namespace
 
 Simulator::Simulator(Program program) : program_(std::move(program)) {
   for (const Step& s : program_.steps) check_call(program_, s);
+  if (program_.training) {
+    for (const auto* list : {&program_.training->zero, &program_.training->sample, &program_.training->update}) {
+      for (const Step& s : *list) check_call(program_, s);
+    }
+  }
   storage_.resize(program_.buffers.size());
   limit_counts_.assign(program_.buffers.size(), 0);
   for (const Buffer& b : program_.buffers) {
     auto& st = storage_[static_cast<std::size_t>(b.id)];
     st.assign(static_cast<std::size_t>((b.bytes() + 7) / 8), 0);
-    if (b.kind == BufferKind::Weight) {
+    if (b.kind == BufferKind::Weight || b.kind == BufferKind::Parameter) {
       visit_elem(b.elem, [&](auto tag) {
         using T = decltype(tag);
         T* p = reinterpret_cast<T*>(st.data());
@@ -79,26 +101,136 @@ std::vector<std::int64_t> Simulator::run(const std::vector<std::int64_t>& input)
   status_ = 0;
   if (record_) recorded_.assign(program_.probes.size(), {});
   record_probes(-1);
-  std::vector<KernelArg> args;
-  for (std::size_t k = 0; k < program_.steps.size(); ++k) {
-    const Step& s = program_.steps[k];
-    args.assign(s.args.size(), KernelArg{});
-    for (std::size_t i = 0; i < s.args.size(); ++i) {
-      const Arg& a = s.args[i];
-      if (a.kind == Arg::Kind::Buffer) {
-        args[i].ptr = ptr(a.buffer, a.offset);
-      } else {
-        args[i].value = a.value;
-      }
-    }
-    if (find_kernel(s.kernel)->call(args.data()) != 0) status_ = 1;
-    record_probes(static_cast<std::int64_t>(k));
-  }
+  execute(program_.steps, true);
   ++runs_;
   for (const Buffer& b : program_.buffers) {
     if (b.kind == BufferKind::Activation || b.kind == BufferKind::Output) limit_counts_[static_cast<std::size_t>(b.id)] += at_limit(b.id);
   }
   return values(program_.output);
+}
+
+void Simulator::execute(const std::vector<Step>& steps, bool probes) {
+  std::vector<KernelArg> args;
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const Step& s = steps[k];
+    args.assign(s.args.size(), KernelArg{});
+    for (std::size_t i = 0; i < s.args.size(); ++i) {
+      const Arg& a = s.args[i];
+      if (a.kind == Arg::Kind::Buffer) {
+        args[i].ptr = ptr(a.buffer, a.offset);
+      } else if (a.kind == Arg::Kind::Real) {
+        args[i].real = a.real_value;
+      } else {
+        args[i].value = a.value;
+      }
+    }
+    if (find_kernel(s.kernel)->call(args.data()) != 0) status_ = 1;
+    if (probes) record_probes(static_cast<std::int64_t>(k));
+  }
+}
+
+// Writes `values` (a buffer's integers, or a float buffer's floats' bits) into a buffer.
+void Simulator::fill(std::int64_t buffer, const std::vector<std::int64_t>& values, const char* what) {
+  const Buffer& b = program_.buffer(buffer);
+  if (static_cast<std::int64_t>(values.size()) != b.size) {
+    throw ShapeError(fmt::format("{}: the {} buffer holds {} values, got {}", what, b.name, b.size, values.size()));
+  }
+  visit_elem(b.elem, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = static_cast<T*>(ptr(buffer));
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+    return 0;
+  });
+}
+
+double Simulator::train_step(const Tensor& x, const Tensor& target) {
+  if (!program_.training) {
+    throw ValueError(fmt::format("Simulator::train_step: the program {} has no training step (lower::train_program "
+                                 "makes one)",
+                                 program_.name));
+  }
+  const Training& t = program_.training.value();
+  const std::vector<Tensor> xs = split_stacked(program_.input_shape, x, "Simulator::train_step");
+  if (static_cast<std::int64_t>(xs.size()) != t.batch) {
+    throw ShapeError(fmt::format("Simulator::train_step: the step takes a batch of {} inputs {} stacked along dim 0, "
+                                 "got {}",
+                                 t.batch, shape_str(program_.input_shape), shape_str(x.shape())));
+  }
+  const Buffer& tb = program_.buffer(t.target);
+  if (target.numel() != t.batch * tb.size) {
+    throw ShapeError(fmt::format("Simulator::train_step: {} targets for a batch of {} ({} per sample: {}), got {} {}",
+                                 t.batch * tb.size, t.batch, tb.size, tb.origin, shape_str(target.shape()),
+                                 dtype_name(target.dtype())));
+  }
+  const bool classes = tb.elem == Elem::S32;
+  if (classes == target.is_floating_point()) {
+    throw DtypeError(fmt::format("Simulator::train_step: the {} loss takes {} targets, got {}", t.loss,
+                                 classes ? "int64 class index" : "float", dtype_name(target.dtype())));
+  }
+  std::vector<std::int64_t> in, tv;
+  for (const Tensor& xi : xs) {
+    const auto q = quantize_input(program_, xi);
+    in.insert(in.end(), q.begin(), q.end());
+  }
+  const Tensor flat = classes ? target.to(Dtype::Int64).contiguous() : target.to(Dtype::Float32).contiguous();
+  for (std::int64_t i = 0; i < flat.numel(); ++i) {
+    if (classes) {
+      const std::int64_t c = flat.data<std::int64_t>()[i];
+      if (c < INT32_MIN || c > INT32_MAX) throw ValueError(fmt::format("Simulator::train_step: class {} does not fit int32", c));
+      tv.push_back(c);
+    } else {
+      tv.push_back(bits_of_float(flat.data<float>()[i]));
+    }
+  }
+  return train_step_integers(in, tv);
+}
+
+double Simulator::train_step_integers(const std::vector<std::int64_t>& inputs, const std::vector<std::int64_t>& targets) {
+  if (!program_.training) throw ValueError(fmt::format("Simulator::train_step: the program {} has no training step", program_.name));
+  const Training& t = program_.training.value();
+  const std::int64_t in_size = program_.buffer(program_.input).size, t_size = program_.buffer(t.target).size;
+  if (static_cast<std::int64_t>(inputs.size()) != t.batch * in_size ||
+      static_cast<std::int64_t>(targets.size()) != t.batch * t_size) {
+    throw ShapeError(fmt::format("Simulator::train_step: a step takes {} input values and {} targets, got {} and {}",
+                                 t.batch * in_size, t.batch * t_size, inputs.size(), targets.size()));
+  }
+  execute(t.zero, false);
+  for (std::int64_t s = 0; s < t.batch; ++s) {
+    fill(program_.input, {inputs.begin() + s * in_size, inputs.begin() + (s + 1) * in_size}, "Simulator::train_step");
+    fill(t.target, {targets.begin() + s * t_size, targets.begin() + (s + 1) * t_size}, "Simulator::train_step");
+    execute(t.sample, false);
+  }
+  execute(t.update, false);
+  ++steps_;
+  return static_cast<double>(float_of_bits(values(t.loss_value)[0]));
+}
+
+std::vector<std::uint8_t> Simulator::parameter_blob() const {
+  std::vector<std::uint8_t> blob;
+  if (!program_.training) return blob;
+  for (const TrainedParameter& tp : program_.training->parameters) {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(storage_[static_cast<std::size_t>(tp.buffer)].data());
+    blob.insert(blob.end(), p, p + program_.buffer(tp.buffer).bytes());
+  }
+  return blob;
+}
+
+Tensor Simulator::parameter(const std::string& name) const {
+  if (program_.training) {
+    for (const TrainedParameter& tp : program_.training->parameters) {
+      if (tp.name != name) continue;
+      const std::vector<std::int64_t> bits = values(tp.buffer);
+      Tensor t = Tensor::empty(tp.shape, Dtype::Float32);
+      for (std::size_t i = 0; i < bits.size(); ++i) t.data<float>()[i] = float_of_bits(bits[i]);
+      return t;
+    }
+  }
+  std::vector<std::string> names;
+  if (program_.training) {
+    for (const TrainedParameter& tp : program_.training->parameters) names.push_back(tp.name);
+  }
+  throw ValueError(fmt::format("Simulator::parameter: {} is not a trained parameter of {} (trained: {})", name,
+                               program_.name, names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))));
 }
 
 void Simulator::record_probes(std::int64_t step) {
@@ -132,6 +264,11 @@ Tensor Simulator::value(std::int64_t graph_value) const {
     const Probe& pr = program_.probes[i];
     if (pr.value != graph_value || recorded_[i].empty()) continue;
     const Buffer& b = program_.buffer(pr.buffer);
+    if (b.elem == Elem::F32) {
+      Tensor t = Tensor::empty(pr.shape, Dtype::Float32);
+      for (std::size_t k = 0; k < recorded_[i].size(); ++k) t.data<float>()[k] = float_of_bits(recorded_[i][k]);
+      return t;
+    }
     Tensor t = Tensor::empty(pr.shape, b.fixed_point ? Dtype::Float32 : Dtype::Int64);
     const std::int64_t width = pr.shape.empty() ? 1 : pr.shape.back();
     const std::int64_t group = pr.segments.empty() ? width : width / static_cast<std::int64_t>(pr.segments.size());
@@ -204,6 +341,16 @@ std::vector<std::int64_t> quantize_input(const Program& program, const Tensor& x
                                  shape_str(program.input_shape), shape_str(x.shape())));
   }
   std::vector<std::int64_t> q(static_cast<std::size_t>(x.numel()));
+  if (in.elem == Elem::F32) {  // a float32 program: the floats' bits
+    const Tensor f = x.to(Dtype::Float32).contiguous();
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      if (!std::isfinite(f.data<float>()[i])) {
+        throw ValueError(fmt::format("quantize_input: element {} is {}; the model takes finite inputs", i, f.data<float>()[i]));
+      }
+      q[i] = bits_of_float(f.data<float>()[i]);
+    }
+    return q;
+  }
   if (!in.fixed_point) {
     const Tensor ids = x.to(Dtype::Int64);
     const std::int64_t* p = ids.data<std::int64_t>();
@@ -233,9 +380,11 @@ Tensor dequantize_output(const Program& program, const std::vector<std::int64_t>
   if (static_cast<std::int64_t>(q.size()) != out.size) {
     throw ShapeError(fmt::format("dequantize_output: {} values for an output of {}", q.size(), out.size));
   }
-  Tensor t = Tensor::empty(program.output_shape, out.fixed_point ? Dtype::Float32 : Dtype::Int64);
+  Tensor t = Tensor::empty(program.output_shape, out.fixed_point || out.elem == Elem::F32 ? Dtype::Float32 : Dtype::Int64);
   for (std::size_t i = 0; i < q.size(); ++i) {
-    if (out.fixed_point) {
+    if (out.elem == Elem::F32) {
+      t.data<float>()[i] = float_of_bits(q[i]);
+    } else if (out.fixed_point) {
       t.data<float>()[i] = static_cast<float>(out.scale * static_cast<double>(q[i] - out.zero_point));
     } else {
       t.data<std::int64_t>()[i] = q[i];

@@ -65,6 +65,7 @@ std::string Verification::summary() const {
   for (const CpuCheck& c : cpus) {
     ran += ", " + c.cpu + (c.identical ? "" : " (DIFFERS)");
     if (c.instructions >= 0) ran += fmt::format(" ({} instructions)", c.instructions);
+    if (c.train_instructions >= 0) ran += fmt::format(" ({} per training step)", c.train_instructions);
   }
   std::string s = fmt::format("{} on {} inputs: {}{}", passed ? "verified" : "FAILED", inputs, ran,
                               passed ? " identical to the simulator" : fmt::format(" (see {}/verification.txt)", work));
@@ -88,9 +89,14 @@ Verification verify(const Program& program, const std::vector<std::vector<std::i
       return v;
     }
   }
-  // Each CPU's cross compiler and emulator: a CPU whose are missing is skipped, and said so.
-  std::vector<std::string> cpus, missing, why;
+  // A float32 program needs a single-precision FPU (not on Cortex-M0, M0+, M3, rv32imc ...);
+  // each CPU needs its cross compiler and emulator: a CPU without them is skipped, and said so.
+  std::vector<std::string> cpus, missing, why, no_fpu;
   for (const std::string& cpu : options.cpus) {
+    if (program.float32() && !detail::cpu_has_fpu(cpu)) {
+      no_fpu.push_back(cpu);
+      continue;
+    }
     const detail::CrossTools t = detail::cross_tools(cpu);
     const char* absent = !detail::have_program(t.cc) ? t.cc : !detail::have_program(t.qemu) ? t.qemu : nullptr;
     if (!absent) {
@@ -101,12 +107,15 @@ Verification verify(const Program& program, const std::vector<std::vector<std::i
     const std::string w = fmt::format("{} not found (tools/install-deps.sh installs {})", absent, t.packages);
     if (std::find(why.begin(), why.end(), w) == why.end()) why.push_back(w);
   }
-  if (!missing.empty()) v.skipped = fmt::format("{}: {}", fmt::join(missing, ", "), fmt::join(why, "; "));
+  if (!no_fpu.empty()) v.skipped = fmt::format("{}: no FPU for a float32 program", fmt::join(no_fpu, ", "));
+  if (!missing.empty()) {
+    v.skipped += fmt::format("{}{}: {}", v.skipped.empty() ? "" : "; ", fmt::join(missing, ", "), fmt::join(why, "; "));
+  }
 
   prepare_work(v.work);
-  emit_check(program, inputs, v.work);
+  emit_check(program, inputs, v.work, options.training);
   Simulator sim(program);
-  write_file(v.work + "/expected.txt", expected_check_output(sim, inputs), "verify");
+  write_file(v.work + "/expected.txt", expected_check_output(sim, inputs, options.training), "verify");
   const detail::CommandResult r = detail::run_command(
       fmt::format("CPUS={} COUNT_INSTRUCTIONS={} bash {} {} {} {}", detail::shell_quote(fmt::format("{}", fmt::join(cpus, " "))),
                   options.count_instructions ? 1 : 0, detail::shell_quote(check_script()), detail::shell_quote(dir),
@@ -117,7 +126,7 @@ Verification verify(const Program& program, const std::vector<std::vector<std::i
   if (r.status != 0 && r.out.find("no QEMU board for") != std::string::npos) {
     throw ValueError(fmt::format("verify: {}", r.out.substr(r.out.find("no QEMU board for"))));
   }
-  for (const std::string& cpu : cpus) v.cpus.push_back({cpu, "", false, -1});
+  for (const std::string& cpu : cpus) v.cpus.push_back({cpu, "", false, -1, -1});
   std::istringstream lines(v.log);
   for (std::string line; std::getline(lines, line);) {
     const auto at = line.find_first_not_of(' ');
@@ -133,6 +142,8 @@ Verification verify(const Program& program, const std::vector<std::vector<std::i
       }
       const std::string key = "instructions per inference (" + c.cpu + "): ";
       if (line.rfind(key, 0) == 0) c.instructions = std::stoll(line.substr(key.size()));
+      const std::string tkey = "instructions per training step (" + c.cpu + "): ";
+      if (line.rfind(tkey, 0) == 0) c.train_instructions = std::stoll(line.substr(tkey.size()));
     }
   }
   v.passed = r.status == 0 && v.host && v.sanitizer;

@@ -4,6 +4,10 @@
 //   mt_rq: exact (the exact integer result requantized once)
 //   mt_recip_u32: y - 2^e/d in [0, 6] units of 2^-30;  mt_rsqrt_u64: [0, 3] units of 2^-30
 //   mt_exp2neg_q16: 0.51 LSB of Q16 (every z in [0, 18))
+// and the float32 math of the float32 kernels (mt_expf, mt_logf, mt_tanhf, mt_phif, mt_rsqrtf)
+// in ulps of the result against double, over sweeps, each rerun giving the same bits.
+#include <cstring>
+
 #include "kernel_reference.hpp"
 
 using namespace kernel_ref;
@@ -137,4 +141,64 @@ TEST_CASE("lower kernels: reciprocal, inverse square root and 2^-z without divis
   CHECK(mt_exp2neg_q16(0) == 65536u);
   CHECK(mt_exp2neg_q16(65536) == 32768u);
   CHECK(mt_exp2neg_q16(0xFFFFFFFFu) == 0u);
+}
+
+namespace {
+
+// |got - want| in ulps of want as a float (want in double; the ulp of the float nearest it)
+double ulps(float got, double want) {
+  const float w = static_cast<float>(want);
+  const double ulp = std::abs(static_cast<double>(std::nextafter(w, std::numeric_limits<float>::infinity())) - w);
+  return std::abs(static_cast<double>(got) - want) / (ulp > 0 ? ulp : 1e-45);
+}
+
+// The largest ulps of f against ref over n points spread evenly over [lo, hi], and a rerun
+// giving the same bits.
+double sweep(float (*f)(float), double (*ref)(double), double lo, double hi, int n) {
+  double worst = 0;
+  for (int i = 0; i <= n; ++i) {
+    const auto x = static_cast<float>(lo + (hi - lo) * i / n);
+    const float y = f(x);
+    const double want = ref(static_cast<double>(x));
+    if (std::abs(want) < 1e-37) continue;  // subnormal results: absolute, not relative, accuracy
+    worst = std::max(worst, ulps(y, want));
+    const float again = f(x);
+    REQUIRE(std::memcmp(&y, &again, sizeof y) == 0);
+  }
+  return worst;
+}
+
+double ref_exp(double x) { return std::exp(x); }
+double ref_log(double x) { return std::log(x); }
+double ref_tanh(double x) { return std::tanh(x); }
+double ref_phi(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+double ref_rsqrt(double x) { return 1.0 / std::sqrt(x); }
+
+}  // namespace
+
+TEST_CASE("lower kernels: the float32 math (mt_expf, mt_logf, mt_tanhf, mt_phif, mt_rsqrtf) against double") {
+  const double e = sweep(mt_expf, ref_exp, -87.0, 88.5, 400000);
+  const double l = std::max(sweep(mt_logf, ref_log, 1e-30, 1e-20, 100000),
+                            std::max(sweep(mt_logf, ref_log, 0.5, 2.0, 200000), sweep(mt_logf, ref_log, 1.0, 3e38, 200000)));
+  const double t = sweep(mt_tanhf, ref_tanh, -12.0, 12.0, 400000);
+  const double p = sweep(mt_phif, ref_phi, -13.0, 8.0, 400000);
+  const double r = std::max(sweep(mt_rsqrtf, ref_rsqrt, 1e-30, 1e-20, 100000), sweep(mt_rsqrtf, ref_rsqrt, 1e-3, 1e6, 400000));
+  MESSAGE("worst ulp: expf " << e << ", logf " << l << ", tanhf " << t << ", phif " << p << ", rsqrtf " << r);
+  // the bounds mt_kernels.h states
+  CHECK(e <= 1.0);
+  CHECK(l <= 1.0);
+  CHECK(t <= 2.0);
+  CHECK(p <= 5.0);
+  CHECK(r <= 2.0);
+  // special values
+  CHECK(mt_expf(0.0f) == 1.0f);
+  CHECK(mt_expf(-200.0f) == 0.0f);
+  CHECK(std::isinf(mt_expf(200.0f)));
+  CHECK(mt_logf(1.0f) == 0.0f);
+  CHECK(std::isinf(mt_logf(0.0f)));
+  CHECK(std::isnan(mt_logf(-1.0f)));
+  CHECK(mt_tanhf(20.0f) == 1.0f);
+  CHECK(mt_tanhf(-20.0f) == -1.0f);
+  CHECK(mt_rsqrtf(0.0f) == 0.0f);
+  CHECK(mt_rsqrtf(4.0f) == 0.5f);
 }

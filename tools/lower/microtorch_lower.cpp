@@ -160,6 +160,21 @@ int main(int argc, char** argv) {
       ->take_all();
   app.add_option("--work", work, "with --check: the folder for the check program and builds (default <out>.verify)");
   app.add_flag("--no-count", no_count, "with --check: no instruction counts");
+  std::vector<std::string> train;
+  std::string numeric = "float32", loss = "cross_entropy";
+  double lr = 0.01, momentum = 0.0, weight_decay = 0.0;
+  std::int64_t batch = 1;
+  app.add_option("--train", train,
+                 "also emit a training step (<name>_train_step) for these parameters: named_parameters() names, "
+                 "patterns with *, @biases, @layer_norms; `--train last` for the last linear layer's weight and bias")
+      ->take_all();
+  app.add_option("--numeric", numeric, "the training step's arithmetic: float32 (FPU cores; the default) or integer (not available yet)")
+      ->check(CLI::IsMember({"integer", "float32"}));
+  app.add_option("--loss", loss, "the training loss")->check(CLI::IsMember({"cross_entropy", "mse"}));
+  app.add_option("--lr", lr, "the training step's learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--momentum", momentum, "SGD momentum")->check(CLI::Range(0.0, 0.999));
+  app.add_option("--weight-decay", weight_decay, "SGD weight decay")->check(CLI::NonNegativeNumber);
+  app.add_option("--batch", batch, "samples per training step")->check(CLI::PositiveNumber);
   app.add_flag("--print-graph", print_graph, "print the traced graph");
   app.add_flag("--print-program", print_program, "print the kernel calls");
   CLI11_PARSE(app, argc, argv);
@@ -207,6 +222,14 @@ int main(int argc, char** argv) {
       fo.auto_precision = target;
     } else if (!min_agreement.empty()) {
       throw microtorch::ValueError("--min-agreement is a target for --auto-precision");
+    }
+    if (!train.empty()) {
+      lower::TrainOptions t;
+      if (!(train.size() == 1 && train[0] == "last")) t.parameters = train;
+      t.numeric = numeric == "float32" ? lower::Numeric::Float32 : lower::Numeric::Integer;
+      t.loss = loss == "mse" ? lower::LossKind::Mse : lower::LossKind::CrossEntropy;
+      t.lr = lr, t.momentum = momentum, t.weight_decay = weight_decay, t.batch = batch;
+      fo.train = t;
     }
     fo.check_inputs = check;
     fo.verify.cpus = targets;

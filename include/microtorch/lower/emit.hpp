@@ -35,15 +35,30 @@ namespace microtorch::lower {
 /// (check_firmware_name), IoError when a directory or file cannot be written.
 void emit_c(const Program& program, const std::string& dir);
 
+/// One training step's data for a check program: the batch's inputs (the input buffer's
+/// integers of each sample, one sample after the other; a float32 program's are the floats'
+/// IEEE bits) and targets (class indices, or the bits of float targets), as
+/// Simulator::train_step takes them after quantize_input.
+struct TrainingBatch {
+  std::vector<std::int64_t> inputs;   ///< Training::batch samples of the input buffer's size
+  std::vector<std::int64_t> targets;  ///< Training::batch samples of the target buffer's size
+};
+
 /// Writes `<dir>/<name>_check.c`: a main() that runs the firmware on each input (integers
-/// of the input buffer) and prints one line per input, `<index> <status>: <outputs...>`.
-/// Compiled with -DCHECK_RUNS=n it runs the first input n times and prints its line only
-/// (for counting instructions: the difference of n = 2 and n = 1 is one inference).
-/// ShapeError for an input whose size differs from the input buffer's, IoError when the
-/// file cannot be written.
-void emit_check(const Program& program, const std::vector<std::vector<std::int64_t>>& inputs, const std::string& dir);
-/// What that program must print, computed by the simulator.
-std::string expected_check_output(Simulator& sim, const std::vector<std::vector<std::int64_t>>& inputs);
+/// of the input buffer; a float32 program's floats given by their bits) and prints one line
+/// per input, `<index> <status>: <outputs...>` (a float output as its bits in hex). With
+/// `training` (a program with a training step) it then takes one training step per batch,
+/// printing `train <k>: <loss bits>`, runs the inputs again (`after <index> ...`) and prints
+/// an FNV-1a hash of the trained parameters' blob. Compiled with -DCHECK_RUNS=n it runs the
+/// first input n times and prints its line only (for counting instructions: the difference
+/// of n = 2 and n = 1 is one inference); with -DCHECK_TRAIN_RUNS=n, the first batch's
+/// training step n times. ShapeError for an input or batch whose size differs from the
+/// program's, IoError when the file cannot be written.
+void emit_check(const Program& program, const std::vector<std::vector<std::int64_t>>& inputs, const std::string& dir,
+                const std::vector<TrainingBatch>& training = {});
+/// What that program must print, computed by the simulator (which takes the training steps).
+std::string expected_check_output(Simulator& sim, const std::vector<std::vector<std::int64_t>>& inputs,
+                                  const std::vector<TrainingBatch>& training = {});
 
 /// Per step: kernel, what it computes, output format, MACs and weight bytes; then totals
 /// (MACs, weight and table bytes, arena bytes).

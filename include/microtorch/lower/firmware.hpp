@@ -33,6 +33,7 @@
 #include "microtorch/lower/graph.hpp"
 #include "microtorch/lower/precision.hpp"
 #include "microtorch/lower/quantize.hpp"
+#include "microtorch/lower/train.hpp"
 #include "microtorch/lower/verify.hpp"
 
 namespace microtorch::lower {
@@ -48,6 +49,12 @@ struct FirmwareOptions {
   /// The CPUs to verify on (also those whose flash and RAM are reported), instruction counts,
   /// the work folder.
   VerifyOptions verify;
+  /// When set, the firmware also trains (train_program): `<name>_train_step`, the parameter
+  /// blob functions; the check then takes `train_checks` training steps too, on the check's
+  /// samples with the float model's own predictions as targets (class indices: its argmax;
+  /// MSE: its outputs), and counts instructions per training step.
+  std::optional<TrainOptions> train;
+  std::int64_t train_checks = 3;  ///< training steps the verification takes (with `train`)
 };
 
 /// Everything to_firmware() made and measured.
@@ -61,8 +68,8 @@ struct Firmware {
   /// Flash and RAM per CPU (model + kernels, unused sections removed); empty when
   /// its cross compiler (arm-none-eabi-gcc, riscv64-unknown-elf-gcc) is missing.
   std::vector<std::pair<std::string, FirmwareSize>> sizes;
-  /// Accuracy, verification and one row per CPU (flash, RAM, instructions per inference,
-  /// bit-exact), as text.
+  /// Accuracy, verification and one row per CPU (flash, RAM, instructions per inference and,
+  /// for firmware that trains, per training step, bit-exact), as text.
   std::string report() const;
 };
 

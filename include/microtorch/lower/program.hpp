@@ -36,14 +36,15 @@ enum class Elem {
   S16,  ///< int16_t: int16 activations and weights
   S32,  ///< int32_t: biases of int8 layers, requantization multipliers, parameter tables, token ids, argmax results
   S64,  ///< int64_t: biases of int16 layers, wide accumulators (attention scratch)
-  U8    ///< uint8_t: bit masks (attention keep-bits)
+  U8,   ///< uint8_t: bit masks (attention keep-bits)
+  F32   ///< float: float32 programs (train.hpp); Buffer::data holds each value's IEEE-754 bits
 };
 /// Bytes of one element: 1, 2, 4 or 8.
 int elem_bytes(Elem e);
 std::string_view elem_ctype(Elem e);  ///< The C type's name: "int16_t", ...
-/// The smallest value of the C type (INT8_MIN, ..., 0 for U8).
+/// The smallest value of the C type (INT8_MIN, ..., 0 for U8; for F32 0: its values are bits).
 std::int64_t elem_min(Elem e);
-/// The largest value of the C type (INT8_MAX, ..., UINT8_MAX for U8).
+/// The largest value of the C type (INT8_MAX, ..., UINT8_MAX for U8; for F32 UINT32_MAX: bits).
 std::int64_t elem_max(Elem e);
 
 /// What a buffer is for, which decides where the firmware keeps it.
@@ -53,6 +54,9 @@ enum class BufferKind {
   Activation,  ///< an intermediate tensor, placed in the arena
   Scratch,     ///< kernel working memory (attention accumulators), placed in the arena
   Weight,      ///< constant data: `static const` arrays (flash)
+  Target,      ///< the training step's target array (`target`): one sample's class indices or values
+  Parameter,   ///< a trained parameter: an array in RAM that starts with its values (training)
+  State,       ///< a trained parameter's gradient or momentum, the loss: zeroed arrays in RAM (training)
 };
 /// The kind's name as listings print it: "input", "output", "activation", "scratch", "weight".
 std::string_view buffer_kind_name(BufferKind k);
@@ -122,16 +126,20 @@ struct Arg {
   /// What the argument passes.
   enum class Kind {
     Buffer,  ///< a pointer: `buffer` + `offset` elements
-    Int      ///< an integer: `value`
+    Int,     ///< an integer: `value`
+    Real     ///< a float: `real_value` (a float32 program's scalars: scales, learning rates)
   };
   Kind kind = Kind::Int;     ///< which of the fields below it uses
   std::int64_t buffer = -1;  ///< Buffer: buffer id (-1: a NULL pointer)
   std::int64_t offset = 0;   ///< Buffer: element offset into it
   std::int64_t value = 0;    ///< Int: the value
+  double real_value = 0;     ///< Real: the value (a float's, exactly)
   /// A pointer to element `offset` of buffer `id` (-1: NULL).
-  static Arg buf(std::int64_t id, std::int64_t offset = 0) { return {Kind::Buffer, id, offset, 0}; }
+  static Arg buf(std::int64_t id, std::int64_t offset = 0) { return {Kind::Buffer, id, offset, 0, 0}; }
   /// An integer argument.
-  static Arg num(std::int64_t v) { return {Kind::Int, -1, 0, v}; }
+  static Arg num(std::int64_t v) { return {Kind::Int, -1, 0, v, 0}; }
+  /// A float argument (the float nearest `v`).
+  static Arg real(double v) { return {Kind::Real, -1, 0, 0, static_cast<double>(static_cast<float>(v))}; }
 };
 
 /// One kernel call: `kernel(args...)`. Kernels that return a status (embedding lookups)
@@ -164,6 +172,34 @@ struct Probe {
   std::vector<std::int32_t> segment_zeros;  ///< their zero points (empty: 0)
 };
 
+/// A parameter that a training step updates.
+struct TrainedParameter {
+  std::string name;           ///< its named_parameters() name ("head.weight")
+  std::int64_t buffer = -1;   ///< the Parameter buffer the forward reads (and, in float32, the update writes)
+  std::int64_t grad = -1;     ///< the State buffer of its gradient, summed over a step's samples
+  std::int64_t momentum = -1;  ///< the State buffer of its momentum (-1: no momentum)
+  std::int64_t master = -1;   ///< integer mode: the wider Parameter buffer the update writes (-1 in float32)
+  Shape shape;                ///< its shape
+};
+
+/// The training step of a Program (train.hpp): what `<name>_train_step(in, target)` runs.
+/// For a batch of samples it runs `zero` once, `sample` once per sample (its Input buffer
+/// pointing at that sample, its Target buffer at the sample's target), then `update`.
+struct Training {
+  std::string numeric;      ///< "float32" or "integer"
+  std::string loss;         ///< "cross_entropy" or "mse"
+  double lr = 0, momentum = 0, weight_decay = 0;  ///< the SGD step (train.hpp)
+  std::int64_t batch = 1;   ///< samples per step
+  std::vector<Step> zero;   ///< once per step, first: the gradients and the loss to 0
+  std::vector<Step> sample;  ///< per sample: forward, loss and its gradient, backward
+  std::vector<Step> update;  ///< once per step, last: the averaged gradients, the SGD step
+  std::int64_t target = -1;  ///< the Target buffer: one sample's class indices (int32) or float targets
+  std::int64_t loss_value = -1;  ///< a State buffer holding the step's mean loss
+  std::vector<TrainedParameter> parameters;  ///< what the step updates, in blob order
+  /// Bytes of the parameters' RAM copies, gradients and momentum (outside the arena).
+  std::int64_t state_bytes = 0;
+};
+
 /// The lowered model: buffers and the kernel calls over them, in execution order, plus what
 /// the listings and the per-layer error report need (labels, probes, warnings). quantize()
 /// builds it; the Simulator runs it and emit_c() writes it as C.
@@ -183,7 +219,9 @@ struct Program {
   /// dequantize_output() returns).
   Shape input_shape, output_shape;
   ///@}
-  std::int64_t arena_bytes = 0;  ///< set by plan_memory()
+  std::int64_t arena_bytes = 0;  ///< set by plan_memory(): for the inference and, if any, the training step
+  /// The training step, when the program has one (train_program); empty for quantize()'s.
+  std::optional<Training> training;
   std::vector<Probe> probes;     ///< one per graph value the program computes
   /// What the lowering had to approximate beyond rounding, one line each, naming the tensor
   /// (a calibrated range outside the formats the kernels support: clamped, so its values
@@ -201,6 +239,9 @@ struct Program {
 
   /// Bytes of every Weight buffer (quantized parameters, constants and integer tables: flash).
   std::int64_t weight_bytes() const;
+  /// A float32 program (train_program, Numeric::Float32): some buffer holds IEEE floats, so
+  /// it runs only on cores with a single-precision FPU.
+  bool float32() const;
   /// Multiply-accumulates of one inference: the sum of Step::macs.
   std::int64_t total_macs() const;
 

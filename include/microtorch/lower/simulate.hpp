@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "microtorch/lower/program.hpp"
@@ -43,6 +44,24 @@ class Simulator {
   /// other; their outputs are joined along dim 0 when the output's dim 0 is the batch
   /// ([N * B, ...]), else stacked ([N, ...output shape]). ShapeError for anything else.
   Tensor forward(const Tensor& x);
+
+  /// One training step (Program::training, train_program): `x` holds the step's batch of
+  /// inputs, each of the program's input shape, stacked along dim 0; `target` their targets
+  /// stacked likewise: int64 class indices (cross entropy: one per row of the output) or floats
+  /// of the output's shape (MSE). Runs the step's kernels as the firmware's
+  /// `<name>_train_step` does and returns the step's mean loss. ValueError for a program
+  /// without a training step; ShapeError or DtypeError naming what it takes otherwise.
+  double train_step(const Tensor& x, const Tensor& target);
+  /// train_step() on integers: the batch's input-buffer values, sample after sample (a float
+  /// program's as the floats' bits), and targets (class indices, or float bits).
+  double train_step_integers(const std::vector<std::int64_t>& inputs, const std::vector<std::int64_t>& targets);
+  /// A trained parameter's current values as float, in its shape (ValueError, listing the
+  /// trained parameters, for another name).
+  Tensor parameter(const std::string& name) const;
+  /// The trained parameters' bytes in blob order, as `<name>_get_params` copies them.
+  std::vector<std::uint8_t> parameter_blob() const;
+  /// How many training steps have completed.
+  std::int64_t train_steps() const { return steps_; }
 
   /// The status the firmware's run function would return: 0, or 1 when a kernel reported
   /// bad data (an out-of-range token id).
@@ -76,8 +95,11 @@ class Simulator {
   std::int64_t runs_ = 0;
   bool record_ = false;
   std::vector<std::vector<std::int64_t>> recorded_;  // per probe
+  std::int64_t steps_ = 0;
   void record_probes(std::int64_t step);
   void* ptr(std::int64_t buffer, std::int64_t offset = 0);
+  void execute(const std::vector<Step>& steps, bool probes);
+  void fill(std::int64_t buffer, const std::vector<std::int64_t>& values, const char* what);
 };
 
 /// float -> the input buffer's integers: q = round(x / scale) + zero_point (half away from

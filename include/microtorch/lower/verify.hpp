@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "microtorch/lower/emit.hpp"
 #include "microtorch/lower/program.hpp"
 
 namespace microtorch::lower {
@@ -40,6 +41,10 @@ struct VerifyOptions {
   /// Emptied first, but only when it is empty or a work folder verify() made (ValueError
   /// otherwise: nothing of the user's is deleted).
   std::string work;
+  /// Training steps the check also takes, for a program with a training step
+  /// (train_program): their losses, the outputs after them and the trained parameters must
+  /// equal the simulator's too.
+  std::vector<TrainingBatch> training;
 };
 
 /// One CPU's result.
@@ -48,6 +53,7 @@ struct CpuCheck {
   std::string board;               ///< the QEMU board it ran on, "mps2-an386"
   bool identical = false;          ///< printed the simulator's integers for every input
   std::int64_t instructions = -1;  ///< per inference (QEMU counting plugin); -1 when not counted
+  std::int64_t train_instructions = -1;  ///< per training step (a program that trains); -1 when not counted
 };
 
 /// What verify() found.

@@ -22,6 +22,8 @@
 #      difference of the two whole-program counts is one inference. PROFILE=1 also counts each
 #      instruction address (the plugin's profile=FILE) and writes WORK/<cpu>-profile.md, the
 #      instructions per inference in each function (profile_functions.py), most first.
+#      A program that trains (its check program takes training steps) is counted per training
+#      step too: "instructions per training step (<cpu>): N".
 #
 #   src/lower/firmware/run_firmware_qemu.sh DIR NAME [WORK]
 #   COUNT_INSTRUCTIONS=1 CPUS="cortex-m0 cortex-m4 rv32imc" src/lower/firmware/run_firmware_qemu.sh DIR NAME [WORK]
@@ -30,7 +32,7 @@
 #
 # CPUS (default "cortex-m0 cortex-m4 cortex-m7 cortex-m33") lists the CPUs; empty: the host
 # steps only (then no cross compiler and no QEMU is needed). One line per result:
-#   "   <cpu> on <board>: N inferences, identical to the simulator",
+#   "   <cpu> on <board>: N inferences[ and K training steps], identical to the simulator",
 #   "   instructions per inference (<cpu>): N", and last "run_firmware_qemu: PASS (...)" or FAIL.
 #
 # Installed as microtorch-run-firmware-qemu (meson install), with the plugin's source in
@@ -108,7 +110,9 @@ fi
 
 compare() { # label file
   if cmp -s "$check/expected.txt" "$2"; then
-    echo "   $1: $(wc -l <"$2") inferences, identical to the simulator"
+    local steps
+    steps=$(grep -c '^train ' "$2" || true)
+    echo "   $1: $(grep -vc '^\(train\|params\) ' "$2") inferences$([[ $steps -gt 0 ]] && echo " and $steps training steps"), identical to the simulator"
   else
     bad "$1 differs from the simulator"
     diff "$check/expected.txt" "$2" | head -10 | sed 's/^/   /'
@@ -178,6 +182,28 @@ if [[ ${COUNT_INSTRUCTIONS:-0} == 1 && $fail -eq 0 && ${#cpus[@]} -gt 0 ]]; then
       bad "no instruction count on $cpu"
     fi
   done
+  # a program that trains: instructions per training step too (the first batch's step,
+  # once and twice; the single step must print the simulator's loss)
+  if grep -q CHECK_TRAIN_RUNS "$check/${name}_check.c"; then
+    for cpu in "${cpus[@]}"; do start "train-$cpu" CPU="$cpu" train-count-elfs; done
+    for cpu in "${cpus[@]}"; do
+      counts=()
+      if need "train-$cpu"; then
+        for runs in 1 2; do
+          qemu "$cpu" "$work/$cpu/train$runs.elf" "$work/$cpu-train$runs.txt" \
+            -plugin "$work/libinsncount.so" -d plugin -D "$work/$cpu-train-insns$runs.txt" || bad "$cpu training run $runs failed"
+          counts+=("$(sed -n 's/^insns: \([0-9]*\).*/\1/p' "$work/$cpu-train-insns$runs.txt")")
+        done
+        sed -n 's/^train 0: /train: /p' "$check/expected.txt" | cmp -s - "$work/$cpu-train1.txt" ||
+          bad "$cpu training step differs from the simulator"
+      fi
+      if [[ ${#counts[@]} -eq 2 && -n ${counts[0]} && -n ${counts[1]} ]]; then
+        echo "   instructions per training step ($cpu): $((counts[1] - counts[0]))"
+      else
+        bad "no training step count on $cpu"
+      fi
+    done
+  fi
 fi
 
 if [[ $fail -eq 0 ]]; then

@@ -107,12 +107,50 @@ void lower_clamp(Lowering& L, const Node& n) {
   L.set(n, y);
 }
 
+// ---- float32 ----
+
+// relu, gelu, tanh, sigmoid, clamp in float (mt_<op>_f32 over the dense input), keeping the
+// input (gelu, clamp) or the output (relu, tanh, sigmoid) for the backward.
+void lower_unary_f32(Lowering& L, const Node& n) {
+  const View x = L.packed(n, L.act(n, n.inputs[0]));
+  const View y = L.out_act(n, Elem::F32, Format{});
+  const std::int64_t count = numel_of(x.shape);
+  std::vector<Arg> args = {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(count)};
+  if (n.op == "gelu") args.push_back(Arg::num(node_attr<std::string>(n, "approximate") == "tanh" ? 1 : 0));
+  if (n.op == "clamp") {
+    args.push_back(Arg::real(node_attr<double>(n, "min")));
+    args.push_back(Arg::real(node_attr<double>(n, "max")));
+  }
+  L.step(fmt::format("mt_{}_f32", n.op), std::move(args), count);
+  if (L.keeps(n)) L.save(n, {n.op == "gelu" || n.op == "clamp" ? x : y});
+  L.set(n, y);
+}
+
+void backward_unary_f32(Lowering& L, const Node& n) {
+  auto dx = L.grad_out(n.inputs[0]);
+  if (!dx) return;
+  const View& kept = L.saved(n).views[0];
+  const View& dy = L.grad(n.output);
+  const int acc = L.acc_flags({&dx});
+  const std::int64_t count = numel_of(dy.shape);
+  std::vector<Arg> args = {Arg::buf(kept.buffer, kept.offset), Arg::buf(dy.buffer, dy.offset),
+                           Arg::buf(dx->view.buffer, dx->view.offset), Arg::num(count)};
+  if (n.op == "gelu") args.push_back(Arg::num(node_attr<std::string>(n, "approximate") == "tanh" ? 1 : 0));
+  if (n.op == "clamp") {
+    args.push_back(Arg::real(node_attr<double>(n, "min")));
+    args.push_back(Arg::real(node_attr<double>(n, "max")));
+  }
+  args.push_back(Arg::num(acc));
+  L.step(fmt::format("mt_{}_backward_f32", n.op), std::move(args), count);
+}
+
 OpRule unary(const char* op, const char* summary, Tensor (*f)(const Tensor&), void (*lower)(Lowering&, const Node&)) {
   OpRule r;
   r.op = op;
   r.summary = summary;
   r.evaluate = [f](const Node&, const std::vector<Tensor>& in) { return f(in[0]); };
   r.lower = lower;
+  if (lower) r.lower_f32 = lower_unary_f32, r.backward_f32 = backward_unary_f32;
   return r;
 }
 
@@ -127,6 +165,8 @@ std::vector<OpRule> activation_rules() {
     return microtorch::gelu(in[0], node_attr<std::string>(n, "approximate"));
   };
   gelu.lower = lower_function;
+  gelu.lower_f32 = lower_unary_f32;
+  gelu.backward_f32 = backward_unary_f32;
   OpRule clamp;
   clamp.op = "clamp";
   clamp.summary = "clamp (ReLU6, Hardtanh; at int16 with min 0 or min = -max)";
@@ -135,6 +175,8 @@ std::vector<OpRule> activation_rules() {
     return microtorch::clamp(in[0], node_attr<double>(n, "min"), node_attr<double>(n, "max"));
   };
   clamp.lower = lower_clamp;
+  clamp.lower_f32 = lower_unary_f32;
+  clamp.backward_f32 = backward_unary_f32;
   OpRule relu = unary("relu", "relu", [](const Tensor& x) { return microtorch::relu(x); }, lower_relu);
   relu.fuses_into_layer = true;  // the layer's requantization clamps at the output's zero point
   return {

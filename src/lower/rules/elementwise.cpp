@@ -1,5 +1,6 @@
 // Rules: add, sub, mul, div, neg (mt_add_<a>_<b>_<y>, mt_mul_*, mt_requant_*, mt_div_rows_*).
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -154,6 +155,132 @@ void lower_div(Lowering& L, const Node& n) {
   L.set(n, y);
 }
 
+// ---- float32 ----
+
+Arg buf_or_null(const std::optional<Lowering::GradTarget>& t) {
+  return t ? Arg::buf(t->view.buffer, t->view.offset) : Arg::buf(-1);
+}
+
+// The other operand of a float binary op: a packed view and the trailing block it repeats
+// over `out`; a constant that does not broadcast as a trailing block is expanded (it then
+// takes no gradient).
+std::pair<View, std::int64_t> operand_f32(Lowering& L, const Node& n, std::int64_t id, const Shape& out) {
+  if (L.is_const(id)) {
+    const std::int64_t block = suffix_block(L.data(id).shape(), out);
+    if (block >= 0) {
+      View v = L.constant_f32(n, id);
+      return {v, block};
+    }
+    if (L.needs_grad(id)) L.fail(n, "a trained parameter must broadcast as a trailing block of the output");
+    return {L.tensor_f32(microtorch::expand(L.data(id), out).clone(), L.const_name(id)), numel_of(out)};
+  }
+  const View& v = L.act(n, id);
+  const std::int64_t block = suffix_block(v.shape, out);
+  if (block < 0) {
+    L.fail(n, fmt::format("operand {} of shape {} does not broadcast as a trailing block of {}", L.ref(id),
+                          shape_str(v.shape), shape_str(out)));
+  }
+  return {L.packed(n, v), block};
+}
+
+// y = ca a + cb b (add, sub; a the operand of the output's shape): mt_add_f32.
+void lower_add_f32(Lowering& L, const Node& n, bool subtract) {
+  const Shape& out = L.out_shape(n);
+  const std::size_t i = full_operand(L, n);
+  const View a = L.packed(n, L.act(n, n.inputs[i]));
+  const auto [b, nb] = operand_f32(L, n, n.inputs[1 - i], out);
+  const double ca = subtract && i == 1 ? -1.0 : 1.0, cb = subtract && i == 0 ? -1.0 : 1.0;
+  const View y = L.out_act(n, Elem::F32, Format{});
+  const std::int64_t count = numel_of(out);
+  L.step("mt_add_f32", {Arg::buf(a.buffer, a.offset), Arg::buf(b.buffer, b.offset), Arg::buf(y.buffer), Arg::num(count),
+                        Arg::num(nb), Arg::real(ca), Arg::real(cb)},
+         count);
+  if (L.keeps(n)) L.save(n, {}, {static_cast<std::int64_t>(i), nb});
+  L.set(n, y);
+}
+
+// da = ca dy, db = cb (dy summed over b's repeats): mt_add_backward_f32.
+void backward_add_f32(Lowering& L, const Node& n, bool subtract) {
+  const Lowering::Saved& s = L.saved(n);
+  const auto i = static_cast<std::size_t>(s.ints[0]);
+  const std::int64_t nb = s.ints[1];
+  auto da = L.grad_out(n.inputs[i]);
+  auto db = L.grad_out(n.inputs[1 - i]);
+  const int acc = L.acc_flags({&da, &db});
+  const View& dy = L.grad(n.output);
+  const double ca = subtract && i == 1 ? -1.0 : 1.0, cb = subtract && i == 0 ? -1.0 : 1.0;
+  L.step("mt_add_backward_f32", {Arg::buf(dy.buffer, dy.offset), buf_or_null(da), buf_or_null(db),
+                                 Arg::num(numel_of(dy.shape)), Arg::num(nb), Arg::real(ca), Arg::real(cb), Arg::num(acc)});
+}
+
+// y = c x for a scalar constant c (neg, mul or div by a constant): mt_add_f32 with no b.
+void lower_scale_f32(Lowering& L, const Node& n, std::int64_t x_id, double c) {
+  const View x = L.packed(n, L.act(n, x_id));
+  const View y = L.out_act(n, Elem::F32, Format{});
+  const std::int64_t count = numel_of(x.shape);
+  L.step("mt_add_f32", {Arg::buf(x.buffer, x.offset), Arg::buf(-1), Arg::buf(y.buffer), Arg::num(count), Arg::num(count),
+                        Arg::real(c), Arg::real(0.0)},
+         count);
+  if (L.keeps(n)) L.save(n, {}, {x_id});
+  L.set(n, y);
+}
+
+void backward_scale_f32(Lowering& L, const Node& n, double c) {
+  auto dx = L.grad_out(L.saved(n).ints[0]);
+  if (!dx) return;
+  const View& dy = L.grad(n.output);
+  const int acc = L.acc_flags({&dx});
+  L.step("mt_add_backward_f32", {Arg::buf(dy.buffer, dy.offset), buf_or_null(dx), Arg::buf(-1),
+                                 Arg::num(numel_of(dy.shape)), Arg::num(numel_of(dy.shape)), Arg::real(c),
+                                 Arg::real(0.0), Arg::num(acc)});
+}
+
+// The scalar of a mul or div by a constant, if it is one.
+std::optional<std::pair<std::int64_t, double>> scalar_factor(Lowering& L, const Node& n) {
+  if (n.op == "div") {
+    if (!L.scalar_const(n.inputs[1])) return std::nullopt;
+    const double d = L.data(n.inputs[1]).item<double>();
+    if (d == 0) L.fail(n, "division by the constant 0");
+    return std::pair{n.inputs[0], 1.0 / d};
+  }
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (L.scalar_const(n.inputs[1 - i]) && !L.is_const(n.inputs[i]) && !L.needs_grad(n.inputs[1 - i])) {
+      return std::pair{n.inputs[i], L.data(n.inputs[1 - i]).item<double>()};
+    }
+  }
+  return std::nullopt;
+}
+
+// y = a b (b a trailing block): mt_mul_f32; by a scalar constant: a scale.
+void lower_mul_f32(Lowering& L, const Node& n) {
+  if (const auto f = scalar_factor(L, n)) return lower_scale_f32(L, n, f->first, f->second);
+  if (n.op == "div") L.fail(n, "float32 division lowers by a scalar constant only");
+  const Shape& out = L.out_shape(n);
+  const std::size_t i = full_operand(L, n);
+  const View a = L.packed(n, L.act(n, n.inputs[i]));
+  const auto [b, nb] = operand_f32(L, n, n.inputs[1 - i], out);
+  const View y = L.out_act(n, Elem::F32, Format{});
+  L.step("mt_mul_f32", {Arg::buf(a.buffer, a.offset), Arg::buf(b.buffer, b.offset), Arg::buf(y.buffer),
+                        Arg::num(numel_of(out)), Arg::num(nb)},
+         numel_of(out));
+  if (L.keeps(n)) L.save(n, {a, b}, {static_cast<std::int64_t>(i), nb});
+  L.set(n, y);
+}
+
+void backward_mul_f32(Lowering& L, const Node& n) {
+  if (const auto f = scalar_factor(L, n)) return backward_scale_f32(L, n, f->second);
+  const Lowering::Saved& s = L.saved(n);
+  const auto i = static_cast<std::size_t>(s.ints[0]);
+  auto da = L.grad_out(n.inputs[i]);
+  auto db = L.grad_out(n.inputs[1 - i]);
+  const int acc = L.acc_flags({&da, &db});
+  const View& dy = L.grad(n.output);
+  L.step("mt_mul_backward_f32", {Arg::buf(s.views[0].buffer, s.views[0].offset), Arg::buf(s.views[1].buffer, s.views[1].offset),
+                                 Arg::buf(dy.buffer, dy.offset), buf_or_null(da), buf_or_null(db),
+                                 Arg::num(numel_of(dy.shape)), Arg::num(s.ints[1]), Arg::num(acc)},
+         2 * numel_of(dy.shape));
+}
+
 OpRule binary(const char* op, const char* summary,
               Tensor (*f)(const Tensor&, const Tensor&), void (*lower)(Lowering&, const Node&)) {
   OpRule r;
@@ -173,6 +300,8 @@ std::vector<OpRule> elementwise_rules() {
   neg.summary = "neg";
   neg.evaluate = [](const Node&, const std::vector<Tensor>& in) { return microtorch::neg(in[0]); };
   neg.lower = [](Lowering& L, const Node& n) { lower_scale(L, n, L.act(n, n.inputs[0]), -1.0); };
+  neg.lower_f32 = [](Lowering& L, const Node& n) { lower_scale_f32(L, n, n.inputs[0], -1.0); };
+  neg.backward_f32 = [](Lowering& L, const Node& n) { backward_scale_f32(L, n, -1.0); };
 
   // The links of an affine chain (affine_input.hpp), next = s prev + o for the constant v:
   // x + v; x - v and v - x; x v; x / v (v / x is not affine).
@@ -180,19 +309,27 @@ std::vector<OpRule> elementwise_rules() {
                       [](const Tensor& a, const Tensor& b) { return a + b; },
                       [](Lowering& L, const Node& n) { lower_add(L, n, false); });
   add.residual = true;
+  add.lower_f32 = [](Lowering& L, const Node& n) { lower_add_f32(L, n, false); };
+  add.backward_f32 = [](Lowering& L, const Node& n) { backward_add_f32(L, n, false); };
   add.affine_link = [](double v, bool, double& s, double& o) { return s = 1, o = v, true; };
   OpRule sub = binary("sub", "sub", [](const Tensor& a, const Tensor& b) { return a - b; },
                       [](Lowering& L, const Node& n) { lower_add(L, n, true); });
   sub.residual = true;
+  sub.lower_f32 = [](Lowering& L, const Node& n) { lower_add_f32(L, n, true); };
+  sub.backward_f32 = [](Lowering& L, const Node& n) { backward_add_f32(L, n, true); };
   sub.affine_link = [](double v, bool constant_first, double& s, double& o) {
     return s = constant_first ? -1 : 1, o = constant_first ? v : -v, true;
   };
   OpRule mul = binary("mul", "mul (by an activation or a constant)", [](const Tensor& a, const Tensor& b) { return a * b; },
                       lower_mul);
+  mul.lower_f32 = lower_mul_f32;
+  mul.backward_f32 = backward_mul_f32;
   mul.affine_link = [](double v, bool, double& s, double& o) { return s = v, o = 0, true; };
   OpRule div = binary("div", "div (by a constant or a per-row activation)",
                       [](const Tensor& a, const Tensor& b) { return a / b; }, lower_div);
   div.zero_point_in = div.zero_point_out = false;  // the row division's operands are symmetric
+  div.lower_f32 = lower_mul_f32;
+  div.backward_f32 = backward_mul_f32;
   div.affine_link = [](double v, bool constant_first, double& s, double& o) {
     if (constant_first || v == 0) return false;
     return s = 1 / v, o = 0, true;

@@ -1,6 +1,7 @@
 // Rules: linear and matmul (mt_linear_<x>_<w>_<y>, mt_matmul_*).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -173,6 +174,96 @@ void lower_matmul(Lowering& L, const Node& n) {
   L.set(n, y);
 }
 
+// ---- float32 ----
+
+// An optional float view: NULL when there is none.
+Arg buf_or_null(const std::optional<Lowering::GradTarget>& t) {
+  return t ? Arg::buf(t->view.buffer, t->view.offset) : Arg::buf(-1);
+}
+
+// y = x W^T + b in float (mt_linear_f32); x read in place through its row stride.
+void lower_linear_f32(Lowering& L, const Node& n) {
+  const auto [x, xs] = L.strided_rows(n, L.act(n, n.inputs[0]));
+  const View w = L.constant_f32(n, n.inputs[1]);
+  if (w.shape.size() != 2) L.fail(n, "the weight must be 2-D [out, in]");
+  const std::int64_t in = w.shape[1], out = w.shape[0], rows = numel_of(x.shape) / in;
+  const View b = n.inputs.size() > 2 && n.inputs[2] >= 0 ? L.constant_f32(n, n.inputs[2]) : View{};
+  const View y = L.out_act(n, Elem::F32, Format{});
+  L.step("mt_linear_f32",
+         {Arg::buf(x.buffer, x.offset), Arg::buf(w.buffer), Arg::buf(b.buffer), Arg::buf(y.buffer), Arg::num(rows),
+          Arg::num(in), Arg::num(out), Arg::num(xs)},
+         rows * in * out);
+  if (L.keeps(n)) L.save(n, {x, w, b});
+  L.set(n, y);
+}
+
+// dx = dy W, dW += dy^T x, db += column sums of dy (mt_linear_backward_f32).
+void backward_linear_f32(Lowering& L, const Node& n) {
+  const std::vector<View>& s = L.saved(n).views;
+  const View &x = s[0], &w = s[1], &b = s[2];
+  const std::int64_t in = w.shape[1], out = w.shape[0], rows = numel_of(x.shape) / in;
+  const View& dy = L.grad(n.output);
+  auto dx = L.grad_out(n.inputs[0]);
+  auto dw = L.grad_out(n.inputs[1]);
+  auto db = b.buffer >= 0 ? L.grad_out(n.inputs[2]) : std::nullopt;
+  const int acc = L.acc_flags({&dx}, {&dw, &db});
+  L.step("mt_linear_backward_f32",
+         {Arg::buf(x.buffer, x.offset), Arg::buf(w.buffer), Arg::buf(dy.buffer, dy.offset), buf_or_null(dx),
+          buf_or_null(dw), buf_or_null(db), Arg::num(rows), Arg::num(in), Arg::num(out),
+          Arg::num(row_stride(x).value_or(0)), Arg::num(acc)},
+         rows * in * out * ((dx ? 1 : 0) + (dw ? 1 : 0)));
+}
+
+// A matmul operand in float: an activation, or a constant as a float array.
+View operand_f32(Lowering& L, const Node& n, std::int64_t id) {
+  return L.is_const(id) ? L.constant_f32(n, id) : L.act(n, id);
+}
+
+// y = a @ b in float (mt_matmul_f32), b read transposed when it is laid out that way.
+void lower_matmul_f32(Lowering& L, const Node& n) {
+  const View a = L.packed(n, operand_f32(L, n, n.inputs[0])), b = operand_f32(L, n, n.inputs[1]);
+  if (a.shape.size() < 2 || a.shape.size() != b.shape.size() ||
+      !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin())) {
+    L.fail(n, "both operands must be [batch.., M, K] @ [batch.., K, N] with equal batch dims (no broadcasting)");
+  }
+  const std::size_t r = a.shape.size();
+  const std::int64_t M = a.shape[r - 2], K = a.shape[r - 1], N = b.shape[r - 1];
+  const std::int64_t batch = numel_of(Shape(a.shape.begin(), a.shape.end() - 2));
+  View bt = b;
+  std::swap(bt.shape[r - 1], bt.shape[r - 2]);
+  std::swap(bt.strides[r - 1], bt.strides[r - 2]);
+  const bool transposed = !is_packed(b) && is_packed(bt);
+  const View pb = transposed ? bt : L.packed(n, b);
+  const View y = L.out_act(n, Elem::F32, Format{});
+  L.step("mt_matmul_f32",
+         {Arg::buf(a.buffer, a.offset), Arg::buf(pb.buffer, pb.offset), Arg::buf(y.buffer), Arg::num(batch), Arg::num(M),
+          Arg::num(K), Arg::num(N), Arg::num(transposed ? 1 : 0)},
+         batch * M * K * N);
+  if (L.keeps(n)) L.save(n, {a, pb}, {transposed ? 1 : 0});
+  L.set(n, y);
+}
+
+// da = dy b^T, db = a^T dy (mt_matmul_backward_f32); each into a packed copy of its operand's
+// layout, then into its gradient when that layout is not the operand's own.
+void backward_matmul_f32(Lowering& L, const Node& n) {
+  const Lowering::Saved& s = L.saved(n);
+  const View &a = s.views[0], &b = s.views[1];
+  const bool transposed = s.ints[0] != 0;
+  const std::size_t r = a.shape.size();
+  const std::int64_t M = a.shape[r - 2], K = a.shape[r - 1], N = transposed ? b.shape[r - 2] : b.shape[r - 1];
+  const std::int64_t batch = numel_of(Shape(a.shape.begin(), a.shape.end() - 2));
+  auto da = L.grad_out(n.inputs[0]);
+  auto db = L.grad_out(n.inputs[1]);
+  if (db && transposed) L.fail(n, "the gradient of a transposed right operand is not lowered; make it contiguous");
+  const int acc = L.acc_flags({&da, &db});
+  const View& dy = L.grad(n.output);
+  L.step("mt_matmul_backward_f32",
+         {Arg::buf(a.buffer, a.offset), Arg::buf(b.buffer, b.offset), Arg::buf(dy.buffer, dy.offset), buf_or_null(da),
+          buf_or_null(db), Arg::num(batch), Arg::num(M), Arg::num(K), Arg::num(N), Arg::num(transposed ? 1 : 0),
+          Arg::num(acc & 1)},
+         2 * batch * M * K * N);
+}
+
 }  // namespace
 
 std::vector<OpRule> linear_rules() {
@@ -214,6 +305,9 @@ std::vector<OpRule> linear_rules() {
     lower_linear(L, n, chain->root, wf, bf, bname + "_folded", L.const_name(n.inputs[1]) + "_folded");
   };
 
+  linear.lower_f32 = lower_linear_f32;
+  linear.backward_f32 = backward_linear_f32;
+
   OpRule matmul;
   matmul.op = "matmul";
   matmul.summary = "matmul (of activations, batched; or by a constant matrix)";
@@ -221,6 +315,8 @@ std::vector<OpRule> linear_rules() {
   matmul.zero_point_in = matmul.zero_point_out = false;
   matmul.evaluate = [](const Node&, const std::vector<Tensor>& in) { return microtorch::matmul(in[0], in[1]); };
   matmul.lower = lower_matmul;
+  matmul.lower_f32 = lower_matmul_f32;
+  matmul.backward_f32 = backward_matmul_f32;
   return {linear, matmul};
 }
 

@@ -1,6 +1,7 @@
 // Rules: layer_norm over the last dims (mt_layernorm_*).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -85,6 +86,44 @@ void lower_layer_norm(Lowering& L, const Node& n) {
   L.set(n, y);
 }
 
+// layer norm in float (mt_layernorm_f32); a training step keeps each row's mean and 1/std.
+void lower_layer_norm_f32(Lowering& L, const Node& n) {
+  const View x = L.packed(n, L.act(n, n.inputs[0]));
+  const std::int64_t cols = numel_of(node_attr<Shape>(n, "normalized_shape"));
+  const std::int64_t rows = numel_of(x.shape) / std::max<std::int64_t>(cols, 1);
+  const View g = n.inputs.size() > 1 && n.inputs[1] >= 0 ? L.constant_f32(n, n.inputs[1]) : View{};
+  const View b = n.inputs.size() > 2 && n.inputs[2] >= 0 ? L.constant_f32(n, n.inputs[2]) : View{};
+  const View y = L.out_act(n, Elem::F32, Format{});
+  View stats;
+  if (L.keeps(n)) {
+    stats = L.new_act({rows, 2}, Elem::F32, Format{}, -1, false);
+    L.program().buffer(stats.buffer).origin = fmt::format("the mean and 1/std of the rows of %{}", n.output);
+  }
+  L.step("mt_layernorm_f32", {Arg::buf(x.buffer, x.offset), Arg::buf(g.buffer), Arg::buf(b.buffer), Arg::buf(y.buffer),
+                              Arg::buf(stats.buffer), Arg::num(rows), Arg::num(cols),
+                              Arg::real(node_attr<double>(n, "eps"))},
+         2 * numel_of(x.shape));
+  if (L.keeps(n)) L.save(n, {x, g, stats}, {rows, cols});
+  L.set(n, y);
+}
+
+// dx = rstd (g dy - mean(g dy) - xhat mean(g dy xhat)); dg += sum dy xhat, db += sum dy
+void backward_layer_norm_f32(Lowering& L, const Node& n) {
+  const Lowering::Saved& s = L.saved(n);
+  const View &x = s.views[0], &g = s.views[1], &stats = s.views[2], &dy = L.grad(n.output);
+  auto dx = L.grad_out(n.inputs[0]);
+  auto dg = n.inputs.size() > 1 && n.inputs[1] >= 0 ? L.grad_out(n.inputs[1]) : std::nullopt;
+  auto db = n.inputs.size() > 2 && n.inputs[2] >= 0 ? L.grad_out(n.inputs[2]) : std::nullopt;
+  const int acc = L.acc_flags({&dx}, {&dg, &db});
+  auto ptr = [](const std::optional<Lowering::GradTarget>& t) {
+    return t ? Arg::buf(t->view.buffer, t->view.offset) : Arg::buf(-1);
+  };
+  L.step("mt_layernorm_backward_f32",
+         {Arg::buf(x.buffer, x.offset), Arg::buf(g.buffer), Arg::buf(stats.buffer), Arg::buf(dy.buffer, dy.offset),
+          ptr(dx), ptr(dg), ptr(db), Arg::num(s.ints[0]), Arg::num(s.ints[1]), Arg::num(acc)},
+         3 * numel_of(x.shape));
+}
+
 }  // namespace
 
 std::vector<OpRule> norm_rules() {
@@ -98,6 +137,8 @@ std::vector<OpRule> norm_rules() {
                                   in.size() > 2 ? in[2] : Tensor(), node_attr<double>(n, "eps"));
   };
   layer_norm.lower = lower_layer_norm;
+  layer_norm.lower_f32 = lower_layer_norm_f32;
+  layer_norm.backward_f32 = backward_layer_norm_f32;
 
   return {layer_norm};
 }

@@ -33,6 +33,32 @@ void lower_softmax(Lowering& L, const Node& n) {
   L.set(n, y);
 }
 
+// softmax over the last dim in float (mt_softmax_f32), keeping its output for the backward.
+void lower_softmax_f32(Lowering& L, const Node& n) {
+  const View x = L.packed(n, L.act(n, n.inputs[0]));
+  const std::int64_t cols = L.last_dim(n, node_attr<std::int64_t>(n, "dim"), x.shape);
+  const View y = L.out_act(n, Elem::F32, Format{});
+  L.step("mt_softmax_f32", {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel_of(x.shape) / cols),
+                            Arg::num(cols)},
+         numel_of(x.shape));
+  if (L.keeps(n)) L.save(n, {y}, {cols});
+  L.set(n, y);
+}
+
+// dx = y (dy - sum_j dy_j y_j), row by row (mt_softmax_backward_f32)
+void backward_softmax_f32(Lowering& L, const Node& n) {
+  auto dx = L.grad_out(n.inputs[0]);
+  if (!dx) return;
+  const Lowering::Saved& s = L.saved(n);
+  const View &y = s.views[0], &dy = L.grad(n.output);
+  const std::int64_t cols = s.ints[0];
+  const int acc = L.acc_flags({&dx});
+  L.step("mt_softmax_backward_f32", {Arg::buf(y.buffer, y.offset), Arg::buf(dy.buffer, dy.offset),
+                                     Arg::buf(dx->view.buffer, dx->view.offset), Arg::num(numel_of(y.shape) / cols),
+                                     Arg::num(cols), Arg::num(acc)},
+         2 * numel_of(y.shape));
+}
+
 }  // namespace
 
 std::vector<OpRule> softmax_rules() {
@@ -44,6 +70,8 @@ std::vector<OpRule> softmax_rules() {
     return microtorch::softmax(in[0], node_attr<std::int64_t>(n, "dim"));
   };
   softmax.lower = lower_softmax;
+  softmax.lower_f32 = lower_softmax_f32;
+  softmax.backward_f32 = backward_softmax_f32;
 
   OpRule log_softmax;  // evaluates only (no kernel)
   log_softmax.op = "log_softmax";

@@ -90,3 +90,88 @@ MT_DEFINE_TABLE_ACTIVATION(mt_sigmoid_s16_s8, int8_t, mt_sigmoid_q21v, mt_out_s8
 MT_DEFINE_TABLE_ACTIVATION(mt_sigmoid_s16_s16, int16_t, mt_sigmoid_q21v, mt_out_s16)
 MT_DEFINE_TABLE_ACTIVATION(mt_gelu_s16_s8, int8_t, mt_gelu_v, mt_out_s8)
 MT_DEFINE_TABLE_ACTIVATION(mt_gelu_s16_s16, int16_t, mt_gelu_v, mt_out_s16)
+
+#if MT_F32
+/* ==================================================================================== */
+/* Float32 (training in float): relu, clamp, GELU, tanh, sigmoid and their backward     */
+/* ==================================================================================== */
+
+void mt_relu_f32(const float *x, float *y, int n) {
+  int i;
+  for (i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void mt_relu_backward_f32(const float *y, const float *dy, float *dx, int n, int acc) {
+  int i;
+  for (i = 0; i < n; ++i) mt_put_f32(dx + i, y[i] > 0.0f ? dy[i] : 0.0f, acc & 1);
+}
+
+void mt_clamp_f32(const float *x, float *y, int n, float lo, float hi) {
+  int i;
+  for (i = 0; i < n; ++i) y[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]);
+}
+
+void mt_clamp_backward_f32(const float *x, const float *dy, float *dx, int n, float lo, float hi, int acc) {
+  int i;
+  for (i = 0; i < n; ++i) mt_put_f32(dx + i, lo <= x[i] && x[i] <= hi ? dy[i] : 0.0f, acc & 1);
+}
+
+/* sigmoid(z), and 1 - sigmoid(z) in *rest when rest is not NULL, each without cancellation:
+ * with e = exp(-|z|), the larger is 1 / (1 + e), the smaller e / (1 + e). */
+static float mt_sigmoid2_f32(float z, float *rest) {
+  const float e = mt_expf(z < 0.0f ? z : -z), big = 1.0f / (1.0f + e), small = e / (1.0f + e);
+  if (rest) *rest = z < 0.0f ? big : small;
+  return z < 0.0f ? small : big;
+}
+
+/* The tanh GELU's x / 2 (1 + tanh(u)) = x sigmoid(2u): 2u = 2 sqrt(2/pi) (x + 0.044715 x^3) */
+static float mt_gelu_tanh_arg(float x) { return 1.59576917f * (x + 0.044715f * (x * x * x)); }
+
+void mt_gelu_f32(const float *x, float *y, int n, int tanh_form) {
+  int i;
+  for (i = 0; i < n; ++i)
+    y[i] = x[i] * (tanh_form ? mt_sigmoid2_f32(mt_gelu_tanh_arg(x[i]), 0) : mt_phi_pdf(x[i], 0));
+}
+
+/* d/dx x Phi(x) = Phi(x) + x phi(x); d/dx x s(2u) = s + x s (1 - s) 2u' with
+ * 2u' = 2 sqrt(2/pi) (1 + 3 0.044715 x^2) (where s (1 - s) is 0 the last term is left out:
+ * it would be 0 times a huge 2u') */
+void mt_gelu_backward_f32(const float *x, const float *dy, float *dx, int n, int tanh_form, int acc) {
+  int i;
+  for (i = 0; i < n; ++i) {
+    const float xi = x[i];
+    float d;
+    if (tanh_form) {
+      float rest;
+      const float s = mt_sigmoid2_f32(mt_gelu_tanh_arg(xi), &rest), q = s * rest;
+      d = q == 0.0f ? s : s + (xi * q) * (1.59576917f * (1.0f + 0.134145f * (xi * xi)));
+    } else {
+      float pdf;
+      const float phi = mt_phi_pdf(xi, &pdf);
+      d = phi + xi * pdf;
+    }
+    mt_put_f32(dx + i, dy[i] * d, acc & 1);
+  }
+}
+
+void mt_tanh_f32(const float *x, float *y, int n) {
+  int i;
+  for (i = 0; i < n; ++i) y[i] = mt_tanhf(x[i]);
+}
+
+/* 1 - y^2 as (1 - y)(1 + y): no cancellation near |y| = 1 */
+void mt_tanh_backward_f32(const float *y, const float *dy, float *dx, int n, int acc) {
+  int i;
+  for (i = 0; i < n; ++i) mt_put_f32(dx + i, dy[i] * ((1.0f - y[i]) * (1.0f + y[i])), acc & 1);
+}
+
+void mt_sigmoid_f32(const float *x, float *y, int n) {
+  int i;
+  for (i = 0; i < n; ++i) y[i] = mt_sigmoid2_f32(x[i], 0);
+}
+
+void mt_sigmoid_backward_f32(const float *y, const float *dy, float *dx, int n, int acc) {
+  int i;
+  for (i = 0; i < n; ++i) mt_put_f32(dx + i, dy[i] * (y[i] * (1.0f - y[i])), acc & 1);
+}
+#endif

@@ -1092,3 +1092,98 @@ static void mt_attn_probs_row(const mt_attn *a, int i, int32_t *row) {
   }
 MT_DEFINE_ATTENTION_TWOPASS(mt_attention_twopass_s8, int8_t, mt_dot_s8_s8, mt_out_s8)
 MT_DEFINE_ATTENTION_TWOPASS(mt_attention_twopass_s16, int16_t, mt_dot_s16_s16, mt_out_s16)
+
+#if MT_F32
+/* ==================================================================================== */
+/* Float32 (training in float): mt_attention_f32 and its backward                       */
+/* ==================================================================================== */
+
+/* Per query i, its visible keys j in ascending order (online softmax, no L x S buffer, the
+ * running sums in out's row): s = scale (q_i . k_j); where s exceeds the running max m, the
+ * running sum l and the row are rescaled by exp(m - s) and m = s; then w = exp(s - m),
+ * l += w, out_i += w v_j. At the end out_i *= 1 / l and lse_i = m + log l; no visible key:
+ * a zero row, lse_i = +infinity. */
+void mt_attention_f32(const int32_t *p, const uint8_t *keep, const float *q, const float *k, const float *v,
+                      float *out, float *lse, float scale) {
+  const mt_attn a = mt_attn_init(p, keep);
+  const int L = p[MT_ATTN_L], D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];
+  const int qs = mt_stride(p[MT_ATTN_Q_STRIDE], D), ks = mt_stride(p[MT_ATTN_K_STRIDE], D);
+  const int vs = mt_stride(p[MT_ATTN_V_STRIDE], Dv), os = mt_stride(p[MT_ATTN_OUT_STRIDE], Dv);
+  int i, j, d;
+  for (i = 0; i < L; ++i) {
+    const float *qi = q + i * qs;
+    float *o = out + i * os;
+    const int end = mt_attn_key_end(&a, i);
+    float m = 0.0f, l = 0.0f;
+    for (d = 0; d < Dv; ++d) o[d] = 0.0f;
+    for (j = 0; j < end; ++j) {
+      float s, w;
+      if (!mt_attn_visible(&a, i, j)) continue;
+      s = scale * mt_dotf(0.0f, qi, 1, k + j * ks, 1, D);
+      if (l == 0.0f) {
+        m = s; /* the first visible key */
+      } else if (s > m) {
+        const float alpha = mt_expf(m - s);
+        l *= alpha;
+        for (d = 0; d < Dv; ++d) o[d] *= alpha;
+        m = s;
+      }
+      w = mt_expf(s - m);
+      l += w;
+      for (d = 0; d < Dv; ++d) o[d] += w * v[j * vs + d];
+    }
+    if (l > 0.0f) {
+      const float r = 1.0f / l;
+      for (d = 0; d < Dv; ++d) o[d] *= r;
+      if (lse) lse[i] = m + mt_logf(l);
+    } else if (lse) {
+      lse[i] = mt_f32_of_bits(MT_F32_INF_BITS);
+    }
+  }
+}
+
+/* FlashAttention-2's backward, one query at a time, its visible keys ascending: D_i =
+ * dout_i . out_i; s = scale (q_i . k_j), pr = exp(s - lse_i); dv_j += pr dout_i;
+ * ds = pr (dout_i . v_j - D_i); dq_i += (scale ds) k_j, dk_j += (scale ds) q_i. */
+void mt_attention_backward_f32(const int32_t *p, const uint8_t *keep, const float *q, const float *k, const float *v,
+                               const float *out, const float *dout, const float *lse, float *dq, float *dk, float *dv,
+                               float scale, int acc) {
+  const mt_attn a = mt_attn_init(p, keep);
+  const int L = p[MT_ATTN_L], S = p[MT_ATTN_S], D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];
+  const int qs = mt_stride(p[MT_ATTN_Q_STRIDE], D), ks = mt_stride(p[MT_ATTN_K_STRIDE], D);
+  const int vs = mt_stride(p[MT_ATTN_V_STRIDE], Dv), os = mt_stride(p[MT_ATTN_OUT_STRIDE], Dv);
+  int i, j, d;
+  if (!(acc & 1)) { /* only the rows' D or Dv elements: they may be views into one packed gradient */
+    for (i = 0; dq && i < L; ++i)
+      for (d = 0; d < D; ++d) dq[i * qs + d] = 0.0f;
+    for (j = 0; dk && j < S; ++j)
+      for (d = 0; d < D; ++d) dk[j * ks + d] = 0.0f;
+    for (j = 0; dv && j < S; ++j)
+      for (d = 0; d < Dv; ++d) dv[j * vs + d] = 0.0f;
+  }
+  if (!dq && !dk && !dv) return;
+  for (i = 0; i < L; ++i) {
+    const float *qi = q + i * qs, *gi = dout + i * os;
+    const int end = mt_attn_key_end(&a, i);
+    const float li = lse[i];
+    float Di;
+    if (mt_f32_bits(li) == MT_F32_INF_BITS) continue; /* no visible key */
+    Di = mt_dotf(0.0f, gi, 1, out + i * os, 1, Dv);
+    for (j = 0; j < end; ++j) {
+      const float *kj = k + j * ks;
+      float pr;
+      if (!mt_attn_visible(&a, i, j)) continue;
+      pr = mt_expf(scale * mt_dotf(0.0f, qi, 1, kj, 1, D) - li);
+      if (dv)
+        for (d = 0; d < Dv; ++d) dv[j * vs + d] += pr * gi[d];
+      if (dq || dk) {
+        const float sds = scale * (pr * (mt_dotf(0.0f, gi, 1, v + j * vs, 1, Dv) - Di));
+        if (dq)
+          for (d = 0; d < D; ++d) dq[i * qs + d] += sds * kj[d];
+        if (dk)
+          for (d = 0; d < D; ++d) dk[j * ks + d] += sds * qi[d];
+      }
+    }
+  }
+}
+#endif

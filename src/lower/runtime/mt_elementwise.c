@@ -162,3 +162,53 @@ static int32_t mt_rowdiv_apply(const mt_rowdiv *q, int32_t x, int32_t m) { /* |x
   }
 MT_DEFINE_DIV_ROWS(mt_div_rows_s8, int8_t, mt_out_s8)
 MT_DEFINE_DIV_ROWS(mt_div_rows_s16, int16_t, mt_out_s16)
+
+#if MT_F32
+/* ==================================================================================== */
+/* Float32 (training in float): mt_add_f32, mt_mul_f32 and their backward               */
+/* ==================================================================================== */
+/* b's index wraps with a counter (no modulo); the sums over b's repeats take i ascending. */
+
+void mt_add_f32(const float *a, const float *b, float *y, int n, int nb, float ca, float cb) {
+  int i, j;
+  if (!b) {
+    for (i = 0; i < n; ++i) y[i] = ca * a[i] + cb;
+    return;
+  }
+  if (nb <= 0) return;
+  for (i = 0, j = 0; i < n; ++i) {
+    y[i] = ca * a[i] + cb * b[j];
+    if (++j == nb) j = 0;
+  }
+}
+
+void mt_add_backward_f32(const float *dy, float *da, float *db, int n, int nb, float ca, float cb, int acc) {
+  int i, j;
+  if (da)
+    for (i = 0; i < n; ++i) mt_put_f32(da + i, ca * dy[i], acc & 1);
+  if (db && nb > 0)
+    for (j = 0; j < nb; ++j) mt_put_f32(db + j, cb * mt_sumf(0.0f, dy + j, nb, (n - j + nb - 1) / nb), acc & 1);
+}
+
+void mt_mul_f32(const float *a, const float *b, float *y, int n, int nb) {
+  int i, j;
+  if (nb <= 0) return;
+  for (i = 0, j = 0; i < n; ++i) {
+    y[i] = a[i] * b[j];
+    if (++j == nb) j = 0;
+  }
+}
+
+void mt_mul_backward_f32(const float *a, const float *b, const float *dy, float *da, float *db, int n, int nb,
+                         int acc) {
+  int i, j;
+  if (nb <= 0) return;
+  if (da)
+    for (i = 0, j = 0; i < n; ++i) {
+      mt_put_f32(da + i, dy[i] * b[j], acc & 1);
+      if (++j == nb) j = 0;
+    }
+  if (db)
+    for (j = 0; j < nb; ++j) mt_put_f32(db + j, mt_dotf(0.0f, dy + j, nb, a + j, nb, (n - j + nb - 1) / nb), acc & 1);
+}
+#endif

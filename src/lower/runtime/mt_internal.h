@@ -159,4 +159,81 @@ static uint32_t mt_norm16(uint64_t sum_q20, int *shift);
 static int64_t mt_dot_s8_s8(const int8_t *a, const int8_t *b, int bstride, int n);
 static int64_t mt_dot_s16_s16(const int16_t *a, const int16_t *b, int bstride, int n);
 
+/* ==================================================================================== */
+/* Float32 (MT_F32): the *_f32 kernels and the float math of mt_primitives.c            */
+/* ==================================================================================== */
+/* The float32 kernels (training in float: forward, backward, loss and optimizer) are
+ * compiled where every float operation is one IEEE-754 single-precision instruction: on
+ * hosts (neither __arm__ nor __riscv), on Arm cores with a single-precision FPU (__ARM_FP &
+ * 4: Cortex-M4F, M7, M33, M55 built with -mfloat-abi=hard or softfp) and on RISC-V with F
+ * (__riscv_flen >= 32). Elsewhere (Cortex-M0, soft-float builds), or with -DMT_NO_F32, they
+ * are not compiled at all, so no float helper is ever linked in.
+ * The same C gives the same bits on each of them: every + - * /, comparison and int <-> float
+ * conversion rounds once, to nearest even, in single precision (FLT_EVAL_METHOD 0, checked
+ * below), subnormals kept (the reset state of x86's MXCSR and of the Cortex-M FPSCR), and
+ * nothing is contracted into a fused multiply-add: GCC in ISO C mode (-std=c99, as every
+ * build here) compiles with -ffp-contract=off, clang is told so by the pragma below, and a GNU
+ * C mode on a core with FMA (where GCC's default is -ffp-contract=fast) is an error unless
+ * MT_FP_CONTRACT_OFF says that -ffp-contract=off was given. No libm, no double. */
+#if defined(MT_NO_F32)
+#define MT_F32 0
+#elif defined(__arm__)
+#if defined(__ARM_FP) && (__ARM_FP & 4)
+#define MT_F32 1
+#else
+#define MT_F32 0
+#endif
+#elif defined(__riscv)
+#if defined(__riscv_flen) && __riscv_flen >= 32
+#define MT_F32 1
+#else
+#define MT_F32 0
+#endif
+#else
+#define MT_F32 1
+#endif
+
+#if MT_F32
+#if defined(__FLT_EVAL_METHOD__) && (__FLT_EVAL_METHOD__ == 1 || __FLT_EVAL_METHOD__ == 2)
+#error "mt_kernels.c: float evaluated in a wider format (x87?): the float32 kernels would not match the targets; use SSE (-mfpmath=sse) or -DMT_NO_F32"
+#endif
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__) && !defined(__STRICT_ANSI__) && defined(__FP_FAST_FMAF) && !defined(MT_FP_CONTRACT_OFF)
+#error "mt_kernels.c: the float32 kernels need -ffp-contract=off (GCC's default in ISO C mode: -std=c99; in a GNU mode add -ffp-contract=off -DMT_FP_CONTRACT_OFF)"
+#endif
+
+/* A float's bits and back (a union: C99 defines the reinterpretation) */
+typedef union {
+  float f;
+  uint32_t u;
+} mt_f32_word;
+
+static inline uint32_t mt_f32_bits(float x) {
+  mt_f32_word w;
+  w.f = x;
+  return w.u;
+}
+
+static inline float mt_f32_of_bits(uint32_t u) {
+  mt_f32_word w;
+  w.u = u;
+  return w.f;
+}
+
+#define MT_F32_INF_BITS 0x7F800000u /* +infinity */
+#define MT_F32_NAN_BITS 0x7FC00000u /* the quiet NaN the math functions return for invalid arguments */
+
+/* Shared by the float32 kernels (mt_primitives.c): the normal distribution's CDF Phi(x) and,
+ * when pdf is not NULL, its density exp(-x^2/2) / sqrt(2 pi) in *pdf (the GELU and its
+ * gradient); the sums s + a[0] b[0] + a[as] b[bs] + .. (n terms) and s + a[0] + a[as] + ..,
+ * each term added in index order (the kernels' one summation order). */
+static float mt_phi_pdf(float x, float *pdf);
+static float mt_dotf(float s, const float *a, int as, const float *b, int bs, int n);
+static float mt_sumf(float s, const float *a, int as, int n);
+
+/* A gradient output: g = v (add = 0: store) or g = g + v (add = 1: accumulate) */
+static inline void mt_put_f32(float *g, float v, int add) { *g = add ? *g + v : v; }
+#endif
+
 #endif /* MT_INTERNAL_H */

@@ -24,4 +24,6 @@
 #include "mt_softmax.c"
 #include "mt_norm.c"
 #include "mt_reduce.c"
+#include "mt_loss.c"
+#include "mt_optim.c"
 #include "mt_attention.c"

@@ -10,7 +10,8 @@
  *
  * Rules every kernel follows
  *   - No malloc, no stdio, no float or double, no division or modulo (Cortex-M0 has no
- *     divide instruction): reciprocals come from a fixed-point Newton iteration.
+ *     divide instruction): reciprocals come from a fixed-point Newton iteration. (The
+ *     float32 kernels, *_f32, are the exception: see "Float32 kernels" below.)
  *   - Only <stdint.h>. The reference bodies are plain portable C99 (the compiler may still
  *     turn a zeroing loop into a memset call, and on Cortex-M0 64-bit multiplies and shifts
  *     into __aeabi_lmul / __aeabi_llsl / __aeabi_llsr from libgcc). Where the target has
@@ -54,6 +55,26 @@
  * tests/lower_kernels/, is given per kernel in README.md beside this file (LSB = one
  * unit of the output). Kernels marked "exact" compute the exact integer result and round it
  * once with the rule above.
+ *
+ * Float32 kernels (*_f32: training on the device in float, its forward, backward, loss and
+ * optimizer; and the float math mt_expf, mt_logf, ...)
+ *   Compiled only where every float operation is a single-precision instruction (MT_F32 of
+ *   mt_internal.h: hosts, Arm cores with an FPU built with -mfloat-abi=hard or softfp, RISC-V
+ *   with F); declared everywhere (calling one on another core fails to link). Plain C99
+ *   float arithmetic, each operation rounded once to nearest (no fused multiply-add: GCC in
+ *   ISO C mode, -std=c99, contracts nothing; no libm, no double), every sum in the order its
+ *   kernel states, so the host simulator and each of those targets compute the same bits
+ *   (the lowering's training test compares a Cortex-M4F on QEMU with the host). They
+ *   may differ from microtorch's own float ops in the last bits.
+ *   Arrays are float (inputs const), sizes int (n <= 0 does nothing), float scalars float.
+ *   A gradient output takes an `acc` flag: 0 stores the kernel's value v (g = v), 1 adds it
+ *   (g = g + v, v the same bits as stored); where a kernel has several gradient outputs, bit
+ *   0 is for the activation gradients (dx, da, dq, ..) and bit 1 for the parameter gradients
+ *   (dw, db, dg). A NULL gradient (or loss, stats, lse) pointer means "not wanted": that
+ *   work is skipped. "Sum over k ascending" is ((t_0 + t_1) + t_2) + .., from 0 unless a
+ *   first term is named. Outputs must not overlap inputs unless the kernel says so.
+ *   Their error bounds against double precision are not measured by kernel tests yet (the
+ *   lowering's training tests compare whole training steps with microtorch's autograd).
  */
 #ifndef MT_KERNELS_H
 #define MT_KERNELS_H
@@ -199,6 +220,26 @@ uint32_t mt_rsqrt_u64(uint64_t v, int *e);
  * within 0.51 LSB of 2^16 * 2^-z. */
 uint32_t mt_exp2neg_q16(uint32_t z);
 
+/* Float32 math of the float32 kernels (mt_primitives.c, compiled where MT_F32 is 1, see
+ * "Float32 kernels" above): float + - * /, comparisons and integer bit casts only, so they
+ * give the same bits on every target; no libm. Worst error against double precision,
+ * measured over sweeps by tests/lower_kernels/test_primitives.cpp (ulp of the float result):
+ *   mt_expf(x)   exp: 2^k exp(r), Cody-Waite reduction, Taylor to degree 7; infinity above
+ *                88.73, subnormals below -87.34, 0 below -103.98 (1 ulp)
+ *   mt_logf(x)   natural log, 2 atanh(f / (2 + f)) series; x = 0: -infinity, x < 0: NaN (1 ulp)
+ *   mt_tanhf(x)  tanh: a fitted odd polynomial below 0.625, 1 - 2 / (exp(2x) + 1) above (2 ulp)
+ *   mt_phif(x)   the normal CDF Phi(x) = (1 + erf(x / sqrt 2)) / 2 of the exact GELU, in x
+ *                (no rounding of x / sqrt 2): a fitted polynomial below 1/sqrt(2), the tail
+ *                exp(-x^2/2) G(|x|) (exp(-x^2/2) without the rounding of x^2, G fitted), so
+ *                the tail Phi(-a) keeps its relative accuracy (5 ulp; 4.5 measured)
+ *   mt_rsqrtf(x) 1/sqrt(x): bit-trick estimate and three Newton steps; x <= 0 or infinity: 0
+ *                (2 ulp) */
+float mt_expf(float x);
+float mt_logf(float x);
+float mt_tanhf(float x);
+float mt_phif(float x);
+float mt_rsqrtf(float x);
+
 /* ------------------------------------------------------------------------------------ */
 /* Linear layer and matmul (mt_linear.c)                                                 */
 /* ------------------------------------------------------------------------------------ */
@@ -262,6 +303,27 @@ void mt_matmul_s8(const int8_t *a, const int8_t *b, int8_t *y, int batch, int M,
 void mt_matmul_s16(const int16_t *a, const int16_t *b, int16_t *y, int batch, int M, int K, int N,
                    int b_transposed, int32_t m, int s);
 
+/* Float32 (training in float; see "Float32 kernels" above).
+ * mt_linear_f32: y [rows, out] = x W^T + b, x [rows, in] at a row stride of xs elements (0:
+ *   packed, xs = in), W [out, in] row-major, b [out] or NULL:
+ *     y[r, c] = b[c] + x[r, 0] w[c, 0] + x[r, 1] w[c, 1] + ..   (k ascending, from b[c] or 0)
+ * mt_linear_backward_f32: the gradients of y = x W^T + b from dy [rows, out]:
+ *     dx[r, k] = sum_c dy[r, c] w[c, k]  (c ascending; dx [rows, in] packed; acc bit 0)
+ *     dw[c, k] = sum_r dy[r, c] x[r, k]  (r ascending; acc bit 1)
+ *     db[c]    = sum_r dy[r, c]          (r ascending; acc bit 1)
+ * mt_matmul_f32: y[z] = a[z] b[z] for z < batch, a [batch, M, K], b [batch, K, N] (bt = 1:
+ *   stored [batch, N, K], read transposed), y [batch, M, N], all packed:
+ *     y[z, m, n] = sum_k a[z, m, k] b[z, k, n]   (k ascending)
+ * mt_matmul_backward_f32: da[z, m, k] = sum_n dy[z, m, n] b[z, k, n] (n ascending),
+ *   db[z, k, n] = sum_m a[z, m, k] dy[z, m, n] (m ascending), db laid out as b (transposed
+ *   when bt); acc bit 0 for both. */
+void mt_linear_f32(const float *x, const float *w, const float *b, float *y, int rows, int in, int out, int xs);
+void mt_linear_backward_f32(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                            int rows, int in, int out, int xs, int acc);
+void mt_matmul_f32(const float *a, const float *b, float *y, int batch, int M, int K, int N, int bt);
+void mt_matmul_backward_f32(const float *a, const float *b, const float *dy, float *da, float *db, int batch, int M,
+                            int K, int N, int bt, int acc);
+
 /* ------------------------------------------------------------------------------------ */
 /* Elementwise (mt_elementwise.c)                                                        */
 /* ------------------------------------------------------------------------------------ */
@@ -319,6 +381,22 @@ void mt_requant_s16_s16(const int16_t *x, int16_t *y, int n, int32_t x_zero, int
 void mt_div_rows_s8(const int8_t *x, const int8_t *d, int8_t *y, int rows, int n, int32_t m, int s);
 void mt_div_rows_s16(const int16_t *x, const int16_t *d, int16_t *y, int rows, int n, int32_t m, int s);
 
+/* Float32 (training in float; see "Float32 kernels" above); b, when given, is a trailing
+ * block of nb elements repeated n / nb times (nb divides n), read with a wrapping counter.
+ * mt_add_f32: y[i] = ca a[i] + cb b[i mod nb] (two products, one sum); b NULL: y[i] = ca a[i]
+ *   + cb (add: ca = cb = 1; sub: cb = -1; neg, a product or a quotient by a constant: b NULL,
+ *   cb = 0, ca = -1 or c or 1/c). y may alias a (or b when nb = n).
+ * mt_add_backward_f32: da[i] = ca dy[i]; db[j] = cb (sum over the repeats r ascending of
+ *   dy[j + r nb]); acc bit 0 for both.
+ * mt_mul_f32: y[i] = a[i] b[i mod nb]; y may alias a. Correctly rounded.
+ * mt_mul_backward_f32: da[i] = dy[i] b[i mod nb]; db[j] = sum over the repeats r ascending of
+ *   dy[i] a[i], i = j + r nb; acc bit 0 for both. */
+void mt_add_f32(const float *a, const float *b, float *y, int n, int nb, float ca, float cb);
+void mt_add_backward_f32(const float *dy, float *da, float *db, int n, int nb, float ca, float cb, int acc);
+void mt_mul_f32(const float *a, const float *b, float *y, int n, int nb);
+void mt_mul_backward_f32(const float *a, const float *b, const float *dy, float *da, float *db, int n, int nb,
+                         int acc);
+
 /* ------------------------------------------------------------------------------------ */
 /* Activation functions (mt_activation.c)                                                */
 /* ------------------------------------------------------------------------------------ */
@@ -348,6 +426,31 @@ void mt_gelu_s16_s8(const int16_t *x, int8_t *y, int n, int32_t in_m, int in_s, 
                     int32_t y_zero);
 void mt_gelu_s16_s16(const int16_t *x, int16_t *y, int n, int32_t in_m, int in_s, int32_t out_m,
                      int out_s, int32_t y_zero);
+
+/* Float32 (training in float; see "Float32 kernels" above); y may alias x; the backward
+ * kernels take acc bit 0.
+ * mt_relu_f32: y = x > 0 ? x : 0; mt_relu_backward_f32 from y: dx = y > 0 ? dy : 0. Exact.
+ * mt_clamp_f32: y = min(max(x, lo), hi); mt_clamp_backward_f32: dx = dy where lo <= x <= hi
+ *   (PyTorch's convention: the gradient passes at the bounds), else 0. Exact.
+ * mt_gelu_f32: PyTorch's GELU: x Phi(x) (tanh_form 0: mt_phif) or its tanh approximation
+ *   x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as x sigmoid(2u) (no
+ *   cancellation for x < 0).
+ * mt_gelu_backward_f32: dx = dy (Phi(x) + x phi(x)), phi the normal density; tanh form:
+ *   dx = dy (s + x s (1 - s) 2u'), s = sigmoid(2u) and 1 - s each without cancellation.
+ * mt_tanh_f32: y = mt_tanhf(x); mt_tanh_backward_f32 from y: dx = dy (1 - y)(1 + y) (= 1 - y^2
+ *   without cancellation near |y| = 1).
+ * mt_sigmoid_f32: y = 1 / (1 + exp(-x)) for x >= 0, exp(x) / (1 + exp(x)) below (no
+ *   cancellation); mt_sigmoid_backward_f32 from y: dx = dy (y (1 - y)). */
+void mt_relu_f32(const float *x, float *y, int n);
+void mt_relu_backward_f32(const float *y, const float *dy, float *dx, int n, int acc);
+void mt_clamp_f32(const float *x, float *y, int n, float lo, float hi);
+void mt_clamp_backward_f32(const float *x, const float *dy, float *dx, int n, float lo, float hi, int acc);
+void mt_gelu_f32(const float *x, float *y, int n, int tanh_form);
+void mt_gelu_backward_f32(const float *x, const float *dy, float *dx, int n, int tanh_form, int acc);
+void mt_tanh_f32(const float *x, float *y, int n);
+void mt_tanh_backward_f32(const float *y, const float *dy, float *dx, int n, int acc);
+void mt_sigmoid_f32(const float *x, float *y, int n);
+void mt_sigmoid_backward_f32(const float *y, const float *dy, float *dx, int n, int acc);
 
 /* ------------------------------------------------------------------------------------ */
 /* Data movement: strided copy, embedding lookup (mt_shape.c)                            */
@@ -379,6 +482,18 @@ void mt_copy_strided_s32(const int32_t *src, int32_t *dst, int ndim, const int32
 int mt_embedding_s8(const int32_t *ids, int n, const int8_t *table, int num, int dim, int8_t *out);
 int mt_embedding_s16(const int32_t *ids, int n, const int16_t *table, int num, int dim, int16_t *out);
 
+/* Float32 (training in float; see "Float32 kernels" above).
+ * mt_copy_strided_f32: as mt_copy_strided_s16 (the same index walk). Exact.
+ * mt_add_strided_f32: dst[sum_k i_k dst_strides[k]] += src[sum_k i_k src_strides[k]] over the
+ *   same walk, in index order (last index fastest): the backward of a view or an expand,
+ *   where a dst stride of 0 sums the elements it broadcast, in index order.
+ * mt_embedding_f32: as mt_embedding_s16 (an id outside [0, num): a zero row, counted). */
+void mt_copy_strided_f32(const float *src, float *dst, int ndim, const int32_t *shape, const int32_t *src_strides,
+                         const int32_t *dst_strides);
+void mt_add_strided_f32(const float *src, float *dst, int ndim, const int32_t *shape, const int32_t *src_strides,
+                        const int32_t *dst_strides);
+int mt_embedding_f32(const int32_t *ids, int n, const float *table, int num, int dim, float *out);
+
 /* ------------------------------------------------------------------------------------ */
 /* Softmax and layer norm (mt_softmax.c, mt_norm.c)                                      */
 /* ------------------------------------------------------------------------------------ */
@@ -402,6 +517,14 @@ void mt_softmax_s16_s8(const int16_t *x, int8_t *y, int rows, int n, int32_t in_
 void mt_softmax_s16_s16(const int16_t *x, int16_t *y, int rows, int n, int32_t in_m, int in_s,
                         int out_bits, int32_t y_zero);
 
+/* Float32 softmax over the last dim of x [rows, n] (training in float; see "Float32 kernels"
+ * above): per row m = max, e_j = mt_expf(x_j - m), s = sum_j e_j (j ascending), ONE
+ * reciprocal r = 1/s, y_j = e_j r; a row of -infinity gives zeros. y may alias x.
+ * mt_softmax_backward_f32 from y: dx_j = y_j (dy_j - sum_k dy_k y_k) (k ascending; acc bit
+ * 0). */
+void mt_softmax_f32(const float *x, float *y, int rows, int n);
+void mt_softmax_backward_f32(const float *y, const float *dy, float *dx, int rows, int n, int acc);
+
 /* LayerNorm over the last dim of x [rows, n] (biased variance, like PyTorch; any zero point
  * of x cancels in x - mean):
  *   xhat = (x - mean) / sqrt(var + eps) in Q20, var in units of x's integers squared, eps
@@ -422,6 +545,22 @@ void mt_layernorm_s16_s8(const int16_t *x, int8_t *y, int rows, int n, uint32_t 
                          const int32_t *g, int g_shift, const int32_t *b, int b_shift, int32_t y_zero);
 void mt_layernorm_s16_s16(const int16_t *x, int16_t *y, int rows, int n, uint32_t eps_q, int eps_frac,
                           const int32_t *g, int g_shift, const int32_t *b, int b_shift, int32_t y_zero);
+
+/* Float32 layer norm over the last dim of x [rows, n] (PyTorch's; training in float, see
+ * "Float32 kernels" above): per row mean = (sum_j x_j) / n, var = (sum_j (x_j - mean)^2) / n
+ * (biased; both sums j ascending), rstd = mt_rsqrtf(var + eps), y_j = ((x_j - mean) rstd)
+ * g_j + b_j (g, b NULL: 1, 0); stats [rows, 2] = (mean, rstd) for the backward (NULL: not
+ * kept). var + eps = 0 (a constant row, eps = 0) gives rstd = 0, y = b (PyTorch: NaN). y may
+ * alias x.
+ * mt_layernorm_backward_f32 from the saved stats: xhat = (x - mean) rstd, gdy = g dy (dy when
+ *   g is NULL):
+ *     dx_j = rstd ((gdy_j - a) - xhat_j c), a = (sum_k gdy_k) / n, c = (sum_k gdy_k xhat_k) / n
+ *   (k ascending; acc bit 0); dg_j = sum_r dy[r, j] xhat[r, j], db_j = sum_r dy[r, j] (r
+ *   ascending; acc bit 1). */
+void mt_layernorm_f32(const float *x, const float *g, const float *b, float *y, float *stats, int rows, int n,
+                      float eps);
+void mt_layernorm_backward_f32(const float *x, const float *g, const float *stats, const float *dy, float *dx,
+                               float *dg, float *db, int rows, int n, int acc);
 
 /* ------------------------------------------------------------------------------------ */
 /* Sums and argmax (mt_reduce.c)                                                         */
@@ -445,6 +584,46 @@ void mt_sum_s16_s16(const int16_t *x, int16_t *y, int outer, int n, int inner, i
 /* Index of the maximum of each row of x [rows, n]; ties give the first index (torch.argmax). */
 void mt_argmax_s8(const int8_t *x, int32_t *idx, int rows, int n);
 void mt_argmax_s16(const int16_t *x, int32_t *idx, int rows, int n);
+
+/* Float32 (training in float; see "Float32 kernels" above).
+ * mt_sum_f32: y[o, i] = c sum_k x[o, k, i] (k ascending, then one product; a mean: c = 1/n).
+ * mt_sum_backward_f32: dx[o, k, i] = c dy[o, i] (acc bit 0). Correctly rounded.
+ * mt_argmax_f32: the first index of each row's maximum (as mt_argmax_s16). */
+void mt_sum_f32(const float *x, float *y, int outer, int n, int inner, float c);
+void mt_sum_backward_f32(const float *dy, float *dx, int outer, int n, int inner, float c, int acc);
+void mt_argmax_f32(const float *x, int32_t *idx, int rows, int n);
+
+/* ------------------------------------------------------------------------------------ */
+/* Losses (mt_loss.c; float32, training in float: see "Float32 kernels" above)           */
+/* ------------------------------------------------------------------------------------ */
+
+/* Mean cross entropy of the rows of logits [rows, n] against class indices target [rows]:
+ *   loss[0] = (1 / count) sum_r ((m_r - x[r, t_r]) + log s_r),  dlogits[r, j] = (e_j / s_r -
+ *   [j = t_r]) / count, with m_r the row's max, e_j = exp(x[r, j] - m_r), s_r = sum_j e_j (j
+ *   ascending), the rows summed ascending. A target outside [0, n) (PyTorch's ignore_index,
+ *   e.g. -100) ignores its row: no loss, a zero gradient row, and it is not counted: count is
+ *   the number of rows with a target in range (all of them: rows), and with none the loss is
+ *   0 (PyTorch: NaN). dlogits NULL: the loss only; loss NULL: the gradient only. */
+void mt_cross_entropy_f32(const float *logits, const int32_t *target, float *loss, float *dlogits, int rows, int n);
+
+/* Mean squared error: loss[0] = (sum_i (y_i - t_i)^2) / n (i ascending), dy_i = (y_i - t_i)
+ * (2/n) (NULL: not wanted; dy may alias y). */
+void mt_mse_f32(const float *y, const float *t, float *loss, float *dy, int n);
+
+/* ------------------------------------------------------------------------------------ */
+/* Optimizer (mt_optim.c; float32, training in float: see "Float32 kernels" above)       */
+/* ------------------------------------------------------------------------------------ */
+
+/* One step of torch.optim.SGD (dampening 0, not Nesterov) on the n elements of w, from
+ * their gradient g:
+ *   d = g + weight_decay w (weight_decay = 0: d = g);
+ *   m = momentum m + d, d = m (m NULL, when momentum is 0: d as it is; PyTorch's first step
+ *   sets m = d, which a zero-filled m gives exactly: momentum 0 + d = d);
+ *   w = w - lr d. */
+void mt_sgd_f32(float *w, const float *g, float *m, int n, float lr, float momentum, float weight_decay);
+
+/* x[i] = v for i < n (the gradients and sums a training step starts from zero) */
+void mt_fill_f32(float *x, int n, float v);
 
 /* ------------------------------------------------------------------------------------ */
 /* Scaled dot-product attention (mt_attention.c)                                         */
@@ -506,6 +685,30 @@ void mt_attention_twopass_s8(const int32_t *p, const uint8_t *keep, const int8_t
                              const int8_t *v, int8_t *out, int32_t *scores);
 void mt_attention_twopass_s16(const int32_t *p, const uint8_t *keep, const int16_t *q, const int16_t *k,
                               const int16_t *v, int16_t *out, int32_t *scores);
+
+/* FLOAT32 attention (training in float; see "Float32 kernels" above), out = softmax(scale q
+ * k^T, masked) v with the parameter array p (L, S, D, DV, the row strides, FLAGS; the LOGIT_
+ * and OUT_ fields unused) and the keep bits of the integer kernels, q, k, v, out float.
+ * Per query i its visible keys j in ascending order, an online softmax (no L x S buffer and
+ * no scratch: the running sums in out's row): s = scale (q_i . k_j) (the dot product over d
+ * ascending, then one product); where s exceeds the running max m, the running sum l and the
+ * row are rescaled by mt_expf(m - s) and m = s; w = mt_expf(s - m), l += w, out_i += w v_j;
+ * at the end out_i *= 1/l (one reciprocal per query). lse [L] (NULL in inference): the
+ * natural log-sum-exp of the row's scaled logits, m + log l, for the backward; a query with
+ * no visible key gets a zero row and lse = +infinity. out must not overlap q, k or v (its
+ * row holds the running sums while q_i is read).
+ * mt_attention_backward_f32 (FlashAttention-2's backward, no L x S buffer): from q, k, v, out,
+ *   dout (laid out as out) and lse, per query i (ascending) D_i = dout_i . out_i, then for
+ *   each visible key j (ascending) s = scale (q_i . k_j), pr = exp(s - lse_i),
+ *     dv_j += pr dout_i;  ds = pr (dout_i . v_j - D_i);  dq_i += (scale ds) k_j;  dk_j += (scale ds) q_i
+ *   dq, dk, dv are laid out as q, k, v (the same row strides: views into one packed q|k|v
+ *   gradient work); each gathers its terms in that order, from its values (acc bit 0) or
+ *   from 0 (else only its rows' D or Dv elements are zeroed first). */
+void mt_attention_f32(const int32_t *p, const uint8_t *keep, const float *q, const float *k, const float *v,
+                      float *out, float *lse, float scale);
+void mt_attention_backward_f32(const int32_t *p, const uint8_t *keep, const float *q, const float *k, const float *v,
+                               const float *out, const float *dout, const float *lse, float *dq, float *dk, float *dv,
+                               float scale, int acc);
 
 #ifdef __cplusplus
 } /* extern "C" */

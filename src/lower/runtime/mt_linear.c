@@ -1122,3 +1122,60 @@ MT_DEFINE_LINEAR(mt_linear_s16_s16_s16, int16_t, int16_t, int16_t, int64_t, mt_w
   }
 MT_DEFINE_MATMUL(mt_matmul_s8, int8_t, mt_dot_s8_s8, mt_out_s8)
 MT_DEFINE_MATMUL(mt_matmul_s16, int16_t, mt_dot_s16_s16, mt_out_s16)
+
+#if MT_F32
+/* ==================================================================================== */
+/* Float32 (training in float): mt_linear_f32, mt_matmul_f32 and their backward         */
+/* ==================================================================================== */
+/* Every output one sum (mt_dotf: the terms added in index order), as mt_kernels.h states. */
+
+void mt_linear_f32(const float *x, const float *w, const float *b, float *y, int rows, int in, int out, int xs) {
+  int r, c;
+  if (xs <= 0) xs = in;
+  for (r = 0; r < rows; ++r)
+    for (c = 0; c < out; ++c) y[r * out + c] = mt_dotf(b ? b[c] : 0.0f, x + r * xs, 1, w + c * in, 1, in);
+}
+
+void mt_linear_backward_f32(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                            int rows, int in, int out, int xs, int acc) {
+  int r, c, k;
+  if (xs <= 0) xs = in;
+  if (dx)
+    for (r = 0; r < rows; ++r)
+      for (k = 0; k < in; ++k) mt_put_f32(dx + r * in + k, mt_dotf(0.0f, dy + r * out, 1, w + k, in, out), acc & 1);
+  if (dw)
+    for (c = 0; c < out; ++c)
+      for (k = 0; k < in; ++k) mt_put_f32(dw + c * in + k, mt_dotf(0.0f, dy + c, out, x + k, xs, rows), acc & 2);
+  if (db)
+    for (c = 0; c < out; ++c) mt_put_f32(db + c, mt_sumf(0.0f, dy + c, out, rows), acc & 2);
+}
+
+void mt_matmul_f32(const float *a, const float *b, float *y, int batch, int M, int K, int N, int bt) {
+  int z, m, n;
+  for (z = 0; z < batch; ++z) {
+    const float *A = a + z * M * K, *B = b + z * K * N;
+    float *Y = y + z * M * N;
+    for (m = 0; m < M; ++m)
+      for (n = 0; n < N; ++n)
+        Y[m * N + n] = bt ? mt_dotf(0.0f, A + m * K, 1, B + n * K, 1, K) : mt_dotf(0.0f, A + m * K, 1, B + n, N, K);
+  }
+}
+
+void mt_matmul_backward_f32(const float *a, const float *b, const float *dy, float *da, float *db, int batch, int M,
+                            int K, int N, int bt, int acc) {
+  int z, m, k, n;
+  for (z = 0; z < batch; ++z) {
+    const float *A = a + z * M * K, *B = b + z * K * N, *DY = dy + z * M * N;
+    if (da) /* da[m, k] = sum_n dy[m, n] b[k, n] (b stored [N, K] when bt) */
+      for (m = 0; m < M; ++m)
+        for (k = 0; k < K; ++k)
+          mt_put_f32(da + z * M * K + m * K + k,
+                     bt ? mt_dotf(0.0f, DY + m * N, 1, B + k, K, N) : mt_dotf(0.0f, DY + m * N, 1, B + k * N, 1, N),
+                     acc & 1);
+    if (db) /* db[k, n] = sum_m a[m, k] dy[m, n], stored as b is */
+      for (k = 0; k < K; ++k)
+        for (n = 0; n < N; ++n)
+          mt_put_f32(db + z * K * N + (bt ? n * K + k : k * N + n), mt_dotf(0.0f, A + k, K, DY + n, N, M), acc & 1);
+  }
+}
+#endif

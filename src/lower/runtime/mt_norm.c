@@ -197,3 +197,69 @@ MT_DEFINE_LAYERNORM(mt_layernorm_s8_s16, int8_t, int16_t, 16, mt_ln_sums_s8, mt_
 MT_DEFINE_LAYERNORM(mt_layernorm_s16_s8, int16_t, int8_t, 8, mt_ln_sums_s16, mt_ln_row_dsp_s16_s8, mt_out_s8)
 MT_DEFINE_LAYERNORM(mt_layernorm_s16_s16, int16_t, int16_t, 8, mt_ln_sums_s16, mt_ln_row_dsp_s16_s16,
                     mt_out_s16)
+
+#if MT_F32
+/* ==================================================================================== */
+/* Float32 (training in float): mt_layernorm_f32 and its backward                      */
+/* ==================================================================================== */
+
+/* Per row: mean = (x_0 + x_1 + ..) / n, var = ((x_0 - mean)^2 + ..) / n (biased, two passes),
+ * rstd = mt_rsqrtf(var + eps), y_j = ((x_j - mean) rstd) g_j + b_j. */
+void mt_layernorm_f32(const float *x, const float *g, const float *b, float *y, float *stats, int rows, int n,
+                      float eps) {
+  int r, j;
+  if (n <= 0) return;
+  for (r = 0; r < rows; ++r) {
+    const float *xr = x + r * n;
+    float *yr = y + r * n;
+    const float mean = mt_sumf(0.0f, xr, 1, n) / (float)n;
+    float var = 0.0f, rstd;
+    for (j = 0; j < n; ++j) {
+      const float d = xr[j] - mean;
+      var += d * d;
+    }
+    rstd = mt_rsqrtf(var / (float)n + eps);
+    if (stats) stats[2 * r] = mean, stats[2 * r + 1] = rstd;
+    for (j = 0; j < n; ++j) {
+      float v = (xr[j] - mean) * rstd;
+      if (g) v = v * g[j];
+      if (b) v = v + b[j];
+      yr[j] = v;
+    }
+  }
+}
+
+/* xhat = (x - mean) rstd from the saved stats; with gdy = g dy (dy when g is NULL),
+ * dx_j = rstd ((gdy_j - a) - xhat_j c), a = (sum_k gdy_k) / n, c = (sum_k gdy_k xhat_k) / n
+ * (k ascending); dg_j = sum_r dy[r, j] xhat[r, j], db_j = sum_r dy[r, j] (r ascending). */
+void mt_layernorm_backward_f32(const float *x, const float *g, const float *stats, const float *dy, float *dx,
+                               float *dg, float *db, int rows, int n, int acc) {
+  int r, j;
+  if (n <= 0) return;
+  if (dx)
+    for (r = 0; r < rows; ++r) {
+      const float *xr = x + r * n, *gr = dy + r * n;
+      const float mean = stats[2 * r], rstd = stats[2 * r + 1];
+      float sa = 0.0f, sc = 0.0f, a, c;
+      for (j = 0; j < n; ++j) {
+        const float gdy = g ? g[j] * gr[j] : gr[j];
+        sa += gdy;
+        sc += gdy * ((xr[j] - mean) * rstd);
+      }
+      a = sa / (float)n;
+      c = sc / (float)n;
+      for (j = 0; j < n; ++j) {
+        const float gdy = g ? g[j] * gr[j] : gr[j];
+        mt_put_f32(dx + r * n + j, rstd * ((gdy - a) - ((xr[j] - mean) * rstd) * c), acc & 1);
+      }
+    }
+  if (dg)
+    for (j = 0; j < n; ++j) {
+      float s = 0.0f;
+      for (r = 0; r < rows; ++r) s += dy[r * n + j] * ((x[r * n + j] - stats[2 * r]) * stats[2 * r + 1]);
+      mt_put_f32(dg + j, s, acc & 2);
+    }
+  if (db)
+    for (j = 0; j < n; ++j) mt_put_f32(db + j, mt_sumf(0.0f, dy + j, n, rows), acc & 2);
+}
+#endif

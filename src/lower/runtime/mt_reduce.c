@@ -51,3 +51,25 @@ MT_DEFINE_SUM(mt_sum_s16_s16, int16_t, int16_t, mt_colsum_s16, mt_out_s16)
   }
 MT_DEFINE_ARGMAX(mt_argmax_s8, int8_t)
 MT_DEFINE_ARGMAX(mt_argmax_s16, int16_t)
+
+#if MT_F32
+/* ==================================================================================== */
+/* Float32 (training in float): mt_sum_f32 and its backward, mt_argmax_f32              */
+/* ==================================================================================== */
+
+/* y[o, i] = c (x[o, 0, i] + x[o, 1, i] + ..), k ascending, then one product (c = 1: the sum) */
+void mt_sum_f32(const float *x, float *y, int outer, int n, int inner, float c) {
+  int o, i;
+  for (o = 0; o < outer; ++o)
+    for (i = 0; i < inner; ++i) y[o * inner + i] = c * mt_sumf(0.0f, x + o * n * inner + i, inner, n);
+}
+
+void mt_sum_backward_f32(const float *dy, float *dx, int outer, int n, int inner, float c, int acc) {
+  int o, k, i;
+  for (o = 0; o < outer; ++o)
+    for (k = 0; k < n; ++k)
+      for (i = 0; i < inner; ++i) mt_put_f32(dx + (o * n + k) * inner + i, c * dy[o * inner + i], acc & 1);
+}
+
+MT_DEFINE_ARGMAX(mt_argmax_f32, float)
+#endif

@@ -118,3 +118,38 @@ int mt_embedding_s16(const int32_t *ids, int n, const int16_t *table, int num, i
 int mt_embedding_s8(const int32_t *ids, int n, const int8_t *table, int num, int dim, int8_t *out) {
   MT_EMBEDDING_BODY(int8_t);
 }
+
+#if MT_F32
+/* ==================================================================================== */
+/* Float32 (training in float): strided copy and add, embedding                          */
+/* ==================================================================================== */
+
+void mt_copy_strided_f32(const float *src, float *dst, int ndim, const int32_t *shape, const int32_t *src_strides,
+                         const int32_t *dst_strides) {
+  MT_COPY_STRIDED_BODY(float);
+}
+
+/* The copy's index walk (runs merged the same way, so the order is the index order), adding:
+ * the backward of a view or an expand (a dst stride of 0 sums those elements up, in order). */
+void mt_add_strided_f32(const float *src, float *dst, int ndim, const int32_t *shape, const int32_t *src_strides,
+                        const int32_t *dst_strides) {
+  mt_walk w;
+  if (!mt_walk_init(&w, ndim, shape, src_strides, dst_strides)) return;
+  do {
+    const float *s = src + w.off_s;
+    float *d = dst + w.off_d;
+    const int32_t ss = w.st_s[w.nd - 1], ds = w.st_d[w.nd - 1];
+    int32_t j = w.len[w.nd - 1];
+    for (;;) {
+      *d = *d + *s;
+      if (--j == 0) break;
+      s += ss;
+      d += ds;
+    }
+  } while (mt_walk_next(&w));
+}
+
+int mt_embedding_f32(const int32_t *ids, int n, const float *table, int num, int dim, float *out) {
+  MT_EMBEDDING_BODY(float);
+}
+#endif

@@ -229,3 +229,42 @@ MT_DEFINE_SOFTMAX(mt_softmax_s8_s8, s8, s8, int8_t, int8_t, mt_row_range_s8)
 MT_DEFINE_SOFTMAX(mt_softmax_s8_s16, s8, s16, int8_t, int16_t, mt_row_range_s8)
 MT_DEFINE_SOFTMAX(mt_softmax_s16_s8, s16, s8, int16_t, int8_t, mt_row_range_s16)
 MT_DEFINE_SOFTMAX(mt_softmax_s16_s16, s16, s16, int16_t, int16_t, mt_row_range_s16)
+
+#if MT_F32
+/* ==================================================================================== */
+/* Float32 (training in float): mt_softmax_f32 and its backward                         */
+/* ==================================================================================== */
+
+/* Per row: m = max, e_j = exp(x_j - m) (written to y), s = e_0 + e_1 + .. (j ascending), one
+ * reciprocal r = 1/s, y_j = e_j r. A row of -infinity (every element masked) gives zeros. */
+void mt_softmax_f32(const float *x, float *y, int rows, int n) {
+  int r, j;
+  if (n <= 0) return;
+  for (r = 0; r < rows; ++r) {
+    const float *xr = x + r * n;
+    float *yr = y + r * n;
+    float m = xr[0], s = 0.0f, rs;
+    for (j = 1; j < n; ++j) m = xr[j] > m ? xr[j] : m;
+    if (m == -mt_f32_of_bits(MT_F32_INF_BITS)) {
+      for (j = 0; j < n; ++j) yr[j] = 0.0f;
+      continue;
+    }
+    for (j = 0; j < n; ++j) {
+      yr[j] = mt_expf(xr[j] - m);
+      s += yr[j];
+    }
+    rs = 1.0f / s;
+    for (j = 0; j < n; ++j) yr[j] *= rs;
+  }
+}
+
+/* dx_j = y_j (dy_j - sum_k dy_k y_k), the sum over k ascending */
+void mt_softmax_backward_f32(const float *y, const float *dy, float *dx, int rows, int n, int acc) {
+  int r, j;
+  for (r = 0; r < rows; ++r) {
+    const float *yr = y + r * n, *gr = dy + r * n;
+    const float dot = mt_dotf(0.0f, gr, 1, yr, 1, n);
+    for (j = 0; j < n; ++j) mt_put_f32(dx + r * n + j, yr[j] * (gr[j] - dot), acc & 1);
+  }
+}
+#endif

@@ -1,0 +1,326 @@
+// Training on the device in float32 (lower::train_program): the lowered forward against the
+// float model, one training step against microtorch's autograd and SGD, the loss going down,
+// the errors; the emitted training step bit-exact with the simulator on QEMU (Cortex-M4F).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "helpers.hpp"
+#include "lower_firmware.hpp"
+#include "microtorch/lower/emit.hpp"
+#include "microtorch/lower/firmware.hpp"
+#include "microtorch/lower/quantize.hpp"
+#include "microtorch/lower/simulate.hpp"
+#include "microtorch/lower/train.hpp"
+#include "microtorch/lower/verify.hpp"
+#include "microtorch/nn.hpp"
+
+namespace lower = mt::lower;
+namespace nn = mt::nn;
+namespace F = mt::nn::functional;
+using mt::Tensor;
+using namespace lower_testing;
+
+namespace {
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  return mt::max(mt::abs(a.to(mt::Dtype::Float64) - b.to(mt::Dtype::Float64))).item();
+}
+
+lower::QuantOptions named(const std::string& name) {
+  lower::QuantOptions q;
+  q.name = name;
+  return q;
+}
+
+struct Mlp {
+  std::shared_ptr<nn::Sequential> model;
+  lower::Graph graph;
+  lower::Calibration calibration;
+  Tensor xs;
+  explicit Mlp(std::uint64_t seed) {
+    mt::manual_seed(seed);
+    model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(8, 3)});
+    model->eval();
+    xs = mt::randn({16, 4});
+    graph = lower::trace(*model, {1, 4});
+    calibration = lower::calibrate(graph, xs);
+  }
+};
+
+// One torch.optim.SGD step written out (weight decay, momentum with PyTorch's first step
+// m = d) on the host model's parameters named in `names`, momentum buffers in `bufs`.
+void host_sgd(nn::Module& model, const std::vector<std::string>& names, const lower::TrainOptions& t,
+              std::map<std::string, Tensor>& bufs) {
+  mt::NoGradGuard no_grad;
+  for (auto& [name, p] : model.named_parameters()) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) continue;
+    Tensor d = p.grad().clone();
+    if (t.weight_decay > 0) d = d + p * t.weight_decay;
+    if (t.momentum > 0) {
+      auto it = bufs.find(name);
+      d = it == bufs.end() ? d : it->second * t.momentum + d;
+      bufs[name] = d.clone();
+    }
+    p.copy_(p - d * t.lr);
+  }
+  model.zero_grad();
+}
+
+}  // namespace
+
+TEST_CASE("lower train float32: the lowered forward equals the float model") {
+  Mlp m(3);
+  lower::TrainOptions t;
+  t.numeric = lower::Numeric::Float32;
+  lower::Program p = lower::train_program(m.graph, m.calibration, named("mlp"), t);
+  lower::Simulator sim(p);
+  mt::NoGradGuard no_grad;
+  for (std::int64_t i = 0; i < 8; ++i) {
+    const Tensor x = m.xs.slice(0, i, i + 1);
+    CHECK(max_abs_diff(sim.forward(x), m.model->forward(x)) <= 1e-5);
+  }
+}
+
+namespace {
+
+// Takes `steps` training steps on the simulator and on the host model (autograd, the SGD
+// step written out), on batches of `batch` rows of `xs` with targets `ys`; checks that each
+// step's loss and every trained parameter agree within `tol` after each step.
+void compare_steps(nn::Module& model, const lower::Graph& graph, const lower::Calibration& cal,
+                   const lower::TrainOptions& t, const Tensor& xs, const Tensor& ys, std::int64_t steps,
+                   double tol) {
+  const lower::Program p = lower::train_program(graph, cal, named("step"), t);
+  lower::Simulator sim(p);
+  const std::vector<std::string> names = lower::trained_parameters(graph, t);
+  std::map<std::string, Tensor> bufs;
+  for (std::int64_t s = 0; s < steps; ++s) {
+    const std::int64_t lo = (s * t.batch) % xs.size(0);
+    const Tensor x = xs.slice(0, lo, lo + t.batch), y = ys.slice(0, lo, lo + t.batch);
+    const double loss = sim.train_step(x, y);
+    const Tensor out = model.forward(x);
+    const Tensor host_loss = y.is_floating_point() ? F::mse_loss(out, y)
+                                                   : F::cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape({-1}));
+    host_loss.backward();
+    host_sgd(model, names, t, bufs);
+    INFO("step " << s);
+    CHECK(std::abs(loss - host_loss.item()) <= tol);
+    for (auto& [name, w] : model.named_parameters()) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) continue;
+      INFO(name);
+      CHECK(max_abs_diff(sim.parameter(name), w) <= tol);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("lower train float32: an MLP's steps (cross entropy, every parameter) equal autograd and SGD") {
+  for (const double momentum : {0.0, 0.9}) {
+    for (const std::int64_t batch : {1, 4}) {
+      Mlp m(5);
+      const Tensor ys = mt::randint(0, 3, {16});
+      lower::TrainOptions t;
+      t.numeric = lower::Numeric::Float32;
+      t.parameters = {"*"};
+      t.lr = 0.1, t.momentum = momentum, t.batch = batch;
+      INFO("momentum " << momentum << " batch " << batch);
+      compare_steps(*m.model, m.graph, m.calibration, t, m.xs, ys, 5, 1e-5);
+    }
+  }
+}
+
+TEST_CASE("lower train float32: a transformer encoder layer's steps (attention, layer norms) equal autograd and SGD") {
+  for (const auto& params : std::vector<std::vector<std::string>>{{"@layer_norms"}, {"*"}}) {
+    for (const double momentum : {0.0, 0.5}) {
+      mt::manual_seed(11);
+      nn::TransformerEncoderLayer layer(8, 2, {.dim_feedforward = 16, .dropout = 0.0, .batch_first = true});
+      layer.eval();
+      const Tensor xs = mt::randn({8, 5, 8}), ys = mt::randint(0, 8, {8, 5});
+      const lower::Graph g = lower::trace(layer, {1, 5, 8});
+      lower::TrainOptions t;
+      t.numeric = lower::Numeric::Float32;
+      t.parameters = params;
+      t.lr = 0.05, t.momentum = momentum, t.batch = 2;
+      INFO(params[0] << " momentum " << momentum);
+      compare_steps(layer, g, lower::calibrate(g, xs), t, xs, ys, 4, 1e-5);
+    }
+  }
+}
+
+TEST_CASE("lower train float32: MSE on a tanh/sigmoid/GELU network equals autograd and SGD") {
+  mt::manual_seed(21);
+  nn::Sequential model({std::make_shared<nn::Linear>(3, 6), std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(6, 6),
+                        std::make_shared<nn::GELU>(), std::make_shared<nn::Linear>(6, 2), std::make_shared<nn::Sigmoid>()});
+  model.eval();
+  const Tensor xs = mt::randn({12, 3}), ys = mt::rand({12, 2});
+  const lower::Graph g = lower::trace(model, {1, 3});
+  lower::TrainOptions t;
+  t.numeric = lower::Numeric::Float32;
+  t.parameters = {"*"};
+  t.loss = lower::LossKind::Mse;
+  t.lr = 0.2, t.momentum = 0.9, t.weight_decay = 0.01, t.batch = 3;
+  compare_steps(model, g, lower::calibrate(g, xs), t, xs, ys, 4, 1e-5);
+}
+
+TEST_CASE("lower train float32: the emitted training step on QEMU Cortex-M4F is bit-exact with the simulator") {
+  if (!have_tool("arm-none-eabi-gcc") || !have_tool("qemu-system-arm")) {
+    MESSAGE("arm-none-eabi-gcc or qemu-system-arm missing: the QEMU check is skipped");
+    return;
+  }
+  mt::manual_seed(11);
+  nn::TransformerEncoderLayer layer(8, 2, {.dim_feedforward = 16, .dropout = 0.0, .batch_first = true});
+  layer.eval();
+  const Tensor xs = mt::randn({6, 5, 8}), ys = mt::randint(0, 8, {6, 5});
+  const lower::Graph g = lower::trace(layer, {1, 5, 8});
+  lower::TrainOptions t;
+  t.numeric = lower::Numeric::Float32;
+  t.parameters = {"*"};
+  t.lr = 0.05, t.momentum = 0.9, t.batch = 2;
+  const lower::Program p = lower::train_program(g, lower::calibrate(g, xs), named("enc_train"), t);
+  std::vector<std::vector<std::int64_t>> inputs;
+  for (std::int64_t i = 0; i < 2; ++i) inputs.push_back(lower::quantize_input(p, xs.slice(0, i, i + 1)));
+  std::vector<lower::TrainingBatch> batches;
+  for (std::int64_t k = 0; k < 3; ++k) {
+    lower::TrainingBatch b;
+    for (std::int64_t s = 0; s < t.batch; ++s) {
+      const auto q = lower::quantize_input(p, xs.slice(0, 2 * k + s, 2 * k + s + 1));
+      b.inputs.insert(b.inputs.end(), q.begin(), q.end());
+      for (std::int64_t r = 0; r < 5; ++r) b.targets.push_back(ys.select(0, 2 * k + s).select(0, r).item<std::int64_t>());
+    }
+    batches.push_back(b);
+  }
+  const std::string dir = temp_dir(p.name);
+  lower::emit_c(p, dir);
+  lower::VerifyOptions o;
+  o.cpus = {"cortex-m4", "cortex-m7"};
+  o.training = batches;
+  const lower::Verification v = lower::verify(p, inputs, dir, o);
+  INFO(v.log);
+  REQUIRE(v.passed);
+  CHECK(v.skipped.empty());
+  REQUIRE(v.cpus.size() == 2);
+  for (const lower::CpuCheck& c : v.cpus) {
+    CHECK(c.identical);
+    CHECK(c.train_instructions > c.instructions);
+  }
+  // the firmware printed the simulator's losses, outputs after training and parameter hash
+  CHECK(read_file(v.work + "/expected.txt").find("train 2: ") != std::string::npos);
+  CHECK(read_file(v.work + "/expected.txt").find("params ") != std::string::npos);
+  MESSAGE(v.summary());
+}
+
+TEST_CASE("lower train float32: the loss goes down on a learnable problem (three Gaussian blobs)") {
+  mt::manual_seed(8);
+  Mlp m(8);
+  // class 0 around (-1, -1, 0, 0), class 1 around (1, 1, 0, 0), class 2 around (0, 0, 1.5, -1.5)
+  const Tensor centers = mt::tensor({{-1.0, -1.0, 0.0, 0.0}, {1.0, 1.0, 0.0, 0.0}, {0.0, 0.0, 1.5, -1.5}});
+  const Tensor ys = mt::randint(0, 3, {64});
+  const Tensor xs = mt::index_select(centers, 0, ys) + mt::randn({64, 4}) * 0.3;
+  lower::TrainOptions t;
+  t.parameters = {"*"};  // the default arithmetic is float32
+  t.lr = 0.2, t.momentum = 0.5, t.batch = 8;
+  const lower::Program p = lower::train_program(m.graph, m.calibration, named("blobs"), t);
+  lower::Simulator sim(p);
+  double first = 0, last = 0;
+  for (int epoch = 0; epoch < 6; ++epoch) {
+    double sum = 0;
+    for (std::int64_t b = 0; b < 8; ++b) sum += sim.train_step(xs.slice(0, 8 * b, 8 * b + 8), ys.slice(0, 8 * b, 8 * b + 8));
+    (epoch == 0 ? first : last) = sum / 8;
+  }
+  MESSAGE("mean loss, first epoch " << first << ", sixth " << last);
+  CHECK(sim.train_steps() == 48);
+  CHECK(last < 0.5 * first);
+  // the trained program's inference classifies the blobs
+  const Tensor pred = mt::argmax(sim.forward(xs).reshape({64, 3}), -1);
+  CHECK(mt::sum(pred == ys).item() >= 60);
+}
+
+TEST_CASE("lower train float32: errors say what is wrong") {
+  Mlp m(4);
+  lower::TrainOptions t;
+  t.numeric = lower::Numeric::Integer;
+  CHECK_THROWS_WITH_AS(lower::train_program(m.graph, m.calibration, named("e"), t),
+                       doctest::Contains("Numeric::Float32 is what works today"), mt::ValueError);
+  t.numeric = lower::Numeric::Float32;
+  t.parameters = {"0.weigth"};
+  CHECK_THROWS_WITH_AS(lower::train_program(m.graph, m.calibration, named("e"), t),
+                       doctest::Contains("\"0.weigth\" selects no parameter of the graph (did you mean \"0.weight\"?); "
+                                         "its parameters are: 0.weight, 0.bias, 2.weight, 2.bias"),
+                       mt::ValueError);
+  t.parameters = {};
+  CHECK(lower::trained_parameters(m.graph, t) == std::vector<std::string>{"2.weight", "2.bias"});
+  t.parameters = {"@biases"};
+  CHECK(lower::trained_parameters(m.graph, t) == std::vector<std::string>{"0.bias", "2.bias"});
+  t.parameters = {"0.*"};
+  const lower::Program p = lower::train_program(m.graph, m.calibration, named("e"), t);
+  lower::Simulator sim(p);
+  const Tensor x = m.xs.slice(0, 0, 1);
+  CHECK_THROWS_WITH_AS(sim.train_step(x, mt::tensor({0.5})), doctest::Contains("takes int64 class index targets"),
+                       mt::DtypeError);
+  CHECK_THROWS_WITH_AS(sim.train_step(x, mt::tensor({1, 2}, mt::kInt64)), doctest::Contains("1 targets for a batch of 1"),
+                       mt::ShapeError);
+  CHECK_THROWS_WITH_AS(sim.train_step(m.xs.slice(0, 0, 2), mt::tensor({1}, mt::kInt64)),
+                       doctest::Contains("the step takes a batch of 1 inputs [1, 4]"), mt::ShapeError);
+  CHECK_THROWS_WITH_AS(sim.parameter("2.weight"), doctest::Contains("trained: 0.weight, 0.bias"), mt::ValueError);
+  lower::Simulator plain(lower::quantize(m.graph, m.calibration, named("plain")));
+  CHECK_THROWS_WITH_AS(plain.train_step(x, mt::tensor({1}, mt::kInt64)), doctest::Contains("has no training step"),
+                       mt::ValueError);
+}
+
+TEST_CASE("lower::to_firmware with train: a float32 training firmware, verified on Cortex-M4F, the M0 skipped") {
+  if (!have_tool("arm-none-eabi-gcc") || !have_tool("qemu-system-arm")) {
+    MESSAGE("arm-none-eabi-gcc or qemu-system-arm missing: the QEMU check is skipped");
+    return;
+  }
+  Mlp m(6);
+  lower::FirmwareOptions o;
+  o.quantize = named("mlp_fw");
+  o.check_inputs = 3;
+  o.verify.cpus = {"cortex-m0", "cortex-m4"};
+  o.verify.count_instructions = false;  // counted by the test above
+  lower::TrainOptions t;
+  t.parameters = {"2.*"};
+  t.batch = 2;
+  o.train = t;
+  o.train_checks = 2;
+  const lower::Firmware fw = lower::to_firmware(m.graph, m.xs, m.xs, temp_dir("mlp_fw") + "/fw", o);
+  const std::string report = fw.report();
+  INFO(report);
+  INFO(fw.verification.log);
+  REQUIRE(fw.verification.passed);
+  CHECK(fw.verification.skipped == "cortex-m0: no FPU for a float32 program");
+  REQUIRE(fw.verification.cpus.size() == 1);
+  CHECK(fw.verification.cpus[0].identical);
+  CHECK(fw.accuracy.max_abs_error <= 1e-5);
+  REQUIRE(fw.sizes.size() == 1);
+  CHECK(report.find("float32; weights") != std::string::npos);
+  CHECK(report.find("trains (float32, batch 2, lr 0.01): 2.weight, 2.bias") != std::string::npos);
+  CHECK(report.find(fmt::format("| cortex-m4 | {} | {} | - | - | yes (mps2-an386) |", fw.sizes[0].second.flash(),
+                                fw.sizes[0].second.ram())) != std::string::npos);
+}
+
+TEST_CASE("lower train float32: frozen layers before the trained ones keep nothing for a backward that does not run") {
+  mt::manual_seed(11);
+  nn::TransformerEncoderLayer layer(8, 2, {.dim_feedforward = 16, .dropout = 0.0, .batch_first = true});
+  layer.eval();
+  const Tensor xs = mt::randn({4, 5, 8});
+  const lower::Graph g = lower::trace(layer, {1, 5, 8});
+  auto kept = [&](const std::vector<std::string>& params) {
+    lower::TrainOptions t;
+    t.parameters = params;
+    const lower::Program p = lower::train_program(g, lower::calibrate(g, xs), named("kept"), t);
+    std::int64_t lse = 0, stats = 0;
+    for (const lower::Buffer& b : p.buffers) {
+      lse += b.origin.find("log-sum-exp") != std::string::npos;
+      stats += b.origin.find("the mean and 1/std") != std::string::npos;
+    }
+    return std::pair{lse, stats};
+  };
+  CHECK(kept({"norm2.*"}) == std::pair<std::int64_t, std::int64_t>{0, 1});  // only norm2's backward runs
+  CHECK(kept({"self_attn.in_proj_weight"}) == std::pair<std::int64_t, std::int64_t>{1, 2});
+}
