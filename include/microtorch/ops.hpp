@@ -441,6 +441,41 @@ TensorList split(const Tensor& x, const std::vector<std::int64_t>& sizes, std::i
 TensorList chunk(const Tensor& x, std::int64_t chunks, std::int64_t dim = 0);
 ///@}
 
+// ---- sorting, gathering, scans and triangles (ops/sort.cpp, index.cpp, scan.cpp, -------
+// ---- triangular.cpp): what sampling from a language model needs ------------------------
+/// \name Sorting, gathering, scans and triangles
+/// Dims may be negative. Indices are int64 and never differentiable; values carry gradients.
+///@{
+
+/// (values, indices) of x sorted along dim, ascending unless descending (torch.sort). The sort
+/// is stable: equal values keep their order. NaN counts as larger than every number, as in
+/// PyTorch. values = gather(x, dim, indices), so the gradient flows back to where each value
+/// came from.
+std::tuple<Tensor, Tensor> sort(const Tensor& x, std::int64_t dim = -1, bool descending = false);
+/// (values, indices) of the k largest (or, with largest = false, smallest) elements along dim,
+/// best first, ties going to the lower index (torch.topk; `sorted` is accepted for PyTorch's
+/// signature, the result is always in order). k outside [0, x.size(dim)] throws ValueError.
+/// The gradient flows back to the chosen elements.
+std::tuple<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t dim = -1, bool largest = true,
+                                bool sorted = true);
+/// out[i][j][k] = x[index[i][j][k]][j][k] for dim = 0, likewise for the other dims
+/// (torch.gather): index (int64; DtypeError otherwise) has as many dims as x and is no larger
+/// than x in any dim but dim (ShapeError otherwise); the result has index's shape. An index
+/// outside [0, x.size(dim)) throws IndexError. The gradient adds dy back at the gathered
+/// positions (repeats accumulate).
+Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index);
+/// Prefix sums along dim: out[j] = x[0] + ... + x[j] (torch.cumsum); int64 and bool inputs
+/// give int64. The gradient is the prefix sums of dy taken from the end.
+Tensor cumsum(const Tensor& x, std::int64_t dim);
+/// The lower triangle of the last two dims (torch.tril): elements (i, j) with j - i <=
+/// diagonal are kept, the others set to 0 (false for bool). Fewer than 2 dims throws
+/// ShapeError. The gradient is the same triangle of dy.
+Tensor tril(const Tensor& x, std::int64_t diagonal = 0);
+/// The upper triangle of the last two dims (torch.triu): elements with j - i >= diagonal are
+/// kept, as tril.
+Tensor triu(const Tensor& x, std::int64_t diagonal = 0);
+///@}
+
 // ---- templates ---------------------------------------------------------------------------
 
 template <class T>
