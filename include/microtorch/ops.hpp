@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -153,6 +154,9 @@ Tensor relu(const Tensor& x);
 /// GELU: exact x * Phi(x), or with approximate="tanh" 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))).
 /// Any other `approximate` throws ValueError.
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+/// SiLU (swish): x * sigmoid(x), as torch.nn.functional.silu; the gate of SwiGLU
+/// feed-forward blocks. The gradient is s (1 + x (1 - s)), s = sigmoid(x).
+Tensor silu(const Tensor& x);
 /// min(max(x, min), max); min > max (or a NaN bound) throws ValueError. The gradient
 /// passes where min <= x <= max.
 Tensor clamp(const Tensor& x, double min, double max);
@@ -373,6 +377,23 @@ std::tuple<Tensor, Tensor> multi_head_attention_packed(const Tensor& qkv, std::i
                                                        const AttentionHeadsOptions& options = {});
 ///@}
 
+// ---- rotary position embedding (ops/rotary.cpp) ----------------------------------------
+/// \name Rotary position embedding
+///@{
+
+/// RoPE (Su et al., RoFormer): the D features of every row of x [..., D] turn in D/2 pairs
+/// (a, b) -> (a cos - b sin, b cos + a sin), pair i by the angle whose cosine and sine are
+/// cos[..., i] and sin[..., i]. cos and sin share one shape that broadcasts to x's shape with
+/// the last dim D/2 (for x [N, L, H, D], tables [L, 1, D/2] turn every head of position l
+/// alike); nn::RotaryEmbedding makes them, angle = position * base^(-2i/D). The pairs are
+/// (i, i + D/2), the half-split layout of Hugging Face's Llama and Qwen2 ("rotate_half"), or
+/// with interleaved (2i, 2i + 1), RoFormer's, Meta's Llama's and llama2.c's. One fused
+/// primitive: the backward turns dy back (and gives cos and sin gradients should they require
+/// grad). An odd D, or tables that do not fit, throw ShapeError; dtypes must match
+/// (DtypeError). Recorded as "rotary_embedding" (inputs x, cos, sin; attribute interleaved).
+Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved = false);
+///@}
+
 // ---- normalisation (ops/norm.cpp) ----------------------------------------------------
 /// \name Normalisation
 ///@{
@@ -383,6 +404,13 @@ std::tuple<Tensor, Tensor> multi_head_attention_packed(const Tensor& qkv, std::i
 /// normalized_shape and x's dtype. eps must be positive (ValueError).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+/// Root-mean-square normalisation (Zhang and Sennrich, 2019) over the trailing dims given by
+/// normalized_shape: y = x / sqrt(mean(x^2) + eps) * weight, as torch.nn.functional.rms_norm
+/// (PyTorch 2.4): no centring, no bias. weight may be undefined; when given it has
+/// normalized_shape and x's dtype. eps defaults, as in PyTorch, to the machine epsilon of x's
+/// dtype; a negative eps throws ValueError. One fused primitive with its own backward.
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
 ///@}
 
 // ---- shape ops (ops/shape.cpp) ---------------------------------------------------------

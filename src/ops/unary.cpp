@@ -1,5 +1,5 @@
 // Unary elementwise math: neg, exp, log, sqrt, rsqrt, pow(x, p), abs, tanh, sigmoid,
-// relu, gelu, clamp. Each backward needs either the input x or the output y, never both;
+// relu, gelu, silu, clamp. Each backward needs either the input x or the output y, never both;
 // unary_op saves only that one.
 #include <cmath>
 
@@ -158,6 +158,21 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
         return G * (T(0.5) * (T(1) + xt::erf(X * T(kInvSqrt2))) + X * T(kInvSqrt2Pi) * xt::exp(T(-0.5) * X * X));
       },
       {{"approximate", std::string("none")}});
+}
+
+// y = x sigmoid(x) ;  dx = dy (s + x s (1 - s)),  s = sigmoid(x)
+Tensor silu(const Tensor& x) {
+  return unary_op(
+      "silu", x, Saved::Input,
+      [](auto&& X) {
+        using T = value_t<decltype(X)>;
+        return X / (T(1) + xt::exp(-X));
+      },
+      [](auto&& G, auto&& X) {
+        using T = value_t<decltype(X)>;
+        xt::xarray<T> s = T(1) / (T(1) + xt::exp(-X));
+        return xt::xarray<T>(G * s * (T(1) + X * (T(1) - s)));
+      });
 }
 
 // y = min(max(x, lo), hi) ;  dx = dy * [lo <= x <= hi]
