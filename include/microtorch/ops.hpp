@@ -346,9 +346,15 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 /// query row gives zero weights, zero output and zero gradient. q, k, v must share one
 /// floating dtype (DtypeError); shapes that do not fit throw ShapeError; dropout_p outside
 /// [0, 1) throws ValueError.
+/// enable_gqa (PyTorch 2.5's name) is grouped-query attention: q [N.., H, L, D] with
+/// k, v [N.., Hkv, S, D] of fewer heads, Hkv dividing H (ShapeError otherwise); query head h
+/// reads key/value head h / (H / Hkv). The key and value heads are broadcast over their
+/// groups, never copied (q is seen as [N.., Hkv, H / Hkv, L, D], k as [N.., Hkv, 1, S, D]), and
+/// their gradients are summed over each group. The mask broadcasts against [N.., H, L, S].
 std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                                         const Mask& mask = Mask(), double dropout_p = 0.0,
-                                                        bool is_causal = false, double scale = 0.0);
+                                                        bool is_causal = false, double scale = 0.0,
+                                                        bool enable_gqa = false);
 
 /// Options of multi_head_attention.
 struct AttentionHeadsOptions {
@@ -357,6 +363,9 @@ struct AttentionHeadsOptions {
   double scale = 0.0;            ///< 0 = 1 / sqrt(D)
   bool need_weights = true;      ///< false: the weights come back undefined
   bool average_weights = false;  ///< weights [N, L, S], the mean over the heads
+  /// Grouped-query attention: k and v hold this many heads (0 = num_heads), each shared by
+  /// num_heads / num_kv_heads query heads in turn (as in Llama 2 70B, Qwen2 and llama2.c).
+  std::int64_t num_kv_heads = 0;
 };
 
 /// Multi-head attention on projected inputs, heads kept in place: q [N, L, H D],
@@ -369,11 +378,32 @@ struct AttentionHeadsOptions {
 /// all) are kept for backward, which reads them instead of recomputing them (PyTorch keeps
 /// them too). This is what nn::MultiheadAttention runs. E and Ev must split into
 /// num_heads equal heads (ShapeError otherwise).
+/// With options.num_kv_heads = Hkv < H (grouped-query attention), k is [N, S, Hkv D] and v
+/// [N, S, Hkv Dv]: query head h reads key/value head h / (H / Hkv) in place, and backward sums
+/// the gradients of a shared head over its group. Hkv must divide H (ShapeError). Recorded as
+/// "grouped_query_attention" (attributes num_heads, num_kv_heads, scale, dropout_p) rather than
+/// "multi_head_attention", whose graphs keep their meaning.
 std::tuple<Tensor, Tensor> multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                                 std::int64_t num_heads, const AttentionHeadsOptions& options = {});
 /// multi_head_attention with q, k, v packed along the last dim of one tensor
 /// [N, L, 3 H D], as one input projection produces them for self-attention.
 std::tuple<Tensor, Tensor> multi_head_attention_packed(const Tensor& qkv, std::int64_t num_heads,
+                                                       const AttentionHeadsOptions& options = {});
+/// multi_head_attention of new positions against a key/value cache (incremental decoding):
+/// writes k [N, L, Hkv D] and v [N, L, Hkv Dv], the projections of the L new positions, into
+/// rows [position, position + L) of k_cache [N, C, Hkv D] and v_cache [N, C, Hkv Dv] (in
+/// place: their version moves), then attends q [N, L, H D] to rows [0, position + L) of the
+/// caches with the causal mask aligned bottom-right (new query i sees keys j <= position + i),
+/// combined with options.mask (broadcast against [N, H, L, position + L]). The caches are read
+/// in place, never copied. Returns (output [N, L, H Dv], weights as multi_head_attention's).
+/// Hkv = options.num_kv_heads (0 = num_heads). Gradients reach q, k and v (not the cached
+/// rows, which are constants); writing the caches again before backward makes it refuse.
+/// position + L beyond the capacity C throws ValueError; shapes that do not fit ShapeError.
+/// Recorded as "kv_cache_attention" with inputs q, k, v, k_cache, v_cache (and the mask when
+/// given) and attributes num_heads, num_kv_heads, position, scale.
+std::tuple<Tensor, Tensor> multi_head_attention_cached(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                       const Tensor& k_cache, const Tensor& v_cache,
+                                                       std::int64_t position, std::int64_t num_heads,
                                                        const AttentionHeadsOptions& options = {});
 ///@}
 
