@@ -12,6 +12,8 @@
 #include "microtorch/nn/module.hpp"
 #include "microtorch/nn/optim.hpp"
 #include "microtorch/nn/transformer.hpp"
+// decoder-only models and generation
+#include "microtorch/nn/rope.hpp"
 
 /// \namespace microtorch::nn
 /// Modules with PyTorch's names, constructor arguments and state-dict keys: the Module base,
