@@ -13,6 +13,8 @@
 #include "microtorch/nn/optim.hpp"
 #include "microtorch/nn/transformer.hpp"
 // decoder-only models and generation
+#include "microtorch/nn/decoder.hpp"
+#include "microtorch/nn/generation.hpp"
 #include "microtorch/nn/rope.hpp"
 
 /// \namespace microtorch::nn
