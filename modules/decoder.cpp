@@ -104,11 +104,12 @@ DecoderMLP::DecoderMLP(std::int64_t d_model, std::int64_t hidden, DecoderMLPOpti
   down_proj = register_module("down_proj", std::make_shared<Linear>(hidden, d_model, lo));
 }
 
-// gated: down(act(gate(x)) * up(x)) ;  plain: down(act(up(x)))
+// gated: down(act(gate(x)) * up(x)), with silu one fused op (silu_and_mul) ;  plain: down(act(up(x)))
 Tensor DecoderMLP::forward(const Tensor& x) {
   const Tensor up = up_proj->forward(x);
-  const Tensor h = gate_proj ? activate(options.activation, gate_proj->forward(x)) * up : activate(options.activation, up);
-  return down_proj->forward(h);
+  if (!gate_proj) return down_proj->forward(activate(options.activation, up));
+  const Tensor gate = gate_proj->forward(x);
+  return down_proj->forward(options.activation == "silu" ? silu_and_mul(gate, up) : activate(options.activation, gate) * up);
 }
 
 std::string DecoderMLP::extra_repr() const {

@@ -173,7 +173,7 @@ TEST_CASE("the KV cache holds layers of [batch, capacity, Hkv D], resets, and re
   CHECK_THROWS_MSG(nn::KVCache(2, 1, 0, 2, 4), mt::ValueError, "capacity");
 }
 
-TEST_CASE("a decode step records rms_norm, rotary_embedding, kv_cache_attention and silu for the lowering") {
+TEST_CASE("a decode step records rms_norm, rotary_embedding, kv_cache_attention and silu_and_mul for the lowering") {
   mt::manual_seed(5);
   nn::DecoderLM model(small_config());
   model.eval();
@@ -202,7 +202,7 @@ TEST_CASE("a decode step records rms_norm, rotary_embedding, kv_cache_attention 
   CHECK(ops["rms_norm"] == 5);             // two per layer and the final norm
   CHECK(ops["rotary_embedding"] == 4);     // q and k of each layer
   CHECK(ops["kv_cache_attention"] == 2);
-  CHECK(ops["silu"] == 2);
+  CHECK(ops["silu_and_mul"] == 2);         // SwiGLU's gate
   CHECK(ops["linear"] == 2 * 7 + 1);       // q, k, v, o, gate, up, down per layer, and lm_head
   REQUIRE(attention != nullptr);
   CHECK(std::get<std::int64_t>(*attention->attr("position")) == 4);

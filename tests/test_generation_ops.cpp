@@ -107,6 +107,7 @@ TEST_CASE("gradcheck: the generation ops in float64") {
   CHECK(ok([](auto& v) { return mt::cumsum(v[0], 1); }, {rand64({2, 4, 3})}));
   CHECK(ok([](auto& v) { return mt::tril(v[0], 1) + mt::triu(v[0], -1); }, {rand64({2, 3, 4})}));
   CHECK(ok([](auto& v) { return mt::silu(v[0]); }, {rand64({3, 4}, -4, 4)}));
+  CHECK(ok([](auto& v) { return mt::silu_and_mul(v[0], v[1]); }, {rand64({3, 5}, -4, 4), rand64({3, 5})}));
   CHECK(ok([](auto& v) { return mt::rms_norm(v[0], {4}, v[1], 1e-5); }, {rand64({2, 3, 4}), rand64({4})}));
   CHECK(ok([](auto& v) { return mt::rms_norm(v[0], {3, 4}); }, {rand64({2, 3, 4})}));
   for (bool interleaved : {false, true}) {
@@ -126,6 +127,38 @@ TEST_CASE("gradcheck: the generation ops in float64") {
     return std::get<0>(
         mt::multi_head_attention_cached(v[0], v[1], v[2], k_cache.clone(), v_cache.clone(), 3, 4, {.num_kv_heads = 2}));
   }, {rand64({1, 2, 8}), rand64({1, 2, 4}), rand64({1, 2, 4})}));
+}
+
+TEST_CASE("silu_and_mul equals silu(gate) * up in values and gradients, in float32 vectors and their tails") {
+  mt::manual_seed(12);
+  for (std::int64_t n : {1, 15, 16, 37, 352}) {  // below, at and past one vector of 16 lanes
+    const Tensor gate = (mt::randn({3, n}) * 4.0).requires_grad_(), up = mt::randn({3, n}).requires_grad_();
+    const Tensor g0 = gate.detach().clone().requires_grad_(), u0 = up.detach().clone().requires_grad_();
+    const Tensor w = mt::randn({3, n});
+    const Tensor fused = mt::silu_and_mul(gate, up), composed = mt::silu(g0) * u0;
+    CHECK_CLOSE(fused, composed, 1e-6, 1e-7);
+    mt::sum(fused * w).backward();
+    mt::sum(composed * w).backward();
+    CHECK_CLOSE(gate.grad(), g0.grad(), 1e-5, 1e-6);
+    CHECK_CLOSE(up.grad(), u0.grad(), 1e-6, 1e-7);
+  }
+  CHECK_THROWS_MSG(mt::silu_and_mul(mt::ones({2, 3}), mt::ones({3})), mt::ShapeError, "silu_and_mul", "[2, 3]", "[3]");
+  CHECK_THROWS_MSG(mt::silu_and_mul(mt::ones({3}), mt::ones({3}, mt::kFloat64)), mt::DtypeError, "silu_and_mul");
+}
+
+TEST_CASE("rms_norm in float32 vectors and their tails agrees with float64, gradients included") {
+  mt::manual_seed(13);
+  for (std::int64_t n : {1, 15, 16, 37, 128}) {
+    const Tensor x = mt::randn({4, n}) * 3.0, w = mt::randn({n}), gy = mt::randn({4, n});
+    const Tensor x32 = x.clone().requires_grad_(), w32 = w.clone().requires_grad_();
+    const Tensor x64 = x.to(mt::kFloat64).requires_grad_(), w64 = w.to(mt::kFloat64).requires_grad_();
+    const Tensor y32 = mt::rms_norm(x32, {n}, w32, 1e-5), y64 = mt::rms_norm(x64, {n}, w64, 1e-5);
+    CHECK_CLOSE(y32, y64, 1e-5, 1e-6);
+    mt::sum(y32 * gy).backward();
+    mt::sum(y64 * gy.to(mt::kFloat64)).backward();
+    CHECK_CLOSE(x32.grad(), x64.grad(), 1e-4, 1e-5);
+    CHECK_CLOSE(w32.grad(), w64.grad(), 1e-4, 1e-5);
+  }
 }
 
 TEST_CASE("sort is stable and puts NaN last ascending, first descending; topk breaks ties by index") {

@@ -157,6 +157,12 @@ Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 /// SiLU (swish): x * sigmoid(x), as torch.nn.functional.silu; the gate of SwiGLU
 /// feed-forward blocks. The gradient is s (1 + x (1 - s)), s = sigmoid(x).
 Tensor silu(const Tensor& x);
+/// silu(gate) * up in one pass (and one pass backward), the gate of a SwiGLU feed-forward
+/// block (Shazeer, "GLU Variants Improve Transformer", 2020): the same values and gradients as
+/// the composition, without its intermediate silu(gate). gate and up must have one shape
+/// (ShapeError: no broadcasting) and one floating dtype (DtypeError). Recorded as
+/// "silu_and_mul" (vLLM's and FlashInfer's name for it).
+Tensor silu_and_mul(const Tensor& gate, const Tensor& up);
 /// min(max(x, min), max); min > max (or a NaN bound) throws ValueError. The gradient
 /// passes where min <= x <= max.
 Tensor clamp(const Tensor& x, double min, double max);
