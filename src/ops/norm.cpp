@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "common.hpp"
+#include "simd.hpp"
 
 namespace microtorch {
 
@@ -85,9 +86,76 @@ void check_norm_inputs(const char* op, const Tensor& x, const Shape& normalized_
   }
 }
 
+// ---- rms_norm: float32 rows in the vectors of simd.hpp, float64 rows in plain loops -----
+
+using detail::simd::kLanes;
+using detail::simd::load;
+using detail::simd::store;
+using detail::simd::Vec;
+
+[[gnu::always_inline]] inline float lanes_sum(Vec v) {
+  float s = 0;
+  for (int l = 0; l < kLanes; ++l) s += v[l];
+  return s;
+}
+
+// Per row: rstd = 1 / sqrt(mean(x^2) + eps), y = x rstd w (w may be null).
+MICROTORCH_CLONES void rms_norm_rows(const float* x, const float* w, float* y, float* rstd, std::int64_t rows,
+                                     std::int64_t n, double eps) {
+  const std::int64_t nv = n - n % kLanes;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    Vec acc{};
+    for (std::int64_t i = 0; i < nv; i += kLanes) {
+      const Vec v = load(xr + i);
+      acc += v * v;
+    }
+    double ms = lanes_sum(acc);
+    for (std::int64_t i = nv; i < n; ++i) ms += static_cast<double>(xr[i]) * xr[i];
+    const float rs = static_cast<float>(1.0 / std::sqrt(ms / static_cast<double>(n) + eps));
+    rstd[r] = rs;
+    for (std::int64_t i = 0; i < nv; i += kLanes) store(yr + i, load(xr + i) * rs * (w ? load(w + i) : Vec{} + 1.0f));
+    for (std::int64_t i = nv; i < n; ++i) yr[i] = xr[i] * rs * (w ? w[i] : 1.0f);
+  }
+}
+
+// xhat = x rstd, dxhat = dy w:
+//   dx = rstd (dxhat - xhat mean(dxhat xhat)),  dw = sum_rows dy xhat
+MICROTORCH_CLONES void rms_norm_backward_rows(const float* x, const float* w, const float* rstd, const float* g,
+                                              float* dx, float* dw, std::int64_t rows, std::int64_t n) {
+  const std::int64_t nv = n - n % kLanes;
+  const Vec ones = Vec{} + 1.0f;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    const float* gr = g + r * n;
+    const float rs = rstd[r];
+    Vec acc{};
+    for (std::int64_t i = 0; i < nv; i += kLanes) {
+      const Vec xhat = load(xr + i) * rs, gv = load(gr + i);
+      acc += gv * (w ? load(w + i) : ones) * xhat;
+      if (dw) store(dw + i, load(dw + i) + gv * xhat);
+    }
+    double dot = lanes_sum(acc);  // sum dxhat xhat
+    for (std::int64_t i = nv; i < n; ++i) {
+      const float xhat = xr[i] * rs;
+      dot += static_cast<double>(gr[i] * (w ? w[i] : 1.0f)) * xhat;
+      if (dw) dw[i] += gr[i] * xhat;
+    }
+    if (!dx) continue;
+    const float c = static_cast<float>(dot / static_cast<double>(n)) * rs;
+    float* dxr = dx + r * n;
+    for (std::int64_t i = 0; i < nv; i += kLanes) {
+      store(dxr + i, rs * (load(gr + i) * (w ? load(w + i) : ones) - load(xr + i) * c));
+    }
+    for (std::int64_t i = nv; i < n; ++i) dxr[i] = rs * (gr[i] * (w ? w[i] : 1.0f) - xr[i] * c);
+  }
+}
+
 // Per row: rstd = 1 / sqrt(mean(x^2) + eps), y = x rstd w.
-template <class T>
-void rms_norm_rows(const T* x, const T* w, T* y, T* rstd, std::int64_t rows, std::int64_t n, double eps) {
+void rms_norm_rows(const double* x, const double* w, double* y, double* rstd, std::int64_t rows, std::int64_t n,
+                   double eps) {
+  using T = double;
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
@@ -103,11 +171,9 @@ void rms_norm_rows(const T* x, const T* w, T* y, T* rstd, std::int64_t rows, std
   }
 }
 
-// xhat = x rstd, dxhat = dy w:
-//   dx = rstd (dxhat - xhat mean(dxhat xhat)),  dw = sum_rows dy xhat
-template <class T>
-void rms_norm_backward_rows(const T* x, const T* w, const T* rstd, const T* g, T* dx, T* dw, std::int64_t rows,
-                            std::int64_t n) {
+void rms_norm_backward_rows(const double* x, const double* w, const double* rstd, const double* g, double* dx,
+                            double* dw, std::int64_t rows, std::int64_t n) {
+  using T = double;
   const double inv_n = 1.0 / static_cast<double>(n);
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * n;
