@@ -13,6 +13,10 @@
 //                                 the heads, as MultiheadAttention returns them), loss =
 //                                 output.sum(), backward
 //   iris_train_step/batch:16      one Adam step of the Iris transformer (iris_model.hpp)
+//   decoder_train_step/16x128     one AdamW step of a decoder-only language model
+//                                 (decoder_model.hpp) on 16 sequences of 128 tokens
+//   decoder_decode/1x128          that model decoding 128 tokens one at a time through its KV
+//                                 cache, batch 1, from an empty cache
 //
 // <shape> is NxLxExH (with weights) or NxLxExH-noweights (need_weights = false), one of
 // kShapes. A step builds its module and inputs once (seeded with 0); run() does one unit
