@@ -75,9 +75,11 @@ class KVCache {
                                     std::int64_t num_heads, const AttentionHeadsOptions& options = {});
 
  private:
+  /// One layer's buffers and how many positions they hold.
   struct Layer {
-    Tensor keys, values;
-    std::int64_t length = 0;
+    Tensor keys;              ///< [batch, capacity, num_kv_heads * head_dim]
+    Tensor values;            ///< likewise
+    std::int64_t length = 0;  ///< positions written
   };
   const Layer& at(std::int64_t layer) const;
   std::vector<Layer> layers_;
