@@ -11,8 +11,8 @@
 namespace microtorch::nn {
 
 std::tuple<Tensor, Tensor> ScaledDotProductAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                                              const Mask& mask, bool is_causal) {
-  return scaled_dot_product_attention(q, k, v, mask, is_training() ? dropout : 0.0, is_causal, scale);
+                                                              const Mask& mask, bool is_causal, bool enable_gqa) {
+  return scaled_dot_product_attention(q, k, v, mask, is_training() ? dropout : 0.0, is_causal, scale, enable_gqa);
 }
 
 std::string ScaledDotProductAttention::extra_repr() const {

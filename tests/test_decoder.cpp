@@ -90,6 +90,12 @@ TEST_CASE("RMSNorm, CausalSelfAttention and MultiheadAttention with num_kv_heads
     nn::CausalSelfAttention m(12, 3, {.rope_base = 500.0, .rope_interleaved = true});
     check_module("causal_self_attention_interleaved", m, [&](const Tensor& x) { return m.forward(x); }, false);
   }
+  SUBCASE("the ScaledDotProductAttention module passes enable_gqa through") {
+    nn::ScaledDotProductAttention sdpa;
+    const Tensor q = gen("sdpa_gqa_causal", "q"), k = gen("sdpa_gqa_causal", "k"), v = gen("sdpa_gqa_causal", "v");
+    CHECK_CLOSE(std::get<0>(sdpa.forward(q, k, v, mt::Mask(), /*is_causal=*/true, /*enable_gqa=*/true)),
+                gen("sdpa_gqa_causal", "out"), kTol.rtol, kTol.atol);
+  }
   SUBCASE("MultiheadAttention(8, 4) with num_kv_heads = 2: separate projections, one bias") {
     nn::MultiheadAttention m(8, 4, {.batch_first = true, .num_kv_heads = 2});
     CHECK(m.k_proj_weight.shape() == mt::Shape{4, 8});

@@ -19,9 +19,10 @@ class ScaledDotProductAttention : public Module {
   /// Dropout probability on the weights (in training) and a fixed scale (0 = 1/sqrt(D)).
   explicit ScaledDotProductAttention(double dropout = 0.0, double scale = 0.0) : dropout(dropout), scale(scale) {}
   /// scaled_dot_product_attention(q, k, v, mask, dropout in training else 0, is_causal,
-  /// scale): (output [N.., L, Dv], weights [N.., L, S]).
+  /// scale, enable_gqa): (output [N.., L, Dv], weights [N.., L, S]); enable_gqa lets k and v
+  /// have fewer heads (dim -3) than q (grouped-query attention).
   std::tuple<Tensor, Tensor> forward(const Tensor& q, const Tensor& k, const Tensor& v, const Mask& mask = Mask(),
-                                     bool is_causal = false);
+                                     bool is_causal = false, bool enable_gqa = false);
   std::string extra_repr() const override;
   double dropout;  ///< the dropout probability on the attention weights, in training
   double scale;    ///< the score scale; 0 = 1/sqrt(D)
