@@ -405,8 +405,9 @@ std::tuple<Tensor, Tensor> multi_head_attention_packed(const Tensor& qkv, std::i
 /// Hkv = options.num_kv_heads (0 = num_heads). Gradients reach q, k and v (not the cached
 /// rows, which are constants); writing the caches again before backward makes it refuse.
 /// position + L beyond the capacity C throws ValueError; shapes that do not fit ShapeError.
-/// Recorded as "kv_cache_attention" with inputs q, k, v, k_cache, v_cache (and the mask when
-/// given) and attributes num_heads, num_kv_heads, position, scale.
+/// Recorded as "kv_cache_attention" with inputs q, k, v, k_cache, v_cache (and the additive
+/// mask when there is one: options.mask, or the causal mask of more than one new position)
+/// and attributes num_heads, num_kv_heads, position, scale and dropout_p.
 std::tuple<Tensor, Tensor> multi_head_attention_cached(const Tensor& q, const Tensor& k, const Tensor& v,
                                                        const Tensor& k_cache, const Tensor& v_cache,
                                                        std::int64_t position, std::int64_t num_heads,
