@@ -573,6 +573,47 @@ TEST_CASE("lower: emitted Iris (int8) and decoder (int16) firmware is bit-exact 
   check_firmware(pd, ids);
 }
 
+TEST_CASE("the firmware folder's make run: your own main on QEMU, its output on stdout, the simulator's integers") {
+  if (!have_tool("arm-none-eabi-gcc") || !have_tool("qemu-system-arm")) {
+    MESSAGE("skipped: arm-none-eabi-gcc or qemu-system-arm not installed (tools/install-deps.sh adds them)");
+    return;
+  }
+  TrainedIris& iris = trained_iris();
+  const lower::Program p = lower::quantize(iris.graph, iris.calibration, options(8, "irisrun"));
+  const std::string dir = temp_dir("irisrun");
+  lower::emit_c(p, dir);
+  const std::vector<std::int64_t> x = lower::quantize_input(p, iris.data.x_test.slice(0, 0, 1));
+  std::string values;
+  for (const auto v : x) values += fmt::format("{}{}", values.empty() ? "" : ", ", v);
+  // an application's main, as the docs show it: the model's run function and printf
+  std::ofstream(dir + "/app.c") << fmt::format(
+      "#include <stdio.h>\n#include \"irisrun.h\"\n\n"
+      "int main(void) {{\n  static const int8_t in[IRISRUN_INPUT_SIZE] = {{{}}};\n"
+      "  static int16_t out[IRISRUN_OUTPUT_SIZE];\n  int i, status = irisrun_run(in, out);\n"
+      "  for (i = 0; i < IRISRUN_OUTPUT_SIZE; ++i) printf(\"%d \", out[i]);\n"
+      "  printf(\"status %d\\n\", status);\n  return status;\n}}\n",
+      values);
+  lower::Simulator sim(p);
+  std::string want;
+  for (const auto v : sim.run(x)) want += fmt::format("{} ", v);
+  want += "status 0\n";
+  for (const char* cpu : {"cortex-m0", "cortex-m4"}) {
+    CAPTURE(cpu);
+    const std::string out = dir + "/out_" + cpu + ".txt";
+    // stdout alone into the file: the program's output must be there, not on stderr
+    const int status = std::system(fmt::format("make --no-print-directory -C '{}' run MAIN=app.c CPU={} > '{}' "
+                                               "2>/dev/null",
+                                               dir, cpu, out)
+                                       .c_str());
+    CHECK(status == 0);
+    CHECK(read_file(out) == want);
+  }
+  // without MAIN: a message naming it
+  const Run r = run(fmt::format("make --no-print-directory -s -C '{}' run", dir));
+  CHECK(r.status != 0);
+  CHECK(r.out.find("MAIN=file.c names your program") != std::string::npos);
+}
+
 TEST_CASE("PROFILE=1: the firmware check's instructions per function add up to its instructions per inference") {
   if (!have_tool("arm-none-eabi-gcc") || !have_tool("qemu-system-arm") || !have_tool("python3")) {
     MESSAGE("skipped: arm-none-eabi-gcc, qemu-system-arm or python3 not installed (tools/install-deps.sh adds them)");
@@ -588,7 +629,7 @@ TEST_CASE("PROFILE=1: the firmware check's instructions per function add up to i
   INFO(v.log);
   REQUIRE(v.passed);
   const std::int64_t total = v.instructions("cortex-m4");
-  const Run r = run(fmt::format("PROFILE=1 COUNT_INSTRUCTIONS=1 CPUS=cortex-m4 {}/tools/mcu/run_firmware_qemu.sh {} {} {}.verify",
+  const Run r = run(fmt::format("PROFILE=1 COUNT_INSTRUCTIONS=1 CPUS=cortex-m4 {}/src/lower/firmware/run_firmware_qemu.sh {} {} {}.verify",
                                 MICROTORCH_SOURCE_DIR, dir, p.name, dir));
   INFO(r.out);
   REQUIRE(r.status == 0);
@@ -722,7 +763,14 @@ TEST_CASE("microtorch-lower: a graph saved by a training script becomes the same
   lower::emit_c(p, dir + "/api");
   CHECK(read_file(dir + "/fw/iris_cli.c") == read_file(dir + "/api/iris_cli.c"));
   CHECK(read_file(dir + "/fw/iris_cli.h") == read_file(dir + "/api/iris_cli.h"));
-  CHECK(read_file(dir + "/fw/mt_kernels.c") == read_file(std::string(MICROTORCH_SOURCE_DIR) + "/src/lower/runtime/mt_kernels.c"));
+  // The runtime as one file: the amalgamation of src/lower/runtime (tools/embed_runtime.py), which
+  // includes nothing but mt_kernels.h and system headers.
+  const std::string kernels = read_file(dir + "/fw/mt_kernels.c");
+  CHECK(kernels == read_file(MICROTORCH_RUNTIME_AMALGAMATION));
+  for (std::size_t at = kernels.find("\n#include"); at != std::string::npos; at = kernels.find("\n#include", at + 1)) {
+    const std::string line = kernels.substr(at + 1, kernels.find('\n', at + 1) - at - 1);
+    CHECK_MESSAGE((line == "#include \"mt_kernels.h\"" || line.find('<') != std::string::npos), line);
+  }
   if (have_tool("arm-none-eabi-gcc") && have_tool("qemu-system-arm")) {
     // --check 30: verified on host, UBSan and the four default CPUs, with instruction counts
     CHECK(ok.out.find("verified on 30 inputs: host, UBSan/ASan host, cortex-m0 (") != std::string::npos);
@@ -772,10 +820,11 @@ TEST_CASE("lower: random small graphs - the emitted C compiles warning-free, run
   // the simulator computed.
   std::mt19937 rng(2024);
   const std::string dir = temp_dir("random");
-  // The kernels are the same file in every folder: compiled once, then each graph in parallel.
+  // The kernels are the same file in every folder (the runtime's amalgamation): compiled once,
+  // then each graph in parallel.
   const std::string flags = "-std=c99 -Wall -Wextra -Wconversion -Werror -O1 -fsanitize=undefined -fno-sanitize-recover=all";
-  std::string script = fmt::format("set -e\ngcc {} -c {}/src/lower/runtime/mt_kernels.c -o {}/kernels.o\n", flags,
-                                   MICROTORCH_SOURCE_DIR, dir);
+  std::string script = fmt::format("set -e\ngcc {} -I{}/src/lower/runtime -c {} -o {}/kernels.o\n", flags,
+                                   MICROTORCH_SOURCE_DIR, MICROTORCH_RUNTIME_AMALGAMATION, dir);
   std::string jobs;
   std::vector<std::string> names;
   for (int k = 0; k < 16; ++k) {

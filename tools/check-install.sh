@@ -104,7 +104,7 @@ check state-dict-tool-installed test -x "$prefix/bin/microtorch-state-dict"
 # which it sources before printing its usage) in the prefix.
 runner_usage() {
   local usage
-  usage=$(env -i PATH=/usr/bin:/bin "$prefix/bin/microtorch-run-firmware-qemu" 2>&1) || true  # exits 2: no folder given
+  usage=$(env -i PATH=/usr/bin:/bin "$prefix/bin/microtorch-run-firmware-qemu" --help) || return 1  # --help: exit 0
   echo "$usage"
   grep -q "plugin source: .*/bin/../share/microtorch/insncount.c" <<<"$usage" && test -f "$prefix/share/microtorch/insncount.c" &&
     test -f "$prefix/share/microtorch/targets.sh"

@@ -15,9 +15,9 @@
 // Instructions per inference: the firmware's check program (lower::emit_check) runs
 // <name>_run RUNS times on one fixed input and prints the output; it is built twice
 // (-DCHECK_RUNS=1 and =2) by the emitted folder's Makefile (`make count-elfs`, the recipe of
-// tools/mcu/run_firmware_qemu.sh: arm-none-eabi-gcc -mcpu=<cpu> -mthumb -O2, picolibc,
+// src/lower/firmware/run_firmware_qemu.sh: arm-none-eabi-gcc -mcpu=<cpu> -mthumb -O2, picolibc,
 // semihosting; build/<target>/ per target) and run on the CPU's QEMU board (kTargets) with the
-// instruction-counting plugin tools/mcu/insncount.c. The difference of the two whole-program
+// instruction-counting plugin src/lower/firmware/insncount.c. The difference of the two whole-program
 // counts is one inference (startup and printing cancel). Every output must equal the host
 // simulator's, so every measured firmware is also checked bit-exact on every core. Flash and
 // RAM come from lower::firmware_size (`make size`: model + kernels linked for cortex-m4, DSP
@@ -131,7 +131,7 @@ std::vector<Config> configurations() {
   return out;
 }
 
-// The CPUs: QEMU board (tools/mcu/targets.sh's), extra compiler flags. "m4-c" is the
+// The CPUs: QEMU board (src/lower/firmware/targets.sh's), extra compiler flags. "m4-c" is the
 // Cortex-M4 with the portable C kernels. The firmware folder's Makefile links for the board.
 struct Target {
   const char *name, *label, *cpu, *board, *flags;
@@ -171,7 +171,7 @@ std::string slurp(const std::string& path) {
 }
 
 // Per target: builds the check program with -DCHECK_RUNS=1 and =2 through the folder's
-// Makefile (the one recipe, as tools/mcu/run_firmware_qemu.sh; the target's flags passed to
+// Makefile (the one recipe, as src/lower/firmware/run_firmware_qemu.sh; the target's flags passed to
 // it), runs both under the counting plugin and requires the simulator's output from both;
 // then sizes the firmware (lower::firmware_size).
 void measure(Job& j, const std::string& plugin) {
@@ -228,7 +228,7 @@ int usage(const char* argv0) {
       "  --work DIR     work folder, emptied first (refused if it holds other files; default: <tmp>/microtorch-mcu-bench)\n"
       "  --jobs N       parallel builds and emulator runs (default 2)\n"
       "  --filter TEXT  only configurations whose id contains TEXT (e.g. l128_e16, s8_stream)\n"
-      "  --source DIR   microtorch source tree, for tools/mcu/insncount.c (default: {})\n",
+      "  --source DIR   microtorch source tree, for src/lower/firmware/insncount.c (default: {})\n",
       argv0, MICROTORCH_SOURCE_DIR);
   return 2;
 }
@@ -258,7 +258,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const std::string plugin_src = source + "/tools/mcu/insncount.c";
+  const std::string plugin_src = source + "/src/lower/firmware/insncount.c";
   if (!fs::exists(plugin_src)) {
     std::cerr << fmt::format("microtorch-mcu-bench: {} not found (pass --source)\n", plugin_src);
     return 2;

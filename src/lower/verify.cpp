@@ -1,4 +1,4 @@
-// verify — an emitted firmware against the simulator, through tools/mcu/run_firmware_qemu.sh.
+// verify — an emitted firmware against the simulator, through src/lower/firmware/run_firmware_qemu.sh.
 #include "microtorch/lower/verify.hpp"
 
 #include <cstdlib>
@@ -26,7 +26,7 @@ std::string check_script() {
     if (fs::is_regular_file(p)) return p;
   }
   throw IoError(fmt::format("verify: the check script is missing (looked for {} and {}); set "
-                            "MICROTORCH_RUN_FIRMWARE_QEMU to tools/mcu/run_firmware_qemu.sh",
+                            "MICROTORCH_RUN_FIRMWARE_QEMU to src/lower/firmware/run_firmware_qemu.sh",
                             MICROTORCH_RUN_FIRMWARE_SOURCE, MICROTORCH_RUN_FIRMWARE_INSTALLED));
 }
 

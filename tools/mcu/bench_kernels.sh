@@ -5,7 +5,7 @@
 # variants alone (-DMT_NO_MVE) and with its MVE variants. One markdown table on stdout.
 #
 # tools/mcu/kernel_bench.c runs one kernel REPS times; built per CPU (arm-none-eabi-gcc -O2,
-# picolibc, semihosting) and run under QEMU with the counting plugin tools/mcu/insncount.c for
+# picolibc, semihosting) and run under QEMU with the counting plugin src/lower/firmware/insncount.c for
 # REPS = 1 and 2: the difference is one call. Every build must print the same output hash
 # (the DSP variants are bit-exact with the portable C), or the script fails.
 #
@@ -24,8 +24,8 @@ kernels=("$@")
 [[ ${#kernels[@]} -gt 0 ]] || kernels=(linear_s8 linear_s16 linear_s16x8 softmax_s8 softmax_s16 attention_s8 attention_s16 attention_s16_dense
   attention_s16_dense_h4)
 
-# shellcheck source=tools/mcu/targets.sh
-source "$here/targets.sh"
+# shellcheck source=src/lower/firmware/targets.sh
+source "$here/../../src/lower/firmware/targets.sh"
 # build: name cpu extra-flags
 builds=(
   "m0|cortex-m0|"
@@ -41,7 +41,7 @@ builds=(
 if [[ -n ${ONLY:-} ]]; then # ONLY=m0,m4: a subset of the builds (while tuning)
   keep=(); for b in "${builds[@]}"; do [[ ,$ONLY, == *,${b%%|*},* ]] && keep+=("$b"); done; builds=("${keep[@]}")
 fi
-gcc -O2 -shared -fPIC -o "$work/libinsncount.so" "$here/insncount.c"
+gcc -O2 -shared -fPIC -o "$work/libinsncount.so" "$here/../../src/lower/firmware/insncount.c"
 pids=()
 for b in "${builds[@]}"; do
   IFS='|' read -r name cpu flags <<<"$b"

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Print the constant tables of src/lower/runtime/mt_kernels.c (pure stdlib, deterministic).
+"""Print the constant tables of src/lower/runtime/mt_tables.h (pure stdlib, deterministic).
 
     /usr/bin/python3 tools/mcu/gen_kernel_tables.py > /tmp/tables.c
 
 The kernels never compute these at run time (no float on the target); regenerate only when
-the table layout changes, and paste the output between the TABLES markers of mt_kernels.c.
+the table layout changes, and paste the output between the TABLES markers of mt_tables.h.
 """
 import decimal
 import math

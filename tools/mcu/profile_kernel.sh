@@ -11,8 +11,8 @@
 # cortex-m0, -m3, -m4, -m7, -m33. kernel_bench.c is built with -g against the runtime
 # preprocessed (-E -P) and, when clang-format is installed, reformatted to 100 columns, so
 # that the kernels defined by macros (the streaming attention, the layer norms, ...) get a
-# source line per statement. It runs under QEMU with tools/mcu/insncount.c's per-address
-# profile for one and two calls; tools/mcu/profile_functions.py --lines gives the
+# source line per statement. It runs under QEMU with src/lower/firmware/insncount.c's per-address
+# profile for one and two calls; src/lower/firmware/profile_functions.py --lines gives the
 # difference, one call, per function and per line of that preprocessed file.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -20,8 +20,8 @@ rt=$(cd "$here/../../src/lower/runtime" && pwd)
 [[ $# -ge 1 ]] || { sed -n '2,16p' "$0" >&2; exit 2; }
 kernel=$1 cpu=${2:-cortex-m4}
 shift $(($# >= 2 ? 2 : 1))
-# shellcheck source=tools/mcu/targets.sh
-source "$here/targets.sh"
+# shellcheck source=src/lower/firmware/targets.sh
+source "$here/../../src/lower/firmware/targets.sh"
 board=$(mcu_board "$cpu") || { echo "profile_kernel: unknown CPU '$cpu' ($mcu_cpus)" >&2; exit 2; }
 for tool in gcc arm-none-eabi-gcc arm-none-eabi-addr2line qemu-system-arm; do
   command -v "$tool" >/dev/null || { echo "profile_kernel: $tool not found (tools/install-deps.sh installs it)" >&2; exit 2; }
@@ -37,7 +37,7 @@ else
   echo "profile_kernel: no clang-format: a macro-defined kernel's lines stay one line" >&2
   cp "$work/mt_kernels_pp.c" "$work/mt_kernels_flat.c"
 fi
-gcc -O2 -shared -fPIC -o "$work/libinsncount.so" "$here/insncount.c"
+gcc -O2 -shared -fPIC -o "$work/libinsncount.so" "$here/../../src/lower/firmware/insncount.c"
 # shellcheck disable=SC2046
 arm-none-eabi-gcc "${cflags[@]}" -g -I"$rt" $(mcu_link "$cpu") "$here/kernel_bench.c" "$work/mt_kernels_flat.c" \
   -o "$work/bench.elf"
@@ -50,5 +50,5 @@ for reps in 1 2; do
 done
 echo "$kernel on $cpu ($board), one call, ${cflags[*]}:"
 echo
-python3 "$here/profile_functions.py" "$work/bench.elf" "$work/profile1.txt" "$work/bench.elf" "$work/profile2.txt" \
+python3 "$here/../../src/lower/firmware/profile_functions.py" "$work/bench.elf" "$work/profile1.txt" "$work/bench.elf" "$work/profile2.txt" \
   --top 12 --lines "${LINES:-30}"

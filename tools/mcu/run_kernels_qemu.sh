@@ -36,8 +36,8 @@ for tool in gcc arm-none-eabi-gcc arm-none-eabi-nm qemu-system-arm; do
   command -v "$tool" >/dev/null || { echo "run_kernels_qemu: $tool not found (tools/install-deps.sh installs it)" >&2; exit 2; }
 done
 
-# shellcheck source=tools/mcu/targets.sh
-source "$here/targets.sh"
+# shellcheck source=src/lower/firmware/targets.sh
+source "$here/../../src/lower/firmware/targets.sh"
 warn=(-std=c99 -Wall -Wextra -Wconversion -Werror)
 fail=0
 step() { printf '== %s\n' "$*"; }

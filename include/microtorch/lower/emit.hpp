@@ -28,7 +28,7 @@ namespace microtorch::lower {
 
 /// Writes `<dir>/<name>.h`, `<name>.c`, `mt_kernels.h`, `mt_kernels.c`, `<name>_report.txt`
 /// (report() + formats + memory plan) and `Makefile`, the build recipe for Cortex-M and the
-/// host that firmware_size(), tools/mcu/run_firmware_qemu.sh and the MCU benchmark use
+/// host that firmware_size(), src/lower/firmware/run_firmware_qemu.sh and the MCU benchmark use
 /// (`make size CPU=cortex-m0`, `make check-elf`, `make count-elfs`, `make host`, `make san`);
 /// creates `dir`. ValueError for a program name that cannot name a firmware
 /// (check_firmware_name), IoError when a directory or file cannot be written.
@@ -72,5 +72,8 @@ FirmwareSize firmware_size(const Program& program, const std::string& dir, const
 const char* runtime_header();
 /// The text of the runtime's mt_kernels.c, embedded at build time like runtime_header().
 const char* runtime_source();
+/// The text of the firmware folder's Makefile (src/lower/firmware/Makefile.in), embedded at
+/// build time like runtime_header(), with `@NAME@` where emit_c() puts the firmware's name.
+const char* firmware_makefile_template();
 
 }  // namespace microtorch::lower

@@ -11,7 +11,7 @@
 ///
 /// The check program, the simulator's expected output and every build go to a work folder
 /// beside the firmware folder (`<dir>.verify`), so the firmware folder keeps only what goes
-/// into an MCU project. The steps are tools/mcu/run_firmware_qemu.sh (installed as
+/// into an MCU project. The steps are src/lower/firmware/run_firmware_qemu.sh (installed as
 /// `microtorch-run-firmware-qemu`): warning-free C99 builds, the host build and the same under
 /// UBSan/ASan, then each CPU's build on its QEMU board, every one printing the simulator's
 /// integers; instructions per inference from QEMU's counting plugin.

@@ -1,9 +1,12 @@
 /* mt_kernels.h - microtorch fixed-point runtime kernels (C99).
  *
  * One set of integer kernels: the host simulator calls these functions and the emitter
- * copies mt_kernels.h / mt_kernels.c verbatim into every generated firmware, so the host
- * and the target compute the same bits (verified under QEMU by tools/mcu/run_kernels_qemu.sh).
- * Each declaration below is the only one: the host binds the kernels by these signatures.
+ * copies mt_kernels.h and mt_kernels.c into every generated firmware (mt_kernels.c as one
+ * file: the kernel families of src/lower/runtime amalgamated by tools/embed_runtime.py), so the
+ * host and the target compute the same bits (verified under QEMU by
+ * tools/mcu/run_kernels_qemu.sh). Each declaration below is the only one: the host binds the
+ * kernels by these signatures. The sections follow the family files (mt_<family>.c, named as
+ * the lowering's op families), each kernel defined under its full name.
  *
  * Rules every kernel follows
  *   - No malloc, no stdio, no float or double, no division or modulo (Cortex-M0 has no
@@ -12,7 +15,7 @@
  *     turn a zeroing loop into a memset call, and on Cortex-M0 64-bit multiplies and shifts
  *     into __aeabi_lmul / __aeabi_llsl / __aeabi_llsr from libgcc). Where the target has
  *     the Armv7E-M DSP extension (__ARM_FEATURE_DSP: Cortex-M4, M7, M33), optimized variants
- *     of some kernels (mt_kernels.c says which) use the ACLE intrinsics of <arm_acle.h>;
+ *     of some kernels (their family files say which) use the ACLE intrinsics of <arm_acle.h>;
  *     they compute the same integers (checked under QEMU on each core); -DMT_NO_DSP turns
  *     them off.
  *   - No undefined or implementation-defined integer behaviour: no signed overflow, no
@@ -47,8 +50,8 @@
  * a stride is given. Output buffers may alias an input only where a kernel says so. Sizes
  * are int; n <= 0 does nothing.
  *
- * Accuracy: the worst error against double precision, measured by
- * tests/test_lower_kernels.cpp, is given per kernel in README.md beside this file (LSB = one
+ * Accuracy: the worst error against double precision, measured by the tests of
+ * tests/lower_kernels/, is given per kernel in README.md beside this file (LSB = one
  * unit of the output). Kernels marked "exact" compute the exact integer result and round it
  * once with the rule above.
  */
@@ -178,7 +181,7 @@ static inline int32_t mt_rq32(int32_t x, int32_t m, int s) {
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* Fixed-point primitives (exposed for the lowering and for tests)                       */
+/* Fixed-point primitives (mt_primitives.c; exposed for the lowering and for tests)      */
 /* ------------------------------------------------------------------------------------ */
 
 /* 1/d for d > 0 without division: returns y in (2^30, 2^31] with 1/d = y * 2^-(*e),
@@ -197,7 +200,7 @@ uint32_t mt_rsqrt_u64(uint64_t v, int *e);
 uint32_t mt_exp2neg_q16(uint32_t z);
 
 /* ------------------------------------------------------------------------------------ */
-/* Linear layer and matmul                                                               */
+/* Linear layer and matmul (mt_linear.c)                                                 */
 /* ------------------------------------------------------------------------------------ */
 
 /* y = x W^T + b (PyTorch nn.Linear layout), per-channel requantized:
@@ -260,7 +263,7 @@ void mt_matmul_s16(const int16_t *a, const int16_t *b, int16_t *y, int batch, in
                    int b_transposed, int32_t m, int s);
 
 /* ------------------------------------------------------------------------------------ */
-/* Elementwise                                                                           */
+/* Elementwise (mt_elementwise.c)                                                        */
 /* ------------------------------------------------------------------------------------ */
 
 /* y[i] = y_zero + round((a[i] ma + b[i mod nb] mb + c) * 2^-shift) for i < n: a sum of two
@@ -307,6 +310,19 @@ void mt_requant_s16_s8(const int16_t *x, int8_t *y, int n, int32_t x_zero, int32
 void mt_requant_s16_s16(const int16_t *x, int16_t *y, int n, int32_t x_zero, int32_t m, int s,
                         int32_t y_zero, int relu);
 
+/* Row division (LinearAttention's normaliser): y[r, j] = rq(x[r, j] / d[r]) for symmetric x
+ * [rows, n], d [rows], y: one reciprocal per row (mt_recip_u32 of |d[r]|, r in (2^30, 2^31],
+ * 1/|d| = r 2^-e, never below), then y = rq(|x| r, m, s + e) with the sign of x d, where
+ * m 2^-(31 + s) = scale_x / (scale_d scale_y). A zero divisor gives the saturated +max /
+ * -max of the output with the sign of x, and 0 for x == 0: no trap. y may alias x, never d.
+ * Within 0.5 LSB plus the reciprocal's 2^-27 relative error. */
+void mt_div_rows_s8(const int8_t *x, const int8_t *d, int8_t *y, int rows, int n, int32_t m, int s);
+void mt_div_rows_s16(const int16_t *x, const int16_t *d, int16_t *y, int rows, int n, int32_t m, int s);
+
+/* ------------------------------------------------------------------------------------ */
+/* Activation functions (mt_activation.c)                                                */
+/* ------------------------------------------------------------------------------------ */
+
 /* y[i] = table[x[i] + 128]: any function of an int8 tensor (tanh, sigmoid, GELU, ...) as a
  * 256-entry table the lowering computes in double precision for the input's and output's
  * scales and zero points: the correctly rounded result, 0.5 LSB. y may alias x (s8). */
@@ -333,17 +349,8 @@ void mt_gelu_s16_s8(const int16_t *x, int8_t *y, int n, int32_t in_m, int in_s, 
 void mt_gelu_s16_s16(const int16_t *x, int16_t *y, int n, int32_t in_m, int in_s, int32_t out_m,
                      int out_s, int32_t y_zero);
 
-/* Row division (LinearAttention's normaliser): y[r, j] = rq(x[r, j] / d[r]) for symmetric x
- * [rows, n], d [rows], y: one reciprocal per row (mt_recip_u32 of |d[r]|, r in (2^30, 2^31],
- * 1/|d| = r 2^-e, never below), then y = rq(|x| r, m, s + e) with the sign of x d, where
- * m 2^-(31 + s) = scale_x / (scale_d scale_y). A zero divisor gives the saturated +max /
- * -max of the output with the sign of x, and 0 for x == 0: no trap. y may alias x, never d.
- * Within 0.5 LSB plus the reciprocal's 2^-27 relative error. */
-void mt_div_rows_s8(const int8_t *x, const int8_t *d, int8_t *y, int rows, int n, int32_t m, int s);
-void mt_div_rows_s16(const int16_t *x, const int16_t *d, int16_t *y, int rows, int n, int32_t m, int s);
-
 /* ------------------------------------------------------------------------------------ */
-/* Data movement: strided copy, embedding lookup                                         */
+/* Data movement: strided copy, embedding lookup (mt_shape.c)                            */
 /* ------------------------------------------------------------------------------------ */
 
 #define MT_MAX_DIMS 6
@@ -373,7 +380,7 @@ int mt_embedding_s8(const int32_t *ids, int n, const int8_t *table, int num, int
 int mt_embedding_s16(const int32_t *ids, int n, const int16_t *table, int num, int dim, int16_t *out);
 
 /* ------------------------------------------------------------------------------------ */
-/* Softmax, layer norm, sums, argmax                                                     */
+/* Softmax and layer norm (mt_softmax.c, mt_norm.c)                                      */
 /* ------------------------------------------------------------------------------------ */
 
 /* Softmax over the last dim of x [rows, n] (any zero point: it cancels). Per row: max
@@ -416,6 +423,10 @@ void mt_layernorm_s16_s8(const int16_t *x, int8_t *y, int rows, int n, uint32_t 
 void mt_layernorm_s16_s16(const int16_t *x, int16_t *y, int rows, int n, uint32_t eps_q, int eps_frac,
                           const int32_t *g, int g_shift, const int32_t *b, int b_shift, int32_t y_zero);
 
+/* ------------------------------------------------------------------------------------ */
+/* Sums and argmax (mt_reduce.c)                                                         */
+/* ------------------------------------------------------------------------------------ */
+
 /* Sum over the middle dim of x [outer, n, inner] -> y [outer, inner]:
  *   y[o, i] = y_zero + rq(sum_j x[o, j, i] - n x_zero, m, s)
  * (a mean is the sum with the multiplier of scale_x / (n scale_y)). The sum is exact: int32
@@ -436,7 +447,7 @@ void mt_argmax_s8(const int8_t *x, int32_t *idx, int rows, int n);
 void mt_argmax_s16(const int16_t *x, int32_t *idx, int rows, int n);
 
 /* ------------------------------------------------------------------------------------ */
-/* Scaled dot-product attention                                                          */
+/* Scaled dot-product attention (mt_attention.c)                                         */
 /* ------------------------------------------------------------------------------------ */
 
 /* The parameters of one attention matrix: an int32 array indexed by these names (a static

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# tools/mcu/targets.sh — the QEMU boards the Cortex-M builds run on, sourced by the scripts
+# src/lower/firmware/targets.sh — the QEMU boards the Cortex-M builds run on, sourced by the scripts
 # beside it (and, installed, from <prefix>/share/microtorch):
 #
 #   mcu_board CPU   the mps2/mps3 board QEMU 7.2 emulates it on (status 1 for another CPU)

@@ -1,4 +1,4 @@
-/* tools/mcu/insncount.c - QEMU TCG plugin: counts the guest instructions a system
+/* src/lower/firmware/insncount.c - QEMU TCG plugin: counts the guest instructions a system
  * emulation executes and prints `insns: N` when QEMU exits.
  *
  * Written against QEMU's plugin API version 1 (QEMU 7.2). Debian ships no qemu-plugin.h,
@@ -9,14 +9,14 @@
  * exact even when a translation block is left early (an exception, a semihosting call).
  * The machine is single-core (mps2-an385 / an386), so one counter suffices.
  *
- *   gcc -O2 -shared -fPIC -o libinsncount.so tools/mcu/insncount.c
+ *   gcc -O2 -shared -fPIC -o libinsncount.so src/lower/firmware/insncount.c
  *   qemu-system-arm -M mps2-an386 -nographic -semihosting-config enable=on,target=native \
  *     -plugin ./libinsncount.so -d plugin -D insns.log -kernel firmware.elf
  *   -> insns.log: "insns: 123456"   (without -D the line goes to stderr)
  *
  * With the argument profile=FILE (`-plugin ./libinsncount.so,profile=prof.txt`) it also
  * counts each instruction address on its own and writes "address count" lines (hex, decimal)
- * to FILE at exit; tools/mcu/profile_functions.py turns two such files (one run and two
+ * to FILE at exit; profile_functions.py (beside it) turns two such files (one run and two
  * runs of the work) into instructions per function per run.
  */
 #include <stddef.h>

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Instructions per function of one unit of work on an emulated Cortex-M.
 
-    tools/mcu/profile_functions.py ELF1 PROFILE1 ELF2 PROFILE2 [--top N] [--lines N]
+    src/lower/firmware/profile_functions.py ELF1 PROFILE1 ELF2 PROFILE2 [--top N] [--lines N]
 
-PROFILEk is what tools/mcu/insncount.c writes with profile=FILE for ELFk, a program that
+PROFILEk is what insncount.c (beside it) writes with profile=FILE for ELFk, a program that
 runs the work k times (the count1.elf / count2.elf of a firmware folder's `make
-count-elfs`, or tools/mcu/run_firmware_qemu.sh with PROFILE=1). Each instruction address
+count-elfs`, or run_firmware_qemu.sh with PROFILE=1). Each instruction address
 is given to the function symbol that contains it (arm-none-eabi-nm), and a function's
 count in the second program minus its count in the first is what one run of the work
 costs in it: start-up, the output check and the semihosting exit cancel out, as in the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/mcu/run_firmware_qemu.sh — prove that an emitted firmware folder computes what the
+# src/lower/firmware/run_firmware_qemu.sh — prove that an emitted firmware folder computes what the
 # simulator computed: DIR holds <name>.h/.c, mt_kernels.h/.c and the Makefile (lower::emit_c);
 # WORK (default DIR) holds <name>_check.c (lower::emit_check) and expected.txt
 # (lower::expected_check_output), and every build goes to WORK/build, through DIR's Makefile,
@@ -13,17 +13,18 @@
 #   3. the same under -fsanitize=undefined,address -fno-sanitize-recover=all: no report;
 #   4. on QEMU, every CPU's build prints it too: Cortex-M0 and M3 (portable C) on mps2-an385,
 #      the DSP variants on Cortex-M4 (mps2-an386), M7 (mps2-an500), M33 (mps2-an505) and,
-#      when CPUS names it, M55 (mps3-an547; tools/mcu/targets.sh names the boards, the
+#      when CPUS names it, M55 (mps3-an547; targets.sh beside this script names the boards, the
 #      Makefile links for each one's memory map).
 #   5. (COUNT_INSTRUCTIONS=1) instructions per inference on each CPU: the check program built
-#      with -DCHECK_RUNS=1 and =2 runs under the counting plugin tools/mcu/insncount.c; the
+#      with -DCHECK_RUNS=1 and =2 runs under the counting plugin insncount.c (beside it); the
 #      difference of the two whole-program counts is one inference. PROFILE=1 also counts each
 #      instruction address (the plugin's profile=FILE) and writes WORK/<cpu>-profile.md, the
-#      instructions per inference in each function (tools/mcu/profile_functions.py), most first.
+#      instructions per inference in each function (profile_functions.py), most first.
 #
-#   tools/mcu/run_firmware_qemu.sh DIR NAME [WORK]
-#   COUNT_INSTRUCTIONS=1 CPUS="cortex-m0 cortex-m4" tools/mcu/run_firmware_qemu.sh DIR NAME [WORK]
-#   PROFILE=1 COUNT_INSTRUCTIONS=1 CPUS=cortex-m4 tools/mcu/run_firmware_qemu.sh DIR NAME [WORK]
+#   src/lower/firmware/run_firmware_qemu.sh DIR NAME [WORK]
+#   COUNT_INSTRUCTIONS=1 CPUS="cortex-m0 cortex-m4" src/lower/firmware/run_firmware_qemu.sh DIR NAME [WORK]
+#   PROFILE=1 COUNT_INSTRUCTIONS=1 CPUS=cortex-m4 src/lower/firmware/run_firmware_qemu.sh DIR NAME [WORK]
+#   src/lower/firmware/run_firmware_qemu.sh --help
 #
 # CPUS (default "cortex-m0 cortex-m4 cortex-m7 cortex-m33") lists the CPUs; empty: the host
 # steps only (then neither arm-none-eabi-gcc nor QEMU is needed). One line per result:
@@ -40,13 +41,20 @@ profiler=$here/profile_functions.py
 [[ -f $profiler ]] || profiler=$here/../share/microtorch/profile_functions.py
 targets=$here/targets.sh
 [[ -f $targets ]] || targets=$here/../share/microtorch/targets.sh
-# shellcheck source=tools/mcu/targets.sh
+# shellcheck source=src/lower/firmware/targets.sh
 source "$targets"
 
+usage() {
+  echo "usage: $(basename "$0") DIR NAME [WORK]   (COUNT_INSTRUCTIONS=1 also counts instructions per inference;"
+  echo "       CPUS=\"cortex-m0 cortex-m4 ...\" chooses the CPUs; DIR is a folder lower::emit_c wrote, WORK holds"
+  echo "       what lower::emit_check and expected_check_output wrote (default DIR); plugin source: $plugin_src)"
+}
+if [[ ${1-} == -h || ${1-} == --help ]]; then
+  usage
+  exit 0
+fi
 if [[ $# -lt 2 || $# -gt 3 ]]; then
-  echo "usage: $(basename "$0") DIR NAME [WORK]   (COUNT_INSTRUCTIONS=1 also counts instructions per inference;" >&2
-  echo "       CPUS=\"cortex-m0 cortex-m4 ...\" chooses the CPUs; DIR is a folder lower::emit_c wrote, WORK holds" >&2
-  echo "       what lower::emit_check and expected_check_output wrote (default DIR); plugin source: $plugin_src)" >&2
+  usage >&2
   exit 2
 fi
 dir=$(cd "$1" && pwd)
