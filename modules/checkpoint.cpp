@@ -1,4 +1,4 @@
-// Checkpoints: state dicts as numpy .npz archives (the file format lives in src/io.cpp).
+// Checkpoints: state dicts as numpy .npz archives (the file format lives in src/npz.cpp).
 #include "microtorch/nn/checkpoint.hpp"
 
 #include <fmt/format.h>

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "microtorch/autograd.hpp"
 
 namespace microtorch {
@@ -150,5 +152,9 @@ std::string to_string(const Tensor& t) {
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << to_string(t); }
+
+std::string detail::format_text(std::string_view text, std::string_view spec) {
+  return fmt::format(fmt::runtime("{:" + std::string(spec) + "}"), text);
+}
 
 }  // namespace microtorch

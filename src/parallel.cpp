@@ -1,3 +1,5 @@
+// The thread setting and the pool behind parallel_for, and the instruction set the kernels
+// run on: microtorch/parallel.hpp (public) and parallel.hpp (internal).
 #include "microtorch/parallel.hpp"
 
 #include <atomic>
@@ -6,6 +8,7 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -13,7 +16,8 @@
 #include <fmt/format.h>
 
 #include "microtorch/error.hpp"
-#include "ops/parallel_for.hpp"
+#include "ops/simd.hpp"  // MICROTORCH_ISAS_*: the instruction sets compiled
+#include "parallel.hpp"
 
 namespace microtorch {
 
@@ -184,6 +188,52 @@ void parallel_for(std::int64_t n, double cost_per_item, const std::function<void
   if (!pool.run(threads, n, guarded)) body(0, n);
 }
 
+// The ISA the kernels run: the best one compiled that this CPU has, at most MICROTORCH_ISA
+// when it is set (avx512, avx2 or baseline), so that a lesser ISA's kernels can be tested
+// and measured on a better CPU. Decided once.
+IsaLevel cpu_isa() {
+  static const IsaLevel level = [] {
+    IsaLevel cap = IsaLevel::avx512;
+    if (const char* env = std::getenv("MICROTORCH_ISA"); env && *env) {
+      const std::string want = env;
+      if (want == "avx2") {
+        cap = IsaLevel::avx2;
+      } else if (want == "baseline") {
+        cap = IsaLevel::baseline;
+      } else if (want != "avx512") {
+        throw ValueError(fmt::format("MICROTORCH_ISA: expected avx512, avx2 or baseline, got '{}'", want));
+      }
+    }
+#if defined(MICROTORCH_ISAS_AVX512)
+    if (cap >= IsaLevel::avx512 && __builtin_cpu_supports("avx512f")) return IsaLevel::avx512;
+#endif
+#if defined(MICROTORCH_ISAS_AVX2)
+    if (cap >= IsaLevel::avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      return IsaLevel::avx2;
+    }
+#endif
+#if defined(MICROTORCH_ISAS_BASELINE)
+    return IsaLevel::baseline;
+#elif defined(MICROTORCH_ISAS_AVX2)
+    return IsaLevel::avx2;  // the build's -march fixed it: nothing lesser is compiled
+#else
+    return IsaLevel::avx512;
+#endif
+  }();
+  return level;
+}
+
 }  // namespace detail
+
+const char* get_cpu_capability() {
+  switch (detail::cpu_isa()) {
+    case detail::IsaLevel::avx512:
+      return "avx512";
+    case detail::IsaLevel::avx2:
+      return "avx2";
+    default:
+      return "baseline";
+  }
+}
 
 }  // namespace microtorch

@@ -1,19 +1,41 @@
 #include "microtorch/tensor.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <new>
 
-
 #include <fmt/format.h>
-#include <xtensor/xbroadcast.hpp>
 
 #include "microtorch/autograd.hpp"
 #include "microtorch/ops.hpp"
+#include "microtorch/xtensor.hpp"  // Buffer, which a tensor's own storage holds
+#include "ops/broadcast.hpp"
 
 namespace microtorch {
 
 namespace detail {
+
+namespace {
+
+// Storage holding a Buffer: `data` points into it, and it is freed with the storage (the
+// shared pointer that make_shared returns destroys a BufferStorage<T>).
+template <class T>
+struct BufferStorage final : Storage {
+  explicit BufferStorage(Buffer<T>&& b) : buffer(std::move(b)) { data = buffer.data(); }
+  Buffer<T> buffer;
+};
+
+}  // namespace
+
+template <class T>
+std::shared_ptr<Storage> adopt_buffer(Buffer<T>&& buffer) {
+  return std::make_shared<BufferStorage<T>>(std::move(buffer));
+}
+template std::shared_ptr<Storage> adopt_buffer(Buffer<float>&&);
+template std::shared_ptr<Storage> adopt_buffer(Buffer<double>&&);
+template std::shared_ptr<Storage> adopt_buffer(Buffer<std::int64_t>&&);
+template std::shared_ptr<Storage> adopt_buffer(Buffer<bool>&&);
 
 std::shared_ptr<TensorImpl> make_impl(std::shared_ptr<Storage> storage, Shape shape, Dtype dtype) {
   const std::int64_t numel = numel_of(shape, "tensor");  // every tensor's shape is checked here
@@ -31,10 +53,8 @@ Tensor wrap_external(void* data, const Shape& shape, Dtype dtype, std::function<
   if (data == nullptr && n > 0) {
     throw ValueError(fmt::format("from_blob: a null pointer for {} elements of shape {}", n, shape_str(shape)));
   }
-  auto storage = visit_dtype(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    return std::make_shared<Storage>(Storage{Buffer<T>()});
-  });
+  auto storage = std::make_shared<Storage>();
+  storage->data = data;
   storage->external = std::shared_ptr<void>(data, [deleter = std::move(deleter)](void* p) {
     if (deleter) deleter(p);
   });
@@ -101,7 +121,7 @@ Tensor Tensor::empty(const Shape& shape, Dtype dtype) {
   auto storage = visit_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     try {
-      return std::make_shared<Storage>(Storage{Buffer<T>(n)});
+      return detail::adopt_buffer(Buffer<T>(n));
     } catch (const OutOfMemoryError&) {
       throw OutOfMemoryError(fmt::format("empty: cannot allocate {} bytes for a {} tensor of shape {}; use a smaller "
                                          "shape or free tensors (memory::empty_cache() returns cached blocks)",
@@ -165,9 +185,10 @@ Tensor Tensor::detach() const { return Tensor(detail::make_impl(impl().storage, 
 
 // y = x ;  dx = dy
 Tensor Tensor::clone() const {
-  Tensor out = visit_dtype(dtype(), [&](auto tag) {
+  Tensor out = Tensor::empty(shape(), dtype());
+  visit_dtype(dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return Tensor::from_array(array<T>());
+    std::copy_n(data<T>(), numel(), out.data<T>());
   });
   return autograd::record(out, "clone", {*this}, [](const Tensor& g) { return TensorList{g}; });
 }
@@ -175,18 +196,12 @@ Tensor Tensor::clone() const {
 // y = cast(x) ;  dx = cast_back(dy) (the engine casts gradients to the input's dtype)
 Tensor Tensor::to(Dtype d) const {
   if (d == dtype()) return *this;
-  Tensor out = visit_dtype(dtype(), [&](auto src) {
+  Tensor out = Tensor::empty(shape(), d);
+  visit_dtype(dtype(), [&](auto src) {
     using S = typename decltype(src)::type;
-    return visit_dtype(d, [&](auto dst) {
+    visit_dtype(d, [&](auto dst) {
       using D = typename decltype(dst)::type;
-      if constexpr (std::is_same_v<S, bool> || std::is_same_v<D, bool>) {
-        // bool goes through a scalar loop: xtensor's SIMD cast mixes up bool lanes.
-        Tensor out = Tensor::empty(shape(), d);
-        std::transform(data<S>(), data<S>() + numel(), out.data<D>(), [](S v) { return static_cast<D>(v); });
-        return out;
-      } else {
-        return Tensor::from_array(xt::cast<D>(array<S>()));
-      }
+      std::transform(data<S>(), data<S>() + numel(), out.data<D>(), [](S v) { return static_cast<D>(v); });
     });
   });
   if (!is_floating(d)) return out;  // integer and bool results are not differentiable
@@ -214,10 +229,12 @@ Tensor& Tensor::copy_(const Tensor& src) {
   Tensor s = src.to(dtype()).detach();
   visit_dtype(dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    // Broadcast into a temporary first: assigning to an adaptor would reshape the adaptor,
-    // and the source may alias the destination.
-    const xt::xarray<T> src_b = xt::broadcast(s.array<T>(), impl().xshape);
-    std::copy(src_b.begin(), src_b.end(), data<T>());
+    // A source that shares this memory has this shape (up to leading 1s): every element is
+    // read before it is written.
+    const T* from = s.data<T>();
+    T* to = data<T>();
+    const std::array<Shape, 1> strides{detail::broadcast_strides(s.shape(), shape())};
+    detail::for_each_broadcast(shape(), strides, [&](std::int64_t i, const auto& at) { to[i] = from[at[0]]; });
   });
   bump_version();
   return *this;
@@ -237,11 +254,16 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   visit_dtype(dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, bool>) {
-      auto a = array<T>();
+      // A source that shares this memory has this shape: each element is read, then written.
+      const T* from = o.data<T>();
+      T* to = data<T>();
+      const std::array<Shape, 1> strides{detail::broadcast_strides(o.shape(), shape())};
       if (alpha == 1.0) {
-        a += o.array<T>();
+        detail::for_each_broadcast(shape(), strides, [&](std::int64_t i, const auto& at) { to[i] = to[i] + from[at[0]]; });
       } else {
-        a += static_cast<T>(alpha) * o.array<T>();
+        const T a = static_cast<T>(alpha);
+        detail::for_each_broadcast(shape(), strides,
+                                   [&](std::int64_t i, const auto& at) { to[i] = to[i] + a * from[at[0]]; });
       }
     }
   });

@@ -19,6 +19,25 @@ TEST_CASE("integral floats, ints, bools, scalars and float64 print like PyTorch"
   CHECK(fmt::format("{}", mt::tensor({1e-6, 1.0})) == "tensor([1.0000e-06, 1.0000e+00])");
 }
 
+TEST_CASE("fmt prints a shape as shape_str does, like PyTorch's size, and a dtype by name") {
+  CHECK(fmt::format("{}", mt::zeros({2, 3}).shape()) == "[2, 3]");
+  CHECK(fmt::format("{}", mt::Shape{}) == "[]");
+  CHECK(fmt::format("{}", mt::Shape{7}) == "[7]");
+  CHECK(fmt::format("{}", mt::Shape{2, 0, 4}) == mt::shape_str({2, 0, 4}));
+  CHECK(fmt::format("{:>8}|", mt::Shape{2, 3}) == "  [2, 3]|");
+  CHECK(fmt::format("{} {}", mt::tensor({1.0}).dtype(), mt::kInt64) == "float32 int64");
+}
+
+TEST_CASE("a string's format spec lays out tensors, shapes and dtypes; any other spec is an error") {
+  const Tensor t = mt::tensor({1.0, 2.0});
+  CHECK(fmt::format("{:>20}|", t) == "    tensor([1., 2.])|");
+  CHECK(fmt::format("{:*^20}", t) == "**tensor([1., 2.])**");
+  CHECK(fmt::format("{:.6}", t) == "tensor");
+  CHECK(fmt::format("{:<9}|{:s}", mt::kFloat64, mt::kBool) == "float64  |bool");
+  CHECK_THROWS_AS(fmt::format(fmt::runtime("{:d}"), t), fmt::format_error);
+  CHECK_THROWS_AS(fmt::format(fmt::runtime("{:>{}}"), mt::Shape{2}, 8), fmt::format_error);
+}
+
 TEST_CASE("3-D tensors separate blocks with a blank line") {
   Tensor t = mt::arange(0.0, 8.0, 1.0, mt::kFloat32).reshape({2, 2, 2});
   CHECK(fmt::format("{}", t) ==

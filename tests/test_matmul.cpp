@@ -4,6 +4,7 @@
 #include <xtensor/xview.hpp>
 
 #include "helpers.hpp"
+#include "microtorch/xtensor.hpp"
 
 using mt::Tensor;
 

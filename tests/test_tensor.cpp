@@ -1,5 +1,6 @@
 // The handle: aliasing, copies, element access, dtype conversion.
 #include "helpers.hpp"
+#include "microtorch/xtensor.hpp"
 
 using mt::Tensor;
 

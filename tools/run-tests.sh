@@ -86,7 +86,7 @@ if ! $fuzz_only; then
   # The attention kernels are compiled for AVX-512, AVX2 and the baseline ISA and run the
   # best this CPU has; MICROTORCH_ISA caps it, so the cases that check attention (against
   # the composed definition, finite differences and the SDPA fixtures, the additive bias's
-  # gradient among them) run again on the two lesser ones (src/ops/attention_tiles.cpp).
+  # gradient among them) run again on the two lesser ones (src/parallel.cpp picks the ISA).
   for isa in avx2 baseline; do
     echo
     echo "== the attention cases again with MICROTORCH_ISA=$isa"

@@ -8,7 +8,8 @@
 /// input, and un-broadcasts it to the input's shape with sum_to(). The same records are
 /// what a tracing pass reads: the graph is the IR.
 ///
-/// A custom op is written the same way as the built-in ones:
+/// A custom op is written the same way as the built-in ones (here with xtensor's
+/// expressions: microtorch/xtensor.hpp):
 ///
 /// \code
 ///   // y = e^x ;  dL/dx = dL/dy * e^x  (reuse y)

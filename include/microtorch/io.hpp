@@ -1,6 +1,6 @@
 /// \file
-/// Tensors to and from numpy's .npy files (via xtensor's xnpy) and named tensors to and
-/// from numpy's .npz archives (via libzip). Writes are atomic; reads check everything.
+/// Tensors to and from numpy's .npy files and named tensors to and from numpy's .npz
+/// archives (via libzip). Writes are atomic (write_file, file.hpp); reads check everything.
 ///
 /// \code
 ///   using namespace microtorch;
@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "microtorch/file.hpp"
 #include "microtorch/tensor.hpp"
 
 namespace microtorch {
@@ -45,19 +46,6 @@ Tensor decode_npy(std::string_view bytes, const std::string& source = "<memory>"
 /// one, never a mix. On any failure the temporary file is removed, an existing `path` is
 /// left untouched, and IoError names the path and libzip's or the system's message.
 void save_npz(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& path);
-
-/// Writes `bytes` to `path` the way every microtorch save does: into a temporary file next
-/// to the target, flushed (fsync) and renamed over it, so readers see the old file or the
-/// new one, never a mix. A symbolic link is written through (the file it points to is
-/// replaced; the link stays), a replaced file keeps its permission bits (and owner, where
-/// allowed), and a target that is not a regular file (a directory, a FIFO, a device) is
-/// refused. Missing parent directories are an error, not created. IoError names `op` and
-/// the path on any failure; no temporary file is left behind.
-void write_file(const std::string& path, std::string_view bytes, const std::string& op = "write_file");
-
-/// The whole content of a regular file; a directory, FIFO or device is refused without
-/// blocking (the file is opened non-blocking and checked first). IoError names `op`.
-std::string read_file(const std::string& path, const std::string& op = "read_file");
 
 /// Reads a .npz archive (numpy.savez or numpy.savez_compressed, or save_npz) into named
 /// tensors in archive order; the `.npy` suffix is dropped from each member's name.

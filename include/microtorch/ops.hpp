@@ -20,9 +20,6 @@
 #include <type_traits>
 #include <vector>
 
-#include <fmt/format.h>
-#include <xtensor/xarray.hpp>
-
 #include "microtorch/mask.hpp"
 #include "microtorch/tensor.hpp"
 
@@ -543,15 +540,17 @@ Tensor triu(const Tensor& x, std::int64_t diagonal = 0);
 
 // ---- templates ---------------------------------------------------------------------------
 
+namespace detail {
+/// Throws ShapeError unless `count` values fill `shape` exactly (tensor(vector, shape)).
+void check_fill(std::size_t count, const Shape& shape);
+}  // namespace detail
+
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape) {
   using Stored = std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bool>, T,
                                     std::int64_t>;
   static_assert(std::is_arithmetic_v<T>, "tensor(vector, shape): the vector must hold numbers or bools");
-  const std::int64_t n = numel_of(shape, "tensor");
-  if (n != static_cast<std::int64_t>(values.size())) {
-    throw ShapeError(fmt::format("tensor: {} values cannot fill shape {} ({} elements)", values.size(), shape_str(shape), n));
-  }
+  detail::check_fill(values.size(), shape);
   Tensor t = Tensor::empty(shape, dtype_of_v<Stored>);
   std::copy(values.begin(), values.end(), t.data<Stored>());  // element by element: std::vector<bool> too
   return t;

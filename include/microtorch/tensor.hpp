@@ -9,11 +9,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
-#include <variant>
 #include <vector>
-
-#include <xtensor/xadapt.hpp>
-#include <xtensor/xarray.hpp>
 
 #include "microtorch/dtype.hpp"
 #include "microtorch/error.hpp"
@@ -26,29 +22,32 @@ namespace autograd {
 class Node;
 }
 
-/// The contiguous buffer of one dtype: xtensor's uninitialised vector, its memory from the
-/// block cache of memory.hpp (64-byte aligned).
-template <class T>
-using Buffer = xt::uvector<T, memory::CachingAllocator<T>>;
-
-/// An xtensor array over a Buffer: xtensor expressions evaluated into it become a
-/// tensor's storage without a copy (Tensor::from_array).
-template <class T>
-using Array = xt::xarray_container<Buffer<T>, xt::layout_type::row_major, xt::dynamic_shape<std::size_t>>;
-
 /// Memory shared by a tensor and the tensors that alias it (view, reshape, detach).
 /// Public because Tensor's inline templates reach it; user code goes through Tensor.
+/// Storage that owns its elements is made by the library (a buffer of the block cache of
+/// memory.hpp, 64-byte aligned, freed with the storage); from_blob's refers to yours.
 struct Storage {
-  /// The elements, in a buffer of the tensor's dtype (unused when `external` is set).
-  std::variant<Buffer<float>, Buffer<double>, Buffer<std::int64_t>, Buffer<bool>> buffer;
+  /// The first element, in row-major order, of the tensor's dtype (null when there are none).
+  void* data = nullptr;
   /// Bumped by every in-place write (add_, copy_, an optimizer step, ...). Recorded ops
   /// note it for the tensors their backward reads, and backward refuses to run when it
   /// has moved since (PyTorch's "modified by an inplace operation").
   std::uint64_t version = 0;
-  /// Memory the tensor does not own (from_blob), used instead of `buffer`; its deleter
+  /// Memory the tensor does not own (from_blob), which `data` points to; its deleter
   /// (the caller's, or none) runs when the last tensor sharing it dies.
   std::shared_ptr<void> external = nullptr;
 };
+
+namespace detail {
+/// True for xtensor expressions (their types name an `expression_tag`): the argument types
+/// of Tensor's xtensor constructor (microtorch/xtensor.hpp).
+template <class E, class = void>
+struct is_xexpression : std::false_type {};
+/// \cond SPECIALIZATIONS
+template <class E>
+struct is_xexpression<E, std::void_t<typename std::decay_t<E>::expression_tag>> : std::true_type {};
+/// \endcond
+}  // namespace detail
 
 /// What a Tensor handle points to. Public only because Tensor's inline templates and the
 /// autograd engine read it; users never touch it directly (use Tensor's methods).
@@ -91,6 +90,10 @@ class Options {
 /// `clone()` copies the data. A default-constructed Tensor is *undefined* (`defined()`
 /// is false), like an unset `.grad`.
 ///
+/// The members that take or give xtensor arrays (a constructor, from_array, array,
+/// to_xarray) are defined in microtorch/xtensor.hpp: include it to use them, so that
+/// programs that do not use xtensor do not compile it.
+///
 /// \code
 ///   using namespace microtorch;
 ///   Tensor w = randn({3, 2}, Options().requires_grad(true));
@@ -103,15 +106,14 @@ class Tensor {
  public:
   /// An undefined tensor (`defined()` is false): a placeholder, like an unset `.grad`.
   Tensor() = default;
-  /// Takes over the buffer of an Array (no copy).
-  template <class T>
-  explicit Tensor(Array<T> a);
-  /// Copies an xtensor array into a new tensor.
-  template <class T>
-  explicit Tensor(const xt::xarray<T>& a) : Tensor(Array<T>(a)) {}
-  /// Evaluates any xtensor expression into a new tensor of its value type.
+  /// A tensor of an xtensor array or expression (`Tensor(xt::xarray<double>{...})`), as
+  /// from_array. Needs microtorch/xtensor.hpp.
+  template <class E, class = std::enable_if_t<detail::is_xexpression<E>::value>>
+  explicit Tensor(E&& e) : Tensor(from_array(std::forward<E>(e))) {}
+  /// Evaluates any xtensor expression into a new Tensor of its value type; an Array<T>
+  /// passed as an rvalue gives up its buffer (no copy). Needs microtorch/xtensor.hpp.
   template <class E>
-  static Tensor from_array(E&& e);
+  static auto from_array(E&& e);
   /// A tensor of the given shape and dtype over a fresh, uninitialised buffer. A negative
   /// size or more than kMaxNumel elements throw ShapeError; memory the system refuses,
   /// OutOfMemoryError.
@@ -160,14 +162,13 @@ class Tensor {
   template <class T>
   T* data() const;
   /// An xtensor adaptor over the data (no copy): usable in xtensor expressions and
-  /// assignable. T must match dtype().
+  /// assignable. T must match dtype(). Needs microtorch/xtensor.hpp.
   template <class T>
-  auto array() const {
-    return xt::adapt(data<T>(), static_cast<std::size_t>(numel()), xt::no_ownership(), impl().xshape);
-  }
-  /// A copy of the data as an xtensor array; converts to T when dtype() differs.
+  auto array() const;
+  /// A copy of the data as an `xt::xarray<T>`; converts to T when dtype() differs. Needs
+  /// microtorch/xtensor.hpp.
   template <class T>
-  xt::xarray<T> to_xarray() const;
+  auto to_xarray() const;
   /// A copy of the data, row-major, as a std::vector; converts to T when dtype() differs.
   template <class T>
   std::vector<T> to_vector() const;
@@ -329,29 +330,9 @@ std::size_t flat_index(const Shape& shape, const std::vector<std::int64_t>& inde
 }  // namespace detail
 
 template <class T>
-Tensor::Tensor(Array<T> a) {
-  Shape shape(a.shape().begin(), a.shape().end());  // sizes come from valid tensors: they fit int64
-  auto storage = std::make_shared<Storage>(Storage{std::move(a.storage())});
-  impl_ = detail::make_impl(std::move(storage), std::move(shape), dtype_of_v<T>);
-}
-
-template <class E>
-Tensor Tensor::from_array(E&& e) {
-  using T = typename std::decay_t<E>::value_type;
-  return Tensor(Array<T>(std::forward<E>(e)));
-}
-
-template <class T>
 T* Tensor::data() const {
   if (impl().dtype != dtype_of_v<T>) detail::throw_dtype_access(impl().dtype, dtype_of_v<T>, "data");
-  const Storage& s = *impl().storage;
-  return s.external ? static_cast<T*>(s.external.get()) : const_cast<T*>(std::get<Buffer<T>>(s.buffer).data());
-}
-
-template <class T>
-xt::xarray<T> Tensor::to_xarray() const {
-  const Tensor converted = detach().to(dtype_of_v<T>);
-  return xt::xarray<T>(converted.array<T>());
+  return static_cast<T*>(impl().storage->data);
 }
 
 template <class T>

@@ -28,9 +28,9 @@
 #include <memory>
 #include <vector>
 
+#include "../parallel.hpp"
 #include "common.hpp"
 #include "microtorch/parallel.hpp"
-#include "parallel_for.hpp"
 
 namespace microtorch::detail {
 

@@ -1,13 +1,9 @@
-// The attention tiles' dispatch: the ISA whose kernels run (attention_tiles_<isa>.cpp, from
-// attention_tiles_isa.hpp), picked once at load time, and the entry points of
-// attention_kernels.hpp that call its kernels.
+// The attention tiles' dispatch: the entry points of attention_kernels.hpp, each calling the
+// kernels (attention_tiles_<isa>.cpp, from attention_tiles_isa.hpp) of the ISA that
+// cpu_isa() picks (parallel.cpp).
 #include <cstdlib>
-#include <string>
 
-#include <fmt/format.h>
-
-#include "microtorch/error.hpp"
-
+#include "../parallel.hpp"
 #include "attention_kernels.hpp"
 #include "attention_tiles.hpp"
 #include "simd.hpp"
@@ -16,47 +12,10 @@ namespace microtorch::detail {
 
 namespace {
 
-enum class IsaLevel { baseline, avx2, avx512 };
-
-// The ISA the kernels run: the best one compiled that this CPU has, at most MICROTORCH_ISA
-// when it is set (avx512, avx2 or baseline), so that a lesser ISA's kernels can be tested
-// and measured on a better CPU. Decided once.
-IsaLevel isa() {
-  static const IsaLevel level = [] {
-    IsaLevel cap = IsaLevel::avx512;
-    if (const char* env = std::getenv("MICROTORCH_ISA"); env && *env) {
-      const std::string want = env;
-      if (want == "avx2") {
-        cap = IsaLevel::avx2;
-      } else if (want == "baseline") {
-        cap = IsaLevel::baseline;
-      } else if (want != "avx512") {
-        throw ValueError(fmt::format("MICROTORCH_ISA: expected avx512, avx2 or baseline, got '{}'", want));
-      }
-    }
-#if defined(MICROTORCH_ISAS_AVX512)
-    if (cap >= IsaLevel::avx512 && __builtin_cpu_supports("avx512f")) return IsaLevel::avx512;
-#endif
-#if defined(MICROTORCH_ISAS_AVX2)
-    if (cap >= IsaLevel::avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      return IsaLevel::avx2;
-    }
-#endif
-#if defined(MICROTORCH_ISAS_BASELINE)
-    return IsaLevel::baseline;
-#elif defined(MICROTORCH_ISAS_AVX2)
-    return IsaLevel::avx2;  // the build's -march fixed it: nothing lesser is compiled
-#else
-    return IsaLevel::avx512;
-#endif
-  }();
-  return level;
-}
-
-// f(Isa{}) for isa().
+// f(Isa{}) for cpu_isa() (parallel.cpp).
 template <class F>
 decltype(auto) on_isa(F&& f) {
-  switch (isa()) {
+  switch (cpu_isa()) {
 #if defined(MICROTORCH_ISAS_AVX512)
     case IsaLevel::avx512:
       return f(simd::Avx512{});
@@ -69,7 +28,7 @@ decltype(auto) on_isa(F&& f) {
 #if defined(MICROTORCH_ISAS_BASELINE)
       return f(simd::Baseline{});
 #else
-      std::abort();  // unreachable: isa() returns a compiled ISA
+      std::abort();  // unreachable: cpu_isa() returns a compiled ISA
 #endif
   }
 }
@@ -97,18 +56,3 @@ void attention_tiles_backward(const AttentionGradMatrix<double>& a, double* w) {
 }
 
 }  // namespace microtorch::detail
-
-namespace microtorch {
-
-const char* get_cpu_capability() {
-  switch (detail::isa()) {
-    case detail::IsaLevel::avx512:
-      return "avx512";
-    case detail::IsaLevel::avx2:
-      return "avx2";
-    default:
-      return "baseline";
-  }
-}
-
-}  // namespace microtorch

@@ -2,7 +2,7 @@
 // 2023) tiles them, for the one ISA that MICROTORCH_TILES_ISA names (simd::Avx512, Avx2 or
 // Baseline) with the function attribute MICROTORCH_TILES_TARGET: each of
 // attention_tiles_{avx512,avx2,baseline}.cpp defines the two and includes this file once,
-// so the ISAs compile in parallel; attention_tiles.cpp picks one at load time.
+// so the ISAs compile in parallel; attention_tiles.cpp calls the one cpu_isa() picks.
 //
 // Scores are kept in base 2, T = S log2 e, so that e^(S - m) = 2^(T - m log2 e) takes no
 // multiplication: K^T is packed times scale log2 e (pack_transposed), so one product gives

@@ -1,15 +1,15 @@
-// Comparisons and logic (results are bool, never differentiable), where and masked_fill.
+// Comparisons and logic (results are bool, never differentiable), where and masked_fill:
+// selections and comparisons, element by element over the broadcast operands.
+#include <array>
 #include <cmath>
 
-#include <xtensor/xmath.hpp>
-#include <xtensor/xoperation.hpp>
-#include <xtensor/xvectorize.hpp>
-
-#include "elementwise.hpp"
+#include "broadcast.hpp"
+#include "common.hpp"
 
 namespace microtorch {
 
-using detail::binary_map;
+using detail::broadcast_strides;
+using detail::for_each_broadcast;
 
 namespace {
 
@@ -28,24 +28,38 @@ Dtype compare_dtype(const Tensor& a, const Tensor& b) {
   return d == Dtype::Bool ? Dtype::Int64 : d;
 }
 
-/// pred(x, y) elementwise in the promoted dtype, giving bool. Everything that reads or
-/// writes bool goes through xt::vectorize: xtensor's SIMD path mixes up bool lanes.
-template <class Pred>
-Tensor compare_map(const Tensor& a, const Tensor& b, const char* op, Pred pred) {
-  return binary_map(a, b, compare_dtype(a, b), op,
-                    [pred](auto&& A, auto&& B) {
-                      using T = typename std::decay_t<decltype(A)>::value_type;
-                      return xt::vectorize([pred](T x, T y) -> bool { return pred(x, y); })(A, B);
-                    });
+/// The bool tensor f(a, b), elementwise over the broadcast shape `out`, for a and b of type T.
+template <class T, class F>
+Tensor bool_map(const Tensor& a, const Tensor& b, const Shape& out, F f) {
+  Tensor y = Tensor::empty(out, Dtype::Bool);
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  bool* py = y.data<bool>();
+  const std::array<Shape, 2> strides{broadcast_strides(a.shape(), out), broadcast_strides(b.shape(), out)};
+  for_each_broadcast(out, strides, [&](std::int64_t i, const auto& at) { py[i] = f(pa[at[0]], pb[at[1]]); });
+  return y;
 }
 
-/// f over the two operands as bool arrays (broadcasting), any dtype read as "non-zero".
+/// pred(x, y) elementwise in the promoted dtype (broadcasting), giving bool.
+template <class Pred>
+Tensor compare_map(const Tensor& a, const Tensor& b, const char* op, Pred pred) {
+  const Shape out = broadcast_shapes(a.shape(), b.shape(), op);
+  const Dtype d = compare_dtype(a, b);
+  const Tensor ca = a.dtype() == d ? a : a.detach().to(d);
+  const Tensor cb = b.dtype() == d ? b : b.detach().to(d);
+  return detail::visit_numeric(d, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return bool_map<T>(ca, cb, out, [pred](T x, T y) -> bool { return pred(x, y); });
+  });
+}
+
+/// f over the two operands as bools (broadcasting), any dtype read as "non-zero".
 template <class F>
 Tensor logical_map(const Tensor& a, const Tensor& b, const char* op, F f) {
-  broadcast_shapes(a.shape(), b.shape(), op);
+  const Shape out = broadcast_shapes(a.shape(), b.shape(), op);
   const Tensor ca = a.dtype() == Dtype::Bool ? a : a.detach().to(Dtype::Bool);
   const Tensor cb = b.dtype() == Dtype::Bool ? b : b.detach().to(Dtype::Bool);
-  return Tensor::from_array(xt::vectorize([f](bool x, bool y) -> bool { return f(x, y); })(ca.array<bool>(), cb.array<bool>()));
+  return bool_map<bool>(ca, cb, out, [f](bool x, bool y) -> bool { return f(x, y); });
 }
 
 }  // namespace
@@ -94,7 +108,11 @@ Tensor logical_xor(const Tensor& a, const Tensor& b) {
 }
 Tensor logical_not(const Tensor& a) {
   const Tensor b = a.dtype() == Dtype::Bool ? a : a.detach().to(Dtype::Bool);
-  return Tensor::from_array(xt::vectorize([](bool x) -> bool { return !x; })(b.array<bool>()));
+  Tensor y = Tensor::empty(b.shape(), Dtype::Bool);
+  const bool* p = b.data<bool>();
+  bool* q = y.data<bool>();
+  for (std::int64_t i = 0, n = b.numel(); i < n; ++i) q[i] = !p[i];
+  return y;
 }
 // The operators are bitwise in PyTorch; on bool tensors that is logic, which is all they accept here.
 Tensor operator&(const Tensor& a, const Tensor& b) { return logical_and(require_bool(a, "&"), require_bool(b, "&")); }
@@ -105,14 +123,22 @@ Tensor operator~(const Tensor& a) { return logical_not(require_bool(a, "~")); }
 // y = cond ? a : b ;  da = cond ? dy : 0, db = cond ? 0 : dy
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   require_bool(cond, "where");
-  broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  const Shape out = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   const Dtype d = promote_types(a.dtype(), b.dtype());
   if (d == Dtype::Bool) return (cond & a) | (~cond & b);
   const Tensor ca = a.dtype() == d ? a : a.detach().to(d);
   const Tensor cb = b.dtype() == d ? b : b.detach().to(d);
   Tensor y = detail::visit_numeric(d, "where", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return Tensor::from_array(xt::vectorize([](bool c, T x, T y) { return c ? x : y; })(cond.array<bool>(), ca.array<T>(), cb.array<T>()));
+    Tensor r = Tensor::empty(out, d);
+    const bool* pc = cond.data<bool>();
+    const T* pa = ca.data<T>();
+    const T* pb = cb.data<T>();
+    T* py = r.data<T>();
+    const std::array<Shape, 3> strides{broadcast_strides(cond.shape(), out), broadcast_strides(ca.shape(), out),
+                                       broadcast_strides(cb.shape(), out)};
+    for_each_broadcast(out, strides, [&](std::int64_t i, const auto& at) { py[i] = pc[at[0]] ? pa[at[1]] : pb[at[2]]; });
+    return r;
   });
   return autograd::record(y, "where", {a, b}, autograd::Saved{cond},
                           [](const Tensor& g, const autograd::NeedsGrad& n, const TensorList& s) {
@@ -133,7 +159,13 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   Tensor y = detail::visit_numeric(x.dtype(), "masked_fill", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = static_cast<T>(value);
-    return Tensor::from_array(xt::vectorize([v](bool m, T e) { return m ? v : e; })(mask.array<bool>(), x.array<T>()));
+    Tensor r = Tensor::empty(x.shape(), x.dtype());
+    const bool* pm = mask.data<bool>();
+    const T* px = x.data<T>();
+    T* py = r.data<T>();
+    const std::array<Shape, 1> strides{broadcast_strides(mask.shape(), x.shape())};
+    for_each_broadcast(x.shape(), strides, [&](std::int64_t i, const auto& at) { py[i] = pm[at[0]] ? v : px[i]; });
+    return r;
   });
   return autograd::record(
       y, "masked_fill", {x}, autograd::Saved{mask},
@@ -154,8 +186,16 @@ bool equal(const Tensor& a, const Tensor& b) {
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   const Tensor ad = a.detach().to(Dtype::Float64);
   const Tensor bd = b.detach().to(Dtype::Float64);
-  broadcast_shapes(a.shape(), b.shape(), "allclose");
-  return xt::all(xt::abs(ad.array<double>() - bd.array<double>()) <= atol + rtol * xt::abs(bd.array<double>()));
+  const Shape out = broadcast_shapes(a.shape(), b.shape(), "allclose");
+  const double* pa = ad.data<double>();
+  const double* pb = bd.data<double>();
+  std::int64_t far = 0;  // a count, not a flag: the loop then vectorizes
+  const std::array<Shape, 2> strides{broadcast_strides(a.shape(), out), broadcast_strides(b.shape(), out)};
+  for_each_broadcast(out, strides, [&](std::int64_t, const auto& at) {
+    const double x = pa[at[0]], y = pb[at[1]];
+    far += !(std::abs(x - y) <= atol + rtol * std::abs(y));  // a NaN is far
+  });
+  return far == 0;
 }
 
 bool has_nonfinite(const Tensor& x) {

@@ -4,8 +4,20 @@
 #include <xtensor/xbuilder.hpp>
 
 #include "common.hpp"
+#include "microtorch/xtensor.hpp"
 
 namespace microtorch {
+
+namespace detail {
+
+void check_fill(std::size_t count, const Shape& shape) {
+  const std::int64_t n = numel_of(shape, "tensor");
+  if (n != static_cast<std::int64_t>(count)) {
+    throw ShapeError(fmt::format("tensor: {} values cannot fill shape {} ({} elements)", count, shape_str(shape), n));
+  }
+}
+
+}  // namespace detail
 
 namespace {
 

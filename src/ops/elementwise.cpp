@@ -5,6 +5,8 @@
 
 #include <xtensor/xmath.hpp>
 
+#include "microtorch/xtensor.hpp"
+
 namespace microtorch {
 
 using autograd::NeedsGrad;
@@ -29,13 +31,13 @@ using detail::binary_map;
 
 // y = a + b ;  da = dy, db = dy
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor y = binary_map(a, b, arithmetic_dtype(a, b, "add"), "add", [](auto&& A, auto&& B) { return A + B; });
+  Tensor y = binary_map(a, b, arithmetic_dtype(a, b, "add"), "add", [](auto u, auto v) { return u + v; });
   return record(y, "add", {a, b}, [](const Tensor& g) { return TensorList{g, g}; });
 }
 
 // y = a - b ;  da = dy, db = -dy
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor y = binary_map(a, b, arithmetic_dtype(a, b, "sub"), "sub", [](auto&& A, auto&& B) { return A - B; });
+  Tensor y = binary_map(a, b, arithmetic_dtype(a, b, "sub"), "sub", [](auto u, auto v) { return u - v; });
   return record(y, "sub", {a, b}, [](const Tensor& g, const NeedsGrad& needs) {
     return TensorList{g, needs[1] ? neg(g) : Tensor()};
   });
@@ -43,7 +45,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 // y = a * b ;  da = dy * b, db = dy * a
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor y = binary_map(a, b, arithmetic_dtype(a, b, "mul"), "mul", [](auto&& A, auto&& B) { return A * B; });
+  Tensor y = binary_map(a, b, arithmetic_dtype(a, b, "mul"), "mul", [](auto u, auto v) { return u * v; });
   return record(y, "mul", {a, b}, Saved{a, b}, [](const Tensor& g, const NeedsGrad& needs, const TensorList& s) {
     return TensorList{needs[0] ? mul(g, s[1]) : Tensor(), needs[1] ? mul(g, s[0]) : Tensor()};
   });
@@ -53,7 +55,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   Dtype d = arithmetic_dtype(a, b, "div");
   if (!is_floating(d)) d = Dtype::Float32;
-  Tensor y = binary_map(a, b, d, "div", [](auto&& A, auto&& B) { return A / B; });
+  Tensor y = binary_map(a, b, d, "div", [](auto u, auto v) { return u / v; });
   return record(y, "div", {a, b}, Saved{b, y}, [](const Tensor& g, const NeedsGrad& needs, const TensorList& s) {
     const Tensor &b = s[0], &y = s[1];
     return TensorList{needs[0] ? div(g, b) : Tensor(), needs[1] ? neg(div(mul(g, y), b)) : Tensor()};
@@ -64,7 +66,13 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor pow(const Tensor& a, const Tensor& b) {
   Dtype d = arithmetic_dtype(a, b, "pow");
   if (!is_floating(d)) d = Dtype::Float32;
-  Tensor y = binary_map(a, b, d, "pow", [](auto&& A, auto&& B) { return xt::pow(A, B); });
+  // xtensor's evaluation takes xsimd's pow or std::pow for an element depending on the
+  // operands' layout; it stays, so that the results keep their bits.
+  const detail::BinaryOperands in = detail::binary_operands(a, b, d, "pow");
+  Tensor y = detail::visit_floating(d, "pow", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Tensor::from_array(xt::pow(in.a.template array<T>(), in.b.template array<T>()));
+  });
   return record(y, "pow", {a, b}, Saved{a, b, y}, [](const Tensor& g, const NeedsGrad& needs, const TensorList& s) {
     const Tensor &a = s[0], &b = s[1], &y = s[2];
     return TensorList{needs[0] ? mul(g, mul(b, pow(a, sub(b, detail::scalar_like(b, 1.0))))) : Tensor(),
@@ -80,10 +88,8 @@ Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
   const char* op = is_max ? "maximum" : "minimum";
   Dtype d = promote_types(a.dtype(), b.dtype());
   if (d == Dtype::Bool) return is_max ? logical_or(a, b) : logical_and(a, b);
-  Tensor y = binary_map(a, b, d, op, [is_max](auto&& A, auto&& B) {
-    using T = typename std::decay_t<decltype(A)>::value_type;
-    return is_max ? xt::xarray<T>(xt::maximum(A, B)) : xt::xarray<T>(xt::minimum(A, B));
-  });
+  // xt::maximum's select(u > v, u, v), xt::minimum's select(u < v, u, v)
+  Tensor y = binary_map(a, b, d, op, [is_max](auto u, auto v) { return (is_max ? u > v : u < v) ? u : v; });
   return record(y, op, {a, b}, Saved{a, b}, [is_max](const Tensor& g, const NeedsGrad&, const TensorList& s) {
     const Tensor &a = s[0], &b = s[1];
     Tensor a_wins = (is_max ? gt(a, b) : lt(a, b)).to(g.dtype());

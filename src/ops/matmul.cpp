@@ -9,9 +9,9 @@
 #include <algorithm>
 #include <limits>
 
+#include "../parallel.hpp"
 #include "gemm.hpp"
 #include "microtorch/parallel.hpp"
-#include "parallel_for.hpp"
 
 namespace microtorch {
 

@@ -6,6 +6,8 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xreducer.hpp>
 
+#include "microtorch/xtensor.hpp"
+
 #include "common.hpp"
 
 namespace microtorch {

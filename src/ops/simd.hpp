@@ -7,19 +7,13 @@
 // Kernels that keep a tile of accumulators in registers (gemm_tiles.hpp) need the vector
 // width and register count of the ISA they run on instead: the Isa structs below name each
 // one's vectors and tile, MICROTORCH_TARGET_* compiles a function for it, and
-// MICROTORCH_ISAS_* say which ones the build compiles (attention_tiles.cpp picks one).
+// MICROTORCH_ISAS_* say which ones the build compiles (parallel.cpp's cpu_isa() picks one).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <utility>
-
-// Vec values never cross a call boundary (every helper is always_inline), so GCC's note that
-// passing them would differ between the clones' ABIs does not apply.
-#if defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
 #define MICROTORCH_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
