@@ -7,6 +7,7 @@
 #include <microtorch/microtorch.hpp>
 #include <microtorch/nn.hpp>
 
+#include "decoder_model.hpp"
 #include "iris_model.hpp"
 
 namespace mt = microtorch;
@@ -177,6 +178,65 @@ std::unique_ptr<Step> dscnn_step(bool backward) {
 
 constexpr std::array<const char*, 4> kConvSteps{"sensor_fwd/32x3x128", "sensor_fwd_bwd/32x3x128",
                                                 "dscnn_pair_fwd/32x64x25x5", "dscnn_pair_fwd_bwd/32x64x25x5"};
+// ---- decoder-only language model (decoder_model.hpp) ----------------------------------
+
+// One AdamW step of the decoder on kDecoderBatch x kDecoderContext tokens: forward, the
+// cross-entropy of the next tokens, backward, the update.
+class DecoderTrainStep : public Step {
+ public:
+  DecoderTrainStep()
+      : model_(decoder_config()), opt_(model_.parameters(), {.lr = 1e-3}),
+        x_(mt::randint(0, kDecoderVocab, {kDecoderBatch, kDecoderContext})),
+        y_(mt::randint(0, kDecoderVocab, {kDecoderBatch * kDecoderContext})) {}
+
+  void run() override {
+    const mt::Tensor logits = model_.forward(x_);
+    const mt::Tensor loss = F::cross_entropy(logits.reshape({-1, kDecoderVocab}), y_);
+    opt_.zero_grad();
+    loss.backward();
+    opt_.step();
+    keep(loss);
+  }
+
+ private:
+  Seeded seeded_;
+  nn::DecoderLM model_;
+  mt::optim::AdamW opt_;
+  mt::Tensor x_, y_;
+};
+
+// Decoding at batch 1 with the KV cache: kDecoderContext tokens fed one at a time from an
+// empty cache (positions 0 .. kDecoderContext - 1), the logits of each computed.
+class DecoderDecodeStep : public Step {
+ public:
+  DecoderDecodeStep()
+      : model_(decoder_config()), cache_(model_.make_cache(1, kDecoderContext)),
+        tokens_(mt::randint(0, kDecoderVocab, {kDecoderContext})) {
+    model_.eval();
+  }
+
+  void run() override {
+    mt::NoGradGuard no_grad;
+    cache_.reset();
+    const std::int64_t* t = tokens_.data<std::int64_t>();
+    mt::Tensor token = mt::empty({1, 1}, mt::kInt64), logits;
+    for (std::int64_t i = 0; i < kDecoderContext; ++i) {
+      token.data<std::int64_t>()[0] = t[i];
+      logits = model_.forward(token, cache_);
+    }
+    keep(logits);
+  }
+
+ private:
+  Seeded seeded_;
+  nn::DecoderLM model_;
+  nn::KVCache cache_;
+  mt::Tensor tokens_;
+};
+
+const std::string kDecoderTrainName = "decoder_train_step/" + std::to_string(kDecoderBatch) + "x" +
+                                      std::to_string(kDecoderContext);
+const std::string kDecoderDecodeName = "decoder_decode/1x" + std::to_string(kDecoderContext);
 
 constexpr std::array<std::int64_t, 2> kMatmulSizes{64, 256};
 constexpr std::array<std::array<std::int64_t, 2>, 2> kSoftmaxSizes{{{256, 16}, {16384, 512}}};
@@ -212,6 +272,8 @@ std::vector<std::string> step_names() {
   }
   names.push_back("iris_train_step/batch:16");
   for (const char* n : kConvSteps) names.emplace_back(n);
+  names.push_back(kDecoderTrainName);
+  names.push_back(kDecoderDecodeName);
   return names;
 }
 
@@ -225,6 +287,8 @@ std::unique_ptr<Step> make_step(const std::string& name) {
   if (name == "iris_train_step/batch:16") return std::make_unique<IrisStep>();
   if (name == kConvSteps[0] || name == kConvSteps[1]) return sensor_step(name == kConvSteps[1]);
   if (name == kConvSteps[2] || name == kConvSteps[3]) return dscnn_step(name == kConvSteps[3]);
+  if (name == kDecoderTrainName) return std::make_unique<DecoderTrainStep>();
+  if (name == kDecoderDecodeName) return std::make_unique<DecoderDecodeStep>();
   std::string kind;
   AttentionShape s{};
   if (!attention_name(name, kind, s)) throw std::invalid_argument("no benchmark step is called " + name);

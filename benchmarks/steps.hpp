@@ -20,6 +20,10 @@
 //   dscnn_pair_fwd/32x64x25x5     a DS-CNN layer pair on x [32, 64, 25, 5]: depthwise Conv2d 3x3
 //                                 (padding 1) on 64 channels, pointwise Conv2d 64 -> 64
 //   dscnn_pair_fwd_bwd/32x64x25x5 zero_grad, forward, loss = output.sum(), backward
+//   decoder_train_step/16x128     one AdamW step of a decoder-only language model
+//                                 (decoder_model.hpp) on 16 sequences of 128 tokens
+//   decoder_decode/1x128          that model decoding 128 tokens one at a time through its KV
+//                                 cache, batch 1, from an empty cache
 //
 // <shape> is NxLxExH (with weights) or NxLxExH-noweights (need_weights = false), one of
 // kShapes. A step builds its module and inputs once (seeded with 0); run() does one unit

@@ -11,8 +11,8 @@
 namespace microtorch::nn {
 
 std::tuple<Tensor, Tensor> ScaledDotProductAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                                              const Mask& mask, bool is_causal) {
-  return scaled_dot_product_attention(q, k, v, mask, is_training() ? dropout : 0.0, is_causal, scale);
+                                                              const Mask& mask, bool is_causal, bool enable_gqa) {
+  return scaled_dot_product_attention(q, k, v, mask, is_training() ? dropout : 0.0, is_causal, scale, enable_gqa);
 }
 
 std::string ScaledDotProductAttention::extra_repr() const {
@@ -20,8 +20,8 @@ std::string ScaledDotProductAttention::extra_repr() const {
 }
 
 MultiheadAttention::MultiheadAttention(std::int64_t e, std::int64_t h, MultiheadAttentionOptions opts)
-    : embed_dim(e), num_heads(h), head_dim(0), kdim(opts.kdim ? opts.kdim : e), vdim(opts.vdim ? opts.vdim : e),
-      options(opts) {
+    : embed_dim(e), num_heads(h), num_kv_heads(opts.num_kv_heads ? opts.num_kv_heads : h), head_dim(0),
+      kdim(opts.kdim ? opts.kdim : e), vdim(opts.vdim ? opts.vdim : e), options(opts) {
   if (e <= 0 || h <= 0) {
     throw ValueError(fmt::format("MultiheadAttention: embed_dim and num_heads must be positive, got {} and {}", e, h));
   }
@@ -33,15 +33,21 @@ MultiheadAttention::MultiheadAttention(std::int64_t e, std::int64_t h, Multihead
   if (!(opts.dropout >= 0.0 && opts.dropout < 1.0)) {
     throw ValueError(fmt::format("MultiheadAttention: dropout must be in [0, 1), got {}", opts.dropout));
   }
+  if (num_kv_heads <= 0 || h % num_kv_heads != 0) {
+    throw ValueError(fmt::format("MultiheadAttention: num_kv_heads = {} must divide num_heads = {} (each key/value head "
+                                 "serves an equal group of query heads)",
+                                 opts.num_kv_heads, h));
+  }
   head_dim = e / h;
-  if (kdim == e && vdim == e) {
+  const std::int64_t kv = num_kv_heads * head_dim;  // the width of k and v
+  if (kdim == e && vdim == e && kv == e) {
     in_proj_weight = register_parameter("in_proj_weight", empty({3 * e, e}, opts.dtype));
   } else {
     q_proj_weight = register_parameter("q_proj_weight", empty({e, e}, opts.dtype));
-    k_proj_weight = register_parameter("k_proj_weight", empty({e, kdim}, opts.dtype));
-    v_proj_weight = register_parameter("v_proj_weight", empty({e, vdim}, opts.dtype));
+    k_proj_weight = register_parameter("k_proj_weight", empty({kv, kdim}, opts.dtype));
+    v_proj_weight = register_parameter("v_proj_weight", empty({kv, vdim}, opts.dtype));
   }
-  if (opts.bias) in_proj_bias = register_parameter("in_proj_bias", empty({3 * e}, opts.dtype));
+  if (opts.bias) in_proj_bias = register_parameter("in_proj_bias", empty({e + 2 * kv}, opts.dtype));
   out_proj = register_module("out_proj", std::make_shared<Linear>(e, e, LinearOptions{opts.bias, opts.dtype}));
   reset_parameters();
 }
@@ -56,8 +62,9 @@ void MultiheadAttention::reset_parameters() {
 }
 
 std::string MultiheadAttention::extra_repr() const {
-  return fmt::format("embed_dim={}, num_heads={}, kdim={}, vdim={}, dropout={}, batch_first={}", embed_dim, num_heads,
-                     kdim, vdim, options.dropout, options.batch_first);
+  return fmt::format("embed_dim={}, num_heads={}, kdim={}, vdim={}, dropout={}, batch_first={}{}", embed_dim, num_heads,
+                     kdim, vdim, options.dropout, options.batch_first,
+                     num_kv_heads != num_heads ? fmt::format(", num_kv_heads={}", num_kv_heads) : std::string());
 }
 
 Tensor MultiheadAttention::forward(const Tensor& x) { return std::get<0>(forward(x, x, x, {})); }
@@ -155,15 +162,17 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, cons
   heads_options.dropout_p = dropout_p;
   heads_options.need_weights = o.need_weights;
   heads_options.average_weights = o.average_attn_weights;
+  heads_options.num_kv_heads = num_kv_heads;
   Tensor attn, weights;  // attn [N, L, E], weights [N, H, L, S] or averaged [N, L, S]
   if (in_proj_weight.defined() && query.is_same(key) && key.is_same(value)) {
     // self-attention: one GEMM projects q, k and v, and the heads read them packed
     std::tie(attn, weights) =
         multi_head_attention_packed(linear(q_in, in_proj_weight, in_proj_bias), num_heads, heads_options);
   } else {
+    const std::int64_t kv = num_kv_heads * head_dim;
     const Tensor bq = in_proj_bias.defined() ? in_proj_bias.narrow(0, 0, embed_dim) : Tensor();
-    const Tensor bk = in_proj_bias.defined() ? in_proj_bias.narrow(0, embed_dim, embed_dim) : Tensor();
-    const Tensor bv = in_proj_bias.defined() ? in_proj_bias.narrow(0, 2 * embed_dim, embed_dim) : Tensor();
+    const Tensor bk = in_proj_bias.defined() ? in_proj_bias.narrow(0, embed_dim, kv) : Tensor();
+    const Tensor bv = in_proj_bias.defined() ? in_proj_bias.narrow(0, embed_dim + kv, kv) : Tensor();
     Tensor q, k, v;
     if (in_proj_weight.defined()) {
       q = linear(q_in, in_proj_weight.narrow(0, 0, embed_dim), bq);

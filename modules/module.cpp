@@ -82,7 +82,32 @@ NamedTensors with_children(NamedTensors own, const Module& m, List list) {
 }  // namespace
 
 NamedTensors Module::named_parameters(bool recurse) const {
-  return recurse ? with_children(params_, *this, [](const Module& c) { return c.named_parameters(); }) : params_;
+  NamedTensors all = recurse ? with_children(params_, *this, [](const Module& c) { return c.named_parameters(); })
+                             : params_;
+  // a tied parameter once, under the first name (PyTorch's remove_duplicate)
+  std::set<const TensorImpl*> seen;
+  NamedTensors out;
+  for (auto& entry : all) {
+    if (seen.insert(entry.second.impl_ptr().get()).second) out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+Tensor Module::replace_parameter(const std::string& name, const Tensor& shared) {
+  auto it = std::find_if(params_.begin(), params_.end(), [&](const auto& p) { return p.first == name; });
+  if (it == params_.end()) {
+    throw ValueError(fmt::format("{}: replace_parameter: no own parameter named \"{}\"", type_name(), name));
+  }
+  if (shared.shape() != it->second.shape()) {
+    throw ShapeError(fmt::format("{}: replace_parameter(\"{}\"): the new tensor {} must have the parameter's shape {}",
+                                 type_name(), name, shape_str(shared.shape()), shape_str(it->second.shape())));
+  }
+  if (shared.dtype() != it->second.dtype()) {
+    throw DtypeError(fmt::format("{}: replace_parameter(\"{}\"): the new tensor is {}, the parameter {}", type_name(),
+                                 name, dtype_name(shared.dtype()), dtype_name(it->second.dtype())));
+  }
+  it->second = shared;
+  return shared;
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {

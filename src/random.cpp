@@ -1,8 +1,11 @@
 #include "microtorch/random.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -157,6 +160,68 @@ Tensor randperm(std::int64_t n) {
     for (std::int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[g.integer(0, i + 1)]);
   });
   return t;
+}
+
+// Per row: inverse transform sampling on the running sums of the weights, u ~ U[0, total).
+// Without replacement a drawn category's weight is set to 0 and the sums recomputed.
+Tensor multinomial(const Tensor& probs, std::int64_t num_samples, bool replacement) {
+  if (!probs.is_floating_point()) {
+    throw DtypeError(fmt::format("multinomial: probs must be floating (float32 or float64), got {}; convert with "
+                                 ".to(kFloat32)",
+                                 dtype_name(probs.dtype())));
+  }
+  if (probs.dim() != 1 && probs.dim() != 2) {
+    throw ShapeError(fmt::format("multinomial: probs must be [C] or [N, C], got {}", shape_str(probs.shape())));
+  }
+  const std::int64_t rows = probs.dim() == 2 ? probs.size(0) : 1, C = probs.size(-1);
+  if (num_samples < 1) throw ValueError(fmt::format("multinomial: num_samples must be >= 1, got {}", num_samples));
+  const Tensor p = probs.detach().to(kFloat64);
+  const double* pp = p.data<double>();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double* w = pp + r * C;
+    double total = 0;
+    std::int64_t nonzero = 0;
+    for (std::int64_t c = 0; c < C; ++c) {
+      if (!(w[c] >= 0) || std::isinf(w[c])) {
+        throw ValueError(fmt::format("multinomial: row {} holds {} at category {}; probabilities must be finite and >= "
+                                     "0 (check for NaN or overflowing logits before softmax)",
+                                     r, w[c], c));
+      }
+      total += w[c];
+      nonzero += w[c] > 0;
+    }
+    if (!(total > 0)) {
+      throw ValueError(fmt::format("multinomial: row {} of probs {} sums to 0; every row needs a category of positive "
+                                   "weight",
+                                   r, shape_str(probs.shape())));
+    }
+    if (!replacement && num_samples > nonzero) {
+      throw ValueError(fmt::format("multinomial: {} samples without replacement, but row {} has only {} categories of "
+                                   "non-zero weight; pass replacement=true or draw fewer",
+                                   num_samples, r, nonzero));
+    }
+  }
+  Shape shape = probs.shape();
+  shape.back() = num_samples;
+  Tensor out = Tensor::empty(shape, kInt64);
+  std::int64_t* po = out.data<std::int64_t>();
+  std::vector<double> w(static_cast<std::size_t>(C)), sums(static_cast<std::size_t>(C));
+  current_generator().locked([&](Draws& g) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::copy_n(pp + r * C, C, w.begin());
+      for (std::int64_t k = 0; k < num_samples; ++k) {
+        if (k == 0 || !replacement) std::partial_sum(w.begin(), w.end(), sums.begin());
+        const double u = g.uniform() * sums.back();
+        // the first category whose running sum exceeds u (never one of zero weight)
+        auto it = std::upper_bound(sums.begin(), sums.end(), u);
+        std::int64_t c = std::min<std::int64_t>(it - sums.begin(), C - 1);
+        while (w[static_cast<std::size_t>(c)] == 0) --c;  // u rounded onto the end of the sums
+        po[r * num_samples + k] = c;
+        if (!replacement) w[static_cast<std::size_t>(c)] = 0;
+      }
+    }
+  });
+  return out;
 }
 
 namespace init {

@@ -6,6 +6,8 @@
 The timings come from tools/bench_paired.py: every step of benchmarks/steps.hpp (matmul,
 softmax, MultiheadAttention forward / forward+backward / inference, the attention core's
 forward+backward, the Iris transformer's training step, the convolution chains) at 1 and 2 threads, microtorch and
+forward+backward, the Iris transformer's training step, the decoder-only language model's
+training step and its decoding with a KV cache) at 1 and 2 threads, microtorch and
 PyTorch timed back to back in one process with the reference sgemm between them; each
 side's best round. "x faster" is PyTorch's time over microtorch's; "% sgemm" is the step's
 GEMM FLOP rate over the cblas_sgemm 1024^3 FLOP rate measured beside it.
@@ -55,7 +57,7 @@ MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 # glibc keeps every freed block (no mmap for large ones, no trimming of the heap).
 MALLOC_ENV_KEEP = {"MALLOC_MMAP_THRESHOLD_": str(2**32), "MALLOC_TRIM_THRESHOLD_": str(2**32),
                    "MALLOC_TOP_PAD_": str(2**29)}
-GOAL_FILTER = r"^(mha_(fwd_bwd|infer)/|mha_fwd/1x4096|sensor_|dscnn_pair_)"
+GOAL_FILTER = r"^(mha_(fwd_bwd|infer)/|mha_fwd/1x4096|sensor_|dscnn_pair_|decoder_)"
 # (kind, shape, x faster at least) at 1 thread.
 SPEED_GOALS = [("mha_fwd_bwd", "1x16x32x2", 5.0), ("mha_fwd_bwd", "8x64x64x4", 2.0),
                ("mha_fwd_bwd", "8x128x256x8", 1.2), ("mha_fwd_bwd", "4x512x512x8", 1.5),
@@ -63,7 +65,10 @@ SPEED_GOALS = [("mha_fwd_bwd", "1x16x32x2", 5.0), ("mha_fwd_bwd", "8x64x64x4", 2
                ("mha_infer", "8x128x256x8", 1.2), ("mha_infer", "4x512x512x8", 1.2),
                ("mha_fwd_bwd", LONG, 2.5), ("mha_fwd", LONG, 2.0),
                ("sensor_fwd", "32x3x128", 1.5), ("sensor_fwd_bwd", "32x3x128", 1.5),
-               ("dscnn_pair_fwd", "32x64x25x5", 1.0), ("dscnn_pair_fwd_bwd", "32x64x25x5", 1.0)]
+               ("dscnn_pair_fwd", "32x64x25x5", 1.0), ("dscnn_pair_fwd_bwd", "32x64x25x5", 1.0),
+               # the decoder-only language model (benchmarks/decoder_model.hpp): an AdamW
+               # step on 16 x 128 tokens, and 128 tokens decoded through the KV cache
+               ("decoder_train_step", "16x128", 1.5), ("decoder_decode", "1x128", 3.0)]
 # The attention core's GEMM rate over sgemm's at 1 thread, head dim 64, S >= 512.
 SGEMM_GOALS = [("attn_fwd_bwd", shape, 0.80) for shape in SHAPES[3:]]
 # microtorch's 1-thread time over its 2-thread time.

@@ -34,7 +34,7 @@ import torch
 
 from fixture_io import OUT_DIR, remove, to_numpy, write_npz
 
-OTHER_GENERATORS = ("mod_", "loss_", "optim_", "ckpt_")
+OTHER_GENERATORS = ("mod_", "loss_", "optim_", "ckpt_", "gen_")
 
 F32 = torch.float32
 F64 = torch.float64

@@ -15,6 +15,10 @@
 #include "microtorch/nn/optim.hpp"
 #include "microtorch/nn/pooling.hpp"
 #include "microtorch/nn/transformer.hpp"
+// decoder-only models and generation
+#include "microtorch/nn/decoder.hpp"
+#include "microtorch/nn/generation.hpp"
+#include "microtorch/nn/rope.hpp"
 
 /// \namespace microtorch::nn
 /// Modules with PyTorch's names, constructor arguments and state-dict keys: the Module base,

@@ -16,6 +16,7 @@
 #include <functional>
 #include <initializer_list>
 #include <string>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -151,6 +152,15 @@ Tensor relu(const Tensor& x);
 /// GELU: exact x * Phi(x), or with approximate="tanh" 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))).
 /// Any other `approximate` throws ValueError.
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+/// SiLU (swish): x * sigmoid(x), as torch.nn.functional.silu; the gate of SwiGLU
+/// feed-forward blocks. The gradient is s (1 + x (1 - s)), s = sigmoid(x).
+Tensor silu(const Tensor& x);
+/// silu(gate) * up in one pass (and one pass backward), the gate of a SwiGLU feed-forward
+/// block (Shazeer, "GLU Variants Improve Transformer", 2020): the same values and gradients as
+/// the composition, without its intermediate silu(gate). gate and up must have one shape
+/// (ShapeError: no broadcasting) and one floating dtype (DtypeError). Recorded as
+/// "silu_and_mul" (vLLM's and FlashInfer's name for it).
+Tensor silu_and_mul(const Tensor& gate, const Tensor& up);
 /// min(max(x, min), max); min > max (or a NaN bound) throws ValueError. The gradient
 /// passes where min <= x <= max.
 Tensor clamp(const Tensor& x, double min, double max);
@@ -340,9 +350,15 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 /// query row gives zero weights, zero output and zero gradient. q, k, v must share one
 /// floating dtype (DtypeError); shapes that do not fit throw ShapeError; dropout_p outside
 /// [0, 1) throws ValueError.
+/// enable_gqa (PyTorch 2.5's name) is grouped-query attention: q [N.., H, L, D] with
+/// k, v [N.., Hkv, S, D] of fewer heads, Hkv dividing H (ShapeError otherwise); query head h
+/// reads key/value head h / (H / Hkv). The key and value heads are broadcast over their
+/// groups, never copied (q is seen as [N.., Hkv, H / Hkv, L, D], k as [N.., Hkv, 1, S, D]), and
+/// their gradients are summed over each group. The mask broadcasts against [N.., H, L, S].
 std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                                         const Mask& mask = Mask(), double dropout_p = 0.0,
-                                                        bool is_causal = false, double scale = 0.0);
+                                                        bool is_causal = false, double scale = 0.0,
+                                                        bool enable_gqa = false);
 
 /// Options of multi_head_attention.
 struct AttentionHeadsOptions {
@@ -351,6 +367,9 @@ struct AttentionHeadsOptions {
   double scale = 0.0;            ///< 0 = 1 / sqrt(D)
   bool need_weights = true;      ///< false: the weights come back undefined
   bool average_weights = false;  ///< weights [N, L, S], the mean over the heads
+  /// Grouped-query attention: k and v hold this many heads (0 = num_heads), each shared by
+  /// num_heads / num_kv_heads query heads in turn (as in Llama 2 70B, Qwen2 and llama2.c).
+  std::int64_t num_kv_heads = 0;
 };
 
 /// Multi-head attention on projected inputs, heads kept in place: q [N, L, H D],
@@ -363,12 +382,51 @@ struct AttentionHeadsOptions {
 /// all) are kept for backward, which reads them instead of recomputing them (PyTorch keeps
 /// them too). This is what nn::MultiheadAttention runs. E and Ev must split into
 /// num_heads equal heads (ShapeError otherwise).
+/// With options.num_kv_heads = Hkv < H (grouped-query attention), k is [N, S, Hkv D] and v
+/// [N, S, Hkv Dv]: query head h reads key/value head h / (H / Hkv) in place, and backward sums
+/// the gradients of a shared head over its group. Hkv must divide H (ShapeError). Recorded as
+/// "grouped_query_attention" (attributes num_heads, num_kv_heads, scale, dropout_p) rather than
+/// "multi_head_attention", whose graphs keep their meaning.
 std::tuple<Tensor, Tensor> multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                                 std::int64_t num_heads, const AttentionHeadsOptions& options = {});
 /// multi_head_attention with q, k, v packed along the last dim of one tensor
 /// [N, L, 3 H D], as one input projection produces them for self-attention.
 std::tuple<Tensor, Tensor> multi_head_attention_packed(const Tensor& qkv, std::int64_t num_heads,
                                                        const AttentionHeadsOptions& options = {});
+/// multi_head_attention of new positions against a key/value cache (incremental decoding):
+/// writes k [N, L, Hkv D] and v [N, L, Hkv Dv], the projections of the L new positions, into
+/// rows [position, position + L) of k_cache [N, C, Hkv D] and v_cache [N, C, Hkv Dv] (in
+/// place: their version moves), then attends q [N, L, H D] to rows [0, position + L) of the
+/// caches with the causal mask aligned bottom-right (new query i sees keys j <= position + i),
+/// combined with options.mask (broadcast against [N, H, L, position + L]). The caches are read
+/// in place, never copied. Returns (output [N, L, H Dv], weights as multi_head_attention's).
+/// Hkv = options.num_kv_heads (0 = num_heads). Gradients reach q, k and v (not the cached
+/// rows, which are constants); writing the caches again before backward makes it refuse.
+/// position + L beyond the capacity C throws ValueError; shapes that do not fit ShapeError.
+/// Recorded as "kv_cache_attention" with inputs q, k, v, k_cache, v_cache (and the additive
+/// mask when there is one: options.mask, or the causal mask of more than one new position)
+/// and attributes num_heads, num_kv_heads, position, scale and dropout_p.
+std::tuple<Tensor, Tensor> multi_head_attention_cached(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                       const Tensor& k_cache, const Tensor& v_cache,
+                                                       std::int64_t position, std::int64_t num_heads,
+                                                       const AttentionHeadsOptions& options = {});
+///@}
+
+// ---- rotary position embedding (ops/rotary.cpp) ----------------------------------------
+/// \name Rotary position embedding
+///@{
+
+/// RoPE (Su et al., RoFormer): the D features of every row of x [..., D] turn in D/2 pairs
+/// (a, b) -> (a cos - b sin, b cos + a sin), pair i by the angle whose cosine and sine are
+/// cos[..., i] and sin[..., i]. cos and sin share one shape that broadcasts to x's shape with
+/// the last dim D/2 (for x [N, L, H, D], tables [L, 1, D/2] turn every head of position l
+/// alike); nn::RotaryEmbedding makes them, angle = position * base^(-2i/D). The pairs are
+/// (i, i + D/2), the half-split layout of Hugging Face's Llama and Qwen2 ("rotate_half"), or
+/// with interleaved (2i, 2i + 1), RoFormer's, Meta's Llama's and llama2.c's. One fused
+/// primitive: the backward turns dy back (and gives cos and sin gradients should they require
+/// grad). An odd D, or tables that do not fit, throw ShapeError; dtypes must match
+/// (DtypeError). Recorded as "rotary_embedding" (inputs x, cos, sin; attribute interleaved).
+Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved = false);
 ///@}
 
 // ---- normalisation (ops/norm.cpp) ----------------------------------------------------
@@ -381,6 +439,13 @@ std::tuple<Tensor, Tensor> multi_head_attention_packed(const Tensor& qkv, std::i
 /// normalized_shape and x's dtype. eps must be positive (ValueError).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+/// Root-mean-square normalisation (Zhang and Sennrich, 2019) over the trailing dims given by
+/// normalized_shape: y = x / sqrt(mean(x^2) + eps) * weight, as torch.nn.functional.rms_norm
+/// (PyTorch 2.4): no centring, no bias. weight may be undefined; when given it has
+/// normalized_shape and x's dtype. eps defaults, as in PyTorch, to the machine epsilon of x's
+/// dtype; a negative eps throws ValueError. One fused primitive with its own backward.
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
 
 /// Batch normalisation over channel dim 1 of x [N, C] or [N, C, *], as
 /// torch.nn.functional.batch_norm: per channel, y = (x - mean) / sqrt(var + eps) * weight + bias.
@@ -527,6 +592,41 @@ TensorList split(const Tensor& x, const std::vector<std::int64_t>& sizes, std::i
 /// At most `chunks` pieces of ceil(size / chunks) along dim, as torch.chunk (the last may be
 /// smaller, and there may be fewer); chunks <= 0 throws ValueError.
 TensorList chunk(const Tensor& x, std::int64_t chunks, std::int64_t dim = 0);
+///@}
+
+// ---- sorting, gathering, scans and triangles (ops/sort.cpp, index.cpp, scan.cpp, -------
+// ---- triangular.cpp): what sampling from a language model needs ------------------------
+/// \name Sorting, gathering, scans and triangles
+/// Dims may be negative. Indices are int64 and never differentiable; values carry gradients.
+///@{
+
+/// (values, indices) of x sorted along dim, ascending unless descending (torch.sort). The sort
+/// is stable: equal values keep their order. NaN counts as larger than every number, as in
+/// PyTorch. values = gather(x, dim, indices), so the gradient flows back to where each value
+/// came from.
+std::tuple<Tensor, Tensor> sort(const Tensor& x, std::int64_t dim = -1, bool descending = false);
+/// (values, indices) of the k largest (or, with largest = false, smallest) elements along dim,
+/// best first, ties going to the lower index (torch.topk; `sorted` is accepted for PyTorch's
+/// signature, the result is always in order). k outside [0, x.size(dim)] throws ValueError.
+/// The gradient flows back to the chosen elements.
+std::tuple<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t dim = -1, bool largest = true,
+                                bool sorted = true);
+/// out[i][j][k] = x[index[i][j][k]][j][k] for dim = 0, likewise for the other dims
+/// (torch.gather): index (int64; DtypeError otherwise) has as many dims as x and is no larger
+/// than x in any dim but dim (ShapeError otherwise); the result has index's shape. An index
+/// outside [0, x.size(dim)) throws IndexError. The gradient adds dy back at the gathered
+/// positions (repeats accumulate).
+Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index);
+/// Prefix sums along dim: out[j] = x[0] + ... + x[j] (torch.cumsum); int64 and bool inputs
+/// give int64. The gradient is the prefix sums of dy taken from the end.
+Tensor cumsum(const Tensor& x, std::int64_t dim);
+/// The lower triangle of the last two dims (torch.tril): elements (i, j) with j - i <=
+/// diagonal are kept, the others set to 0 (false for bool). Fewer than 2 dims throws
+/// ShapeError. The gradient is the same triangle of dy.
+Tensor tril(const Tensor& x, std::int64_t diagonal = 0);
+/// The upper triangle of the last two dims (torch.triu): elements with j - i >= diagonal are
+/// kept, as tril.
+Tensor triu(const Tensor& x, std::int64_t diagonal = 0);
 ///@}
 
 // ---- templates ---------------------------------------------------------------------------

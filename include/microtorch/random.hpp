@@ -120,6 +120,15 @@ Tensor randn(const Shape& shape, Options options = {});
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Options options = kInt64);
 /// A random permutation of 0..n-1 (int64, Fisher-Yates); n < 0 throws ValueError.
 Tensor randperm(std::int64_t n);
+/// Draws num_samples category indices (int64) per row of `probs`, [C] -> [num_samples] or
+/// [N, C] -> [N, num_samples], category c with probability probs[c] / sum(probs) (torch.multinomial:
+/// the weights need not add up to 1). Without replacement each row's draws are distinct (a
+/// drawn category leaves the row), so a row needs num_samples categories of non-zero weight.
+/// Draws from the current generator (use a GeneratorGuard for a stream of your own). probs must
+/// be floating (DtypeError) and 1-D or 2-D (ShapeError); a negative, NaN or infinite weight, a
+/// row of zeros, num_samples < 1, or too few non-zero categories without replacement throw
+/// ValueError naming the row.
+Tensor multinomial(const Tensor& probs, std::int64_t num_samples, bool replacement = false);
 
 /// The initializers of torch.nn.init: each fills a weight in place (no graph is recorded,
 /// so parameters may be filled). Fans follow PyTorch: fan_in = size(1) * receptive field, fan_out = size(0) *

@@ -1,11 +1,13 @@
-// Activations: tanh, sigmoid, relu, gelu, clamp (and clamp_min, clamp_max), the host ops
-// of the activation family (lowered by src/lower/rules/activation.cpp onto
-// src/lower/runtime/mt_activation.c). The formulas are evaluated by map_elements.hpp; each
-// backward needs either the input x or the output y, never both.
+// Activations: tanh, sigmoid, relu, gelu, silu (and silu_and_mul, SwiGLU's gate), clamp (and
+// clamp_min, clamp_max), the host ops of the activation family (lowered by
+// src/lower/rules/activation.cpp onto src/lower/runtime/mt_activation.c). The formulas are
+// evaluated by map_elements.hpp, each backward reading the input x or the output y, never
+// both; silu runs its own pass over raw memory in the vectors of simd.hpp.
 #include <cmath>
 #include <limits>
 
 #include "map_elements.hpp"
+#include "simd.hpp"
 
 namespace microtorch {
 
@@ -81,6 +83,140 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
         return G * (T(0.5) * (T(1) + fn::erf(X * T(kInvSqrt2))) + X * T(kInvSqrt2Pi) * fn::exp(T(-0.5) * X * X));
       },
       {{"approximate", std::string("none")}});
+}
+
+// ---- silu: one pass over raw memory, float32 in the vectors of simd.hpp ------------------
+
+namespace {
+
+using detail::simd::exp_nonpositive;
+using detail::simd::kLanes;
+
+// sigmoid(x) = 1 / (1 + e^-x) from e = e^-|x|, which never overflows: 1 / (1 + e) for x >= 0,
+// e / (1 + e) below.
+template <class V, class I>
+[[gnu::always_inline]] inline V sigmoid_of(V x) {
+  const V e = exp_nonpositive<V, I>(x < 0 ? x : -x);
+  const V r = 1.0f / (1.0f + e);
+  return x >= 0 ? r : e * r;
+}
+
+// y = x s ;  with g: dx = g s (1 + x (1 - s))
+MICROTORCH_CLONES void silu_rows(const float* x, const float* g, float* out, std::int64_t n) {
+  using detail::simd::load;
+  using detail::simd::store;
+  using detail::simd::IVec;
+  using detail::simd::Vec;
+  const std::int64_t nv = n - n % kLanes;
+  for (std::int64_t j = 0; j < nv; j += kLanes) {
+    const Vec v = load(x + j), sv = sigmoid_of<Vec, IVec>(v);
+    store(out + j, g ? load(g + j) * sv * (1.0f + v * (1.0f - sv)) : v * sv);
+  }
+  for (std::int64_t j = nv; j < n; ++j) {
+    const float sv = sigmoid_of<float, std::int32_t>(x[j]);
+    out[j] = g ? g[j] * sv * (1.0f + x[j] * (1.0f - sv)) : x[j] * sv;
+  }
+}
+
+void silu_rows(const double* x, const double* g, double* out, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) {
+    const double sv = 1.0 / (1.0 + std::exp(-x[j]));
+    out[j] = g ? g[j] * sv * (1.0 + x[j] * (1.0 - sv)) : x[j] * sv;
+  }
+}
+
+// y = a s b, s = sigmoid(a) ;  with g: da = g b s (1 + a (1 - s)) into out, db = g a s into out_b
+MICROTORCH_CLONES void silu_and_mul_rows(const float* a, const float* b, const float* g, float* out, float* out_b,
+                                         std::int64_t n) {
+  using detail::simd::load;
+  using detail::simd::store;
+  using detail::simd::IVec;
+  using detail::simd::Vec;
+  const std::int64_t nv = n - n % kLanes;
+  for (std::int64_t j = 0; j < nv; j += kLanes) {
+    const Vec va = load(a + j), vb = load(b + j), sv = sigmoid_of<Vec, IVec>(va);
+    if (!g) {
+      store(out + j, va * sv * vb);
+      continue;
+    }
+    const Vec vg = load(g + j);
+    store(out + j, vg * vb * sv * (1.0f + va * (1.0f - sv)));
+    store(out_b + j, vg * va * sv);
+  }
+  for (std::int64_t j = nv; j < n; ++j) {
+    const float sv = sigmoid_of<float, std::int32_t>(a[j]);
+    if (!g) {
+      out[j] = a[j] * sv * b[j];
+      continue;
+    }
+    out[j] = g[j] * b[j] * sv * (1.0f + a[j] * (1.0f - sv));
+    out_b[j] = g[j] * a[j] * sv;
+  }
+}
+
+void silu_and_mul_rows(const double* a, const double* b, const double* g, double* out, double* out_b, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) {
+    const double sv = 1.0 / (1.0 + std::exp(-a[j]));
+    if (!g) {
+      out[j] = a[j] * sv * b[j];
+      continue;
+    }
+    out[j] = g[j] * b[j] * sv * (1.0 + a[j] * (1.0 - sv));
+    out_b[j] = g[j] * a[j] * sv;
+  }
+}
+
+}  // namespace
+
+// y = x sigmoid(x) ;  dx = dy (s + x s (1 - s)),  s = sigmoid(x) (recomputed from x)
+Tensor silu(const Tensor& x_in) {
+  const Tensor x = x_in.is_floating_point() ? x_in : x_in.detach().to(Dtype::Float32);
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  detail::visit_floating(x.dtype(), "silu", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    silu_rows(x.data<T>(), static_cast<const T*>(nullptr), y.data<T>(), x.numel());
+    return 0;
+  });
+  return autograd::record(y, "silu", {x}, autograd::Saved{x},
+                          [](const Tensor& g, const autograd::NeedsGrad&, const TensorList& s) {
+                            Tensor dx = Tensor::empty(g.shape(), g.dtype());
+                            detail::visit_floating(g.dtype(), "silu", [&](auto tag) {
+                              using T = typename decltype(tag)::type;
+                              silu_rows(s[0].data<T>(), g.data<T>(), dx.data<T>(), g.numel());
+                              return 0;
+                            });
+                            return TensorList{dx};
+                          });
+}
+
+// y = silu(a) b ;  da = dy b s (1 + a (1 - s)),  db = dy silu(a),  s = sigmoid(a): one pass each way
+Tensor silu_and_mul(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) {
+    throw ShapeError(fmt::format("silu_and_mul: gate {} and up {} must have one shape (no broadcasting)",
+                                 shape_str(a.shape()), shape_str(b.shape())));
+  }
+  if (!a.is_floating_point() || b.dtype() != a.dtype()) {
+    throw DtypeError(fmt::format("silu_and_mul: gate and up must share one floating dtype, got {} and {}",
+                                 dtype_name(a.dtype()), dtype_name(b.dtype())));
+  }
+  Tensor y = Tensor::empty(a.shape(), a.dtype());
+  detail::visit_floating(a.dtype(), "silu_and_mul", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    silu_and_mul_rows(a.data<T>(), b.data<T>(), static_cast<const T*>(nullptr), y.data<T>(), static_cast<T*>(nullptr),
+                      a.numel());
+    return 0;
+  });
+  return autograd::record(y, "silu_and_mul", {a, b}, autograd::Saved{a, b},
+                          [](const Tensor& g, const autograd::NeedsGrad&, const TensorList& s) {
+                            Tensor da = Tensor::empty(g.shape(), g.dtype()), db = Tensor::empty(g.shape(), g.dtype());
+                            detail::visit_floating(g.dtype(), "silu_and_mul", [&](auto tag) {
+                              using T = typename decltype(tag)::type;
+                              silu_and_mul_rows(s[0].data<T>(), s[1].data<T>(), g.data<T>(), da.data<T>(),
+                                                db.data<T>(), g.numel());
+                              return 0;
+                            });
+                            return TensorList{da, db};
+                          });
 }
 
 // y = min(max(x, lo), hi) ;  dx = dy * [lo <= x <= hi]

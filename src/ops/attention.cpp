@@ -8,6 +8,7 @@
 // with broadcasting leading dims; multi_head_attention takes the projections [N, L, H D]
 // as they come out of a Linear, so no head is ever transposed into its own buffer.
 #include <cmath>
+#include <cstring>
 #include <memory>
 
 #include "attention_kernels.hpp"
@@ -21,15 +22,34 @@ namespace {
 using detail::Matrices;
 
 // One attention operand (q, k or v): matrix i is input `input` + offsets[i], rows ld apart.
-// Its gradient goes into the gradient of that input (of shape grad_shape) at grad_offsets,
-// rows grad_ld apart; operands of one input (packed q, k, v) fill one gradient tensor.
+// Its gradient goes into the gradient of input `grad_input` (of shape grad_shape) at
+// grad_offsets, rows grad_ld apart; operands of one input (packed q, k, v) fill one gradient
+// tensor. Two layouts need the gradient finished after the kernels ran:
+//   grouped-query attention (group > 1): matrices that share one key/value head each wrote
+//     their own block of a [N, S, H width] gradient, which is summed over each group of
+//     `group` heads into [N, S, H / group width];
+//   a key/value cache (grad_rows >= 0): the operand is the cache, read from another input;
+//     the gradient of the new positions is rows [grad_row0, grad_row0 + grad_rows).
 struct Operand {
   std::size_t input = 0;
   std::vector<std::int64_t> offsets;
   std::int64_t ld = 0;
+  std::size_t grad_input = 0;
   Shape grad_shape;
   std::vector<std::int64_t> grad_offsets;
   std::int64_t grad_ld = 0;
+  std::int64_t group = 1, width = 0;
+  std::int64_t grad_row0 = 0, grad_rows = -1;
+
+  // The gradient as the input grad_input has it, from what the kernels wrote.
+  Tensor finish(Tensor g) const {
+    if (grad_rows >= 0) g = g.narrow(1, grad_row0, grad_rows);
+    if (group > 1) {
+      const std::int64_t N = g.size(0), S = g.size(1), heads = g.size(2) / width;
+      g = sum(g.reshape({N, S, heads / group, group, width}), {3}).reshape({N, S, heads / group * width});
+    }
+    return g;
+  }
 };
 
 struct Layout {
@@ -44,17 +64,6 @@ struct Layout {
 std::vector<std::int64_t> strided(std::int64_t count, std::int64_t step) {
   std::vector<std::int64_t> o(static_cast<std::size_t>(count));
   for (std::int64_t i = 0; i < count; ++i) o[static_cast<std::size_t>(i)] = i * step;
-  return o;
-}
-
-// Offsets of head h of batch n, (n, h) in row-major order: n len H W + col0 + h W.
-std::vector<std::int64_t> head_offsets(std::int64_t N, std::int64_t H, std::int64_t len, std::int64_t row,
-                                       std::int64_t col0, std::int64_t width) {
-  std::vector<std::int64_t> o;
-  o.reserve(static_cast<std::size_t>(N * H));
-  for (std::int64_t n = 0; n < N; ++n) {
-    for (std::int64_t h = 0; h < H; ++h) o.push_back(n * len * row + col0 + h * width);
-  }
   return o;
 }
 
@@ -173,7 +182,9 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
         const Tensor bias = n_saved > n_in ? s[n_in] : Tensor();
         TensorList grads(needs.size());
         for (const Operand* o : {&lay->q, &lay->k, &lay->v}) {
-          if (needs[o->input] && !grads[o->input].defined()) grads[o->input] = Tensor::empty(o->grad_shape, g.dtype());
+          if (needs[o->grad_input] && !grads[o->grad_input].defined()) {
+            grads[o->grad_input] = Tensor::empty(o->grad_shape, g.dtype());
+          }
         }
         // d bias = dS, of the scores' shape; the engine sums it back to the bias's shape
         const bool bias_grad = needs.size() > n_in && needs[n_in];
@@ -184,7 +195,8 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
             return matrices(static_cast<const T*>(s[o.input].data<T>()), o.offsets, o.ld);
           };
           auto grad = [&](const Operand& o) {
-            return needs[o.input] ? matrices(grads[o.input].data<T>(), o.grad_offsets, o.grad_ld) : Matrices<T>();
+            return needs[o.grad_input] ? matrices(grads[o.grad_input].data<T>(), o.grad_offsets, o.grad_ld)
+                                       : Matrices<T>();
           };
           auto ptr = [](const Tensor& t) { return t.defined() ? static_cast<const T*>(t.data<T>()) : nullptr; };
           detail::attention_backward<T>(
@@ -195,6 +207,9 @@ std::tuple<Tensor, Tensor> attention(const char* op, const TensorList& inputs, s
               grad(lay->k), grad(lay->v), bias_grad ? grads[n_in].data<T>() : nullptr);
           return 0;
         });
+        for (const Operand* o : {&lay->q, &lay->k, &lay->v}) {
+          if (grads[o->grad_input].defined()) grads[o->grad_input] = o->finish(grads[o->grad_input]);
+        }
         return grads;
       },
       std::move(attrs));
@@ -236,9 +251,56 @@ Shape batch_dims(const Tensor& t) { return Shape(t.shape().begin(), t.shape().en
 
 }  // namespace
 
+namespace {
+
+// Grouped-query SDPA as broadcasting: q [B.., H, L, D] seen as [B.., Hkv, G, L, D] and k, v
+// [B.., Hkv, S, D] as [B.., Hkv, 1, S, D] (views: nothing is copied), the mask likewise split
+// at its head dim; the engine sums k's and v's gradients over the broadcast group dim.
+std::tuple<Tensor, Tensor> grouped_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Mask& mask,
+                                        double dropout_p, bool is_causal, double scale) {
+  const char* op = "scaled_dot_product_attention (enable_gqa)";
+  if (q.dim() < 3 || k.dim() < 3 || v.dim() < 3) {
+    throw ShapeError(fmt::format("{}: q, k, v need a head dim (N.. x H x L x D), got {}, {}, {}", op,
+                                 shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape())));
+  }
+  const std::int64_t H = q.size(-3), Hkv = k.size(-3);
+  if (v.size(-3) != Hkv || Hkv <= 0 || H % Hkv != 0) {
+    throw ShapeError(fmt::format("{}: k {} and v {} must have one number of heads (dim -3) dividing the {} heads of q "
+                                 "{}: each key/value head serves an equal group of query heads",
+                                 op, shape_str(k.shape()), shape_str(v.shape()), H, shape_str(q.shape())));
+  }
+  const std::int64_t G = H / Hkv;
+  auto split_heads = [&](const Shape& shape, std::int64_t heads_dim_size) {  // [.., X, a, b] -> [.., Hkv, G|1, a, b]
+    Shape out(shape.begin(), shape.end() - 3);
+    out.push_back(heads_dim_size == 1 ? 1 : Hkv);
+    out.push_back(heads_dim_size == 1 ? 1 : G);
+    out.insert(out.end(), shape.end() - 2, shape.end());
+    return out;
+  };
+  Shape scores(q.shape().begin(), q.shape().end() - 1);
+  scores.push_back(k.size(-2));
+  Mask grouped;
+  if (!mask.empty()) {
+    mask.check_broadcast(scores, op);
+    Shape m = mask.shape();
+    while (m.size() < scores.size()) m.insert(m.begin(), 1);
+    grouped = mask.reshape(split_heads(m, m[m.size() - 3]));
+  }
+  auto [out, weights] = scaled_dot_product_attention(q.reshape(split_heads(q.shape(), H)), k.unsqueeze(-3),
+                                                     v.unsqueeze(-3), grouped, dropout_p, is_causal, scale);
+  Shape out_shape(q.shape().begin(), q.shape().end() - 1);
+  out_shape.push_back(v.size(-1));
+  return {out.reshape(out_shape), weights.reshape(scores)};
+}
+
+}  // namespace
+
 std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                                         const Mask& mask_in, double dropout_p, bool is_causal,
-                                                        double scale) {
+                                                        double scale, bool enable_gqa) {
+  if (enable_gqa && q.dim() >= 3 && k.dim() >= 3 && q.size(-3) != k.size(-3)) {
+    return grouped_sdpa(q, k, v, mask_in, dropout_p, is_causal, scale);
+  }
   check_sdpa_inputs(q, k, v);
   check_dropout("scaled_dot_product_attention", dropout_p);
   const std::int64_t L = q.size(-2), S = k.size(-2), D = q.size(-1), Dv = v.size(-1);
@@ -252,7 +314,7 @@ std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const T
   lay->dims = {count, L, S, D, Dv};
   auto operand = [&](std::size_t input, const Tensor& t, std::int64_t rows, std::int64_t cols) {
     Operand o;
-    o.input = input;
+    o.input = o.grad_input = input;
     o.offsets = detail::batch_offsets(batch_dims(t), lay->batch, rows * cols);
     o.ld = cols;
     o.grad_shape = lay->batch;  // a broadcast input's gradient is summed back by the engine
@@ -276,37 +338,66 @@ std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const T
 
 namespace {
 
-// q [N, L, H D] at column q_col of rows q_row wide, likewise k and v: the layout of
-// multi_head_attention over `inputs` (one packed tensor or three).
-std::tuple<Tensor, Tensor> heads_attention(const TensorList& inputs, std::size_t qi, std::size_t ki, std::size_t vi,
-                                           std::int64_t H, std::int64_t N, std::int64_t L, std::int64_t S,
-                                           std::int64_t E, std::int64_t Ev, std::int64_t q_col, std::int64_t k_col,
-                                           std::int64_t v_col, const AttentionHeadsOptions& opts) {
-  const std::int64_t D = E / H, Dv = Ev / H;
-  const double scale = opts.scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(D)) : opts.scale;
-  auto lay = std::make_shared<Layout>();
-  lay->batch = {N, H};
-  lay->dims = {N * H, L, S, D, Dv};
-  auto operand = [&](std::size_t input, std::int64_t len, std::int64_t col, std::int64_t width) {
+// Offsets of the matrix each (n, h) reads, in row-major order of (n, h): head h / group of
+// batch n in a [N, len, row] tensor, n len row + col0 + (h / group) width. With group > 1
+// (grouped-query attention) consecutive query heads share one key/value head.
+std::vector<std::int64_t> group_offsets(std::int64_t N, std::int64_t H, std::int64_t group, std::int64_t len,
+                                        std::int64_t row, std::int64_t col0, std::int64_t width) {
+  std::vector<std::int64_t> o;
+  o.reserve(static_cast<std::size_t>(N * H));
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t h = 0; h < H; ++h) o.push_back(n * len * row + col0 + (h / group) * width);
+  }
+  return o;
+}
+
+// The heads of one multi-head call: H query heads over Hkv key/value heads, and where k and v
+// are read (their input, column and, for a cache, rows).
+struct HeadsSpec {
+  std::int64_t H = 1, Hkv = 1, N = 0, L = 0, S = 0, E = 0, Ev = 0;
+  std::size_t qi = 0, ki = 0, vi = 0;     // the inputs q, k, v are read from
+  std::int64_t q_col = 0, k_col = 0, v_col = 0;
+  std::int64_t kv_rows = 0;               // rows of the tensors k and v are read from (S, or a cache's capacity)
+  std::size_t k_grad = 0, v_grad = 0;     // the inputs their gradients go to
+  std::int64_t grad_row0 = 0, grad_rows = -1;  // the rows of the new positions (a cache), or all
+};
+
+// q [N, L, H D] at column q_col of rows q_row wide, likewise k and v (Hkv heads): the layout
+// of multi_head_attention over `inputs` (one packed tensor, three, or three and two caches).
+Layout heads_layout(const TensorList& inputs, const HeadsSpec& sp) {
+  const std::int64_t D = sp.E / sp.H, Dv = sp.Ev / sp.H, G = sp.H / sp.Hkv;
+  Layout lay;
+  lay.batch = {sp.N, sp.H};
+  lay.dims = {sp.N * sp.H, sp.L, sp.S, D, Dv};
+  auto operand = [&](std::size_t input, std::int64_t len, std::int64_t col, std::int64_t width, std::int64_t group,
+                     std::size_t grad_input, std::int64_t grad_len) {
     Operand o;
     o.input = input;
+    o.grad_input = grad_input;
     const std::int64_t row = inputs[input].size(2);
-    o.offsets = head_offsets(N, H, len, row, col, width);
+    o.offsets = group_offsets(sp.N, sp.H, group, len, row, col, width);
     o.ld = row;
-    o.grad_shape = inputs[input].shape();
-    o.grad_offsets = o.offsets;
-    o.grad_ld = row;
+    o.group = group;
+    o.width = width;
+    if (group == 1 && grad_input == input) {  // the gradient has the input's layout
+      o.grad_shape = inputs[input].shape();
+      o.grad_offsets = o.offsets;
+      o.grad_ld = row;
+    } else {  // one block per query head: [N, grad_len, H width]
+      o.grad_shape = {sp.N, grad_len, sp.H * width};
+      o.grad_offsets = group_offsets(sp.N, sp.H, 1, grad_len, sp.H * width, 0, width);
+      o.grad_ld = sp.H * width;
+    }
     return o;
   };
-  lay->q = operand(qi, L, q_col, D);
-  lay->k = operand(ki, S, k_col, D);
-  lay->v = operand(vi, S, v_col, Dv);
-  lay->out_shape = {N, L, Ev};
-  lay->out_offsets = head_offsets(N, H, L, Ev, 0, Dv);
-  lay->out_ld = Ev;
-  return attention("multi_head_attention", inputs, std::move(lay), opts.mask, opts.dropout_p, scale,
-                   {opts.need_weights, opts.average_weights, H},
-                   {{"num_heads", H}, {"scale", scale}, {"dropout_p", opts.dropout_p}});
+  lay.q = operand(sp.qi, sp.L, sp.q_col, D, 1, sp.qi, sp.L);
+  lay.k = operand(sp.ki, sp.kv_rows, sp.k_col, D, G, sp.k_grad, sp.S);
+  lay.v = operand(sp.vi, sp.kv_rows, sp.v_col, Dv, G, sp.v_grad, sp.S);
+  for (Operand* o : {&lay.k, &lay.v}) o->grad_row0 = sp.grad_row0, o->grad_rows = sp.grad_rows;
+  lay.out_shape = {sp.N, sp.L, sp.Ev};
+  lay.out_offsets = group_offsets(sp.N, sp.H, 1, sp.L, sp.Ev, 0, Dv);
+  lay.out_ld = sp.Ev;
+  return lay;
 }
 
 void check_heads(const char* op, std::int64_t width, std::int64_t H, const Tensor& t) {
@@ -316,22 +407,52 @@ void check_heads(const char* op, std::int64_t width, std::int64_t H, const Tenso
   }
 }
 
+// The number of key/value heads options ask for (0 = num_heads); it must divide num_heads.
+std::int64_t kv_heads(const char* op, std::int64_t H, const AttentionHeadsOptions& opts) {
+  const std::int64_t Hkv = opts.num_kv_heads == 0 ? H : opts.num_kv_heads;
+  if (Hkv <= 0 || H <= 0 || H % Hkv != 0) {
+    throw ShapeError(fmt::format("{}: num_kv_heads = {} must divide num_heads = {}: each key/value head serves an "
+                                 "equal group of query heads",
+                                 op, opts.num_kv_heads, H));
+  }
+  return Hkv;
+}
+
+// k and v of [N, rows, Hkv D] and [N, rows, Hkv Dv] next to q [N, L, H D], the output of
+// H Dv features (given as Ev, the value features of all query heads).
+void check_kv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t H, std::int64_t Hkv,
+              const char* k_name, const char* v_name) {
+  const bool ok = q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && k.size(0) == q.size(0) && v.size(0) == q.size(0) &&
+                  k.size(1) == v.size(1) && k.size(2) * H == q.size(2) * Hkv && v.size(2) % Hkv == 0;
+  if (!ok) {
+    throw ShapeError(fmt::format("{}: expects q [N, L, H D], {} [N, S, Hkv D], {} [N, S, Hkv Dv] with H = {} and Hkv = "
+                                 "{}, got {}, {}, {}",
+                                 op, k_name, v_name, H, Hkv, shape_str(q.shape()), shape_str(k.shape()),
+                                 shape_str(v.shape())));
+  }
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor> multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                                 std::int64_t num_heads, const AttentionHeadsOptions& opts) {
   const char* op = "multi_head_attention";
-  if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3 || k.size(0) != q.size(0) || v.size(0) != q.size(0) ||
-      k.size(1) != v.size(1) || k.size(2) != q.size(2)) {
-    throw ShapeError(fmt::format("{}: expects q [N, L, E], k [N, S, E], v [N, S, Ev], got {}, {}, {}", op,
-                                 shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape())));
-  }
+  const std::int64_t Hkv = kv_heads(op, num_heads, opts);
+  check_kv(op, q, k, v, num_heads, Hkv, "k", "v");
   check_dtypes(op, q, k, v);
   check_dropout(op, opts.dropout_p);
   check_heads(op, q.size(2), num_heads, q);
-  check_heads(op, v.size(2), num_heads, v);
-  return heads_attention({q, k, v}, 0, 1, 2, num_heads, q.size(0), q.size(1), k.size(1), q.size(2), v.size(2), 0, 0,
-                         0, opts);
+  HeadsSpec sp;
+  sp.H = num_heads, sp.Hkv = Hkv, sp.N = q.size(0), sp.L = q.size(1), sp.S = k.size(1);
+  sp.E = q.size(2), sp.Ev = v.size(2) / Hkv * num_heads;
+  sp.qi = 0, sp.ki = sp.k_grad = 1, sp.vi = sp.v_grad = 2;
+  sp.kv_rows = sp.S;
+  const double scale = opts.scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(sp.E / num_heads)) : opts.scale;
+  autograd::Attrs attrs{{"num_heads", num_heads}, {"scale", scale}, {"dropout_p", opts.dropout_p}};
+  if (Hkv != num_heads) attrs.insert(attrs.begin() + 1, {"num_kv_heads", Hkv});
+  return attention(Hkv == num_heads ? "multi_head_attention" : "grouped_query_attention", {q, k, v},
+                   std::make_shared<Layout>(heads_layout({q, k, v}, sp)), opts.mask, opts.dropout_p, scale,
+                   {opts.need_weights, opts.average_weights, num_heads}, std::move(attrs));
 }
 
 std::tuple<Tensor, Tensor> multi_head_attention_packed(const Tensor& qkv, std::int64_t num_heads,
@@ -340,11 +461,88 @@ std::tuple<Tensor, Tensor> multi_head_attention_packed(const Tensor& qkv, std::i
   if (qkv.dim() != 3 || qkv.size(2) % 3 != 0) {
     throw ShapeError(fmt::format("{}: expects q, k, v packed as [N, L, 3 E], got {}", op, shape_str(qkv.shape())));
   }
+  if (opts.num_kv_heads != 0 && opts.num_kv_heads != num_heads) {
+    throw ShapeError(fmt::format("{}: q, k and v packed as [N, L, 3 E] have one number of heads; for num_kv_heads = {} "
+                                 "of num_heads = {} call multi_head_attention(q, k, v, ...)",
+                                 op, opts.num_kv_heads, num_heads));
+  }
   check_dtypes(op, qkv, qkv, qkv);
   check_dropout(op, opts.dropout_p);
   const std::int64_t E = qkv.size(2) / 3;
   check_heads(op, E, num_heads, qkv);
-  return heads_attention({qkv}, 0, 0, 0, num_heads, qkv.size(0), qkv.size(1), qkv.size(1), E, E, 0, E, 2 * E, opts);
+  HeadsSpec sp;
+  sp.H = sp.Hkv = num_heads, sp.N = qkv.size(0), sp.L = sp.S = sp.kv_rows = qkv.size(1), sp.E = sp.Ev = E;
+  sp.k_col = E, sp.v_col = 2 * E;
+  const double scale = opts.scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(E / num_heads)) : opts.scale;
+  return attention("multi_head_attention", {qkv}, std::make_shared<Layout>(heads_layout({qkv}, sp)), opts.mask,
+                   opts.dropout_p, scale, {opts.need_weights, opts.average_weights, num_heads},
+                   {{"num_heads", num_heads}, {"scale", scale}, {"dropout_p", opts.dropout_p}});
+}
+
+// Writes rows [position, position + L) of every batch's cache from `rows` [N, L, W].
+namespace {
+void write_cache(const Tensor& cache, const Tensor& rows, std::int64_t position) {
+  const std::int64_t N = rows.size(0), L = rows.size(1), W = rows.size(2), C = cache.size(1);
+  const std::size_t esize = dtype_size(rows.dtype());
+  const char* src = detail::bytes_of(rows);
+  char* dst = detail::bytes_of(cache);
+  for (std::int64_t n = 0; n < N && L * W > 0; ++n) {
+    std::memcpy(dst + static_cast<std::size_t>((n * C + position) * W) * esize,
+                src + static_cast<std::size_t>(n * L * W) * esize, static_cast<std::size_t>(L * W) * esize);
+  }
+  cache.bump_version();
+}
+}  // namespace
+
+std::tuple<Tensor, Tensor> multi_head_attention_cached(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                       const Tensor& k_cache, const Tensor& v_cache,
+                                                       std::int64_t position, std::int64_t num_heads,
+                                                       const AttentionHeadsOptions& opts) {
+  const char* op = "multi_head_attention_cached";
+  const std::int64_t Hkv = kv_heads(op, num_heads, opts);
+  check_kv(op, q, k, v, num_heads, Hkv, "k", "v");
+  check_kv(op, q, k_cache, v_cache, num_heads, Hkv, "k_cache", "v_cache");
+  if (k_cache.size(2) != k.size(2) || v_cache.size(2) != v.size(2)) {
+    throw ShapeError(fmt::format("{}: the caches k_cache {} and v_cache {} must hold rows like k {} and v {}", op,
+                                 shape_str(k_cache.shape()), shape_str(v_cache.shape()), shape_str(k.shape()),
+                                 shape_str(v.shape())));
+  }
+  check_dtypes(op, q, k, v);
+  check_dtypes(op, q, k_cache, v_cache);
+  check_dropout(op, opts.dropout_p);
+  check_heads(op, q.size(2), num_heads, q);
+  const std::int64_t L = q.size(1), capacity = k_cache.size(1);
+  if (position < 0 || position > capacity - L) {
+    throw ValueError(fmt::format("{}: {} new positions after {} cached exceed the cache's capacity of {} positions; "
+                                 "make a cache with a larger capacity (or reset it)",
+                                 op, L, position, capacity));
+  }
+  for (const Tensor* c : {&k_cache, &v_cache}) {
+    if (c->requires_grad()) {
+      throw AutogradError(fmt::format("{}: a cache {} that requires grad would be written in place; caches are plain "
+                                      "buffers (zeros(...) without requires_grad)",
+                                      op, shape_str(c->shape())));
+    }
+  }
+  write_cache(k_cache, k.detach(), position);
+  write_cache(v_cache, v.detach(), position);
+  HeadsSpec sp;
+  sp.H = num_heads, sp.Hkv = Hkv, sp.N = q.size(0), sp.L = L, sp.S = position + L;
+  sp.E = q.size(2), sp.Ev = v.size(2) / Hkv * num_heads;
+  sp.qi = 0, sp.ki = 3, sp.vi = 4, sp.k_grad = 1, sp.v_grad = 2;
+  sp.kv_rows = capacity;
+  sp.grad_row0 = position, sp.grad_rows = L;
+  const double scale = opts.scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(sp.E / num_heads)) : opts.scale;
+  // new query i sees keys j <= position + i: all of them when there is one new query
+  const Mask mask = L > 1 ? opts.mask & Mask::causal(L, sp.S, CausalAlign::BottomRight) : opts.mask;
+  const TensorList inputs{q, k, v, k_cache, v_cache};
+  return attention("kv_cache_attention", inputs, std::make_shared<Layout>(heads_layout(inputs, sp)), mask,
+                   opts.dropout_p, scale, {opts.need_weights, opts.average_weights, num_heads},
+                   {{"num_heads", num_heads},
+                    {"num_kv_heads", Hkv},
+                    {"position", position},
+                    {"scale", scale},
+                    {"dropout_p", opts.dropout_p}});
 }
 
 }  // namespace microtorch

@@ -19,8 +19,20 @@ namespace detail {
 
 namespace {
 
+void gemv(CBLAS_ORDER o, CBLAS_TRANSPOSE t, int m, int n, float alpha, const float* a, int lda, const float* x,
+          int incx, float beta, float* y, int incy) {
+  cblas_sgemv(o, t, m, n, alpha, a, lda, x, incx, beta, y, incy);
+}
+void gemv(CBLAS_ORDER o, CBLAS_TRANSPOSE t, int m, int n, double alpha, const double* a, int lda, const double* x,
+          int incx, double beta, double* y, int incy) {
+  cblas_dgemv(o, t, m, n, alpha, a, lda, x, incx, beta, y, incy);
+}
+
 // cblas takes int sizes. The rows of a non-transposed A and of C are independent, so a
 // product taller than INT_MAX rows runs in slices; any other size beyond INT_MAX is refused.
+// One row (m = 1: a linear layer decoding one token) is a matrix-vector product,
+// c = alpha op(B)^T a + beta c, which BLAS's gemv does in one pass over B (sgemm would first
+// pack B, about three times the memory traffic).
 template <class T, class Blas>
 void gemm_slices(Blas blas, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
                  std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
@@ -29,6 +41,12 @@ void gemm_slices(Blas blas, bool ta, bool tb, std::int64_t m, std::int64_t n, st
     throw ShapeError(fmt::format("matmul: a {} x {} by {} x {} product has a size beyond the 2^31 - 1 that BLAS "
                                  "takes; split the operands",
                                  m, k, k, n));
+  }
+  if (m == 1 && k > 0 && n > 0) {
+    if (beta == T(0)) std::fill_n(c, n, T(0));  // c may hold anything (NaN) when beta is 0
+    gemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, static_cast<int>(tb ? n : k), static_cast<int>(tb ? k : n),
+         alpha, b, static_cast<int>(ldb), a, static_cast<int>(ta ? lda : 1), beta, c, 1);
+    return;
   }
   for (std::int64_t r = 0; r < m; r += kMax) {
     const std::int64_t rows = std::min(kMax, m - r);

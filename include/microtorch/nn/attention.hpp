@@ -19,9 +19,10 @@ class ScaledDotProductAttention : public Module {
   /// Dropout probability on the weights (in training) and a fixed scale (0 = 1/sqrt(D)).
   explicit ScaledDotProductAttention(double dropout = 0.0, double scale = 0.0) : dropout(dropout), scale(scale) {}
   /// scaled_dot_product_attention(q, k, v, mask, dropout in training else 0, is_causal,
-  /// scale): (output [N.., L, Dv], weights [N.., L, S]).
+  /// scale, enable_gqa): (output [N.., L, Dv], weights [N.., L, S]); enable_gqa lets k and v
+  /// have fewer heads (dim -3) than q (grouped-query attention).
   std::tuple<Tensor, Tensor> forward(const Tensor& q, const Tensor& k, const Tensor& v, const Mask& mask = Mask(),
-                                     bool is_causal = false);
+                                     bool is_causal = false, bool enable_gqa = false);
   std::string extra_repr() const override;
   double dropout;  ///< the dropout probability on the attention weights, in training
   double scale;    ///< the score scale; 0 = 1/sqrt(D)
@@ -35,6 +36,11 @@ struct MultiheadAttentionOptions {
   std::int64_t vdim = 0;   ///< value features (0 = embed_dim)
   bool batch_first = false;  ///< inputs [N, L, E] when true, [L, N, E] (PyTorch's default) when false
   Dtype dtype = Dtype::Float32;  ///< of the parameters
+  /// Grouped-query attention: key/value heads (0 = num_heads), each shared by num_heads /
+  /// num_kv_heads query heads; fewer than num_heads gives separate projections q_proj_weight
+  /// [E, E], k_proj_weight [num_kv_heads D, kdim], v_proj_weight [num_kv_heads D, vdim] and an
+  /// in_proj_bias of E + 2 num_kv_heads D. (torch.nn.MultiheadAttention has no such option.)
+  std::int64_t num_kv_heads = 0;
 };
 
 /// The keyword arguments of torch.nn.MultiheadAttention.forward, with PyTorch's polarity:
@@ -63,7 +69,8 @@ struct MhaForwardOptions {
 class MultiheadAttention : public Module {
  public:
   /// embed_dim E split into num_heads heads of E / num_heads features (ValueError unless
-  /// both are positive and num_heads divides E, or when dropout is outside [0, 1)).
+  /// both are positive and num_heads divides E, when options.num_kv_heads does not divide
+  /// num_heads, or when dropout is outside [0, 1)).
   /// Initialised as in PyTorch: Xavier-uniform projections, zero biases.
   MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads, MultiheadAttentionOptions options = {});
   /// (output, weights): output like query ([N, L, E] batch_first, [L, N, E] otherwise,
@@ -81,15 +88,17 @@ class MultiheadAttention : public Module {
 
   std::int64_t embed_dim;  ///< E, the model width
   std::int64_t num_heads;  ///< H
+  std::int64_t num_kv_heads;  ///< key/value heads (= H unless options.num_kv_heads asks for fewer)
   std::int64_t head_dim;   ///< D = E / H
   std::int64_t kdim;       ///< key features (embed_dim unless options.kdim was set)
   std::int64_t vdim;       ///< value features (embed_dim unless options.vdim was set)
   MultiheadAttentionOptions options;  ///< as given to the constructor
   Tensor in_proj_weight;  ///< [3E, E], the packed q, k, v projections (when kdim == vdim == E)
-  Tensor in_proj_bias;    ///< [3E] (undefined without bias)
+  Tensor in_proj_bias;    ///< [3E], or [E + 2 num_kv_heads D] (undefined without bias)
   ///@{
-  /// [E, E], [E, kdim] and [E, vdim]: the separate projections used when kdim or vdim differ
-  /// from E (undefined otherwise).
+  /// [E, E], [E, kdim] and [E, vdim] ([num_kv_heads D, ...] for k and v): the separate
+  /// projections used when kdim or vdim differ from E or num_kv_heads from num_heads
+  /// (undefined otherwise).
   Tensor q_proj_weight, k_proj_weight, v_proj_weight;
   ///@}
   std::shared_ptr<Linear> out_proj;  ///< the output projection E -> E ("out_proj.weight", "out_proj.bias")

@@ -1,11 +1,12 @@
 /// \file
-/// The basic layers: Linear, Embedding, LayerNorm, Dropout, activations,
+/// The basic layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout, activations,
 /// Softmax/LogSoftmax, Identity, MeanPool, and the containers Sequential and ModuleList.
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,29 @@ class LayerNorm : public Module {
   LayerNormOptions options;   ///< as given to the constructor
 };
 
+/// Constructor options of RMSNorm (torch.nn.RMSNorm's keyword arguments, PyTorch 2.4).
+struct RMSNormOptions {
+  std::optional<double> eps = std::nullopt;  ///< added to mean(x^2); none = the machine epsilon of x's dtype, as PyTorch
+  bool elementwise_affine = true;            ///< learn `weight` (false: it stays undefined)
+  Dtype dtype = Dtype::Float32;              ///< of the parameter
+};
+
+/// Root-mean-square normalisation over the trailing normalized_shape dims (torch.nn.RMSNorm):
+/// y = x / sqrt(mean(x^2) + eps) * weight, weight = 1 initially; no bias. The norm of Llama,
+/// Qwen2 and llama2.c (which pass eps = 1e-5 or 1e-6).
+class RMSNorm : public Module {
+ public:
+  /// Normalises over trailing dims of this shape (usually {E}); an empty shape throws ValueError.
+  explicit RMSNorm(Shape normalized_shape, RMSNormOptions options = {});
+  /// rms_norm(x, normalized_shape, weight, eps): x must end with normalized_shape.
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  Tensor weight;            ///< normalized_shape, initially 1 ("weight"); undefined without elementwise_affine
+  Shape normalized_shape;   ///< the trailing dims normalised over
+  RMSNormOptions options;   ///< as given to the constructor
+};
+
 /// Zeroes each element with probability p in training and scales the rest by 1/(1-p);
 /// the identity in eval(). Draws from microtorch's seeded generator.
 class Dropout : public Module {
@@ -129,6 +153,13 @@ class GELU : public Module {
   Tensor forward(const Tensor& x) override { return gelu(x, approximate); }
   std::string extra_repr() const override { return "approximate=" + approximate; }
   std::string approximate;  ///< "none" or "tanh"
+};
+
+/// Module form of silu(x) (torch.nn.SiLU).
+class SiLU : public Module {
+ public:
+  /// silu(x) = x sigmoid(x).
+  Tensor forward(const Tensor& x) override { return silu(x); }
 };
 
 /// Module form of tanh(x) (torch.nn.Tanh).

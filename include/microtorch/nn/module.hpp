@@ -56,7 +56,9 @@ class Module {
 
   /// The parameters with dotted names ("fc1.weight"): this module's own in registration
   /// order, then each child's (only the own ones when recurse is false). The tensors are
-  /// handles to the module's parameters, not copies.
+  /// handles to the module's parameters, not copies. A parameter shared by two modules
+  /// (weight tying, see replace_parameter) is listed once, under the first name met, as
+  /// PyTorch's remove_duplicate does.
   NamedTensors named_parameters(bool recurse = true) const;
   /// The tensors of named_parameters(), e.g. for an optimizer.
   std::vector<Tensor> parameters(bool recurse = true) const;
@@ -90,7 +92,7 @@ class Module {
   std::string summary() const;
 
   /// Parameters and persistent buffers with dotted names; the tensors share memory with the
-  /// module.
+  /// module. A shared parameter appears under each of its names (the same tensor), as in PyTorch.
   NamedTensors state_dict() const;
   /// Copies the values of `state` into the module's tensors. Every key, shape and dtype is
   /// checked before anything is written (floating values convert to the module's floating
@@ -98,6 +100,15 @@ class Module {
   /// The error lists all problems at once. All or nothing: when anything fails, an
   /// allocation included, the module is unchanged.
   void load_state_dict(const NamedTensors& state, bool strict = true);
+
+  /// Makes this module's own parameter `name` the tensor `shared`, usually a parameter of
+  /// another module (weight tying: an output Linear reading the Embedding's weight, as GPT-2
+  /// and PyTorch's `head.weight = emb.weight` do), and returns it. Both modules then hold one
+  /// tensor: parameters() lists it once, the state dict under both names, and its gradient
+  /// sums both uses. The member that held the old tensor must take the returned one:
+  /// `head->weight = head->replace_parameter("weight", emb->weight)`. An unknown name throws
+  /// ValueError; a shape or dtype other than the old parameter's, ShapeError or DtypeError.
+  Tensor replace_parameter(const std::string& name, const Tensor& shared);
 
  protected:
   /// Registers a parameter (a leaf requiring grad) and returns the handle to keep. Names
