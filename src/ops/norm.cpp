@@ -413,6 +413,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         return TensorList{dx, Tensor(), Tensor(), dw, db};
       },
       {{"training", batch_stats}, {"momentum", momentum}, {"eps", eps}});
+}
+
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps_in) {
   check_norm_inputs("rms_norm", x, normalized_shape, {&weight});
   detail::visit_floating(x.dtype(), "rms_norm", [](auto) { return 0; });
