@@ -705,10 +705,73 @@ static int64_t mt_mulq16_s64(int64_t a, uint32_t alpha) {
 }
 #define mt_attn_rescale_row_s8(acc, alpha, Dv) MT_ATTN_RESCALE_ROW(acc, alpha, Dv, mt_mulq16_s32)
 #define mt_attn_rescale_row_s16(acc, alpha, Dv) MT_ATTN_RESCALE_ROW(acc, alpha, Dv, mt_mulq16_s64)
+#if MT_RV32
+/* RISC-V: the logits of head dimension 16 with q's row in 16 registers, when the logit's
+ * multiplier m > 0, its shift 2 <= s <= 31 and q's row has no -32768: then |q_i k_i| < 2^30, a
+ * pair's sum x = q_i k_i + q_{i+1} k_{i+1} is exact in int32, and the score S = sum x wraps to
+ * w = S mod 2^32 while u = sum (x >> 8) (arithmetic: floor) lies in (S / 2^8 - 8, S / 2^8];
+ * -2^22 <= u < 2^22 bounds -2^30 <= S < 2^30 + 2^11, so S = w. The logit rq(w, m, s) as
+ * mt_rv_rq_out (mt_linear.c) forms it: sign mask g, h = MULHU(|w|, m), ((h ^ g) + 2^(s-2)) >>
+ * (s - 1) is floor((w m + 2^(30+s) - [w < 0]) / 2^(31+s)), ties away from zero as mt_rq32. A
+ * key with u out of range takes the exact 64-bit sum and mt_rq. Each pair's loads stay in
+ * their step (MT_RV_PAIR_END: GCC otherwise hoists all 16 and spills q). Returns the max. */
+#define MT_RV_PAIR_END __asm__ volatile("" ::: "memory")
+#define MT_RV_QK(i)                                   \
+  do {                                                \
+    x = q##i * kj[i] + q##i##b * kj[(i) + 1];         \
+    w += x;                                           \
+    u += x >> 8;                                      \
+    MT_RV_PAIR_END;                                   \
+  } while (0)
+static __attribute__((noinline)) int32_t mt_attn_logits16_rv(const mt_attn *a, const int16_t *qi,
+                                                             const int16_t *kj, int ks, int n, int32_t *t) {
+  const int32_t q0 = qi[0], q0b = qi[1], q2 = qi[2], q2b = qi[3], q4 = qi[4], q4b = qi[5], q6 = qi[6];
+  const int32_t q6b = qi[7], q8 = qi[8], q8b = qi[9], q10 = qi[10], q10b = qi[11], q12 = qi[12];
+  const int32_t q12b = qi[13], q14 = qi[14], q14b = qi[15];
+  const uint32_t m = (uint32_t)a->p[MT_ATTN_LOGIT_M];
+  const int sh = a->p[MT_ATTN_LOGIT_S] - 1;
+  const uint32_t c_hi = 1u << (sh - 1);
+  int32_t *const end = t + n, mx = INT32_MIN;
+  for (; t != end; ++t, kj += ks) {
+    int32_t x, w = 0, u = 0, y;
+    MT_RV_QK(0);
+    MT_RV_QK(2);
+    MT_RV_QK(4);
+    MT_RV_QK(6);
+    MT_RV_QK(8);
+    MT_RV_QK(10);
+    MT_RV_QK(12);
+    MT_RV_QK(14);
+    if ((uint32_t)u + 0x400000u < 0x800000u) {
+      const uint32_t g = (uint32_t)(w >> 31);
+      const uint32_t h = (uint32_t)(((uint64_t)(((uint32_t)w ^ g) - g) * m) >> 32); /* MULHU */
+      y = (int32_t)((h ^ g) + c_hi) >> sh;
+    } else {
+      int64_t sc = 0;
+      int i;
+      for (i = 0; i < 16; ++i) sc += qi[i] * kj[i];
+      y = mt_attn_logit(a, sc);
+    }
+    *t = y;
+    mx = y > mx ? y : mx;
+  }
+  return mx;
+}
+#undef MT_RV_QK
+#undef MT_RV_PAIR_END
+#endif
 static __attribute__((noinline)) int32_t mt_attn_logits_s16(const mt_attn *a, const int16_t *qi,
                                                             const int16_t *kj, int ks, int n, int D, int32_t *t) {
   const int64_t pairs = (int64_t)(D >> 1) << 16;
   int i, j;
+#if MT_RV32
+  {
+    const int32_t lm = a->p[MT_ATTN_LOGIT_M], ls = a->p[MT_ATTN_LOGIT_S];
+    int fit = D == 16 && lm > 0 && ls >= 2 && ls <= 31;
+    for (i = 0; fit && i < 16; ++i) fit = qi[i] != INT16_MIN;
+    if (fit) return mt_attn_logits16_rv(a, qi, kj, ks, n, t);
+  }
+#endif
   for (j = 0; j < n; ++j, kj += ks) {
     int64_t sc = pairs; /* each pair below enters 2^16 short */
     for (i = 0; i + 2 <= D; i += 2)
@@ -745,6 +808,53 @@ static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int32_t a, c
   int d;
   for (d = 0; d < Dv; ++d) acc[d] += (int64_t)(a * v0[d]) + b * v1[d];
 }
+#endif
+
+#if MT_RV32
+/* RISC-V: four keys into the int64 sums, rows pv[0..3], weights w[0..3] <= 2^16: a product
+ * p = w v lies in [-2^31, 2^31 - 2^16], so u = p + 2^31 = p XOR 2^31 is an unsigned word and
+ * acc + p = acc + u - 2^31: each word u is added to the low word with its carry (SLTU) into the
+ * high word, and the offsets (n 2^31 for n words) leave the high word once. When the four
+ * weights fit int16 (w <= 32767: all but the keys within one unit of the max) a pair's sum
+ * w0 v0 + w1 v1 lies within +-2^31 and is one such word (two words per feature, offset 2^32),
+ * else each product is (four words, offset 2 2^32); exact, as the reference. Value dim 16
+ * unrolled (fixed offsets, no pointer steps per feature), each feature's loads kept in its
+ * step by an empty asm that clobbers memory (GCC otherwise hoists them and spills). */
+#define MT_RV_ADDU(x) (u_ = (uint32_t)(x) ^ 0x80000000u, lo_ += u_, hi_ += lo_ < u_)
+#define MT_RV_PV4_ONE(d, PAIRS)                                                                           \
+  do {                                                                                                    \
+    const uint64_t a_ = (uint64_t)acc[d];                                                                 \
+    uint32_t lo_ = (uint32_t)a_, hi_ = (uint32_t)(a_ >> 32), u_;                                          \
+    if (PAIRS) {                                                                                          \
+      MT_RV_ADDU(w0 * v0[d] + w1 * v1[d]), MT_RV_ADDU(w2 * v2[d] + w3 * v3[d]);                           \
+      hi_ -= 1u;                                                                                          \
+    } else {                                                                                              \
+      MT_RV_ADDU(w0 * v0[d]), MT_RV_ADDU(w1 * v1[d]), MT_RV_ADDU(w2 * v2[d]), MT_RV_ADDU(w3 * v3[d]);     \
+      hi_ -= 2u;                                                                                          \
+    }                                                                                                     \
+    acc[d] = (int64_t)((uint64_t)hi_ << 32 | lo_);                                                        \
+    __asm__ volatile("" ::: "memory");                                                                    \
+  } while (0)
+static __attribute__((noinline)) void mt_attn_pv4_rv_s16(int64_t *acc, const int16_t *const *pv, const int32_t *w,
+                                                         int Dv) {
+  const int16_t *const v0 = pv[0], *const v1 = pv[1], *const v2 = pv[2], *const v3 = pv[3];
+  const int32_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+  const int pairs = (w0 | w1 | w2 | w3) <= 32767;
+  int d;
+  if (Dv == 16 && pairs) {
+#pragma GCC unroll 16
+    for (d = 0; d < 16; ++d) MT_RV_PV4_ONE(d, 1);
+  } else if (Dv == 16) {
+#pragma GCC unroll 16
+    for (d = 0; d < 16; ++d) MT_RV_PV4_ONE(d, 0);
+  } else {
+    for (d = 0; d < Dv; ++d) MT_RV_PV4_ONE(d, pairs);
+  }
+}
+#undef MT_RV_PV4_ONE
+#undef MT_RV_ADDU
+#define MT_ATTN_GROUP_s16 4
+#define mt_attn_pvg_s16 mt_attn_pv4_rv_s16
 #endif
 
 /* The keys added in one pass over the sums, MT_ATTN_GROUP_* keys by mt_attn_pvg_*(acc, their
