@@ -284,7 +284,8 @@ void attention_f32(Lowering& L, const Node& n, const View& q, const View& k, con
     L.program().buffer(lse.buffer).origin = fmt::format("the log-sum-exp of each query of %{}", n.output);
   }
   std::vector<std::int64_t> tables;
-  Shape idx(lead.size(), 0);
+  Shape idx = lead;  // the lead indices, from 0 (GCC 12 warns of a bad free for Shape(n, 0) here)
+  std::fill(idx.begin(), idx.end(), 0);
   for (std::int64_t h = 0; h < heads; ++h, next_matrix(idx, lead)) {
     const auto [keep_id, causal_h] = head_keep(L, n, keep, h, heads, Lq, S, causal);
     std::vector<std::int64_t> params(MT_ATTN_PARAMS, 0);
