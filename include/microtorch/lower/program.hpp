@@ -188,7 +188,9 @@ struct TrainedParameter {
 struct Training {
   std::string numeric;      ///< "float32" or "integer"
   std::string loss;         ///< "cross_entropy" or "mse"
-  double lr = 0, momentum = 0, weight_decay = 0;  ///< the SGD step (train.hpp)
+  double lr = 0;             ///< the SGD step's learning rate (TrainOptions::lr)
+  double momentum = 0;       ///< its momentum (TrainOptions::momentum; 0: none)
+  double weight_decay = 0;   ///< its L2 weight decay (TrainOptions::weight_decay)
   std::int64_t batch = 1;   ///< samples per step
   std::vector<Step> zero;   ///< once per step, first: the gradients and the loss to 0
   std::vector<Step> sample;  ///< per sample: forward, loss and its gradient, backward
