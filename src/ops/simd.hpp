@@ -15,7 +15,11 @@
 #include <type_traits>
 #include <utility>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+// Clones are chosen by an ifunc resolver, which the dynamic loader runs while it relocates the
+// library; under ThreadSanitizer that is before the TSan runtime is set up, and the resolver
+// of a file-local clone (instrumented) crashes there: TSan builds compile the default only.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define MICROTORCH_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define MICROTORCH_CLONES
