@@ -153,15 +153,13 @@ Tensor max_pool(const char* op, int spatial, const Tensor& x, Sizes2d kernel, Si
        {"ceil_mode", false}});
 }
 
-Tensor avg_pool(const char* op, int spatial, const Tensor& x, Sizes2d kernel, Sizes2d stride, Sizes2d padding,
-                bool count_include_pad) {
-  PoolGeom g = pool_planes(op, x, spatial);
-  pool_window(op, x, spatial, g, kernel, stride, padding);
+// y = the mean of x over each output's window, window(p, q) its rows and columns and
+// divisor(win) what the sum divides by; dx: each output's gradient / divisor spread over its
+// window. avg_pool's windows and adaptive_avg_pool's differ only in those two functions.
+template <class WindowOf, class Divisor>
+Tensor window_mean(const char* op, int spatial, const Tensor& x, const PoolGeom& g, WindowOf window, Divisor divisor,
+                   autograd::Attrs attrs) {
   Tensor y = Tensor::empty(pooled_shape(x, spatial, g), x.dtype());
-  // With ceil_mode false every window lies inside the padded input: kh kw elements.
-  auto divisor = [g, count_include_pad](const Window& win) {
-    return count_include_pad ? g.kh * g.kw : (win.h1 - win.h0) * (win.w1 - win.w0);
-  };
   detail::visit_floating(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* px = x.data<T>();
@@ -170,7 +168,7 @@ Tensor avg_pool(const char* op, int spatial, const Tensor& x, Sizes2d kernel, Si
       const T* xp = px + plane * g.h * g.w;
       for (std::int64_t p = 0; p < g.oh; ++p) {
         for (std::int64_t q = 0; q < g.ow; ++q) {
-          const Window win = window_at(g, p, q);
+          const Window win = window(p, q);
           T acc = 0;
           for (std::int64_t i = win.h0; i < win.h1; ++i) {
             for (std::int64_t j = win.w0; j < win.w1; ++j) acc += xp[i * g.w + j];
@@ -183,7 +181,7 @@ Tensor avg_pool(const char* op, int spatial, const Tensor& x, Sizes2d kernel, Si
   });
   return autograd::record(
       y, op, {x},
-      [g, op, divisor, x_shape = x.shape()](const Tensor& gy) {
+      [g, op, window, divisor, x_shape = x.shape()](const Tensor& gy) {
         Tensor dx = zeros(x_shape, gy.dtype());
         detail::visit_floating(gy.dtype(), op, [&](auto tag) {
           using T = typename decltype(tag)::type;
@@ -193,7 +191,7 @@ Tensor avg_pool(const char* op, int spatial, const Tensor& x, Sizes2d kernel, Si
             T* d = pdx + plane * g.h * g.w;
             for (std::int64_t p = 0; p < g.oh; ++p) {
               for (std::int64_t q = 0; q < g.ow; ++q) {
-                const Window win = window_at(g, p, q);
+                const Window win = window(p, q);
                 const T share = pg[(plane * g.oh + p) * g.ow + q] / static_cast<T>(divisor(win));
                 for (std::int64_t i = win.h0; i < win.h1; ++i) {
                   for (std::int64_t j = win.w0; j < win.w1; ++j) d[i * g.w + j] += share;
@@ -205,11 +203,24 @@ Tensor avg_pool(const char* op, int spatial, const Tensor& x, Sizes2d kernel, Si
         });
         return TensorList{dx};
       },
-      {{"kernel_size", spatial_attr(spatial, g.kh, g.kw)},
-       {"stride", spatial_attr(spatial, g.sh, g.sw)},
-       {"padding", spatial_attr(spatial, g.ph, g.pw)},
-       {"ceil_mode", false},
-       {"count_include_pad", count_include_pad}});
+      std::move(attrs));
+}
+
+Tensor avg_pool(const char* op, int spatial, const Tensor& x, Sizes2d kernel, Sizes2d stride, Sizes2d padding,
+                bool count_include_pad) {
+  PoolGeom g = pool_planes(op, x, spatial);
+  pool_window(op, x, spatial, g, kernel, stride, padding);
+  // With ceil_mode false every window lies inside the padded input: kh kw elements.
+  auto divisor = [g, count_include_pad](const Window& win) {
+    return count_include_pad ? g.kh * g.kw : (win.h1 - win.h0) * (win.w1 - win.w0);
+  };
+  return window_mean(op, spatial, x, g, [g](std::int64_t p, std::int64_t q) { return window_at(g, p, q); },
+                     divisor,
+                     {{"kernel_size", spatial_attr(spatial, g.kh, g.kw)},
+                      {"stride", spatial_attr(spatial, g.sh, g.sw)},
+                      {"padding", spatial_attr(spatial, g.ph, g.pw)},
+                      {"ceil_mode", false},
+                      {"count_include_pad", count_include_pad}});
 }
 
 // Output i of n along a dim of `size`: [floor(i size / n), ceil((i + 1) size / n)).
@@ -232,52 +243,8 @@ Tensor adaptive_avg_pool(const char* op, int spatial, const Tensor& x, Sizes2d o
     return Window{adaptive_begin(p, g.oh, g.h), adaptive_end(p, g.oh, g.h), adaptive_begin(q, g.ow, g.w),
                   adaptive_end(q, g.ow, g.w)};
   };
-  Tensor y = Tensor::empty(pooled_shape(x, spatial, g), x.dtype());
-  detail::visit_floating(x.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* px = x.data<T>();
-    T* py = y.data<T>();
-    for (std::int64_t plane = 0; plane < g.planes; ++plane) {
-      const T* xp = px + plane * g.h * g.w;
-      for (std::int64_t p = 0; p < g.oh; ++p) {
-        for (std::int64_t q = 0; q < g.ow; ++q) {
-          const Window win = window(p, q);
-          T acc = 0;
-          for (std::int64_t i = win.h0; i < win.h1; ++i) {
-            for (std::int64_t j = win.w0; j < win.w1; ++j) acc += xp[i * g.w + j];
-          }
-          py[(plane * g.oh + p) * g.ow + q] = acc / static_cast<T>((win.h1 - win.h0) * (win.w1 - win.w0));
-        }
-      }
-    }
-    return 0;
-  });
-  return autograd::record(
-      y, op, {x},
-      [g, op, window, x_shape = x.shape()](const Tensor& gy) {
-        Tensor dx = zeros(x_shape, gy.dtype());
-        detail::visit_floating(gy.dtype(), op, [&](auto tag) {
-          using T = typename decltype(tag)::type;
-          const T* pg = gy.data<T>();
-          T* pdx = dx.data<T>();
-          for (std::int64_t plane = 0; plane < g.planes; ++plane) {
-            T* d = pdx + plane * g.h * g.w;
-            for (std::int64_t p = 0; p < g.oh; ++p) {
-              for (std::int64_t q = 0; q < g.ow; ++q) {
-                const Window win = window(p, q);
-                const T share = pg[(plane * g.oh + p) * g.ow + q] /
-                                static_cast<T>((win.h1 - win.h0) * (win.w1 - win.w0));
-                for (std::int64_t i = win.h0; i < win.h1; ++i) {
-                  for (std::int64_t j = win.w0; j < win.w1; ++j) d[i * g.w + j] += share;
-                }
-              }
-            }
-          }
-          return 0;
-        });
-        return TensorList{dx};
-      },
-      {{"output_size", spatial_attr(spatial, g.oh, g.ow)}});
+  auto area = [](const Window& win) { return (win.h1 - win.h0) * (win.w1 - win.w0); };
+  return window_mean(op, spatial, x, g, window, area, {{"output_size", spatial_attr(spatial, g.oh, g.ow)}});
 }
 
 }  // namespace
