@@ -61,17 +61,7 @@ void backward_reduce_f32(Lowering& L, const Node& n, bool mean) {
 // mean / sum over consecutive dims: [outer, n, inner] -> [outer, inner]
 void lower_reduce(Lowering& L, const Node& n, bool mean) {
   const View x = L.packed(n, L.act(n, n.inputs[0]));
-  std::vector<std::int64_t> dims;
-  for (auto d : dims_of(n)) dims.push_back(d < 0 ? d + static_cast<std::int64_t>(x.shape.size()) : d);
-  std::sort(dims.begin(), dims.end());
-  for (std::size_t i = 1; i < dims.size(); ++i) {
-    if (dims[i] != dims[i - 1] + 1) L.fail(n, "only a run of consecutive dims can be reduced");
-  }
-  if (dims.empty()) L.fail(n, "no dims to reduce");
-  const auto lo = static_cast<std::ptrdiff_t>(dims.front()), hi = static_cast<std::ptrdiff_t>(dims.back()) + 1;
-  const std::int64_t outer = numel_of(Shape(x.shape.begin(), x.shape.begin() + lo));
-  const std::int64_t count = numel_of(Shape(x.shape.begin() + lo, x.shape.begin() + hi));
-  const std::int64_t inner = numel_of(Shape(x.shape.begin() + hi, x.shape.end()));
+  const auto [outer, count, inner] = split_of(L, n, x);
   const Elem ye = L.out_elem(n);
   const Format f = L.out_format(n, ye);
   const View y = L.out_act(n, ye, f);
