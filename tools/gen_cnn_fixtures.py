@@ -25,29 +25,15 @@ swapped or ignored parameter or buffer cannot pass. Each case seeds torch with a
 name: a re-run gives byte-identical files. Inputs of max pooling have no ties.
 """
 
-import os
-import zlib
-
 import numpy as np
 import torch
 import torch.nn as nn
 
-from fixture_io import OUT_DIR, clear, to_numpy, write_npz
+from fixture_io import to_numpy
+from oracle import Cases, perturb, randn
 
 PREFIX = "cnn_"
-CASES = []
-WRITTEN = []
-
-
-def randn(*shape):
-    return torch.randn(*shape, dtype=torch.float32)
-
-
-def perturb(module, scale=0.2):
-    with torch.no_grad():
-        for p in module.parameters():
-            p.add_(scale * torch.randn_like(p))
-    return module
+CASES = Cases(PREFIX)
 
 
 def with_running_stats(module):
@@ -63,12 +49,10 @@ def with_running_stats(module):
 def case(name, make_module, shapes, train=False):
     """A case: make_module() -> nn.Module (built after seeding); shapes: one input shape,
     or a list of them for the steps of a training case."""
-    assert "__" not in name and name not in [c[0] for c in CASES], name
-    CASES.append((name, make_module, shapes, train))
+    CASES.add(name, make_module, shapes, train)
 
 
-def run_case(name, make_module, shapes, train):
-    torch.manual_seed(zlib.crc32(name.encode()))
+def record(name, make_module, shapes, train):
     arrays = {}
     module = make_module()
     module.train(train)
@@ -96,7 +80,7 @@ def run_case(name, make_module, shapes, train):
     for k, v in module.named_buffers():
         arrays["after__" + k] = to_numpy(v)
     arrays["train"] = np.array(train)
-    WRITTEN.append(write_npz(PREFIX + name, arrays))
+    return arrays
 
 
 # ---- Conv1d: stride, padding, dilation, groups and their edges ---------------------------
@@ -181,13 +165,7 @@ case("dscnn_block_train", lambda: perturb(dscnn_block()), [(4, 8, 6, 5)] * 2, tr
 
 
 def main():
-    torch.set_num_threads(1)  # one reduction order: byte-identical reruns
-    os.makedirs(OUT_DIR, exist_ok=True)
-    clear((PREFIX,))
-    for c in CASES:
-        run_case(*c)
-    total = sum(os.path.getsize(p) for p in WRITTEN)
-    print("wrote %d cases, %.1f KB into %s" % (len(CASES), total / 1024.0, OUT_DIR))
+    CASES.main(record)
 
 
 if __name__ == "__main__":

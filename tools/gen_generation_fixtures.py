@@ -31,28 +31,16 @@ side is tests/test_generation_oracle.cpp; tests never need torch.
 """
 
 import math
-import os
-import zlib
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from fixture_io import OUT_DIR, clear, to_numpy, write_npz
+from oracle import Cases, perturb, randn, record_module_case
 
 PREFIX = "gen_"
 
 
-def randn(*shape):
-    return torch.randn(*shape, dtype=torch.float32)
-
-
-def perturb(module, scale=0.2):
-    """Initialisation + N(0, scale^2): no zero biases, no unit norm weights."""
-    with torch.no_grad():
-        for p in module.parameters():
-            p.add_(scale * torch.randn_like(p))
-    return module
 
 
 # ---- references PyTorch 1.13 lacks ---------------------------------------------------
@@ -226,59 +214,8 @@ class GQAMultiheadRef(nn.Module):
 
 # ---- the recorder (tools/gen_module_fixtures.py's format) -----------------------------
 
-CASES = []
-WRITTEN = []
-
-
-def case(name):
-    """Registers a case builder: build() -> dict(module=nn.Module or None, inputs={float
-    inputs}, consts={ids, indices}, forward=f(module, **inputs, **consts) -> out or
-    dict(out=..., idx=...))."""
-    assert "__" not in name and name not in [c[0] for c in CASES], name
-
-    def register(build):
-        CASES.append((name, build))
-        return build
-    return register
-
-
-def run_case(name, build):
-    arrays = {}
-    torch.manual_seed(zlib.crc32(name.encode()))
-    spec = build()
-    module = spec.get("module")
-    params = []
-    if module is not None:
-        for k, v in module.state_dict().items():
-            arrays["param__" + k] = to_numpy(v)
-        params = list(module.named_parameters())  # a tied weight once
-    leaves = {}
-    for k, v in spec.get("inputs", {}).items():
-        assert v.is_floating_point(), k
-        arrays[k] = to_numpy(v)
-        leaves[k] = v.detach().clone().requires_grad_(True)
-    consts = spec.get("consts", {})
-    for k, v in consts.items():
-        arrays[k] = to_numpy(v)
-    result = spec["forward"](module, **leaves, **consts)
-    if isinstance(result, dict):
-        for k, v in result.items():
-            if k != "out":
-                arrays[k] = to_numpy(v)
-        out = result["out"]
-    else:
-        out = result
-    assert torch.isfinite(out).all(), name
-    arrays["out"] = to_numpy(out)
-    w = torch.randn(out.shape, dtype=out.dtype)
-    arrays["w"] = to_numpy(w)
-    targets = [p for _, p in params] + list(leaves.values())
-    grads = torch.autograd.grad((out * w).sum(), targets)
-    for (k, _), g in zip(params, grads[: len(params)]):
-        arrays["grad__" + k] = to_numpy(g)
-    for k, g in zip(leaves, grads[len(params):]):
-        arrays["grad_" + k] = to_numpy(g)
-    WRITTEN.append(write_npz(PREFIX + name, arrays))
+CASES = Cases(PREFIX)
+case = CASES.case
 
 
 # ---- ops -------------------------------------------------------------------------------
@@ -441,12 +378,7 @@ def _():
 
 
 def main():
-    torch.set_num_threads(1)  # one reduction order: byte-identical reruns
-    clear((PREFIX,))
-    for name, build in CASES:
-        run_case(name, build)
-    total = sum(os.path.getsize(p) for p in WRITTEN)
-    print("wrote %d cases, %.1f KB into %s" % (len(CASES), total / 1024.0, OUT_DIR))
+    CASES.main(record_module_case)
 
 
 if __name__ == "__main__":

@@ -37,15 +37,11 @@ torch.
 """
 
 import math
-import os
-import zlib
 
-import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from fixture_io import OUT_DIR, clear, to_numpy, write_npz
+from oracle import Cases, perturb, randn, record_module_case
 
 PREFIX = "mod_"
 
@@ -53,9 +49,6 @@ E, H = 8, 2  # attention cases: embed_dim 8, 2 heads of 4
 
 
 # ---- input makers (the global generator, seeded per case) -----------------------------
-
-def randn(*shape):
-    return torch.randn(*shape, dtype=torch.float32)
 
 
 def away_from_zero(x, gap=0.1):
@@ -69,14 +62,6 @@ def away_from_bounds(x, bounds, gap=0.1):
         x = b + away_from_zero(x - b, gap)
     return x
 
-
-def perturb(module, scale=0.2):
-    """PyTorch's init + N(0, scale^2): no zero biases, no unit LayerNorm weights, and the
-    deep-copied layers of a TransformerEncoder become different."""
-    with torch.no_grad():
-        for p in module.parameters():
-            p.add_(scale * torch.randn_like(p))
-    return module
 
 
 def bool_tensor(rows):
@@ -163,65 +148,8 @@ def sinusoidal_table(max_len, d_model):
 
 # ---- the recorder ---------------------------------------------------------------------
 
-CASES = []
-WRITTEN = []
-
-
-def case(name):
-    """Registers a case builder: build() -> dict(module=nn.Module or None,
-    inputs={differentiable float inputs}, consts={masks, token ids},
-    forward=f(module, **inputs, **consts) -> tensor or (out, weights), buffers={...})."""
-    assert "__" not in name and name not in [c[0] for c in CASES], name
-
-    def register(build):
-        CASES.append((name, build))
-        return build
-    return register
-
-
-def run_case(name, build):
-    arrays = {}
-
-    def save(_, tensor_name, t):
-        arrays[tensor_name] = to_numpy(t)
-
-    torch.manual_seed(zlib.crc32(name.encode()))
-    spec = build()
-    module = spec.get("module")
-    inputs = spec.get("inputs", {})
-    consts = spec.get("consts", {})
-
-    params = []
-    if module is not None:
-        for k, v in module.state_dict().items():
-            save(name, "param__" + k, v)
-        params = list(module.named_parameters())
-    for k, v in spec.get("buffers", {}).items():
-        save(name, "buffer__" + k, v)
-    leaves = {}
-    for k, v in inputs.items():
-        assert v.is_floating_point(), k
-        save(name, k, v)
-        leaves[k] = v.detach().clone().requires_grad_(True)
-    for k, v in consts.items():
-        save(name, k, v)
-
-    result = spec["forward"](module, **leaves, **consts)
-    out, weights = result if isinstance(result, tuple) else (result, None)
-    assert torch.isfinite(out).all(), name
-    save(name, "out", out)
-    if weights is not None:
-        save(name, "weights", weights)
-    w = torch.randn(out.shape, dtype=out.dtype)
-    save(name, "w", w)
-
-    targets = [p for _, p in params] + list(leaves.values())
-    grads = torch.autograd.grad((out * w).sum(), targets)
-    for (k, _), g in zip(params, grads[: len(params)]):
-        save(name, "grad__" + k, g)
-    for k, g in zip(leaves, grads[len(params):]):
-        save(name, "grad_" + k, g)
-    WRITTEN.append(write_npz(PREFIX + name, arrays))
+CASES = Cases(PREFIX)
+case = CASES.case
 
 
 # ---- Linear, Embedding, LayerNorm, Sequential ------------------------------------------
@@ -467,13 +395,7 @@ def _():
 
 
 def main():
-    torch.set_num_threads(1)  # one reduction order: byte-identical reruns
-    os.makedirs(OUT_DIR, exist_ok=True)
-    clear((PREFIX,))
-    for name, build in CASES:
-        run_case(name, build)
-    total = sum(os.path.getsize(p) for p in WRITTEN)
-    print("wrote %d cases, %.1f KB into %s" % (len(CASES), total / 1024.0, OUT_DIR))
+    CASES.main(record_module_case)
 
 
 if __name__ == "__main__":
