@@ -1,0 +1,57 @@
+/* mt_decode.c - the kernels of a decoder's step (one token at a time against a key/value
+ * cache; src/lower/decoder.cpp): rotary position embedding from fixed-point tables, the
+ * append of a position's keys and values to the cache, the position counter, and attention
+ * of one query per head over the cached positions with grouped-query head sharing (each
+ * head one mt_attention_stream_s16 call). Part of mt_kernels.c. */
+#include "mt_internal.h"
+
+/* The row of the tables for the position *pos: the last row when the cache is full (the
+ * append reports that step as bad data). */
+static int mt_decode_row(const int32_t *pos, int capacity) {
+  const int32_t p = *pos;
+  return p < 0 ? 0 : p >= capacity ? capacity - 1 : (int)p;
+}
+
+void mt_rope_s16(int16_t *x, int heads, int dim, const int16_t *cos_q14, const int16_t *sin_q14,
+                 const int32_t *pos, int capacity, int interleaved) {
+  const int half = dim >> 1;
+  const int16_t *c = cos_q14 + mt_decode_row(pos, capacity) * half;
+  const int16_t *s = sin_q14 + mt_decode_row(pos, capacity) * half;
+  int h, i;
+  for (h = 0; h < heads; ++h, x += dim) {
+    for (i = 0; i < half; ++i) {
+      int16_t *pa = interleaved ? x + 2 * i : x + i;
+      int16_t *pb = interleaved ? x + 2 * i + 1 : x + i + half;
+      const int32_t a = *pa, b = *pb;
+      /* |a c| + |b s| <= 2^15 2^14 2: fits int32 */
+      *pa = mt_sat_s16(mt_rshift_s32(a * c[i] - b * s[i], 14));
+      *pb = mt_sat_s16(mt_rshift_s32(b * c[i] + a * s[i], 14));
+    }
+  }
+}
+
+int mt_cache_append_s16(const int16_t *x, int16_t *cache, int n, const int32_t *pos, int capacity) {
+  int j;
+  if (*pos < 0 || *pos >= capacity) return 1;
+  cache += *pos * n;
+  for (j = 0; j < n; ++j) cache[j] = x[j];
+  return 0;
+}
+
+void mt_position_next(int32_t *pos, int capacity) {
+  if (*pos < capacity) *pos += 1;
+}
+
+void mt_attention_cached_s16(const int32_t *p, const int32_t *pos, int kv_heads, int group, const int16_t *q,
+                             const int16_t *k, const int16_t *v, int16_t *out, int64_t *acc) {
+  int32_t pp[MT_ATTN_PARAMS];
+  const int D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];
+  int i, g, r;
+  for (i = 0; i < MT_ATTN_PARAMS; ++i) pp[i] = p[i];
+  pp[MT_ATTN_L] = 1;
+  pp[MT_ATTN_S] = *pos < 0 ? 1 : *pos >= p[MT_ATTN_S] ? p[MT_ATTN_S] : *pos + 1;
+  pp[MT_ATTN_FLAGS] = 0;
+  for (g = 0; g < kv_heads; ++g, k += D, v += Dv) {
+    for (r = 0; r < group; ++r, q += D, out += Dv) mt_attention_stream_s16(pp, 0, q, k, v, out, acc);
+  }
+}
