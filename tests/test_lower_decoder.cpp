@@ -1,0 +1,177 @@
+// A DecoderLM lowered to its step program (lower::lower_decoder): the step's logits against
+// the float model's at every position of a sequence, greedy generation in the simulator, and
+// the emitted firmware on the host and QEMU Cortex-M4 and M55, bit for bit.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "helpers.hpp"
+#include "lower_firmware.hpp"
+#include "microtorch/lower/decoder.hpp"
+#include "microtorch/nn.hpp"
+
+namespace nn = microtorch::nn;
+namespace lower = microtorch::lower;
+using mt::Tensor;
+
+namespace {
+
+nn::DecoderConfig small_config() {
+  nn::DecoderConfig c;
+  c.vocab_size = 40, c.d_model = 32, c.num_layers = 2, c.num_heads = 4, c.num_kv_heads = 2, c.max_seq_len = 48;
+  c.dim_feedforward = 64;
+  return c;
+}
+
+// A model whose weights are larger than the initialisation's N(0, 0.02), so that its logits
+// spread and attention is not uniform.
+void widen(nn::DecoderLM& model, double std) {
+  mt::manual_seed(7);
+  for (auto& [name, p] : model.named_parameters()) {
+    if (name.find("norm") != std::string::npos) continue;
+    mt::NoGradGuard g;
+    p.copy_(mt::randn(p.shape()) * std);
+  }
+}
+
+std::vector<std::int64_t> row(const Tensor& tokens) {
+  std::vector<std::int64_t> v;
+  for (std::int64_t i = 0; i < tokens.numel(); ++i) v.push_back(tokens.data<std::int64_t>()[i]);
+  return v;
+}
+
+struct Agreement {
+  double worst = 0;  // the largest |logit error| over the positions, relative to the largest |logit|
+  double top1 = 0;   // share of positions whose greedy token is the float model's
+};
+
+// Steps the simulator through `tokens` from a reset and compares each step's logits with the
+// float model's full causal forward at that position.
+Agreement compare(nn::DecoderLM& model, const lower::Program& p, const Tensor& tokens) {
+  lower::Simulator sim(p);
+  mt::NoGradGuard g;
+  const Tensor ref = model.forward(tokens).to(mt::Dtype::Float64).contiguous();  // [1, L, V]
+  const std::int64_t L = tokens.size(1), V = model.config.vocab_size;
+  const double scale = p.buffer(p.output).scale;
+  Agreement a;
+  double top = 0;
+  for (std::int64_t i = 0; i < ref.numel(); ++i) top = std::max(top, std::abs(ref.data<double>()[i]));
+  std::int64_t same = 0;
+  sim.reset();
+  for (std::int64_t l = 0; l < L; ++l) {
+    const auto q = sim.step(tokens.data<std::int64_t>()[l]);
+    REQUIRE(sim.status() == 0);
+    const double* f = ref.data<double>() + l * V;
+    std::vector<std::int64_t> fq(static_cast<std::size_t>(V));
+    for (std::int64_t v = 0; v < V; ++v) {
+      a.worst = std::max(a.worst, std::abs(scale * static_cast<double>(q[static_cast<std::size_t>(v)]) - f[v]) / top);
+      fq[static_cast<std::size_t>(v)] = static_cast<std::int64_t>(std::lround(f[v] * 1e6));
+    }
+    same += lower::greedy_token(q) == lower::greedy_token(fq);
+  }
+  CHECK(sim.position() == L);
+  a.top1 = static_cast<double>(same) / static_cast<double>(L);
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("lower: a DecoderLM's step program follows the float model at every position") {
+  struct Case {
+    const char* what;
+    void (*adjust)(nn::DecoderConfig&);
+    int weight_bits;
+    double tol;
+  };
+  const Case cases[] = {
+      {"SwiGLU, half-split RoPE, GQA 4/2, int16 weights", [](nn::DecoderConfig&) {}, 16, 0.01},
+      {"interleaved RoPE, q/k/v biases, tied weights", [](nn::DecoderConfig& c) {
+         c.rope_interleaved = true, c.attention_bias = true, c.tie_weights = true;
+       }, 16, 0.01},
+      {"GELU MLP without gate, multi-head (no GQA)", [](nn::DecoderConfig& c) {
+         c.activation = "gelu", c.gated = false, c.num_kv_heads = 0;
+       }, 16, 0.01},
+      {"int8 weights", [](nn::DecoderConfig&) {}, 8, 0.05},
+  };
+  for (const Case& k : cases) {
+    SUBCASE(k.what) {
+      nn::DecoderConfig c = small_config();
+      k.adjust(c);
+      mt::manual_seed(1);
+      nn::DecoderLM model(c);
+      widen(model, 0.15);
+      const Tensor calibration = mt::randint(0, c.vocab_size, {16, 40});
+      const lower::Program p = lower::lower_decoder(model, calibration, {.weight_bits = k.weight_bits, .capacity = 40});
+      REQUIRE(p.decoding.has_value());
+      const Agreement a = compare(model, p, mt::randint(0, c.vocab_size, {1, 40}));
+      MESSAGE(std::string(k.what), ": worst logit error ", a.worst, " of the largest |logit|, greedy agreement ", a.top1);
+      CHECK(a.worst < k.tol);
+      CHECK(a.top1 >= 0.9);
+    }
+  }
+}
+
+TEST_CASE("lower: a DecoderLM's step program refuses what it cannot lower") {
+  nn::DecoderConfig c = small_config();
+  c.activation = "relu";
+  nn::DecoderLM model(c);
+  CHECK_THROWS_MSG(lower::lower_decoder(model, mt::randint(0, c.vocab_size, {1, 8})), mt::ValueError, "relu", "silu");
+  nn::DecoderLM ok(small_config());
+  CHECK_THROWS_MSG(lower::lower_decoder(ok, mt::randint(0, 40, {1, 8}), {.capacity = 100}), mt::ValueError, "capacity");
+  CHECK_THROWS_AS(lower::lower_decoder(ok, mt::randint(0, 40, {1, 49})), mt::ShapeError);
+}
+
+TEST_CASE("lower: the simulator's step program generates and stops at its capacity") {
+  nn::DecoderConfig c = small_config();
+  mt::manual_seed(3);
+  nn::DecoderLM model(c);
+  widen(model, 0.15);
+  const lower::Program p = lower::lower_decoder(model, mt::randint(0, c.vocab_size, {4, 16}), {.capacity = 16});
+  lower::Simulator sim(p);
+  const auto a = lower::greedy_generate(sim, {1, 2, 3}, 10);
+  const auto b = lower::greedy_generate(sim, {1, 2, 3}, 10);  // a reset forgets the first sequence
+  CHECK(a == b);
+  CHECK(a.size() == 13);
+  // the host model's greedy continuation agrees on most tokens (int16 rounding may flip a near tie)
+  sim.reset();
+  for (std::int64_t i = 0; i < 16; ++i) {
+    sim.step(1);
+    CHECK(sim.status() == 0);
+  }
+  sim.step(1);  // the 17th position: the cache is full
+  CHECK(sim.status() == 1);
+  CHECK(sim.position() == 16);
+}
+
+TEST_CASE("lower: a DecoderLM's firmware generates the simulator's tokens on the host and QEMU") {
+  nn::DecoderConfig c = small_config();
+  mt::manual_seed(5);
+  nn::DecoderLM model(c);
+  widen(model, 0.15);
+  const lower::Program p = lower::lower_decoder(model, mt::randint(0, c.vocab_size, {6, 40}),
+                                                {.capacity = 40, .name = "lm"});
+  lower::Simulator sim(p);
+  const auto tokens = lower::greedy_generate(sim, {4, 8, 15}, 37);
+  // every step's logits bit for bit: the firmware takes the simulator's greedy tokens in turn,
+  // so identical logits at every position are an identical greedy generation
+  std::vector<std::vector<std::int64_t>> inputs;
+  for (const auto t : tokens) inputs.push_back({t});
+  const std::string dir = lower_testing::temp_dir("lm");
+  lower::emit_c(p, dir);
+  const std::string h = lower_testing::read_file(dir + "/lm.h"), src = lower_testing::read_file(dir + "/lm.c");
+  CHECK(h.find("void lm_reset(void);") != std::string::npos);
+  CHECK(h.find("int lm_step(int32_t token, int16_t *logits);") != std::string::npos);
+  CHECK(h.find("int32_t lm_greedy(const int16_t *logits);") != std::string::npos);
+  CHECK(src.find("float") == std::string::npos);
+  lower::VerifyOptions o;
+  o.cpus = {"cortex-m4", "cortex-m55"};
+  o.count_instructions = true;
+  const lower::Verification v = lower::verify(p, inputs, dir, o);
+  INFO(v.log);
+  REQUIRE(v.passed);
+  for (const lower::CpuCheck& cpu : v.cpus) CHECK(cpu.identical);
+  MESSAGE(v.summary());
+  MESSAGE("Cortex-M4 instructions per token (mean over positions 0..", inputs.size() - 1, "): ",
+          v.instructions("cortex-m4") / static_cast<std::int64_t>(inputs.size()));
+}
