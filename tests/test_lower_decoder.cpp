@@ -175,3 +175,37 @@ TEST_CASE("lower: a DecoderLM's firmware generates the simulator's tokens on the
   MESSAGE("Cortex-M4 instructions per token (mean over positions 0..", inputs.size() - 1, "): ",
           v.instructions("cortex-m4") / static_cast<std::int64_t>(inputs.size()));
 }
+
+// A model the size of llama2.c's stories260K (random weights), 256 steps from a reset on
+// Cortex-M4 and M55: the mean instructions per token over positions 0..255 (attention's
+// share grows with the position; its mean is the cost at context 128), and the RAM. Skipped
+// by default (a few minutes under QEMU): --no-skip -tc='*stories260K*'.
+TEST_CASE("lower bench: a stories260K-sized decoder's step on Cortex-M4 and M55" * doctest::skip()) {
+  nn::DecoderConfig c;
+  c.vocab_size = 512, c.d_model = 64, c.num_layers = 5, c.num_heads = 8, c.num_kv_heads = 4, c.max_seq_len = 256;
+  c.dim_feedforward = 172, c.tie_weights = true;
+  for (const int bits : {16, 8}) {
+    mt::manual_seed(11);
+    nn::DecoderLM model(c);
+    widen(model, 0.1);
+    const lower::Program p = lower::lower_decoder(model, mt::randint(0, c.vocab_size, {2, 256}),
+                                                  {.weight_bits = bits, .name = "stories"});
+    lower::Simulator sim(p);
+    const auto tokens = lower::greedy_generate(sim, {1}, 255);
+    std::vector<std::vector<std::int64_t>> inputs;
+    for (const auto t : tokens) inputs.push_back({t});
+    const std::string dir = lower_testing::temp_dir(fmt::format("stories{}", bits));
+    lower::emit_c(p, dir);
+    lower::VerifyOptions o;
+    // int16 weights (about 590 KB) do not fit the 512 KB of flash of QEMU's Cortex-M55 board
+    o.cpus = bits == 16 ? std::vector<std::string>{"cortex-m4"} : std::vector<std::string>{"cortex-m4", "cortex-m55"};
+    const lower::Verification v = lower::verify(p, inputs, dir, o);
+    INFO(v.log);
+    REQUIRE(v.passed);
+    const lower::FirmwareSize size = lower::firmware_size(p, dir, "cortex-m4");
+    MESSAGE(fmt::format("int16 activations, int{} weights: {} instructions per token on Cortex-M4, {} on M55 (mean over "
+                        "positions 0..255); RAM: arena {} + caches {} = {} bytes; flash (text) {} bytes, bss {} bytes",
+                        bits, v.instructions("cortex-m4") / 256, v.instructions("cortex-m55") / 256, p.arena_bytes,
+                        p.decoding->state_bytes, p.arena_bytes + p.decoding->state_bytes, size.text, size.bss));
+  }
+}
