@@ -718,9 +718,10 @@ void mt_attention_backward_f32(const int32_t *p, const uint8_t *keep, const floa
  *   y_j = x_j / sqrt(mean_k x_k^2 + eps) * g_j, per row
  *   v = 2^8 sum_k x_k^2 + eps_q 2^eps_shift (exact in uint64; eps_q 2^eps_shift = 2^8 n eps /
  *   scale_x^2, from the lowering), r 2^-e = 1/sqrt(v) (mt_rsqrt_u64, relative error < 2^-28),
- *   y_j = rq(x_j r, rq[2j], rq[2j + 1] + e), (rq[2j], rq[2j + 1]) the multiplier of the real
- *   ratio 16 sqrt(n) g_j / scale_y (x's scale cancels: y = x g sqrt(n) / sqrt(sum x^2 + n eps
- *   / scale_x^2) in x's integers). One rounding per element. n <= 32767. y may alias x. */
+ *   y_j = rq(round(x_j r 2^-16), rq[2j], rq[2j + 1] + e - 16), (rq[2j], rq[2j + 1]) the
+ *   multiplier of the real ratio 16 sqrt(n) g_j / scale_y (x's scale cancels: y = x g sqrt(n) /
+ *   sqrt(sum x^2 + n eps / scale_x^2) in x's integers). Error 0.50 LSB. n <= 32767. y may
+ *   alias x. */
 void mt_rmsnorm_s16(const int16_t *x, int16_t *y, int rows, int n, uint32_t eps_q, int eps_shift,
                     const int32_t *rq);
 
