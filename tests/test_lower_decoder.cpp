@@ -3,6 +3,7 @@
 // the emitted firmware on the host and QEMU Cortex-M4 and M55, bit for bit.
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,36 @@ TEST_CASE("lower: a DecoderLM's firmware generates the simulator's tokens on the
   MESSAGE(v.summary());
   MESSAGE("Cortex-M4 instructions per token (mean over positions 0..", inputs.size() - 1, "): ",
           v.instructions("cortex-m4") / static_cast<std::int64_t>(inputs.size()));
+
+  // seeded sampling with the firmware's lm_reset, lm_step and lm_sample (the host build of
+  // the emitted C) draws the simulator's tokens
+  if (!lower_testing::have_tool("cc")) return;
+  std::string main_c = "#include <stdio.h>\n#include \"lm.h\"\nint main(void) {\n  int16_t logits[LM_VOCAB];\n"
+                       "  uint32_t seed = 123;\n  int32_t t = 4;\n  int i;\n  lm_reset();\n"
+                       "  lm_step(4, logits);\n  lm_step(8, logits);\n  lm_step(15, logits);\n"
+                       "  for (i = 0; i < 30; ++i) {\n    t = lm_sample(logits, 8, " +
+                       std::to_string(lower::inv_temperature_q16(0.9)) +
+                       ", &seed);\n    printf(\" %d\", (int)t);\n    lm_step(t, logits);\n  }\n  printf(\"\\n\");\n"
+                       "  return 0;\n}\n";
+  {
+    std::ofstream f(dir + "/sample_main.c");
+    f << main_c;
+  }
+  const auto built = lower_testing::run(fmt::format("cd {} && cc -std=c99 -O2 -Wall -Wextra -Werror -o sample sample_main.c lm.c "
+                                                    "mt_kernels.c && ./sample",
+                                                    dir));
+  REQUIRE(built.status == 0);
+  std::string want;
+  std::uint32_t seed = 123;
+  sim.reset();
+  std::vector<std::int64_t> logits;
+  for (const std::int64_t t : {4, 8, 15}) logits = sim.step(t);
+  for (int i = 0; i < 30; ++i) {
+    const std::int64_t t = lower::sample_token(p, logits, 8, 0.9, seed);
+    want += " " + std::to_string(t);
+    logits = sim.step(t);
+  }
+  CHECK(built.out == want + "\n");
 }
 
 // A model the size of llama2.c's stories260K (random weights), 256 steps from a reset on
@@ -208,4 +239,41 @@ TEST_CASE("lower bench: a stories260K-sized decoder's step on Cortex-M4 and M55"
                         bits, v.instructions("cortex-m4") / 256, v.instructions("cortex-m55") / 256, p.arena_bytes,
                         p.decoding->state_bytes, p.arena_bytes + p.decoding->state_bytes, size.text, size.bss));
   }
+}
+
+TEST_CASE("lower: the seeded top-k sampler of a decoder's firmware, in integers") {
+  nn::DecoderConfig c = small_config();
+  mt::manual_seed(9);
+  nn::DecoderLM model(c);
+  widen(model, 0.3);
+  const lower::Program p = lower::lower_decoder(model, mt::randint(0, c.vocab_size, {4, 16}), {.capacity = 16});
+  lower::Simulator sim(p);
+  sim.reset();
+  const auto logits = sim.step(3);
+  // top_k = 1 is greedy, whatever the temperature and seed
+  std::uint32_t seed = 42;
+  CHECK(lower::sample_token(p, logits, 1, 0.7, seed) == lower::greedy_token(logits));
+  // the same seed draws the same tokens
+  std::uint32_t s1 = 7, s2 = 7;
+  for (int i = 0; i < 20; ++i) CHECK(lower::sample_token(p, logits, 5, 1.0, s1) == lower::sample_token(p, logits, 5, 1.0, s2));
+  // the draws follow softmax(logits / T) over the top 5 (20,000 draws: within 0.02 of each probability)
+  std::vector<std::pair<double, int>> top;
+  const double scale = p.buffer(p.output).scale;
+  for (std::size_t i = 0; i < logits.size(); ++i) top.emplace_back(static_cast<double>(logits[i]), static_cast<int>(i));
+  std::sort(top.begin(), top.end(), [](auto a, auto b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  const double T = 0.8;
+  double z = 0;
+  for (int k = 0; k < 5; ++k) z += std::exp((top[k].first - top[0].first) * scale / T);
+  std::vector<int> count(logits.size(), 0);
+  std::uint32_t s = 1;
+  const int draws = 20000;
+  for (int i = 0; i < draws; ++i) ++count[static_cast<std::size_t>(lower::sample_token(p, logits, 5, T, s))];
+  int inside = 0;
+  for (int k = 0; k < 5; ++k) {
+    const double want = std::exp((top[k].first - top[0].first) * scale / T) / z;
+    inside += count[static_cast<std::size_t>(top[k].second)];
+    CHECK(std::abs(count[static_cast<std::size_t>(top[k].second)] / static_cast<double>(draws) - want) < 0.02);
+  }
+  CHECK(inside == draws);
+  CHECK_THROWS_AS(lower::sample_token(p, logits, 5, 0.0, s), mt::ValueError);
 }

@@ -441,6 +441,25 @@ Program lower_decoder(nn::DecoderLM& model, const Tensor& calibration, const Dec
   return p;
 }
 
+std::int32_t inv_temperature_q16(double temperature) {
+  if (!(temperature > 0)) throw ValueError(fmt::format("sample: the temperature must be positive, got {}", temperature));
+  return static_cast<std::int32_t>(std::clamp(std::round(65536.0 / temperature), 1.0, 2147483647.0));
+}
+
+std::int32_t logit_log2e_q24(const Program& program) {
+  const double q = std::round(std::ldexp(program.buffer(program.output).scale / std::log(2.0), 24));
+  return static_cast<std::int32_t>(std::clamp(q, 0.0, 2147483647.0));
+}
+
+std::int64_t sample_token(const Program& program, const std::vector<std::int64_t>& logits, int top_k,
+                          double temperature, std::uint32_t& seed) {
+  if (!program.decoding) throw ValueError(fmt::format("sample_token: the program {} is not a decoder's step", program.name));
+  std::vector<std::int16_t> l(logits.size());
+  for (std::size_t i = 0; i < l.size(); ++i) l[i] = static_cast<std::int16_t>(std::clamp<std::int64_t>(logits[i], -32768, 32767));
+  return mt_sample_s16(l.data(), static_cast<int>(l.size()), top_k, logit_log2e_q24(program), inv_temperature_q16(temperature),
+                       &seed);
+}
+
 std::int64_t greedy_token(const std::vector<std::int64_t>& logits) {
   return static_cast<std::int64_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }

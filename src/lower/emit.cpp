@@ -17,6 +17,7 @@
 
 #include "microtorch/error.hpp"
 #include "microtorch/io.hpp"
+#include "microtorch/lower/decoder.hpp"
 #include "microtorch/lower/quantize.hpp"
 #include "shell.hpp"
 
@@ -155,7 +156,11 @@ std::string decoding_declarations(const Program& p) {
       " * or the {1}_CONTEXT positions are used up (then the logits are not meaningful). */\n"
       "int {0}_step(int32_t token, int16_t *logits);\n"
       "/* Greedy decoding: the first index of the largest of the {1}_VOCAB logits. */\n"
-      "int32_t {0}_greedy(const int16_t *logits);\n",
+      "int32_t {0}_greedy(const int16_t *logits);\n"
+      "/* Seeded sampling among the top_k (1..64) largest logits at temperature T, given as\n"
+      " * inv_temperature_q16 = round(65536 / T): integers only (mt_sample_s16 in mt_kernels.h); *seed\n"
+      " * advances one xorshift32 step per call. top_k = 1 is greedy. */\n"
+      "int32_t {0}_sample(const int16_t *logits, int top_k, int32_t inv_temperature_q16, uint32_t *seed);\n",
       p.name, upper(p.name));
 }
 
@@ -166,7 +171,9 @@ std::string decoding_source(const Program& p) {
       "\nvoid {0}_reset(void) {{ {2}[0] = 0; }}\n"
       "\nint {0}_step(int32_t token, int16_t *logits) {{ return {0}_run(&token, logits); }}\n"
       "\nint32_t {0}_greedy(const int16_t *logits) {{\n  int32_t i, best = 0;\n"
-      "  for (i = 1; i < {1}_VOCAB; ++i) {{\n    if (logits[i] > logits[best]) best = i;\n  }}\n  return best;\n}}\n",
+      "  for (i = 1; i < {1}_VOCAB; ++i) {{\n    if (logits[i] > logits[best]) best = i;\n  }}\n  return best;\n}}\n"
+      "\nint32_t {0}_sample(const int16_t *logits, int top_k, int32_t inv_temperature_q16, uint32_t *seed) {{\n"
+      "  return mt_sample_s16(logits, {1}_VOCAB, top_k, {1}_LOGIT_LOG2E_Q24, inv_temperature_q16, seed);\n}}\n",
       p.name, upper(p.name), p.buffer(p.decoding->position).name);
 }
 
@@ -228,8 +235,9 @@ std::string header_text(const Program& p) {
   h += fmt::format("#define {}_ARENA_BYTES {}\n", N, p.arena_bytes);
   if (p.training) h += training_macros(p);
   if (p.decoding) {
-    h += fmt::format("#define {0}_CONTEXT {1}\n#define {0}_VOCAB {2}\n#define {0}_STATE_BYTES {3}\n", N,
-                     p.decoding->capacity, p.decoding->vocab, p.decoding->state_bytes);
+    h += fmt::format("#define {0}_CONTEXT {1}\n#define {0}_VOCAB {2}\n#define {0}_STATE_BYTES {3}\n"
+                     "#define {0}_LOGIT_LOG2E_Q24 {4} /* OUTPUT_SCALE log2(e) 2^24, for {5}_sample */\n",
+                     N, p.decoding->capacity, p.decoding->vocab, p.decoding->state_bytes, logit_log2e_q24(p), p.name);
   }
   h += "\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
   h += fmt::format("int {}_run(const {} *in, {} *out);\n", p.name, input_type(p), output_type(p));

@@ -63,6 +63,17 @@ Program lower_decoder(nn::DecoderLM& model, const Tensor& calibration, const Dec
 /// The first index of the largest logit (the firmware's `<name>_greedy`).
 std::int64_t greedy_token(const std::vector<std::int64_t>& logits);
 
+/// The firmware's `<name>_sample`: a token drawn among the `top_k` largest logits (1..64) at
+/// `temperature` (> 0) with the integers of mt_sample_s16 (mt_kernels.h), `seed` advanced one
+/// xorshift32 step; the same token as the firmware for the same logits and seed. ValueError
+/// for a temperature <= 0 or a program that is not a decoder's step.
+std::int64_t sample_token(const Program& program, const std::vector<std::int64_t>& logits, int top_k,
+                          double temperature, std::uint32_t& seed);
+/// round(65536 / temperature), the firmware's inv_temperature_q16 (clamped to [1, 2^31 - 1]).
+std::int32_t inv_temperature_q16(double temperature);
+/// round(scale log2(e) 2^24) of the program's logits (the header's <NAME>_LOGIT_LOG2E_Q24).
+std::int32_t logit_log2e_q24(const Program& program);
+
 /// Greedy generation with the simulator from a reset: the prompt's tokens in turn, then
 /// `new_tokens` more, each the greedy_token of the step before. Returns prompt and new tokens.
 std::vector<std::int64_t> greedy_generate(Simulator& sim, const std::vector<std::int64_t>& prompt,

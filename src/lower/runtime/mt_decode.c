@@ -55,3 +55,55 @@ void mt_attention_cached_s16(const int32_t *p, const int32_t *pos, int kv_heads,
     for (r = 0; r < group; ++r, q += D, out += Dv) mt_attention_stream_s16(pp, 0, q, k, v, out, acc);
   }
 }
+
+/* xorshift32 (Marsaglia, "Xorshift RNGs", 2003): the next state, never 0 (a zero state
+ * starts from 2463534242). */
+static uint32_t mt_xorshift32(uint32_t *state) {
+  uint32_t x = *state != 0 ? *state : 2463534242u;
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  *state = x;
+  return x;
+}
+
+int32_t mt_sample_s16(const int16_t *logits, int n, int top_k, int32_t logit_q24, int32_t inv_t_q16,
+                      uint32_t *state) {
+  int32_t idx[MT_SAMPLE_MAX_K];
+  uint32_t w[MT_SAMPLE_MAX_K];
+  uint64_t sum = 0, r;
+  int32_t prev_v = 32768, prev_i = -1;
+  int k, i, count = 0;
+  if (n <= 0) return -1;
+  if (top_k < 1) top_k = 1;
+  if (top_k > MT_SAMPLE_MAX_K) top_k = MT_SAMPLE_MAX_K;
+  if (top_k > n) top_k = n;
+  /* the top_k largest, by value then lowest index: each pass the largest after the last one */
+  for (k = 0; k < top_k; ++k) {
+    int32_t best = -1;
+    for (i = 0; i < n; ++i) {
+      const int32_t v = logits[i];
+      if (v > prev_v || (v == prev_v && i <= prev_i)) continue;
+      if (best < 0 || v > logits[best]) best = i;
+    }
+    idx[count++] = best;
+    prev_v = logits[best], prev_i = best;
+  }
+  /* w_k = 2^-z_k in Q16, z_k = (max - l_k) scale log2(e) / T in Q16 (floored; 0 from 17 on) */
+  for (k = 0; k < count; ++k) {
+    const uint64_t d = (uint64_t)(uint32_t)(logits[idx[0]] - logits[idx[k]]); /* <= 65535 */
+    uint64_t t = (d * (uint64_t)(uint32_t)(logit_q24 > 0 ? logit_q24 : 0)) >> 8; /* Q16 */
+    uint64_t z;
+    if (t > ((uint64_t)1 << 22)) t = (uint64_t)1 << 22;
+    z = (t * (uint64_t)(uint32_t)(inv_t_q16 > 0 ? inv_t_q16 : 0)) >> 16;
+    w[k] = z >= ((uint64_t)17 << 16) ? 0u : mt_exp2neg_q16((uint32_t)z);
+    sum += w[k];
+  }
+  /* r uniform in [0, sum): the first k whose running sum passes r */
+  r = ((uint64_t)mt_xorshift32(state) * sum) >> 32;
+  for (k = 0; k < count; ++k) {
+    if (r < w[k]) return idx[k];
+    r -= w[k];
+  }
+  return idx[0];
+}

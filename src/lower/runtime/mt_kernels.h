@@ -751,6 +751,19 @@ void mt_position_next(int32_t *pos, int capacity);
 void mt_attention_cached_s16(const int32_t *p, const int32_t *pos, int kv_heads, int group, const int16_t *q,
                              const int16_t *k, const int16_t *v, int16_t *out, int64_t *acc);
 
+/* Seeded sampling of a token from int16 logits [n] (a helper the firmware calls, not a kernel
+ * of a program): among the top_k largest (1 <= top_k <= MT_SAMPLE_MAX_K, by value then lowest
+ * index), token k with probability w_k / sum w, w_k = 2^-z_k in Q16 (mt_exp2neg_q16),
+ * z_k = floor((max - l_k) logit_q24 2^-8) inv_t_q16 2^-16 in Q16 (the first product capped at
+ * 2^22: w = 0 from z = 17 on), logit_q24 = scale_logits log2(e) 2^24 and inv_t_q16 = 2^16 /
+ * temperature; r = floor(xorshift32(state) sum 2^-32) picks the first k whose running sum
+ * exceeds r. top_k = 1 is greedy decoding. *state advances one xorshift32 step (Marsaglia
+ * 2003; a zero state starts from 2463534242). Returns the token, -1 for n <= 0. Integers only:
+ * the same token on every target. */
+#define MT_SAMPLE_MAX_K 64
+int32_t mt_sample_s16(const int16_t *logits, int n, int top_k, int32_t logit_q24, int32_t inv_t_q16,
+                      uint32_t *state);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
