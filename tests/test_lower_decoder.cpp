@@ -84,6 +84,7 @@ TEST_CASE("lower: a DecoderLM's step program follows the float model at every po
     void (*adjust)(nn::DecoderConfig&);
     int weight_bits;
     double tol;
+    int cache_bits = 16;
   };
   const Case cases[] = {
       {"SwiGLU, half-split RoPE, GQA 4/2, int16 weights", [](nn::DecoderConfig&) {}, 16, 0.01},
@@ -94,6 +95,10 @@ TEST_CASE("lower: a DecoderLM's step program follows the float model at every po
          c.activation = "gelu", c.gated = false, c.num_kv_heads = 0;
        }, 16, 0.01},
       {"int8 weights", [](nn::DecoderConfig&) {}, 8, 0.05},
+      {"int8 caches, queries and attention output", [](nn::DecoderConfig&) {}, 16, 0.05, 8},
+      {"int8 caches and weights, interleaved RoPE, tied weights", [](nn::DecoderConfig& c) {
+         c.rope_interleaved = true, c.tie_weights = true;
+       }, 8, 0.06, 8},
   };
   for (const Case& k : cases) {
     SUBCASE(k.what) {
@@ -103,7 +108,7 @@ TEST_CASE("lower: a DecoderLM's step program follows the float model at every po
       nn::DecoderLM model(c);
       widen(model, 0.15);
       const Tensor calibration = mt::randint(0, c.vocab_size, {16, 40});
-      const lower::Program p = lower::lower_decoder(model, calibration, {.weight_bits = k.weight_bits, .capacity = 40});
+      const lower::Program p = lower::lower_decoder(model, calibration, {.weight_bits = k.weight_bits, .cache_bits = k.cache_bits, .capacity = 40});
       REQUIRE(p.decoding.has_value());
       const Agreement a = compare(model, p, mt::randint(0, c.vocab_size, {1, 40}));
       MESSAGE(std::string(k.what), ": worst logit error ", a.worst, " of the largest |logit|, greedy agreement ", a.top1);
@@ -215,17 +220,17 @@ TEST_CASE("lower bench: a stories260K-sized decoder's step on Cortex-M4 and M55"
   nn::DecoderConfig c;
   c.vocab_size = 512, c.d_model = 64, c.num_layers = 5, c.num_heads = 8, c.num_kv_heads = 4, c.max_seq_len = 256;
   c.dim_feedforward = 172, c.tie_weights = true;
-  for (const int bits : {16, 8}) {
+  for (const auto [bits, cache_bits] : {std::pair{16, 16}, std::pair{8, 16}, std::pair{16, 8}, std::pair{8, 8}}) {
     mt::manual_seed(11);
     nn::DecoderLM model(c);
     widen(model, 0.1);
     const lower::Program p = lower::lower_decoder(model, mt::randint(0, c.vocab_size, {2, 256}),
-                                                  {.weight_bits = bits, .name = "stories"});
+                                                  {.weight_bits = bits, .cache_bits = cache_bits, .name = "stories"});
     lower::Simulator sim(p);
     const auto tokens = lower::greedy_generate(sim, {1}, 255);
     std::vector<std::vector<std::int64_t>> inputs;
     for (const auto t : tokens) inputs.push_back({t});
-    const std::string dir = lower_testing::temp_dir(fmt::format("stories{}", bits));
+    const std::string dir = lower_testing::temp_dir(fmt::format("stories{}_{}", bits, cache_bits));
     lower::emit_c(p, dir);
     lower::VerifyOptions o;
     // int16 weights (about 590 KB) do not fit the 512 KB of flash of QEMU's Cortex-M55 board
@@ -234,9 +239,9 @@ TEST_CASE("lower bench: a stories260K-sized decoder's step on Cortex-M4 and M55"
     INFO(v.log);
     REQUIRE(v.passed);
     const lower::FirmwareSize size = lower::firmware_size(p, dir, "cortex-m4");
-    MESSAGE(fmt::format("int16 activations, int{} weights: {} instructions per token on Cortex-M4, {} on M55 (mean over "
+    MESSAGE(fmt::format("int16 activations, int{} caches, int{} weights: {} instructions per token on Cortex-M4, {} on M55 (mean over "
                         "positions 0..255); RAM: arena {} + caches {} = {} bytes; flash (text) {} bytes, bss {} bytes",
-                        bits, v.instructions("cortex-m4") / 256, v.instructions("cortex-m55") / 256, p.arena_bytes,
+                        cache_bits, bits, v.instructions("cortex-m4") / 256, v.instructions("cortex-m55") / 256, p.arena_bytes,
                         p.decoding->state_bytes, p.arena_bytes + p.decoding->state_bytes, size.text, size.bss));
   }
 }
@@ -276,4 +281,26 @@ TEST_CASE("lower: the seeded top-k sampler of a decoder's firmware, in integers"
   }
   CHECK(inside == draws);
   CHECK_THROWS_AS(lower::sample_token(p, logits, 5, 0.0, s), mt::ValueError);
+}
+
+TEST_CASE("lower: a DecoderLM's firmware with int8 caches and weights generates the simulator's tokens") {
+  nn::DecoderConfig c = small_config();
+  mt::manual_seed(6);
+  nn::DecoderLM model(c);
+  widen(model, 0.15);
+  const lower::Program p = lower::lower_decoder(model, mt::randint(0, c.vocab_size, {6, 40}),
+                                                {.weight_bits = 8, .cache_bits = 8, .capacity = 40, .name = "lm8"});
+  lower::Simulator sim(p);
+  std::vector<std::vector<std::int64_t>> inputs;
+  for (const auto t : lower::greedy_generate(sim, {4, 8, 15}, 37)) inputs.push_back({t});
+  const std::string dir = lower_testing::temp_dir("lm8");
+  lower::emit_c(p, dir);
+  lower::VerifyOptions o;
+  o.cpus = {"cortex-m4", "cortex-m55"};
+  o.count_instructions = false;
+  const lower::Verification v = lower::verify(p, inputs, dir, o);
+  INFO(v.log);
+  REQUIRE(v.passed);
+  for (const lower::CpuCheck& cpu : v.cpus) CHECK(cpu.identical);
+  MESSAGE(v.summary());
 }

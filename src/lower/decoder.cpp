@@ -101,22 +101,23 @@ class StepBuilder {
   }
   Program& program() { return p_; }
 
-  // An int16 activation in the arena with scale `scale`.
-  std::int64_t act(std::int64_t size, double scale, const std::string& origin, BufferKind kind = BufferKind::Activation) {
+  // An activation in the arena with scale `scale` (int16 unless `elem` says).
+  std::int64_t act(std::int64_t size, double scale, const std::string& origin, BufferKind kind = BufferKind::Activation,
+                   Elem elem = Elem::S16) {
     Buffer b;
     b.kind = kind;
-    b.elem = Elem::S16;
+    b.elem = elem;
     b.size = size;
     b.name = fmt::format("t{}", p_.buffers.size());
     b.origin = origin;
     b.scale = scale;
-    b.hi = scale * 32767, b.lo = -b.hi;
+    b.hi = scale * static_cast<double>(qmax(elem)), b.lo = -b.hi;
     return p_.add_buffer(std::move(b));
   }
-  // The symmetric int16 scale of a value whose calibrated |max| is `absmax`, widened.
-  double scale_of(double absmax) const {
+  // The symmetric scale in `elem` of a value whose calibrated |max| is `absmax`, widened.
+  double scale_of(double absmax, Elem elem = Elem::S16) const {
     const double top = absmax > 0 ? absmax * (1 + o_.margin) : 1.0;
-    return top / 32767.0;
+    return top / static_cast<double>(qmax(elem));
   }
   // A constant array (weights, tables) in flash.
   std::int64_t constant(Elem elem, std::vector<std::int64_t> values, const std::string& name, const std::string& origin,
@@ -141,7 +142,7 @@ class StepBuilder {
     b.size = size;
     b.name = unique(c_name(p_.name + "_" + name));
     b.origin = origin;
-    b.fixed_point = elem == Elem::S16;
+    b.fixed_point = elem == Elem::S16 || elem == Elem::S8;
     b.scale = scale;
     return p_.add_buffer(std::move(b));
   }
@@ -155,7 +156,7 @@ class StepBuilder {
     const KernelInfo* k = find_kernel(kernel);
     if (!k) throw ValueError(fmt::format("lower_decoder: the runtime has no kernel {}", kernel));
     s.returns_status = k->returns_status;
-    if (out >= 0) s.out_format = format_name(Elem::S16, p_.buffer(out).scale, 0);
+    if (out >= 0) s.out_format = format_name(p_.buffer(out).elem, p_.buffer(out).scale, 0);
     check_call(p_, s);
     p_.steps.push_back(std::move(s));
   }
@@ -165,6 +166,7 @@ class StepBuilder {
   void linear(std::int64_t x, const std::vector<const nn::Linear*>& parts, const std::vector<double>& scales,
               std::int64_t y, const std::string& name) {
     const double sx = p_.buffer(x).scale;
+    const Elem xe = p_.buffer(x).elem;
     const std::int64_t in = parts[0]->weight.size(1);
     const Elem we = o_.weight_bits == 8 ? Elem::S8 : Elem::S16;
     const double wmax = static_cast<double>(qmax(we));
@@ -189,7 +191,7 @@ class StepBuilder {
         bias.push_back(bt.defined() ? static_cast<std::int64_t>(std::round(bt.data<double>()[r] / (sx * sw))) : 0);
       }
     }
-    const bool pairs = we != Elem::S16;  // int16 x with int8 weights: rows in pair order (mt_kernels.h)
+    const bool pairs = we != xe;  // x and weights of different widths: rows in pair order (mt_kernels.h)
     if (pairs) pair_order(w, in);
     const std::int64_t wb = constant(we, std::move(w), name + ".weight", name + ".weight", true);
     p_.buffer(wb).channel_scales = channel;
@@ -197,8 +199,13 @@ class StepBuilder {
     p_.buffer(wb).rows_in_pair_order = pairs;
     const std::int64_t rb = constant(Elem::S32, std::move(rq), name + ".rq", name + " requantization", false,
                                      TableRole::Requantization);
-    const std::int64_t bb = any_bias ? constant(Elem::S64, std::move(bias), name + ".bias", name + ".bias", false) : -1;
-    step(Lowering::kernel("linear", {Elem::S16, we, Elem::S16}),
+    // the biases in the accumulators' type: int32 for int8 x, int64 for int16 x
+    if (xe == Elem::S8) {
+      for (auto& b : bias) b = std::clamp<std::int64_t>(b, INT32_MIN, INT32_MAX);
+    }
+    const std::int64_t bb =
+        any_bias ? constant(xe == Elem::S8 ? Elem::S32 : Elem::S64, std::move(bias), name + ".bias", name + ".bias", false) : -1;
+    step(Lowering::kernel("linear", {xe, we, Elem::S16}),
          {Arg::buf(x), Arg::buf(wb), Arg::buf(bb), Arg::buf(y), Arg::num(1), Arg::num(in), Arg::num(rows), Arg::num(0),
           Arg::buf(rb), Arg::num(1), Arg::num(0), Arg::num(-32768)},
          name, rows * in, y);
@@ -270,6 +277,9 @@ Program lower_decoder(nn::DecoderLM& model, const Tensor& calibration, const Dec
   if (options.weight_bits != 8 && options.weight_bits != 16) {
     throw ValueError(fmt::format("lower_decoder: weight_bits must be 8 or 16, got {}", options.weight_bits));
   }
+  if (options.cache_bits != 8 && options.cache_bits != 16) {
+    throw ValueError(fmt::format("lower_decoder: cache_bits must be 8 or 16, got {}", options.cache_bits));
+  }
   const std::int64_t capacity = options.capacity == 0 ? c.max_seq_len : options.capacity;
   if (capacity <= 0 || capacity > c.max_seq_len) {
     throw ValueError(fmt::format("lower_decoder: capacity {} must be in [1, max_seq_len = {}]", capacity, c.max_seq_len));
@@ -330,8 +340,10 @@ Program lower_decoder(nn::DecoderLM& model, const Tensor& calibration, const Dec
     sin_b = B.constant(Elem::S16, std::move(sq), "rope.sin", "RoPE sin table, Q14 [capacity, head_dim / 2]", false,
                        TableRole::Lookup);
   }
-  const std::int64_t acc = B.act(D, 1.0, "attention accumulators", BufferKind::Scratch);
-  p.buffer(acc).elem = Elem::S64, p.buffer(acc).fixed_point = false;
+  // the streaming attention's accumulators: int64 for int16 caches, int32 for int8 (mt_kernels.h)
+  const std::int64_t acc = B.act(D, 1.0, "attention accumulators", BufferKind::Scratch,
+                                 options.cache_bits == 8 ? Elem::S32 : Elem::S64);
+  p.buffer(acc).fixed_point = false;
   std::int64_t state_bytes = 4;
 
   for (std::size_t i = 0; i < model.model->layers->size(); ++i) {
@@ -351,20 +363,39 @@ Program lower_decoder(nn::DecoderLM& model, const Tensor& calibration, const Dec
               Arg::num(capacity), Arg::num(at.rotary_emb->options.interleaved ? 1 : 0)},
              m + "self_attn.rotary_emb (q, k)", 0);
     }
-    const std::int64_t kc = B.state(Elem::S16, capacity * Hkv * D, fmt::format("k_cache{}", i), m + "keys", sk);
-    const std::int64_t vc = B.state(Elem::S16, capacity * Hkv * D, fmt::format("v_cache{}", i), m + "values", sv);
+    // the caches, and with int8 caches the queries and the attention's output, at cache_bits
+    const Elem ce = options.cache_bits == 8 ? Elem::S8 : Elem::S16;
+    const std::string cs = Lowering::elem_sfx(ce);
+    const double cq = B.scale_of(r.at(k + "q"), ce), ck = B.scale_of(r.at(k + "k"), ce), cv = B.scale_of(r.at(k + "v"), ce);
+    const std::int64_t kc = B.state(ce, capacity * Hkv * D, fmt::format("k_cache{}", i), m + "keys", ck);
+    const std::int64_t vc = B.state(ce, capacity * Hkv * D, fmt::format("v_cache{}", i), m + "values", cv);
     state_bytes += 2 * p.buffer(kc).bytes();
-    B.step("mt_cache_append_s16",
-           {Arg::buf(qkv, H * D), Arg::buf(kc), Arg::num(Hkv * D), Arg::buf(pos), Arg::num(capacity)},
+    std::int64_t q_at = qkv, k_at = qkv, v_at = qkv, k_off = H * D, v_off = (H + Hkv) * D;
+    if (ce == Elem::S8) {  // q | k | v to int8, each part in its own format
+      const std::int64_t q8 = B.act((H + 2 * Hkv) * D, cq, m + "self_attn q | k | v (int8)", BufferKind::Activation, Elem::S8);
+      const std::int64_t parts[3][3] = {{0, H * D, 0}, {H * D, Hkv * D, 1}, {(H + Hkv) * D, Hkv * D, 2}};
+      const double from[3] = {sq, sk, sv}, to[3] = {cq, ck, cv};
+      for (const auto& part : parts) {
+        const Multiplier mu = multiplier(from[part[2]] / to[part[2]]);
+        B.step("mt_requant_s16_s8",
+               {Arg::buf(qkv, part[0]), Arg::buf(q8, part[0]), Arg::num(part[1]), Arg::num(0), Arg::num(mu.m),
+                Arg::num(mu.s), Arg::num(0), Arg::num(0)},
+               m + "self_attn q | k | v to int8", 0);
+      }
+      q_at = k_at = v_at = q8;
+    }
+    B.step("mt_cache_append_" + cs,
+           {Arg::buf(k_at, k_off), Arg::buf(kc), Arg::num(Hkv * D), Arg::buf(pos), Arg::num(capacity)},
            m + "self_attn keys -> cache", 0);
-    B.step("mt_cache_append_s16",
-           {Arg::buf(qkv, (H + Hkv) * D), Arg::buf(vc), Arg::num(Hkv * D), Arg::buf(pos), Arg::num(capacity)},
+    B.step("mt_cache_append_" + cs,
+           {Arg::buf(v_at, v_off), Arg::buf(vc), Arg::num(Hkv * D), Arg::buf(pos), Arg::num(capacity)},
            m + "self_attn values -> cache", 0);
-    const double sa = range("attn");
-    const std::int64_t a = B.act(H * D, sa, m + "self_attn attention");
+    const double sa = B.scale_of(r.at(k + "attn"), ce);
+    const std::int64_t a = B.act(H * D, sa, m + "self_attn attention", BufferKind::Activation, ce);
     {
-      const Multiplier logit = multiplier(std::ldexp(sq * sk / std::sqrt(static_cast<double>(D)) / std::log(2.0), 16));
-      const Multiplier out_m = multiplier(sv / sa);
+      const double aq = ce == Elem::S8 ? cq : sq, ak = ce == Elem::S8 ? ck : sk, av = ce == Elem::S8 ? cv : sv;
+      const Multiplier logit = multiplier(std::ldexp(aq * ak / std::sqrt(static_cast<double>(D)) / std::log(2.0), 16));
+      const Multiplier out_m = multiplier(av / sa);
       std::vector<std::int64_t> prm(MT_ATTN_PARAMS, 0);
       prm[MT_ATTN_L] = 1, prm[MT_ATTN_S] = capacity, prm[MT_ATTN_D] = D, prm[MT_ATTN_DV] = D;
       prm[MT_ATTN_K_STRIDE] = Hkv * D, prm[MT_ATTN_V_STRIDE] = Hkv * D;
@@ -374,8 +405,8 @@ Program lower_decoder(nn::DecoderLM& model, const Tensor& calibration, const Dec
           Elem::S32, prm, m + "attn", m + "self_attn attention parameters", false, TableRole::Parameters,
           {"MT_ATTN_L", "MT_ATTN_S", "MT_ATTN_D", "MT_ATTN_DV", "MT_ATTN_Q_STRIDE", "MT_ATTN_K_STRIDE", "MT_ATTN_V_STRIDE",
            "MT_ATTN_OUT_STRIDE", "MT_ATTN_LOGIT_M", "MT_ATTN_LOGIT_S", "MT_ATTN_OUT_M", "MT_ATTN_OUT_S", "MT_ATTN_FLAGS"});
-      B.step("mt_attention_cached_s16",
-             {Arg::buf(pb), Arg::buf(pos), Arg::num(Hkv), Arg::num(H / Hkv), Arg::buf(qkv), Arg::buf(kc), Arg::buf(vc),
+      B.step("mt_attention_cached_" + cs,
+             {Arg::buf(pb), Arg::buf(pos), Arg::num(Hkv), Arg::num(H / Hkv), Arg::buf(q_at), Arg::buf(kc), Arg::buf(vc),
               Arg::buf(a), Arg::buf(acc)},
              m + "self_attn attention over the cache", 2 * H * D, a);
     }

@@ -137,3 +137,28 @@ TEST_CASE("lower kernels: mt_attention_cached_s16 is each head's streaming atten
   report("attention over a cache s16", e);
   CHECK_ERR(e, 1.6);
 }
+
+TEST_CASE("lower kernels: mt_attention_cached_s8 is each head's int8 streaming attention over the cache") {
+  std::mt19937 g(93);
+  const int kv = 2, group = 2, H = kv * group, D = 8, capacity = 300;  // S > 256: the int8 kernel's narrower weights
+  std::vector<std::int32_t> p(MT_ATTN_PARAMS, 0);
+  p[MT_ATTN_L] = 1, p[MT_ATTN_S] = capacity, p[MT_ATTN_D] = D, p[MT_ATTN_DV] = D;
+  p[MT_ATTN_K_STRIDE] = kv * D, p[MT_ATTN_V_STRIDE] = kv * D;
+  std::tie(p[MT_ATTN_LOGIT_M], p[MT_ATTN_LOGIT_S]) = mult(std::ldexp(1.0 / 64 / 64 / std::sqrt(D) / std::log(2.0), 16));
+  std::tie(p[MT_ATTN_OUT_M], p[MT_ATTN_OUT_S]) = mult(1.0);
+  const auto k = random_ints<std::int8_t>(g, capacity * kv * D);
+  const auto v = random_ints<std::int8_t>(g, capacity * kv * D);
+  for (const std::int32_t pos : {0, 5, 299, 400}) {  // 400: beyond the capacity, every row
+    const auto q = random_ints<std::int8_t>(g, H * D);
+    std::vector<std::int8_t> out(H * D), head(D);
+    std::vector<std::int32_t> acc(D);
+    mt_attention_cached_s8(p.data(), &pos, kv, group, q.data(), k.data(), v.data(), out.data(), acc.data());
+    for (int h = 0; h < H; ++h) {
+      std::vector<std::int32_t> ph = p;
+      ph[MT_ATTN_S] = std::min(pos + 1, capacity);
+      mt_attention_stream_s8(ph.data(), nullptr, q.data() + h * D, k.data() + h / group * D, v.data() + h / group * D,
+                             head.data(), acc.data());
+      CHECK(std::equal(head.begin(), head.end(), out.begin() + h * D));
+    }
+  }
+}

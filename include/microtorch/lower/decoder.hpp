@@ -49,6 +49,9 @@ namespace microtorch::lower {
 /// Options of lower_decoder().
 struct DecoderLowerOptions {
   int weight_bits = 16;       ///< 16 or 8: the linear layers' weights (activations are int16)
+  /// 16 or 8: the key/value caches, and with them the queries and the attention's output (int8:
+  /// half the caches' RAM, mt_attention_cached_s8)
+  int cache_bits = 16;
   double margin = 0.25;       ///< each activation's scale covers its calibrated |max| times 1 + margin
   std::int64_t capacity = 0;  ///< positions the caches hold; 0 = the model's max_seq_len
   std::string name = "model";  ///< C identifier prefix of the firmware

@@ -30,31 +30,38 @@ void mt_rope_s16(int16_t *x, int heads, int dim, const int16_t *cos_q14, const i
   }
 }
 
-int mt_cache_append_s16(const int16_t *x, int16_t *cache, int n, const int32_t *pos, int capacity) {
-  int j;
-  if (*pos < 0 || *pos >= capacity) return 1;
-  cache += *pos * n;
-  for (j = 0; j < n; ++j) cache[j] = x[j];
-  return 0;
-}
+/* The cache append and the attention over the cache, one body per element type. */
+#define MT_DEFINE_CACHE_APPEND(NAME, T)                                                  \
+  int NAME(const T *x, T *cache, int n, const int32_t *pos, int capacity) {              \
+    int j;                                                                               \
+    if (*pos < 0 || *pos >= capacity) return 1;                                          \
+    cache += *pos * n;                                                                   \
+    for (j = 0; j < n; ++j) cache[j] = x[j];                                             \
+    return 0;                                                                            \
+  }
+MT_DEFINE_CACHE_APPEND(mt_cache_append_s16, int16_t)
+MT_DEFINE_CACHE_APPEND(mt_cache_append_s8, int8_t)
 
 void mt_position_next(int32_t *pos, int capacity) {
   if (*pos < capacity) *pos += 1;
 }
 
-void mt_attention_cached_s16(const int32_t *p, const int32_t *pos, int kv_heads, int group, const int16_t *q,
-                             const int16_t *k, const int16_t *v, int16_t *out, int64_t *acc) {
-  int32_t pp[MT_ATTN_PARAMS];
-  const int D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];
-  int i, g, r;
-  for (i = 0; i < MT_ATTN_PARAMS; ++i) pp[i] = p[i];
-  pp[MT_ATTN_L] = 1;
-  pp[MT_ATTN_S] = *pos < 0 ? 1 : *pos >= p[MT_ATTN_S] ? p[MT_ATTN_S] : *pos + 1;
-  pp[MT_ATTN_FLAGS] = 0;
-  for (g = 0; g < kv_heads; ++g, k += D, v += Dv) {
-    for (r = 0; r < group; ++r, q += D, out += Dv) mt_attention_stream_s16(pp, 0, q, k, v, out, acc);
+#define MT_DEFINE_ATTENTION_CACHED(NAME, T, ACC, STREAM)                                                 \
+  void NAME(const int32_t *p, const int32_t *pos, int kv_heads, int group, const T *q, const T *k, const T *v, \
+            T *out, ACC *acc) {                                                                           \
+    int32_t pp[MT_ATTN_PARAMS];                                                                           \
+    const int D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];                                                       \
+    int i, g, r;                                                                                          \
+    for (i = 0; i < MT_ATTN_PARAMS; ++i) pp[i] = p[i];                                                    \
+    pp[MT_ATTN_L] = 1;                                                                                    \
+    pp[MT_ATTN_S] = *pos < 0 ? 1 : *pos >= p[MT_ATTN_S] ? p[MT_ATTN_S] : *pos + 1;                        \
+    pp[MT_ATTN_FLAGS] = 0;                                                                                \
+    for (g = 0; g < kv_heads; ++g, k += D, v += Dv) {                                                     \
+      for (r = 0; r < group; ++r, q += D, out += Dv) STREAM(pp, 0, q, k, v, out, acc);                    \
+    }                                                                                                     \
   }
-}
+MT_DEFINE_ATTENTION_CACHED(mt_attention_cached_s16, int16_t, int64_t, mt_attention_stream_s16)
+MT_DEFINE_ATTENTION_CACHED(mt_attention_cached_s8, int8_t, int32_t, mt_attention_stream_s8)
 
 /* xorshift32 (Marsaglia, "Xorshift RNGs", 2003): the next state, never 0 (a zero state
  * starts from 2463534242). */

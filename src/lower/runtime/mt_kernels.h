@@ -734,9 +734,10 @@ void mt_rmsnorm_s16(const int16_t *x, int16_t *y, int rows, int n, uint32_t eps_
 void mt_rope_s16(int16_t *x, int heads, int dim, const int16_t *cos_q14, const int16_t *sin_q14,
                  const int32_t *pos, int capacity, int interleaved);
 
-/* Appends the n values x as row *pos of cache [capacity, n]; returns 1 (and writes nothing)
+/* Appends the n values x as row *pos of cache [capacity, n] (int16 or int8); returns 1 (and writes nothing)
  * when *pos is outside [0, capacity): the cache is full. Exact. */
 int mt_cache_append_s16(const int16_t *x, int16_t *cache, int n, const int32_t *pos, int capacity);
+int mt_cache_append_s8(const int8_t *x, int8_t *cache, int n, const int32_t *pos, int capacity);
 
 /* The position counter of a decoder's step: *pos += 1, up to capacity. */
 void mt_position_next(int32_t *pos, int capacity);
@@ -747,9 +748,12 @@ void mt_position_next(int32_t *pos, int capacity);
  * p[MT_ATTN_K_STRIDE] and p[MT_ATTN_V_STRIDE] elements apart), out [kv_heads group, Dv].
  * p is an attention parameter table (D, DV, strides, LOGIT_ and OUT_ multipliers) whose
  * MT_ATTN_S is the cache's capacity; each head is one mt_attention_stream_s16 call with L = 1,
- * S = min(*pos + 1, capacity), no mask (the cache holds only the past). acc: Dv int64. */
+ * S = min(*pos + 1, capacity), no mask (the cache holds only the past). acc: Dv int64 (s16) or
+ * int32 (s8, mt_attention_stream_s8). */
 void mt_attention_cached_s16(const int32_t *p, const int32_t *pos, int kv_heads, int group, const int16_t *q,
                              const int16_t *k, const int16_t *v, int16_t *out, int64_t *acc);
+void mt_attention_cached_s8(const int32_t *p, const int32_t *pos, int kv_heads, int group, const int8_t *q,
+                            const int8_t *k, const int8_t *v, int8_t *out, int32_t *acc);
 
 /* Seeded sampling of a token from int16 logits [n] (a helper the firmware calls, not a kernel
  * of a program): among the top_k largest (1 <= top_k <= MT_SAMPLE_MAX_K, by value then lowest
