@@ -2,7 +2,7 @@
  * cache; src/lower/decoder.cpp): rotary position embedding from fixed-point tables, the
  * append of a position's keys and values to the cache, the position counter, and attention
  * of one query per head over the cached positions with grouped-query head sharing (each
- * head one mt_attention_stream_s16 call). Part of mt_kernels.c. */
+ * group of query heads one mt_attention_stream_s16 call). Part of mt_kernels.c. */
 #include "mt_internal.h"
 
 /* The row of the tables for the position *pos: the last row when the cache is full (the
@@ -51,14 +51,14 @@ void mt_position_next(int32_t *pos, int capacity) {
             T *out, ACC *acc) {                                                                           \
     int32_t pp[MT_ATTN_PARAMS];                                                                           \
     const int D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];                                                       \
-    int i, g, r;                                                                                          \
+    int i, g;                                                                                             \
     for (i = 0; i < MT_ATTN_PARAMS; ++i) pp[i] = p[i];                                                    \
-    pp[MT_ATTN_L] = 1;                                                                                    \
+    pp[MT_ATTN_L] = group; /* the group's query heads, consecutive rows of q and out */                  \
     pp[MT_ATTN_S] = *pos < 0 ? 1 : *pos >= p[MT_ATTN_S] ? p[MT_ATTN_S] : *pos + 1;                        \
+    pp[MT_ATTN_Q_STRIDE] = D, pp[MT_ATTN_OUT_STRIDE] = Dv;                                                \
     pp[MT_ATTN_FLAGS] = 0;                                                                                \
-    for (g = 0; g < kv_heads; ++g, k += D, v += Dv) {                                                     \
-      for (r = 0; r < group; ++r, q += D, out += Dv) STREAM(pp, 0, q, k, v, out, acc);                    \
-    }                                                                                                     \
+    for (g = 0; g < kv_heads; ++g, k += D, v += Dv, q += group * D, out += group * Dv)                    \
+      STREAM(pp, 0, q, k, v, out, acc);                                                                   \
   }
 MT_DEFINE_ATTENTION_CACHED(mt_attention_cached_s16, int16_t, int64_t, mt_attention_stream_s16)
 MT_DEFINE_ATTENTION_CACHED(mt_attention_cached_s8, int8_t, int32_t, mt_attention_stream_s8)

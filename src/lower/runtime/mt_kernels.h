@@ -747,8 +747,9 @@ void mt_position_next(int32_t *pos, int capacity);
  * heads): q [kv_heads group, D], k [S, kv_heads D] and v [S, kv_heads Dv] (the cache rows,
  * p[MT_ATTN_K_STRIDE] and p[MT_ATTN_V_STRIDE] elements apart), out [kv_heads group, Dv].
  * p is an attention parameter table (D, DV, strides, LOGIT_ and OUT_ multipliers) whose
- * MT_ATTN_S is the cache's capacity; each head is one mt_attention_stream_s16 call with L = 1,
- * S = min(*pos + 1, capacity), no mask (the cache holds only the past). acc: Dv int64 (s16) or
+ * MT_ATTN_S is the cache's capacity; each key/value head is one mt_attention_stream_s16 call
+ * whose L = group queries are its query heads (rows D apart), S = min(*pos + 1, capacity), no
+ * mask (the cache holds only the past): each head's output is that of its own call with L = 1. acc: Dv int64 (s16) or
  * int32 (s8, mt_attention_stream_s8). */
 void mt_attention_cached_s16(const int32_t *p, const int32_t *pos, int kv_heads, int group, const int16_t *q,
                              const int16_t *k, const int16_t *v, int16_t *out, int64_t *acc);
