@@ -127,6 +127,12 @@ TEST_CASE("lower: a DecoderLM's step program refuses what it cannot lower") {
   nn::DecoderLM ok(small_config());
   CHECK_THROWS_MSG(lower::lower_decoder(ok, mt::randint(0, 40, {1, 8}), {.capacity = 100}), mt::ValueError, "capacity");
   CHECK_THROWS_AS(lower::lower_decoder(ok, mt::randint(0, 40, {1, 49})), mt::ShapeError);
+  CHECK_THROWS_MSG(lower::lower_decoder(ok, mt::randint(0, 40, {1, 8}), {.weight_bits = 4}), mt::ValueError, "weight_bits");
+  CHECK_THROWS_MSG(lower::lower_decoder(ok, mt::randint(0, 40, {1, 8}), {.cache_bits = 32}), mt::ValueError, "cache_bits");
+  // the model's mode is given back
+  ok.train();
+  lower::lower_decoder(ok, mt::randint(0, 40, {1, 8}));
+  CHECK(ok.is_training());
 }
 
 TEST_CASE("lower: the simulator's step program generates and stops at its capacity") {

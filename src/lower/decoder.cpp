@@ -39,6 +39,7 @@ void note(Ranges& r, const std::string& key, const Tensor& t) { r[key] = std::ma
 // noting the range of each value the step program holds.
 Ranges calibrate_decoder(nn::DecoderLM& model, const Tensor& tokens) {
   NoGradGuard no_grad;
+  const bool training = model.is_training();
   model.eval();
   Ranges r;
   const std::int64_t N = tokens.size(0), L = tokens.size(1);
@@ -87,6 +88,7 @@ Ranges calibrate_decoder(nn::DecoderLM& model, const Tensor& tokens) {
   const Tensor f = model.model->norm->forward(x);
   note(r, "norm", f);
   note(r, "logits", model.lm_head->forward(f));
+  model.train(training);  // the caller's mode given back
   return r;
 }
 
@@ -281,8 +283,10 @@ Program lower_decoder(nn::DecoderLM& model, const Tensor& calibration, const Dec
     throw ValueError(fmt::format("lower_decoder: cache_bits must be 8 or 16, got {}", options.cache_bits));
   }
   const std::int64_t capacity = options.capacity == 0 ? c.max_seq_len : options.capacity;
-  if (capacity <= 0 || capacity > c.max_seq_len) {
-    throw ValueError(fmt::format("lower_decoder: capacity {} must be in [1, max_seq_len = {}]", capacity, c.max_seq_len));
+  if (capacity <= 0 || capacity > c.max_seq_len || capacity > 32767) {
+    throw ValueError(fmt::format("lower_decoder: capacity {} must be in [1, max_seq_len = {}] and at most 32767 (the "
+                                 "attention kernels' keys)",
+                                 capacity, c.max_seq_len));
   }
   if (calibration.dim() != 2 || calibration.size(1) > capacity || calibration.numel() == 0) {
     throw ShapeError(fmt::format("lower_decoder: calibration takes int64 tokens [N, L] with 0 < L <= capacity {}, got {}",

@@ -58,7 +58,8 @@ struct DecoderLowerOptions {
 };
 
 /// Lowers `model` to its step program (Program::decoding). `calibration` holds int64 token
-/// ids [N, L] (L <= capacity): the float model runs on them to choose the formats. The MLP's
+/// ids [N, L] (L <= capacity): the float model runs on them, in eval mode (its mode given
+/// back), to choose the formats. The MLP's
 /// activation must be "silu" or "gelu" (ValueError naming the others); RoPE, GQA, biases on
 /// q/k/v and weight tying lower as they are.
 Program lower_decoder(nn::DecoderLM& model, const Tensor& calibration, const DecoderLowerOptions& options = {});
