@@ -11,6 +11,8 @@
 #include "helpers.hpp"
 #include "lower_firmware.hpp"
 #include "microtorch/lower/decoder.hpp"
+#include "microtorch/lower/graph.hpp"
+#include "microtorch/lower/quantize.hpp"
 #include "microtorch/nn.hpp"
 
 namespace nn = microtorch::nn;
@@ -35,12 +37,6 @@ void widen(nn::DecoderLM& model, double std) {
     mt::NoGradGuard g;
     p.copy_(mt::randn(p.shape()) * std);
   }
-}
-
-std::vector<std::int64_t> row(const Tensor& tokens) {
-  std::vector<std::int64_t> v;
-  for (std::int64_t i = 0; i < tokens.numel(); ++i) v.push_back(tokens.data<std::int64_t>()[i]);
-  return v;
 }
 
 struct Agreement {
@@ -399,5 +395,45 @@ TEST_CASE("lower: a trained character model's step program agrees with float on 
                         p.arena_bytes + p.decoding->state_bytes));
     CHECK(static_cast<double>(same) / static_cast<double>(count) >= s.agreement);
     CHECK(std::abs(cq - cf) / cf <= s.cross_entropy);
+  }
+}
+
+TEST_CASE("lower: rms_norm in a traced model, int16 and int8 (mt_rmsnorm_s16)") {
+  mt::manual_seed(21);
+  auto norm = std::make_shared<nn::RMSNorm>(mt::Shape{16}, nn::RMSNormOptions{1e-5});
+  {
+    mt::NoGradGuard g;
+    norm->weight.copy_(mt::rand({16}) + 0.5);
+  }
+  nn::Sequential model({std::make_shared<nn::Linear>(4, 16), norm, std::make_shared<nn::Linear>(16, 3)});
+  model.eval();
+  const Tensor x = mt::randn({64, 4});
+  const lower::Graph g = lower::trace(model, {1, 4});
+  const lower::Calibration cal = lower::calibrate(g, x);
+  Tensor ref;
+  {
+    mt::NoGradGuard ng;
+    ref = model.forward(x).to(mt::Dtype::Float64);
+  }
+  const double range = mt::max(ref).item() - mt::min(ref).item();
+  for (const int bits : {16, 8}) {
+    const lower::Program p = lower::quantize(g, cal, {.activation_bits = bits, .name = "rms"});
+    CHECK(p.to_string().find("mt_rmsnorm_s16") != std::string::npos);
+    lower::Simulator sim(p);
+    const Tensor y = sim.forward(x).to(mt::Dtype::Float64);
+    const double err = mt::max(mt::abs(y - ref)).item() / range;
+    MESSAGE("rms_norm model at int", bits, ": max error ", err, " of the output range");
+    CHECK(err < (bits == 16 ? 0.002 : 0.03));
+    // the emitted C on the host and under UBSan/ASan
+    const std::string dir = lower_testing::temp_dir(fmt::format("rms{}", bits));
+    lower::emit_c(p, dir);
+    lower::VerifyOptions o;
+    o.cpus = {};
+    o.count_instructions = false;
+    std::vector<std::vector<std::int64_t>> inputs;
+    for (int i = 0; i < 8; ++i) inputs.push_back(lower::quantize_input(p, x.slice(0, i, i + 1)));
+    const lower::Verification v = lower::verify(p, inputs, dir, o);
+    INFO(v.log);
+    CHECK(v.passed);
   }
 }

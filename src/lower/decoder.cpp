@@ -12,6 +12,7 @@
 
 #include "kernels.hpp"
 #include "lowering.hpp"
+#include "rms_norm.hpp"
 #include "microtorch/autograd.hpp"
 #include "microtorch/error.hpp"
 #include "microtorch/lower/quantize.hpp"
@@ -218,22 +219,16 @@ class StepBuilder {
     const Buffer& xb = p_.buffer(x);
     const std::int64_t n = xb.size;
     const double sx = xb.scale, sy = p_.buffer(y).scale;
-    const Tensor g = norm.weight.defined() ? norm.weight.to(Dtype::Float64).contiguous() : Tensor();
-    std::vector<std::int64_t> rq;
-    for (std::int64_t j = 0; j < n; ++j) {
-      const double gj = g.defined() ? g.data<double>()[j] : 1.0;
-      const Multiplier mu = multiplier(16.0 * std::sqrt(static_cast<double>(n)) * gj / sy);
-      rq.push_back(mu.m), rq.push_back(mu.s);
+    std::vector<double> gains(static_cast<std::size_t>(n), 1.0);
+    if (norm.weight.defined()) {
+      const Tensor g = norm.weight.to(Dtype::Float64).contiguous();
+      for (std::int64_t j = 0; j < n; ++j) gains[static_cast<std::size_t>(j)] = g.data<double>()[j];
     }
-    // eps in x's integers, times n 2^8, as eps_q 2^eps_shift (eps_q < 2^32)
     const double eps = norm.options.eps.value_or(static_cast<double>(std::numeric_limits<float>::epsilon()));
-    double e = std::min(std::ldexp(static_cast<double>(n) * eps / (sx * sx), 8), std::ldexp(1.0, 61));
-    int shift = 0;
-    while (e >= 4294967295.0) e /= 2, ++shift;
-    const std::int64_t rb = constant(Elem::S32, std::move(rq), name + ".rq", name + " gains", false, TableRole::Norm);
+    RmsNormConstants k = rms_norm_constants(gains, eps, sx, sy);
+    const std::int64_t rb = constant(Elem::S32, std::move(k.rq), name + ".rq", name + " gains", false, TableRole::Norm);
     step("mt_rmsnorm_s16",
-         {Arg::buf(x), Arg::buf(y), Arg::num(1), Arg::num(n), Arg::num(static_cast<std::int64_t>(std::round(e))),
-          Arg::num(shift), Arg::buf(rb)},
+         {Arg::buf(x), Arg::buf(y), Arg::num(1), Arg::num(n), Arg::num(k.eps_q), Arg::num(k.eps_shift), Arg::buf(rb)},
          name, 2 * n, y);
   }
 
