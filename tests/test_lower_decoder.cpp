@@ -223,7 +223,7 @@ TEST_CASE("lower bench: a stories260K-sized decoder's step on Cortex-M4 and M55"
   nn::DecoderConfig c;
   c.vocab_size = 512, c.d_model = 64, c.num_layers = 5, c.num_heads = 8, c.num_kv_heads = 4, c.max_seq_len = 256;
   c.dim_feedforward = 172, c.tie_weights = true;
-  for (const auto [bits, cache_bits] : {std::pair{16, 16}, std::pair{8, 16}, std::pair{16, 8}, std::pair{8, 8}}) {
+  for (const auto& [bits, cache_bits] : {std::pair{16, 16}, std::pair{8, 16}, std::pair{16, 8}, std::pair{8, 8}}) {
     mt::manual_seed(11);
     nn::DecoderLM model(c);
     widen(model, 0.1);

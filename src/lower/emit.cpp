@@ -144,7 +144,7 @@ std::string training_declarations(const Program& p) {
       c_float(t.weight_decay), names, input_type(p), elem_ctype(p.buffer(t.target).elem), upper(p.name));
 }
 
-// A decoder's step program (Program::decoding): reset, step and the greedy choice.
+// A decoder's step program (Program::decoding): reset, step, the greedy choice and sampling.
 std::string decoding_declarations(const Program& p) {
   return fmt::format(
       "\n/* A decoder's step: {0}_run reads one token id and writes its {1}_VOCAB logits; the keys and\n"
@@ -571,7 +571,9 @@ void emit_check(const Program& p, const std::vector<std::vector<std::int64_t>>& 
         N, training.size(), p.name);
   }
   // -DCHECK_RUNS=n: the first input n times, its line printed once (instruction counting:
-  // n = 2 minus n = 1 is one inference); -DCHECK_TRAIN_RUNS=n: the first batch's step n times.
+  // n = 2 minus n = 1 is one inference; for a decoder's step, the whole sequence n times from a
+  // reset: the difference is the sequence's steps); -DCHECK_TRAIN_RUNS=n: the first batch's
+  // step n times.
   c += fmt::format("int main(void) {{\n#if defined(CHECK_RUNS)\n  static {1} out[{0}_OUTPUT_SIZE];\n  int r, i, status = 0;\n"
                    "{4}"
                    "  printf(\"0 %d:\", status);\n  for (i = 0; i < {0}_OUTPUT_SIZE; ++i) {3};\n  printf(\"\\n\");\n",

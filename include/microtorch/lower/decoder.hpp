@@ -64,6 +64,10 @@ struct DecoderLowerOptions {
 /// q/k/v and weight tying lower as they are.
 Program lower_decoder(nn::DecoderLM& model, const Tensor& calibration, const DecoderLowerOptions& options = {});
 
+/// lower::verify() checks such a program on a sequence of tokens (one input each, in order,
+/// from start-up: the logits of every step, bit for bit); the instructions it counts per
+/// "inference" are those of the whole sequence from a reset.
+
 /// The first index of the largest logit (the firmware's `<name>_greedy`).
 std::int64_t greedy_token(const std::vector<std::int64_t>& logits);
 
