@@ -17,6 +17,7 @@
 
 #include "microtorch/error.hpp"
 #include "microtorch/io.hpp"
+#include "microtorch/lower/decoder.hpp"
 #include "microtorch/lower/quantize.hpp"
 #include "shell.hpp"
 
@@ -143,6 +144,39 @@ std::string training_declarations(const Program& p) {
       c_float(t.weight_decay), names, input_type(p), elem_ctype(p.buffer(t.target).elem), upper(p.name));
 }
 
+// A decoder's step program (Program::decoding): reset, step, the greedy choice and sampling.
+std::string decoding_declarations(const Program& p) {
+  return fmt::format(
+      "\n/* A decoder's step: {0}_run reads one token id and writes its {1}_VOCAB logits; the keys and\n"
+      " * values of the {1}_CONTEXT positions so far stay in RAM ({1}_STATE_BYTES bytes beside the arena)\n"
+      " * from one call to the next. */\n"
+      "/* Forgets every position (the position to 0, as at start-up; the cache rows past it are never read). */\n"
+      "void {0}_reset(void);\n"
+      "/* The logits of `token` at the next position; returns 0, or 1 when the token id is out of range\n"
+      " * or the {1}_CONTEXT positions are used up (then the logits are not meaningful). */\n"
+      "int {0}_step(int32_t token, int16_t *logits);\n"
+      "/* Greedy decoding: the first index of the largest of the {1}_VOCAB logits. */\n"
+      "int32_t {0}_greedy(const int16_t *logits);\n"
+      "/* Seeded sampling among the top_k (1..64) largest logits at temperature T, given as\n"
+      " * inv_temperature_q16 = round(65536 / T): integers only (mt_sample_s16 in mt_kernels.h); *seed\n"
+      " * advances one xorshift32 step per call. top_k = 1 is greedy. */\n"
+      "int32_t {0}_sample(const int16_t *logits, int top_k, int32_t inv_temperature_q16, uint32_t *seed);\n",
+      p.name, upper(p.name));
+}
+
+// Reset sets the position to 0 and nothing else: a step writes its cache row before any step
+// reads it, and attention reads the rows below the position only.
+std::string decoding_source(const Program& p) {
+  return fmt::format(
+      "\nvoid {0}_reset(void) {{ {2}[0] = 0; }}\n"
+      "\nint {0}_step(int32_t token, int16_t *logits) {{ return {0}_run(&token, logits); }}\n"
+      "\nint32_t {0}_greedy(const int16_t *logits) {{\n  int32_t i, best = 0;\n"
+      "  for (i = 1; i < {1}_VOCAB; ++i) {{\n    if (logits[i] > logits[best]) best = i;\n  }}\n  return best;\n}}\n"
+      "\nint32_t {0}_sample(const int16_t *logits, int top_k, int32_t inv_temperature_q16, uint32_t *seed) {{\n"
+      "  return mt_sample_s16(logits, {1}_VOCAB, top_k, {1}_LOGIT_LOG2E_Q24, inv_temperature_q16, seed);\n}}\n",
+      p.name, upper(p.name), p.buffer(p.decoding->position).name);
+}
+
 std::string header_text(const Program& p) {
   const std::string N = upper(p.name);
   const Buffer &in = p.buffer(p.input), &out = p.buffer(p.output);
@@ -200,9 +234,15 @@ std::string header_text(const Program& p) {
   h += format_macros("INPUT", in) + format_macros("OUTPUT", out);
   h += fmt::format("#define {}_ARENA_BYTES {}\n", N, p.arena_bytes);
   if (p.training) h += training_macros(p);
+  if (p.decoding) {
+    h += fmt::format("#define {0}_CONTEXT {1}\n#define {0}_VOCAB {2}\n#define {0}_STATE_BYTES {3}\n"
+                     "#define {0}_LOGIT_LOG2E_Q24 {4} /* OUTPUT_SCALE log2(e) 2^24, for {5}_sample */\n",
+                     N, p.decoding->capacity, p.decoding->vocab, p.decoding->state_bytes, logit_log2e_q24(p), p.name);
+  }
   h += "\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
   h += fmt::format("int {}_run(const {} *in, {} *out);\n", p.name, input_type(p), output_type(p));
   if (p.training) h += training_declarations(p);
+  if (p.decoding) h += decoding_declarations(p);
   if (in.fixed_point && out.fixed_point) {
     h += fmt::format(
         "\n#ifdef {0}_FLOAT_API\n/* Convenience for hosts with an FPU: quantises in, runs, dequantises out. */\n"
@@ -285,6 +325,13 @@ std::string source_text(const Program& p) {
       }
     }
   }
+  if (p.decoding) {
+    c += fmt::format("\n/* ---- the key/value caches and the position (RAM), {} bytes, kept between steps ---- */\n\n",
+                     p.decoding->state_bytes);
+    for (const Buffer& b : p.buffers) {
+      if (b.kind == BufferKind::State) c += fmt::format("/* {}: {} values */\n", b.origin, b.size) + c_array(b);
+    }
+  }
   if (p.arena_bytes > 0) {
     c += fmt::format("\n/* ---- the arena (RAM), {} bytes; plan in {}_report.txt ---- */\n\n", p.arena_bytes, p.name);
     c += fmt::format("static union {{\n  int64_t align;\n  uint8_t bytes[{}];\n}} arena;\n", p.arena_bytes);
@@ -293,6 +340,7 @@ std::string source_text(const Program& p) {
   c += c_steps(p, p.steps, "  ");
   c += "  return status;\n}\n";
   if (p.training) c += training_source(p);
+  if (p.decoding) c += decoding_source(p);
   const Buffer &in = p.buffer(p.input), &out = p.buffer(p.output);
   if (in.fixed_point && out.fixed_point) {
     const double lo_in = static_cast<double>(elem_min(in.elem)), hi_in = static_cast<double>(elem_max(in.elem));
@@ -409,6 +457,11 @@ std::string report(const Program& p) {
                      w16);
   }
   if (p.training) r += training_report(p);
+  if (p.decoding) {
+    r += fmt::format("\ndecoding: one token per step, {} positions; RAM: arena {} bytes + caches and position {} bytes "
+                     "= {} bytes\n",
+                     p.decoding->capacity, p.arena_bytes, p.decoding->state_bytes, p.arena_bytes + p.decoding->state_bytes);
+  }
   if (!p.evaluation.empty()) r += "\n" + p.evaluation;
   return r;
 }
@@ -518,11 +571,21 @@ void emit_check(const Program& p, const std::vector<std::vector<std::int64_t>>& 
         N, training.size(), p.name);
   }
   // -DCHECK_RUNS=n: the first input n times, its line printed once (instruction counting:
-  // n = 2 minus n = 1 is one inference); -DCHECK_TRAIN_RUNS=n: the first batch's step n times.
+  // n = 2 minus n = 1 is one inference; for a decoder's step, the whole sequence n times from a
+  // reset: the difference is the sequence's steps); -DCHECK_TRAIN_RUNS=n: the first batch's
+  // step n times.
   c += fmt::format("int main(void) {{\n#if defined(CHECK_RUNS)\n  static {1} out[{0}_OUTPUT_SIZE];\n  int r, i, status = 0;\n"
-                   "  for (r = 0; r < CHECK_RUNS; ++r) status |= {2}_run(inputs[0], out);\n"
+                   "{4}"
                    "  printf(\"0 %d:\", status);\n  for (i = 0; i < {0}_OUTPUT_SIZE; ++i) {3};\n  printf(\"\\n\");\n",
-                   N, output_type(p), p.name, print_out);
+                   N, output_type(p), p.name, print_out,
+                   // a decoder's step: n runs of the whole sequence from a reset (n = 2 minus n = 1 is the
+                   // sequence's steps), then the first step's line
+                   p.decoding ? fmt::format("  int s;\n  for (r = 0; r < CHECK_RUNS; ++r) {{\n    {0}_reset();\n"
+                                            "    for (s = 0; s < {1}; ++s) status |= {0}_run(inputs[s], out);\n  }}\n"
+                                            "  {0}_reset();\n  status = {0}_run(inputs[0], out);\n",
+                                            p.name, inputs.size())
+                              : fmt::format("  for (r = 0; r < CHECK_RUNS; ++r) status |= {}_run(inputs[0], out);\n",
+                                            p.name));
   if (!training.empty()) {
     c += fmt::format("#elif defined(CHECK_TRAIN_RUNS)\n  int r;\n  float loss = 0;\n"
                      "  for (r = 0; r < CHECK_TRAIN_RUNS; ++r) loss = {}_train_step(batch_inputs[0], batch_targets[0]);\n"

@@ -109,6 +109,33 @@ std::vector<std::int64_t> Simulator::run(const std::vector<std::int64_t>& input)
   return values(program_.output);
 }
 
+namespace {
+void require_decoding(const Program& p, const char* what) {
+  if (!p.decoding) {
+    throw ValueError(fmt::format("Simulator::{}: the program {} is not a decoder's step (lower::lower_decoder makes "
+                                 "one)",
+                                 what, p.name));
+  }
+}
+}  // namespace
+
+void Simulator::reset() {
+  require_decoding(program_, "reset");
+  // as the firmware's: the position to 0 (cache rows past the position are never read)
+  auto& pos = storage_[static_cast<std::size_t>(program_.decoding->position)];
+  std::fill(pos.begin(), pos.end(), 0);
+}
+
+std::vector<std::int64_t> Simulator::step(std::int64_t token) {
+  require_decoding(program_, "step");
+  return run({token});
+}
+
+std::int64_t Simulator::position() const {
+  require_decoding(program_, "position");
+  return values(program_.decoding->position)[0];
+}
+
 void Simulator::execute(const std::vector<Step>& steps, bool probes) {
   std::vector<KernelArg> args;
   for (std::size_t k = 0; k < steps.size(); ++k) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "microtorch/lower/accuracy.hpp"
+#include "microtorch/lower/decoder.hpp"
 #include "microtorch/lower/emit.hpp"
 #include "microtorch/lower/graph.hpp"
 #include "microtorch/lower/precision.hpp"

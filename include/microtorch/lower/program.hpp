@@ -205,6 +205,16 @@ struct Training {
 /// The lowered model: buffers and the kernel calls over them, in execution order, plus what
 /// the listings and the per-layer error report need (labels, probes, warnings). quantize()
 /// builds it; the Simulator runs it and emit_c() writes it as C.
+/// A decoder's step program (lower_decoder, decoder.hpp): the input is one token id, the
+/// output its logits, and the key/value caches and the position counter are State buffers
+/// that keep their values from one call to the next (zeroed by the firmware's <name>_reset).
+struct Decoding {
+  std::int64_t capacity = 0;    ///< positions the caches hold (the longest sequence)
+  std::int64_t vocab = 0;       ///< logits per step
+  std::int64_t position = -1;   ///< the State buffer of the position counter (int32 [1])
+  std::int64_t state_bytes = 0;  ///< the caches and the counter, in RAM beside the arena
+};
+
 struct Program {
   std::string name = "model";  ///< C identifier prefix of the firmware (`<name>.h`, `<name>_run`)
   int activation_bits = 16;  ///< the default precision (layers may differ: QuantOptions::precision)
@@ -224,6 +234,8 @@ struct Program {
   std::int64_t arena_bytes = 0;  ///< set by plan_memory(): for the inference and, if any, the training step
   /// The training step, when the program has one (train_program); empty for quantize()'s.
   std::optional<Training> training;
+  /// The decoder's step, when the program is one (lower_decoder); empty otherwise.
+  std::optional<Decoding> decoding;
   std::vector<Probe> probes;     ///< one per graph value the program computes
   /// What the lowering had to approximate beyond rounding, one line each, naming the tensor
   /// (a calibrated range outside the formats the kernels support: clamped, so its values

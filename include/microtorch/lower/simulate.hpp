@@ -63,6 +63,16 @@ class Simulator {
   /// How many training steps have completed.
   std::int64_t train_steps() const { return steps_; }
 
+  /// A decoder's step program (Program::decoding, lower_decoder): forgets every position
+  /// (the position counter to 0; cache rows past it are never read), as the firmware's
+  /// `<name>_reset` does. ValueError for another program.
+  void reset();
+  /// A decoder's step: the logits of `token` at the next position, which the caches then hold
+  /// (run({token}), as the firmware's `<name>_step`). ValueError for another program.
+  std::vector<std::int64_t> step(std::int64_t token);
+  /// The position of the next step (the positions the caches hold).
+  std::int64_t position() const;
+
   /// The status the firmware's run function would return: 0, or 1 when a kernel reported
   /// bad data (an out-of-range token id).
   int status() const { return status_; }

@@ -1,4 +1,4 @@
-// Rules: layer_norm over the last dims (mt_layernorm_*).
+// Rules: layer_norm over the last dims (mt_layernorm_*), rms_norm (mt_rmsnorm_s16).
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "../lowering.hpp"
+#include "../rms_norm.hpp"
 #include "../rules.hpp"
 #include "microtorch/ops.hpp"
 
@@ -124,7 +125,58 @@ void backward_layer_norm_f32(Lowering& L, const Node& n) {
          3 * numel_of(x.shape));
 }
 
+// rms_norm in int16 (mt_rmsnorm_s16: the gains folded into per-channel multipliers); an int8
+// input is widened first (exactly), an int8 output requantized from an int16 one covering its
+// range.
+void lower_rms_norm(Lowering& L, const Node& n) {
+  const View x = L.as_elem(n, L.packed(n, L.act(n, n.inputs[0])), Elem::S16);
+  const std::int64_t cols = numel_of(node_attr<Shape>(n, "normalized_shape"));
+  const Elem ye = L.out_elem(n);
+  const Format f = L.out_format(n, ye);
+  Format f16 = f;
+  if (ye != Elem::S16) {  // the int16 result covers the int8 format's range
+    f16.zero = 0;
+    f16.scale = std::max(std::abs(f.lo), std::abs(f.hi)) / 32767.0;
+    if (!(f16.scale > 0)) f16.scale = f.scale;
+  }
+  std::vector<double> gains(static_cast<std::size_t>(cols), 1.0);
+  if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
+    const Tensor g = L.data(n.inputs[1]).to(Dtype::Float64).contiguous();
+    for (std::int64_t j = 0; j < cols; ++j) gains[static_cast<std::size_t>(j)] = g.data<double>()[j];
+  }
+  RmsNormConstants k = rms_norm_constants(gains, node_attr<double>(n, "eps"), x.scale, f16.scale);
+  const std::string name = n.inputs.size() > 1 && n.inputs[1] >= 0 ? L.const_name(n.inputs[1]) : fmt::format("rms{}", n.output);
+  const std::int64_t rq = L.table(Elem::S32, std::move(k.rq), TableRole::Norm, "g_" + c_name(name));
+  const View y16 = ye == Elem::S16 ? L.out_act(n, ye, f) : L.new_act(x.shape, Elem::S16, f16, -1);
+  L.step("mt_rmsnorm_s16",
+         {Arg::buf(x.buffer, x.offset), Arg::buf(y16.buffer), Arg::num(numel_of(x.shape) / cols), Arg::num(cols),
+          Arg::num(k.eps_q), Arg::num(k.eps_shift), Arg::buf(rq)},
+         numel_of(x.shape) * 2);
+  if (ye == Elem::S16) return L.set(n, y16);
+  View y = L.out_act(n, ye, f);
+  const Multiplier m = L.rq(f16.scale / f.scale, fmt::format("%{} = rms_norm", n.output));
+  L.step(Lowering::kernel("requant", {Elem::S16, ye}),
+         {Arg::buf(y16.buffer), Arg::buf(y.buffer), Arg::num(numel_of(x.shape)), Arg::num(0), Arg::num(m.m), Arg::num(m.s),
+          Arg::num(f.zero), Arg::num(0)},
+         0);
+  L.set(n, y);
+}
+
 }  // namespace
+
+RmsNormConstants rms_norm_constants(const std::vector<double>& gains, double eps, double sx, double sy) {
+  RmsNormConstants k;
+  const auto n = static_cast<double>(gains.size());
+  for (const double g : gains) {
+    const Multiplier mu = multiplier(16.0 * std::sqrt(n) * g / sy);
+    k.rq.push_back(mu.m), k.rq.push_back(mu.s);
+  }
+  // 2^8 n eps / sx^2 (capped at 2^61: v stays within 64 bits) as eps_q 2^eps_shift
+  double e = std::min(std::ldexp(n * eps / (sx * sx), 8), std::ldexp(1.0, 61));
+  while (e >= 4294967295.0) e /= 2, ++k.eps_shift;
+  k.eps_q = static_cast<std::int64_t>(std::round(e));
+  return k;
+}
 
 std::vector<OpRule> norm_rules() {
   OpRule layer_norm;
@@ -140,7 +192,18 @@ std::vector<OpRule> norm_rules() {
   layer_norm.lower_f32 = lower_layer_norm_f32;
   layer_norm.backward_f32 = backward_layer_norm_f32;
 
-  return {layer_norm};
+  OpRule rms;
+  rms.op = "rms_norm";
+  rms.summary = "rms_norm (last dims, int16)";
+  rms.min_inputs = 1, rms.max_inputs = 2;
+  rms.attrs = {{"normalized_shape", AttrSpec::Type::Shape}, {"eps", AttrSpec::Type::Float}};
+  rms.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
+    return microtorch::rms_norm(in[0], node_attr<Shape>(n, "normalized_shape"), in.size() > 1 ? in[1] : Tensor(),
+                                node_attr<double>(n, "eps"));
+  };
+  rms.lower = lower_rms_norm;
+
+  return {layer_norm, rms};
 }
 
 }  // namespace microtorch::lower

@@ -710,6 +710,65 @@ void mt_attention_backward_f32(const int32_t *p, const uint8_t *keep, const floa
                                const float *out, const float *dout, const float *lse, float *dq, float *dk, float *dv,
                                float scale, int acc);
 
+/* ------------------------------------------------------------------------------------ */
+/* A decoder's step (mt_norm.c: RMS norm; mt_decode.c: the rest)                          */
+/* ------------------------------------------------------------------------------------ */
+
+/* RMSNorm over the last dim of symmetric x [rows, n] (Zhang and Sennrich 2019; Llama):
+ *   y_j = x_j / sqrt(mean_k x_k^2 + eps) * g_j, per row
+ *   v = 2^8 sum_k x_k^2 + eps_q 2^eps_shift (exact in uint64; eps_q 2^eps_shift = 2^8 n eps /
+ *   scale_x^2, from the lowering), r 2^-e = 1/sqrt(v) (mt_rsqrt_u64, relative error < 2^-28),
+ *   y_j = rq(round(x_j r 2^-16), rq[2j], rq[2j + 1] + e - 16), (rq[2j], rq[2j + 1]) the
+ *   multiplier of the real ratio 16 sqrt(n) g_j / scale_y (x's scale cancels: y = x g sqrt(n) /
+ *   sqrt(sum x^2 + n eps / scale_x^2) in x's integers). Error 0.50 LSB. n <= 32767. y may
+ *   alias x. */
+void mt_rmsnorm_s16(const int16_t *x, int16_t *y, int rows, int n, uint32_t eps_q, int eps_shift,
+                    const int32_t *rq);
+
+/* Rotary position embedding (RoFormer; Llama, Qwen2), in place, of x [heads, dim] at the
+ * position *pos: pair (a, b) of each head (a = x[i], b = x[i + dim/2]; interleaved: x[2i],
+ * x[2i + 1]) turned by the angle pos theta_i,
+ *   a' = round((a c_i - b s_i) 2^-14), b' = round((b c_i + a s_i) 2^-14), saturated,
+ * c, s the rows *pos of cos_q14 and sin_q14 [capacity, dim/2] (cos and sin in Q14: 16384 is
+ * 1). A position beyond the tables reads their last row. Exact given the tables. */
+void mt_rope_s16(int16_t *x, int heads, int dim, const int16_t *cos_q14, const int16_t *sin_q14,
+                 const int32_t *pos, int capacity, int interleaved);
+
+/* Appends the n values x as row *pos of cache [capacity, n] (int16 or int8); returns 1 (and writes nothing)
+ * when *pos is outside [0, capacity): the cache is full. Exact. */
+int mt_cache_append_s16(const int16_t *x, int16_t *cache, int n, const int32_t *pos, int capacity);
+int mt_cache_append_s8(const int8_t *x, int8_t *cache, int n, const int32_t *pos, int capacity);
+
+/* The position counter of a decoder's step: *pos += 1, up to capacity. */
+void mt_position_next(int32_t *pos, int capacity);
+
+/* Attention of one query per head over the positions 0 .. *pos of a key/value cache
+ * (grouped-query attention: kv_heads key/value heads, each read by `group` consecutive query
+ * heads): q [kv_heads group, D], k [S, kv_heads D] and v [S, kv_heads Dv] (the cache rows,
+ * p[MT_ATTN_K_STRIDE] and p[MT_ATTN_V_STRIDE] elements apart), out [kv_heads group, Dv].
+ * p is an attention parameter table (D, DV, strides, LOGIT_ and OUT_ multipliers) whose
+ * MT_ATTN_S is the cache's capacity; each key/value head is one mt_attention_stream_s16 call
+ * whose L = group queries are its query heads (rows D apart), S = min(*pos + 1, capacity), no
+ * mask (the cache holds only the past): each head's output is that of its own call with L = 1. acc: Dv int64 (s16) or
+ * int32 (s8, mt_attention_stream_s8). */
+void mt_attention_cached_s16(const int32_t *p, const int32_t *pos, int kv_heads, int group, const int16_t *q,
+                             const int16_t *k, const int16_t *v, int16_t *out, int64_t *acc);
+void mt_attention_cached_s8(const int32_t *p, const int32_t *pos, int kv_heads, int group, const int8_t *q,
+                            const int8_t *k, const int8_t *v, int8_t *out, int32_t *acc);
+
+/* Seeded sampling of a token from int16 logits [n] (a helper the firmware calls, not a kernel
+ * of a program): among the top_k largest (1 <= top_k <= MT_SAMPLE_MAX_K, by value then lowest
+ * index), token k with probability w_k / sum w, w_k = 2^-z_k in Q16 (mt_exp2neg_q16),
+ * z_k = floor((max - l_k) logit_q24 2^-8) inv_t_q16 2^-16 in Q16 (the first product capped at
+ * 2^22: w = 0 from z = 17 on), logit_q24 = scale_logits log2(e) 2^24 and inv_t_q16 = 2^16 /
+ * temperature; r = floor(xorshift32(state) sum 2^-32) picks the first k whose running sum
+ * exceeds r. top_k = 1 is greedy decoding. *state advances one xorshift32 step (Marsaglia
+ * 2003; a zero state starts from 2463534242). Returns the token, -1 for n <= 0. Integers only:
+ * the same token on every target. */
+#define MT_SAMPLE_MAX_K 64
+int32_t mt_sample_s16(const int16_t *logits, int n, int top_k, int32_t logit_q24, int32_t inv_t_q16,
+                      uint32_t *state);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

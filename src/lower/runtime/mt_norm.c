@@ -263,3 +263,29 @@ void mt_layernorm_backward_f32(const float *x, const float *g, const float *stat
     for (j = 0; j < n; ++j) mt_put_f32(db + j, mt_sumf(0.0f, dy + j, n, rows), acc & 2);
 }
 #endif
+
+/* ==================================================================================== */
+/* RMS norm                                                                              */
+/* ==================================================================================== */
+
+/* RMSNorm over the last dim (mt_kernels.h): per row v = 2^8 sum_j x_j^2 + eps_q 2^eps_shift
+ * (exact in 64 bits: |x| <= 2^15, n <= 32767), r 2^-e = 1/sqrt(v) (mt_rsqrt_u64), then
+ * t_j = round(x_j r 2^-16) (|t| <= 2^30: int32) and y_j = rq(t_j, m_j, s_j + e - 16), the
+ * 32-bit requantization (the 64-bit one of x_j r costs four times as many instructions on a
+ * Cortex-M4); t keeps at least 15 significant bits for any x_j != 0. */
+void mt_rmsnorm_s16(const int16_t *x, int16_t *y, int rows, int n, uint32_t eps_q, int eps_shift,
+                    const int32_t *rq) {
+  int i, j;
+  for (i = 0; i < rows; ++i, x += n, y += n) {
+    uint64_t v = 0;
+    uint32_t r;
+    int e = 0;
+    for (j = 0; j < n; ++j) v += (uint64_t)((int32_t)x[j] * (int32_t)x[j]);
+    v = (v << 8) + ((uint64_t)eps_q << eps_shift);
+    r = mt_rsqrt_u64(v, &e);
+    for (j = 0; j < n; ++j) {
+      const int32_t t = mt_rshift_s64((int64_t)x[j] * (int64_t)r, 16); /* |x r| <= 2^46 */
+      y[j] = mt_sat_s16(mt_rq32(t, rq[2 * j], rq[2 * j + 1] + e - 16));
+    }
+  }
+}
