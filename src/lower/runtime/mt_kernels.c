@@ -27,3 +27,4 @@
 #include "mt_loss.c"
 #include "mt_optim.c"
 #include "mt_attention.c"
+#include "mt_conv.c"

@@ -710,6 +710,84 @@ void mt_attention_backward_f32(const int32_t *p, const uint8_t *keep, const floa
                                const float *out, const float *dout, const float *lse, float *dq, float *dk, float *dv,
                                float scale, int acc);
 
+/* ------------------------------------------------------------------------------------ */
+/* Convolution and pooling (mt_conv.c)                                                   */
+/* ------------------------------------------------------------------------------------ */
+
+/* The geometry table g of a convolution (int32, indices below): x [N, C, H, W], w [O, C /
+ * GROUPS, KH, KW], y [N, O, OH, OW], strides SH, SW, zeros PH, PW before each row and column
+ * (as many or fewer after: OH, OW say how far the windows go), dilations DH, DW. A 1-D
+ * convolution is a 2-D one of H = KH = OH = 1. */
+#define MT_CONV_N 0
+#define MT_CONV_C 1
+#define MT_CONV_H 2
+#define MT_CONV_W 3
+#define MT_CONV_O 4
+#define MT_CONV_KH 5
+#define MT_CONV_KW 6
+#define MT_CONV_OH 7
+#define MT_CONV_OW 8
+#define MT_CONV_SH 9
+#define MT_CONV_SW 10
+#define MT_CONV_PH 11
+#define MT_CONV_PW 12
+#define MT_CONV_DH 13
+#define MT_CONV_DW 14
+#define MT_CONV_GROUPS 15
+#define MT_CONV_FIELDS 16
+
+/* Convolution (cross-correlation, PyTorch's conv1d / conv2d), per-channel requantized as
+ * mt_linear_*: with g = o / (O / GROUPS) and C_g = C / GROUPS,
+ *   y[n, o, p, q] = max(y_min, y_zero + rq(b[o] + sum_{c < C_g, i < KH, j < KW}
+ *                   x[n, g C_g + c, p SH - PH + i DH, q SW - PW + j DW] w[o, c, i, j], rq[2k], rq[2k + 1]))
+ *   the taps outside the input left out (zero padding; x symmetric, no zero point), k = o when
+ *   rq_per_channel, else 0. w in order (no pair order), b in the accumulator's scale (NULL =
+ *   none): int32 for int8 x, int64 for int16 x. Accumulators: int32 for int8 x int8 (exact
+ *   up to C_g KH KW = 131071 taps), int64 otherwise. Exact. y must not alias x. */
+void mt_conv_s8_s8_s8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y, const int32_t *g,
+                      const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+void mt_conv_s8_s8_s16(const int8_t *x, const int8_t *w, const int32_t *b, int16_t *y, const int32_t *g,
+                       const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+void mt_conv_s8_s16_s8(const int8_t *x, const int16_t *w, const int32_t *b, int8_t *y, const int32_t *g,
+                       const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+void mt_conv_s8_s16_s16(const int8_t *x, const int16_t *w, const int32_t *b, int16_t *y, const int32_t *g,
+                        const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+void mt_conv_s16_s8_s8(const int16_t *x, const int8_t *w, const int64_t *b, int8_t *y, const int32_t *g,
+                       const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+void mt_conv_s16_s8_s16(const int16_t *x, const int8_t *w, const int64_t *b, int16_t *y, const int32_t *g,
+                        const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+void mt_conv_s16_s16_s8(const int16_t *x, const int16_t *w, const int64_t *b, int8_t *y, const int32_t *g,
+                        const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+void mt_conv_s16_s16_s16(const int16_t *x, const int16_t *w, const int64_t *b, int16_t *y, const int32_t *g,
+                         const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+
+/* The geometry table g of a pooling (int32): PLANES planes (N C) of H x W in, of OH x OW out;
+ * MODE 0 and 1: windows of KH x KW at (p SH - PH, q SW - PW), clipped to the input (the
+ * padding never counts in a maximum; in a mean it counts as zeros in mode 0, not at all in
+ * mode 1); MODE 2: adaptive, rows [floor(p H / OH), ceil((p + 1) H / OH)), columns alike. */
+#define MT_POOL_PLANES 0
+#define MT_POOL_H 1
+#define MT_POOL_W 2
+#define MT_POOL_OH 3
+#define MT_POOL_OW 4
+#define MT_POOL_KH 5
+#define MT_POOL_KW 6
+#define MT_POOL_SH 7
+#define MT_POOL_SW 8
+#define MT_POOL_PH 9
+#define MT_POOL_PW 10
+#define MT_POOL_MODE 11
+#define MT_POOL_FIELDS 12
+
+/* mt_max_pool_*: y = the largest x of each window (every window holds one element of the
+ * input at least). mt_avg_pool_*: y = zero + round(sum of (x - zero) over the window / d), to
+ * nearest with ties away from zero, d = KH KW (mode 0) or the window's elements (modes 1, 2);
+ * windows of at most 65535 elements. y has x's format. Exact. */
+void mt_max_pool_s8(const int8_t *x, int8_t *y, const int32_t *g);
+void mt_max_pool_s16(const int16_t *x, int16_t *y, const int32_t *g);
+void mt_avg_pool_s8(const int8_t *x, int8_t *y, const int32_t *g, int32_t zero);
+void mt_avg_pool_s16(const int16_t *x, int16_t *y, const int32_t *g, int32_t zero);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,0 +1,125 @@
+/* mt_conv.c - convolutions (mt_conv_<x>_<w>_<y>) and pooling (mt_max_pool_*, mt_avg_pool_*):
+ * the lowering's conv family (src/lower/rules/conv.cpp, src/lower/rules/pool.cpp). Direct
+ * loops over each output's taps, no im2col buffer; the requantization is the linear layers'
+ * (mt_linear_out_* of mt_linear.c). Part of mt_kernels.c. */
+#include "mt_internal.h"
+
+/* The taps k in [0, kernel) of a window starting at `start` (dilation d) that land inside
+ * [0, size): start + k d >= 0 from mt_tap_begin on, start + k d < size before mt_tap_end. */
+static int mt_tap_begin(int start, int d) { return start < 0 ? (-start + d - 1) / d : 0; }
+static int mt_tap_end(int start, int d, int size, int kernel) {
+  int e;
+  if (start >= size) return 0;
+  e = (size - start + d - 1) / d; /* the first k with start + k d >= size */
+  return e < kernel ? e : kernel;
+}
+
+/* y[n, o, p, q] = max(y_min, y_zero + rq(b[o] + sum over c < C_g and the taps (i, j) inside
+ * the input of x[n, g C_g + c, p SH - PH + i DH, q SW - PW + j DW] w[o, c, i, j]))
+ * (cross-correlation; the padding is zeros, symmetric x), g = o / (O / GROUPS). ACC: int32
+ * for int8 x int8 (|x w| <= 2^14: exact up to C_g KH KW = 131071 taps, the lowering's
+ * bound), int64 otherwise. OUT: mt_linear_out_* (mt_linear.c). */
+#define MT_DEFINE_CONV(NAME, XT, WT, YT, BT, ACC, OUT)                                                    \
+  void NAME(const XT *x, const WT *w, const BT *b, YT *y, const int32_t *g, const int32_t *rq,            \
+            int rq_per_channel, int32_t y_zero, int32_t y_min) {                                          \
+    const int N = g[MT_CONV_N], C = g[MT_CONV_C], H = g[MT_CONV_H], W = g[MT_CONV_W], O = g[MT_CONV_O];   \
+    const int KH = g[MT_CONV_KH], KW = g[MT_CONV_KW], OH = g[MT_CONV_OH], OW = g[MT_CONV_OW];             \
+    const int SH = g[MT_CONV_SH], SW = g[MT_CONV_SW], PH = g[MT_CONV_PH], PW = g[MT_CONV_PW];             \
+    const int DH = g[MT_CONV_DH], DW = g[MT_CONV_DW], G = g[MT_CONV_GROUPS];                              \
+    const int CG = C / G, OG = O / G;                                                                     \
+    int n, o, p, q, c, i, j;                                                                              \
+    for (n = 0; n < N; ++n)                                                                               \
+      for (o = 0; o < O; ++o) {                                                                           \
+        const XT *xg = x + ((long)n * C + (long)(o / OG) * CG) * H * W;                                   \
+        const WT *wo = w + (long)o * CG * KH * KW;                                                        \
+        const int32_t *r = rq + (rq_per_channel ? 2 * o : 0);                                             \
+        YT *yo = y + ((long)n * O + o) * OH * OW;                                                         \
+        for (p = 0; p < OH; ++p) {                                                                        \
+          const int h0 = p * SH - PH, i0 = mt_tap_begin(h0, DH), i1 = mt_tap_end(h0, DH, H, KH);          \
+          for (q = 0; q < OW; ++q) {                                                                      \
+            const int w0 = q * SW - PW, j0 = mt_tap_begin(w0, DW), j1 = mt_tap_end(w0, DW, W, KW);        \
+            ACC acc = 0;                                                                                  \
+            for (c = 0; c < CG; ++c)                                                                      \
+              for (i = i0; i < i1; ++i) {                                                                 \
+                const XT *xr = xg + ((long)c * H + h0 + i * DH) * W + w0;                                 \
+                const WT *wr = wo + ((long)c * KH + i) * KW;                                              \
+                for (j = j0; j < j1; ++j) acc += (ACC)xr[j * DW] * wr[j];                                 \
+              }                                                                                           \
+            yo[p * OW + q] = OUT((int64_t)acc + (b ? b[o] : 0), r, y_zero, y_min);                        \
+          }                                                                                               \
+        }                                                                                                 \
+      }                                                                                                   \
+  }
+MT_DEFINE_CONV(mt_conv_s8_s8_s8, int8_t, int8_t, int8_t, int32_t, int32_t, mt_linear_out_s8)
+MT_DEFINE_CONV(mt_conv_s8_s8_s16, int8_t, int8_t, int16_t, int32_t, int32_t, mt_linear_out_s16)
+MT_DEFINE_CONV(mt_conv_s8_s16_s8, int8_t, int16_t, int8_t, int32_t, int64_t, mt_linear_out_s8)
+MT_DEFINE_CONV(mt_conv_s8_s16_s16, int8_t, int16_t, int16_t, int32_t, int64_t, mt_linear_out_s16)
+MT_DEFINE_CONV(mt_conv_s16_s8_s8, int16_t, int8_t, int8_t, int64_t, int64_t, mt_linear_out_s8)
+MT_DEFINE_CONV(mt_conv_s16_s8_s16, int16_t, int8_t, int16_t, int64_t, int64_t, mt_linear_out_s16)
+MT_DEFINE_CONV(mt_conv_s16_s16_s8, int16_t, int16_t, int8_t, int64_t, int64_t, mt_linear_out_s8)
+MT_DEFINE_CONV(mt_conv_s16_s16_s16, int16_t, int16_t, int16_t, int64_t, int64_t, mt_linear_out_s16)
+
+/* The window of output (p, q) of a pooling with table g, clipped to the input: rows
+ * [*h0, *h1), columns [*w0, *w1); MT_POOL_MODE 2: adaptive, [floor(p H / OH), ceil((p + 1) H
+ * / OH)), else the window at (p SH - PH, q SW - PW) of KH x KW. */
+static void mt_pool_window(const int32_t *g, int p, int q, int *h0, int *h1, int *w0, int *w1) {
+  const int H = g[MT_POOL_H], W = g[MT_POOL_W];
+  if (g[MT_POOL_MODE] == 2) {
+    const int OH = g[MT_POOL_OH], OW = g[MT_POOL_OW];
+    *h0 = p * H / OH, *h1 = ((p + 1) * H + OH - 1) / OH;
+    *w0 = q * W / OW, *w1 = ((q + 1) * W + OW - 1) / OW;
+  } else {
+    const int hs = p * g[MT_POOL_SH] - g[MT_POOL_PH], ws = q * g[MT_POOL_SW] - g[MT_POOL_PW];
+    const int he = hs + g[MT_POOL_KH], we = ws + g[MT_POOL_KW];
+    *h0 = hs < 0 ? 0 : hs, *h1 = he < H ? he : H;
+    *w0 = ws < 0 ? 0 : ws, *w1 = we < W ? we : W;
+  }
+}
+
+/* y = the largest x of each window (the padding never wins); y in x's format. Exact. */
+#define MT_DEFINE_MAX_POOL(NAME, T)                                                                         \
+  void NAME(const T *x, T *y, const int32_t *g) {                                                           \
+    const int H = g[MT_POOL_H], W = g[MT_POOL_W], OH = g[MT_POOL_OH], OW = g[MT_POOL_OW];                   \
+    int t, p, q, i, j, h0, h1, w0, w1;                                                                      \
+    for (t = 0; t < g[MT_POOL_PLANES]; ++t) {                                                               \
+      const T *xp = x + (long)t * H * W;                                                                    \
+      T *yp = y + (long)t * OH * OW;                                                                        \
+      for (p = 0; p < OH; ++p)                                                                              \
+        for (q = 0; q < OW; ++q) {                                                                          \
+          T best;                                                                                           \
+          mt_pool_window(g, p, q, &h0, &h1, &w0, &w1);                                                      \
+          best = xp[h0 * W + w0];                                                                           \
+          for (i = h0; i < h1; ++i)                                                                         \
+            for (j = w0; j < w1; ++j) best = xp[i * W + j] > best ? xp[i * W + j] : best;                   \
+          yp[p * OW + q] = best;                                                                            \
+        }                                                                                                   \
+    }                                                                                                       \
+  }
+MT_DEFINE_MAX_POOL(mt_max_pool_s8, int8_t)
+MT_DEFINE_MAX_POOL(mt_max_pool_s16, int16_t)
+
+/* y = zero + round(sum of (x - zero) over the window / d), to nearest with ties away from zero,
+ * d = KH KW (MT_POOL_MODE 0: the padding counts as zeros) or the window's area inside the
+ * input (modes 1 and 2); y in x's format. The sum in int32: windows of at most 65535
+ * elements (the lowering's bound). Exact. */
+#define MT_DEFINE_AVG_POOL(NAME, T, OUT)                                                                    \
+  void NAME(const T *x, T *y, const int32_t *g, int32_t zero) {                                             \
+    const int H = g[MT_POOL_H], W = g[MT_POOL_W], OH = g[MT_POOL_OH], OW = g[MT_POOL_OW];                   \
+    int t, p, q, i, j, h0, h1, w0, w1;                                                                      \
+    for (t = 0; t < g[MT_POOL_PLANES]; ++t) {                                                               \
+      const T *xp = x + (long)t * H * W;                                                                    \
+      T *yp = y + (long)t * OH * OW;                                                                        \
+      for (p = 0; p < OH; ++p)                                                                              \
+        for (q = 0; q < OW; ++q) {                                                                          \
+          int32_t s = 0, d, m;                                                                              \
+          mt_pool_window(g, p, q, &h0, &h1, &w0, &w1);                                                      \
+          for (i = h0; i < h1; ++i)                                                                         \
+            for (j = w0; j < w1; ++j) s += (int32_t)xp[i * W + j] - zero;                                   \
+          d = g[MT_POOL_MODE] == 0 ? g[MT_POOL_KH] * g[MT_POOL_KW] : (h1 - h0) * (w1 - w0);                 \
+          m = (int32_t)(((uint32_t)(s < 0 ? -s : s) + (uint32_t)d / 2u) / (uint32_t)d);                     \
+          yp[p * OW + q] = OUT(s < 0 ? -m : m, zero);                                                       \
+        }                                                                                                   \
+    }                                                                                                       \
+  }
+MT_DEFINE_AVG_POOL(mt_avg_pool_s8, int8_t, mt_out_s8)
+MT_DEFINE_AVG_POOL(mt_avg_pool_s16, int16_t, mt_out_s16)
