@@ -32,7 +32,7 @@ void check_conv(ConvFn<TX, TW, TB, TY> fn, const Geom& G, bool bias, bool per_ch
   const int base = static_cast<int>(8 * (sizeof(TX) + sizeof(TW)) - 8 * sizeof(TY)) + 1;
   std::uniform_int_distribution<int> ds(std::max(0, base - 2), base + 3);
   for (int c = 0; c < (per_channel ? G.o : 1); ++c) rq.push_back(random_m(gen)), rq.push_back(ds(gen));
-  const std::int32_t g[MT_CONV_FIELDS] = {G.n, G.c, G.h, G.w, G.o, G.kh, G.kw, OH, OW, G.sh, G.sw, G.ph, G.pw, G.dh, G.dw,
+  const std::int32_t g[MT_CONV_FIELDS] = {G.n, cg, G.h, G.w, og, G.kh, G.kw, OH, OW, G.sh, G.sw, G.ph, G.pw, G.dh, G.dw,
                                           G.groups};
   std::vector<TY> y(static_cast<std::size_t>(G.n * G.o * OH * OW));
   const std::int32_t y_min = relu ? y_zero : static_cast<std::int32_t>(lo_of<TY>());

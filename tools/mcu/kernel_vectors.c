@@ -834,12 +834,12 @@ static void div_rows(void) {
 static void conv(void) {
   static int32_t bias32[16], rq[32];
   static int64_t bias64[16];
-  /* N C H W O KH KW OH OW SH SW PH PW DH DW GROUPS */
+  /* N CG H W OG KH KW OH OW SH SW PH PW DH DW GROUPS */
   static const int32_t stem[MT_CONV_FIELDS] = {2, 3, 1, 32, 16, 1, 5, 1, 16, 1, 2, 0, 2, 1, 1, 1};
-  static const int32_t depthwise[MT_CONV_FIELDS] = {1, 16, 1, 16, 16, 1, 3, 1, 16, 1, 1, 0, 1, 1, 1, 16};
+  static const int32_t depthwise[MT_CONV_FIELDS] = {1, 1, 1, 16, 1, 1, 3, 1, 16, 1, 1, 0, 1, 1, 1, 16};
   static const int32_t pointwise[MT_CONV_FIELDS] = {1, 16, 1, 16, 12, 1, 1, 1, 16, 1, 1, 0, 0, 1, 1, 1};
-  static const int32_t grouped[MT_CONV_FIELDS] = {1, 4, 7, 6, 6, 3, 2, 3, 7, 2, 1, 1, 1, 2, 1, 2};
-  static const int32_t dw2d[MT_CONV_FIELDS] = {1, 8, 6, 5, 8, 3, 3, 3, 3, 2, 2, 1, 1, 1, 1, 8};
+  static const int32_t grouped[MT_CONV_FIELDS] = {1, 2, 7, 6, 3, 3, 2, 3, 7, 2, 1, 1, 1, 2, 1, 2};
+  static const int32_t dw2d[MT_CONV_FIELDS] = {1, 1, 6, 5, 1, 3, 3, 3, 3, 2, 2, 1, 1, 1, 1, 8};
   static const int32_t *const geoms[5] = {stem, depthwise, pointwise, grouped, dw2d};
   /* PLANES H W OH OW KH KW SH SW PH PW MODE */
   static const int32_t pools[4][MT_POOL_FIELDS] = {{16, 1, 16, 1, 8, 1, 2, 1, 2, 0, 0, 0},
@@ -856,7 +856,7 @@ static void conv(void) {
   h_begin();
   for (i = 0; i < 5; ++i) {
     const int32_t *g = geoms[i];
-    const int n = g[MT_CONV_N] * g[MT_CONV_O] * g[MT_CONV_OH] * g[MT_CONV_OW];
+    const int n = g[MT_CONV_N] * g[MT_CONV_OG] * g[MT_CONV_GROUPS] * g[MT_CONV_OH] * g[MT_CONV_OW];
     mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -3, -128), h8(y8, n);
     mt_conv_s8_s8_s8(a8, b8, 0, y8, g, rq, 0, 0, 0), h8(y8, n); /* per tensor, fused relu */
     mt_conv_s8_s8_s16(a8, b8, bias32, y16, g, rq, 1, 0, -32768), h16(y16, n);

@@ -100,12 +100,12 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
   }
   const std::int64_t rqb = L.table(Elem::S32, std::move(rq), TableRole::Requantization, "rq_" + c_name(wname));
   std::vector<std::int64_t> g(MT_CONV_FIELDS);
-  g[MT_CONV_N] = N, g[MT_CONV_C] = C, g[MT_CONV_H] = H, g[MT_CONV_W] = W, g[MT_CONV_O] = O;
+  g[MT_CONV_N] = N, g[MT_CONV_CG] = C / groups, g[MT_CONV_H] = H, g[MT_CONV_W] = W, g[MT_CONV_OG] = O / groups;
   g[MT_CONV_KH] = KH, g[MT_CONV_KW] = KW, g[MT_CONV_OH] = OH, g[MT_CONV_OW] = OW;
   g[MT_CONV_SH] = sh, g[MT_CONV_SW] = sw, g[MT_CONV_PH] = ph, g[MT_CONV_PW] = pw;
   g[MT_CONV_DH] = dh, g[MT_CONV_DW] = dw, g[MT_CONV_GROUPS] = groups;
   const std::int64_t gb = L.table(Elem::S32, std::move(g), TableRole::Parameters, "geom_" + c_name(wname),
-                                  {"N", "C", "H", "W", "O", "KH", "KW", "OH", "OW", "SH", "SW", "PH", "PW", "DH", "DW",
+                                  {"N", "CG", "H", "W", "OG", "KH", "KW", "OH", "OW", "SH", "SW", "PH", "PW", "DH", "DW",
                                    "GROUPS"});
   L.step(Lowering::kernel("conv", {x.elem, we, ye}),
          {Arg::buf(x.buffer, x.offset), Arg::buf(wb), Arg::buf(bb), Arg::buf(y.buffer), Arg::buf(gb), Arg::buf(rqb),

@@ -4,51 +4,68 @@
  * (mt_linear_out_* of mt_linear.c). Part of mt_kernels.c. */
 #include "mt_internal.h"
 
-/* The taps k in [0, kernel) of a window starting at `start` (dilation d) that land inside
- * [0, size): start + k d >= 0 from mt_tap_begin on, start + k d < size before mt_tap_end. */
-static int mt_tap_begin(int start, int d) { return start < 0 ? (-start + d - 1) / d : 0; }
-static int mt_tap_end(int start, int d, int size, int kernel) {
+/* floor(u / d) for d > 0 without a divide instruction: u times the reciprocal of
+ * mt_recip_u32 (1/d = r 2^-e, never below it, relative error < 2^-27) gives the quotient or a
+ * little more, lowered while q d > u. Exact. */
+static uint32_t mt_udiv_u32(uint32_t u, uint32_t d) {
   int e;
-  if (start >= size) return 0;
-  e = (size - start + d - 1) / d; /* the first k with start + k d >= size */
-  return e < kernel ? e : kernel;
+  const uint32_t r = mt_recip_u32(d, &e);
+  uint32_t q = (uint32_t)(((uint64_t)u * r) >> e);
+  while ((uint64_t)q * d > u) --q;
+  return q;
+}
+
+/* The taps k in [0, kernel) of a window starting at `start` (dilation d) that land inside
+ * [0, size): start + k d >= 0 from mt_tap_begin on, start + k d < size before mt_tap_end (no
+ * division: Cortex-M0 has no divide instruction; kernels are short). */
+static int mt_tap_begin(int start, int d, int kernel) {
+  int k = 0;
+  while (k < kernel && start + k * d < 0) ++k;
+  return k;
+}
+static int mt_tap_end(int start, int d, int size, int kernel) {
+  int k = kernel;
+  while (k > 0 && start + (k - 1) * d >= size) --k;
+  return k;
 }
 
 /* y[n, o, p, q] = max(y_min, y_zero + rq(b[o] + sum over c < C_g and the taps (i, j) inside
  * the input of x[n, g C_g + c, p SH - PH + i DH, q SW - PW + j DW] w[o, c, i, j]))
- * (cross-correlation; the padding is zeros, symmetric x), g = o / (O / GROUPS). ACC: int32
- * for int8 x int8 (|x w| <= 2^14: exact up to C_g KH KW = 131071 taps, the lowering's
- * bound), int64 otherwise. OUT: mt_linear_out_* (mt_linear.c). */
+ * (cross-correlation; the padding is zeros, symmetric x), o = g O_g + k. ACC: int32 for int8
+ * x int8 (|x w| <= 2^14: exact up to C_g KH KW = 131071 taps, the lowering's bound), int64
+ * otherwise. OUT: mt_linear_out_* (mt_linear.c). */
 #define MT_DEFINE_CONV(NAME, XT, WT, YT, BT, ACC, OUT)                                                    \
   void NAME(const XT *x, const WT *w, const BT *b, YT *y, const int32_t *g, const int32_t *rq,            \
             int rq_per_channel, int32_t y_zero, int32_t y_min) {                                          \
-    const int N = g[MT_CONV_N], C = g[MT_CONV_C], H = g[MT_CONV_H], W = g[MT_CONV_W], O = g[MT_CONV_O];   \
-    const int KH = g[MT_CONV_KH], KW = g[MT_CONV_KW], OH = g[MT_CONV_OH], OW = g[MT_CONV_OW];             \
-    const int SH = g[MT_CONV_SH], SW = g[MT_CONV_SW], PH = g[MT_CONV_PH], PW = g[MT_CONV_PW];             \
-    const int DH = g[MT_CONV_DH], DW = g[MT_CONV_DW], G = g[MT_CONV_GROUPS];                              \
-    const int CG = C / G, OG = O / G;                                                                     \
-    int n, o, p, q, c, i, j;                                                                              \
+    const int N = g[MT_CONV_N], CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W];                   \
+    const int OG = g[MT_CONV_OG], KH = g[MT_CONV_KH], KW = g[MT_CONV_KW], OH = g[MT_CONV_OH];             \
+    const int OW = g[MT_CONV_OW], SH = g[MT_CONV_SH], SW = g[MT_CONV_SW], PH = g[MT_CONV_PH];             \
+    const int PW = g[MT_CONV_PW], DH = g[MT_CONV_DH], DW = g[MT_CONV_DW], G = g[MT_CONV_GROUPS];          \
+    const int C = CG * G, O = OG * G;                                                                     \
+    int n, grp, t, p, q, c, i, j;                                                                         \
     for (n = 0; n < N; ++n)                                                                               \
-      for (o = 0; o < O; ++o) {                                                                           \
-        const XT *xg = x + ((long)n * C + (long)(o / OG) * CG) * H * W;                                   \
-        const WT *wo = w + (long)o * CG * KH * KW;                                                        \
-        const int32_t *r = rq + (rq_per_channel ? 2 * o : 0);                                             \
-        YT *yo = y + ((long)n * O + o) * OH * OW;                                                         \
-        for (p = 0; p < OH; ++p) {                                                                        \
-          const int h0 = p * SH - PH, i0 = mt_tap_begin(h0, DH), i1 = mt_tap_end(h0, DH, H, KH);          \
-          for (q = 0; q < OW; ++q) {                                                                      \
-            const int w0 = q * SW - PW, j0 = mt_tap_begin(w0, DW), j1 = mt_tap_end(w0, DW, W, KW);        \
-            ACC acc = 0;                                                                                  \
-            for (c = 0; c < CG; ++c)                                                                      \
-              for (i = i0; i < i1; ++i) {                                                                 \
-                const XT *xr = xg + ((long)c * H + h0 + i * DH) * W + w0;                                 \
-                const WT *wr = wo + ((long)c * KH + i) * KW;                                              \
-                for (j = j0; j < j1; ++j) acc += (ACC)xr[j * DW] * wr[j];                                 \
-              }                                                                                           \
-            yo[p * OW + q] = OUT((int64_t)acc + (b ? b[o] : 0), r, y_zero, y_min);                        \
+      for (grp = 0; grp < G; ++grp)                                                                       \
+        for (t = 0; t < OG; ++t) {                                                                        \
+          const int o = grp * OG + t;                                                                     \
+          const XT *xg = x + ((long)n * C + (long)grp * CG) * H * W;                                      \
+          const WT *wo = w + (long)o * CG * KH * KW;                                                      \
+          const int32_t *r = rq + (rq_per_channel ? 2 * o : 0);                                           \
+          YT *yo = y + ((long)n * O + o) * OH * OW;                                                       \
+          for (p = 0; p < OH; ++p) {                                                                      \
+            const int h0 = p * SH - PH, i0 = mt_tap_begin(h0, DH, KH), i1 = mt_tap_end(h0, DH, H, KH);    \
+            for (q = 0; q < OW; ++q) {                                                                    \
+              const int w0 = q * SW - PW, j0 = mt_tap_begin(w0, DW, KW), j1 = mt_tap_end(w0, DW, W, KW); \
+              ACC acc = 0;                                                                                \
+              for (c = 0; c < CG; ++c)                                                                    \
+                for (i = i0; i < i1; ++i) {                                                               \
+                  const XT *xr = xg + ((long)c * H + h0 + i * DH) * W + w0;                               \
+                  const WT *wr = wo + ((long)c * KH + i) * KW;                                            \
+                  for (j = j0; j < j1; ++j) acc += (ACC)xr[j * DW] * wr[j];                               \
+                }                                                                                         \
+              yo[p * OW + q] = OUT((int64_t)acc + (b ? b[o] : 0), r, y_zero, y_min);                      \
+            }                                                                                             \
           }                                                                                               \
         }                                                                                                 \
-      }                                                                                                   \
   }
 MT_DEFINE_CONV(mt_conv_s8_s8_s8, int8_t, int8_t, int8_t, int32_t, int32_t, mt_linear_out_s8)
 MT_DEFINE_CONV(mt_conv_s8_s8_s16, int8_t, int8_t, int16_t, int32_t, int32_t, mt_linear_out_s16)
@@ -66,8 +83,10 @@ static void mt_pool_window(const int32_t *g, int p, int q, int *h0, int *h1, int
   const int H = g[MT_POOL_H], W = g[MT_POOL_W];
   if (g[MT_POOL_MODE] == 2) {
     const int OH = g[MT_POOL_OH], OW = g[MT_POOL_OW];
-    *h0 = p * H / OH, *h1 = ((p + 1) * H + OH - 1) / OH;
-    *w0 = q * W / OW, *w1 = ((q + 1) * W + OW - 1) / OW;
+    *h0 = (int)mt_udiv_u32((uint32_t)(p * H), (uint32_t)OH);
+    *h1 = (int)mt_udiv_u32((uint32_t)((p + 1) * H + OH - 1), (uint32_t)OH);
+    *w0 = (int)mt_udiv_u32((uint32_t)(q * W), (uint32_t)OW);
+    *w1 = (int)mt_udiv_u32((uint32_t)((q + 1) * W + OW - 1), (uint32_t)OW);
   } else {
     const int hs = p * g[MT_POOL_SH] - g[MT_POOL_PH], ws = q * g[MT_POOL_SW] - g[MT_POOL_PW];
     const int he = hs + g[MT_POOL_KH], we = ws + g[MT_POOL_KW];
@@ -116,7 +135,7 @@ MT_DEFINE_MAX_POOL(mt_max_pool_s16, int16_t)
           for (i = h0; i < h1; ++i)                                                                         \
             for (j = w0; j < w1; ++j) s += (int32_t)xp[i * W + j] - zero;                                   \
           d = g[MT_POOL_MODE] == 0 ? g[MT_POOL_KH] * g[MT_POOL_KW] : (h1 - h0) * (w1 - w0);                 \
-          m = (int32_t)(((uint32_t)(s < 0 ? -s : s) + (uint32_t)d / 2u) / (uint32_t)d);                     \
+          m = (int32_t)mt_udiv_u32(mt_mag32(s) + ((uint32_t)d >> 1), (uint32_t)d);                          \
           yp[p * OW + q] = OUT(s < 0 ? -m : m, zero);                                                       \
         }                                                                                                   \
     }                                                                                                       \

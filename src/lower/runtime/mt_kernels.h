@@ -714,15 +714,16 @@ void mt_attention_backward_f32(const int32_t *p, const uint8_t *keep, const floa
 /* Convolution and pooling (mt_conv.c)                                                   */
 /* ------------------------------------------------------------------------------------ */
 
-/* The geometry table g of a convolution (int32, indices below): x [N, C, H, W], w [O, C /
- * GROUPS, KH, KW], y [N, O, OH, OW], strides SH, SW, zeros PH, PW before each row and column
- * (as many or fewer after: OH, OW say how far the windows go), dilations DH, DW. A 1-D
- * convolution is a 2-D one of H = KH = OH = 1. */
+/* The geometry table g of a convolution (int32, indices below): GROUPS groups of CG input and
+ * OG output channels, x [N, C = CG GROUPS, H, W], w [O = OG GROUPS, CG, KH, KW], y [N, O, OH,
+ * OW], strides SH, SW, zeros PH, PW before each row and column (as many or fewer after: OH,
+ * OW say how far the windows go), dilations DH, DW. A 1-D convolution is a 2-D one of H = KH
+ * = OH = 1. */
 #define MT_CONV_N 0
-#define MT_CONV_C 1
+#define MT_CONV_CG 1
 #define MT_CONV_H 2
 #define MT_CONV_W 3
-#define MT_CONV_O 4
+#define MT_CONV_OG 4
 #define MT_CONV_KH 5
 #define MT_CONV_KW 6
 #define MT_CONV_OH 7
@@ -737,13 +738,13 @@ void mt_attention_backward_f32(const int32_t *p, const uint8_t *keep, const floa
 #define MT_CONV_FIELDS 16
 
 /* Convolution (cross-correlation, PyTorch's conv1d / conv2d), per-channel requantized as
- * mt_linear_*: with g = o / (O / GROUPS) and C_g = C / GROUPS,
- *   y[n, o, p, q] = max(y_min, y_zero + rq(b[o] + sum_{c < C_g, i < KH, j < KW}
- *                   x[n, g C_g + c, p SH - PH + i DH, q SW - PW + j DW] w[o, c, i, j], rq[2k], rq[2k + 1]))
+ * mt_linear_*: with o = g OG + t (output channel t of group g),
+ *   y[n, o, p, q] = max(y_min, y_zero + rq(b[o] + sum_{c < CG, i < KH, j < KW}
+ *                   x[n, g CG + c, p SH - PH + i DH, q SW - PW + j DW] w[o, c, i, j], rq[2k], rq[2k + 1]))
  *   the taps outside the input left out (zero padding; x symmetric, no zero point), k = o when
  *   rq_per_channel, else 0. w in order (no pair order), b in the accumulator's scale (NULL =
  *   none): int32 for int8 x, int64 for int16 x. Accumulators: int32 for int8 x int8 (exact
- *   up to C_g KH KW = 131071 taps), int64 otherwise. Exact. y must not alias x. */
+ *   up to CG KH KW = 131071 taps), int64 otherwise. Exact. y must not alias x. */
 void mt_conv_s8_s8_s8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y, const int32_t *g,
                       const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
 void mt_conv_s8_s8_s16(const int8_t *x, const int8_t *w, const int32_t *b, int16_t *y, const int32_t *g,
