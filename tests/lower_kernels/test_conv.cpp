@@ -9,7 +9,7 @@ namespace {
 
 template <class TX, class TW, class TB, class TY>
 using ConvFn = void (*)(const TX*, const TW*, const TB*, TY*, const std::int32_t*, const std::int32_t*, int,
-                        std::int32_t, std::int32_t);
+                        std::int32_t, std::int32_t, std::int16_t*);
 
 struct Geom {
   int n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups;
@@ -36,7 +36,9 @@ void check_conv(ConvFn<TX, TW, TB, TY> fn, const Geom& G, bool bias, bool per_ch
                                           G.groups};
   std::vector<TY> y(static_cast<std::size_t>(G.n * G.o * OH * OW));
   const std::int32_t y_min = relu ? y_zero : static_cast<std::int32_t>(lo_of<TY>());
-  fn(x.data(), w.data(), bias ? b.data() : nullptr, y.data(), g, rq.data(), per_channel ? 1 : 0, y_zero, y_min);
+  std::vector<std::int16_t> col(static_cast<std::size_t>(2 * ((cg * G.kh * G.kw + 3) / 4 * 4)));
+  fn(x.data(), w.data(), bias ? b.data() : nullptr, y.data(), g, rq.data(), per_channel ? 1 : 0, y_zero, y_min,
+     seed % 2 ? col.data() : nullptr);
   std::int64_t saturated = 0;
   for (int n = 0; n < G.n; ++n)
     for (int o = 0; o < G.o; ++o)
@@ -98,7 +100,7 @@ TEST_CASE("lower kernels: conv equals the exact cross-correlation requantized pe
   std::int16_t y = 0;
   const std::int32_t g[MT_CONV_FIELDS] = {1, taps, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1};
   const std::int32_t down[2] = {0, 17};  // 2^-17: (2^31 - 2^14) / 2^17 rounds to 16384
-  mt_conv_s8_s8_s16(x.data(), w.data(), nullptr, &y, g, down, 0, 0, -32768);
+  mt_conv_s8_s8_s16(x.data(), w.data(), nullptr, &y, g, down, 0, 0, -32768, nullptr);
   CHECK(y == 16384);
 }
 

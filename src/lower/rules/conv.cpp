@@ -105,11 +105,16 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
   g[MT_CONV_SH] = sh, g[MT_CONV_SW] = sw, g[MT_CONV_PH] = ph, g[MT_CONV_PW] = pw;
   g[MT_CONV_DH] = dh, g[MT_CONV_DW] = dw, g[MT_CONV_GROUPS] = groups;
   const std::int64_t gb = L.table(Elem::S32, std::move(g), TableRole::Parameters, "geom_" + c_name(wname),
-                                  {"N", "CG", "H", "W", "OG", "KH", "KW", "OH", "OW", "SH", "SW", "PH", "PW", "DH", "DW",
-                                   "GROUPS"});
+                                  {"MT_CONV_N", "MT_CONV_CG", "MT_CONV_H", "MT_CONV_W", "MT_CONV_OG", "MT_CONV_KH",
+                                   "MT_CONV_KW", "MT_CONV_OH", "MT_CONV_OW", "MT_CONV_SH", "MT_CONV_SW", "MT_CONV_PH",
+                                   "MT_CONV_PW", "MT_CONV_DH", "MT_CONV_DW", "MT_CONV_GROUPS"});
+  // int8 x int8: two im2col columns of scratch for the Armv7E-M variant (mt_kernels.h)
+  const std::int64_t col = x.elem == Elem::S8 && we == Elem::S8
+                               ? L.new_act({2 * ((taps + 3) / 4 * 4)}, Elem::S16, Format{}, -1, false).buffer
+                               : -1;
   L.step(Lowering::kernel("conv", {x.elem, we, ye}),
          {Arg::buf(x.buffer, x.offset), Arg::buf(wb), Arg::buf(bb), Arg::buf(y.buffer), Arg::buf(gb), Arg::buf(rqb),
-          Arg::num(per_channel ? 1 : 0), Arg::num(f.zero), Arg::num(relu ? f.zero : qmin(ye))},
+          Arg::num(per_channel ? 1 : 0), Arg::num(f.zero), Arg::num(relu ? f.zero : qmin(ye)), Arg::buf(col)},
          N * O * OH * OW * taps);
   L.set(top, y);
 }

@@ -42,16 +42,16 @@ void lower_pool(Lowering& L, const Node& n, int spatial, Pool kind) {
   if (kind != Pool::Max && area > 65535) {
     L.fail(n, fmt::format("windows of up to {} elements are more than the kernel's 65535; pool in two steps", area));
   }
-  const View y = L.out_act(n, x.elem, Format{x.scale, x.zero, 0, 0});
+  const Format f{x.scale, x.zero, L.buf(x).lo, L.buf(x).hi};  // the input's
+  const View y = L.out_act(n, x.elem, f);
   const std::int64_t gb = L.table(Elem::S32, std::move(g), TableRole::Parameters, fmt::format("pool_{}", n.output),
-                                  {"PLANES", "H", "W", "OH", "OW", "KH", "KW", "SH", "SW", "PH", "PW", "MODE"});
+                                  {"MT_POOL_PLANES", "MT_POOL_H", "MT_POOL_W", "MT_POOL_OH", "MT_POOL_OW", "MT_POOL_KH",
+                                   "MT_POOL_KW", "MT_POOL_SH", "MT_POOL_SW", "MT_POOL_PH", "MT_POOL_PW", "MT_POOL_MODE"});
   const std::string sfx = Lowering::elem_sfx(x.elem);
   std::vector<Arg> args{Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::buf(gb)};
   if (kind != Pool::Max) args.push_back(Arg::num(x.zero));
   L.step((kind == Pool::Max ? "mt_max_pool_" : "mt_avg_pool_") + sfx, std::move(args));
-  View out = y;
-  out.scale = x.scale, out.zero = x.zero;
-  L.set(n, out);
+  L.set(n, y);
 }
 
 OpRule pool_rule(int spatial, Pool kind) {

@@ -33,16 +33,19 @@ static int mt_tap_end(int start, int d, int size, int kernel) {
  * the input of x[n, g C_g + c, p SH - PH + i DH, q SW - PW + j DW] w[o, c, i, j]))
  * (cross-correlation; the padding is zeros, symmetric x), o = g O_g + k. ACC: int32 for int8
  * x int8 (|x w| <= 2^14: exact up to C_g KH KW = 131071 taps, the lowering's bound), int64
- * otherwise. OUT: mt_linear_out_* (mt_linear.c). */
-#define MT_DEFINE_CONV(NAME, XT, WT, YT, BT, ACC, OUT)                                                    \
+ * otherwise. OUT: mt_linear_out_* (mt_linear.c). VARIANT: a target's variant (MT_NO_VARIANT:
+ * none), which returns 1 when it computed the call. */
+#define MT_DEFINE_CONV(NAME, XT, WT, YT, BT, ACC, OUT, VARIANT)                                           \
   void NAME(const XT *x, const WT *w, const BT *b, YT *y, const int32_t *g, const int32_t *rq,            \
-            int rq_per_channel, int32_t y_zero, int32_t y_min) {                                          \
+            int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col) {                            \
     const int N = g[MT_CONV_N], CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W];                   \
     const int OG = g[MT_CONV_OG], KH = g[MT_CONV_KH], KW = g[MT_CONV_KW], OH = g[MT_CONV_OH];             \
     const int OW = g[MT_CONV_OW], SH = g[MT_CONV_SH], SW = g[MT_CONV_SW], PH = g[MT_CONV_PH];             \
     const int PW = g[MT_CONV_PW], DH = g[MT_CONV_DH], DW = g[MT_CONV_DW], G = g[MT_CONV_GROUPS];          \
     const int C = CG * G, O = OG * G;                                                                     \
     int n, grp, t, p, q, c, i, j;                                                                         \
+    if (VARIANT(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min, col)) return;                          \
+    (void)col;                                                                                            \
     for (n = 0; n < N; ++n)                                                                               \
       for (grp = 0; grp < G; ++grp)                                                                       \
         for (t = 0; t < OG; ++t) {                                                                        \
@@ -67,14 +70,115 @@ static int mt_tap_end(int start, int d, int size, int kernel) {
           }                                                                                               \
         }                                                                                                 \
   }
-MT_DEFINE_CONV(mt_conv_s8_s8_s8, int8_t, int8_t, int8_t, int32_t, int32_t, mt_linear_out_s8)
-MT_DEFINE_CONV(mt_conv_s8_s8_s16, int8_t, int8_t, int16_t, int32_t, int32_t, mt_linear_out_s16)
-MT_DEFINE_CONV(mt_conv_s8_s16_s8, int8_t, int16_t, int8_t, int32_t, int64_t, mt_linear_out_s8)
-MT_DEFINE_CONV(mt_conv_s8_s16_s16, int8_t, int16_t, int16_t, int32_t, int64_t, mt_linear_out_s16)
-MT_DEFINE_CONV(mt_conv_s16_s8_s8, int16_t, int8_t, int8_t, int64_t, int64_t, mt_linear_out_s8)
-MT_DEFINE_CONV(mt_conv_s16_s8_s16, int16_t, int8_t, int16_t, int64_t, int64_t, mt_linear_out_s16)
-MT_DEFINE_CONV(mt_conv_s16_s16_s8, int16_t, int16_t, int8_t, int64_t, int64_t, mt_linear_out_s8)
-MT_DEFINE_CONV(mt_conv_s16_s16_s16, int16_t, int16_t, int16_t, int64_t, int64_t, mt_linear_out_s16)
+#if MT_DSP
+/* The Armv7E-M variant of the int8 x int8 convolutions: im2col two output positions at a
+ * time into col (two columns of the CG KH KW taps as int16, the padding's taps 0), then the
+ * linear layers' two-rows-by-two-channels loop (MT_ROWS_MAC_s16 of mt_linear.c: 8 SMLAD per 4
+ * taps and 2 channels and 2 positions) over each pair of the group's output channels, so each
+ * column serves every channel of the group and no buffer holds more than two columns. The
+ * columns are stored with the middle two of every four taps swapped (t0 t2 t1 t3), so that
+ * SXTB16's split of a word of weights in order, (w0, w2) and (w1, w3), meets their halfword
+ * pairs as loaded; the last taps % 4 in order (a plain loop). Sums in int32 from the bias
+ * (exact: |b| < 2^30, taps <= 65536), requantized per channel by mt_rq_chan (every channel
+ * mt_rq_chan_fast), at least y_min. Other calls (no col, another shift, a larger bias, one
+ * output channel per group as in a depthwise convolution, where a column would serve one
+ * channel) go to the reference. The same integers. */
+
+/* Column `dst` of the taps of output position (p, q) of group `grp` (its CG channels from x0)
+ * in the order above. */
+static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, int16_t *dst) {
+  const int CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH], KW = g[MT_CONV_KW];
+  const int h0 = p * g[MT_CONV_SH] - g[MT_CONV_PH], w0 = q * g[MT_CONV_SW] - g[MT_CONV_PW];
+  const int DH = g[MT_CONV_DH], DW = g[MT_CONV_DW], taps4 = CG * KH * KW & ~3;
+  int c, i, j, t = 0;
+  if (KH == 1 && KW == 1 && h0 >= 0 && h0 < H && w0 >= 0 && w0 < W) { /* pointwise: a tap per channel */
+    const long hw = (long)H * W;
+    const int8_t *xp = x0 + (long)h0 * W + w0;
+    for (c = 0; c + 4 <= CG; c += 4, xp += 4 * hw)
+      dst[c] = xp[0], dst[c + 1] = xp[2 * hw], dst[c + 2] = xp[hw], dst[c + 3] = xp[3 * hw];
+    for (; c < CG; ++c, xp += hw) dst[c] = xp[0];
+    return;
+  }
+  for (c = 0; c < CG; ++c)
+    for (i = 0; i < KH; ++i) {
+      const int hi = h0 + i * DH;
+      const int8_t *xr = x0 + ((long)c * H + hi) * W;
+      const int row_in = hi >= 0 && hi < H;
+      for (j = 0; j < KW; ++j, ++t) {
+        const int wi = w0 + j * DW;
+        const int at = t < taps4 ? (t & ~3) | ((t & 1) << 1) | ((t & 2) >> 1) : t; /* t0 t2 t1 t3 */
+        dst[at] = (int16_t)(row_in && wi >= 0 && wi < W ? xr[wi] : 0);
+      }
+    }
+}
+
+#define MT_DEFINE_CONV_DSP(NAME, YT, BITS)                                                                 \
+  static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
+                  const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col) {   \
+    const int N = g[MT_CONV_N], CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W];                   \
+    const int OG = g[MT_CONV_OG], OH = g[MT_CONV_OH], OW = g[MT_CONV_OW], G = g[MT_CONV_GROUPS];          \
+    const int taps = CG * g[MT_CONV_KH] * g[MT_CONV_KW], taps4 = taps & ~3, span = (taps + 3) & ~3;       \
+    const int O = OG * G, P = OH * OW;                                                                    \
+    int n, grp, o, k, j;                                                                                  \
+    if (!col || taps > 65536 || OG == 1) return 0; /* depthwise: the reference's direct loops */          \
+    for (o = 0; o < (rq_per_channel ? O : 1); ++o)                                                        \
+      if (!mt_rq_chan_fast(rq + 2 * o, y_zero)) return 0;                                                 \
+    for (o = 0; b && o < O; ++o)                                                                          \
+      if (mt_mag32(b[o]) >= 1u << 30) return 0;                                                           \
+    for (n = 0; n < N; ++n)                                                                               \
+      for (grp = 0; grp < G; ++grp) {                                                                     \
+        const int8_t *x0 = x + ((long)n * CG * G + (long)grp * CG) * H * W;                               \
+        int p = 0, q = 0; /* position k = p OW + q */                                                     \
+        for (k = 0; k < P; k += 2) {                                                                      \
+          const int two = k + 1 < P; /* an odd last position: its column twice, stored once */           \
+          int16_t *c0 = col, *c1 = col + span;                                                            \
+          mt_conv_column_s8(x0, g, p, q, c0);                                                             \
+          if (++q == OW) q = 0, ++p;                                                                      \
+          if (two) {                                                                                      \
+            mt_conv_column_s8(x0, g, p, q, c1);                                                           \
+            if (++q == OW) q = 0, ++p;                                                                    \
+          } else {                                                                                        \
+            c1 = c0;                                                                                      \
+          }                                                                                               \
+          for (o = grp * OG; o < (grp + 1) * OG; o += 2) {                                                \
+            const int o1 = o + 1 < (grp + 1) * OG ? o + 1 : o; /* an odd last channel: computed twice */  \
+            const int8_t *w0 = w + (long)o * taps, *w1 = w + (long)o1 * taps;                             \
+            const mt_rq_chan q0 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);             \
+            const mt_rq_chan q1 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o1 : 0), y_zero);            \
+            int32_t a00 = b ? b[o] : 0, a01 = b ? b[o1] : 0, a10 = a00, a11 = a01;                        \
+            YT *y0 = y + ((long)n * O + o) * P + k, *y1 = y + ((long)n * O + o1) * P + k;                 \
+            const int16_t *xa = c0, *xb = c1; /* the names MT_ROWS_MAC_s16's operands take */             \
+            MT_ROWS_MAC_s16(xa, xb, w0, w1, taps4, a00, a01, a10, a11);                                   \
+            for (j = taps4; j < taps; ++j) {                                                              \
+              a00 += (int32_t)c0[j] * w0[j], a01 += (int32_t)c0[j] * w1[j];                               \
+              a10 += (int32_t)c1[j] * w0[j], a11 += (int32_t)c1[j] * w1[j];                               \
+            }                                                                                             \
+            y0[0] = (YT)MT_CHAN_OUT(BITS, &q0, a00, y_min);                                               \
+            y1[0] = (YT)MT_CHAN_OUT(BITS, &q1, a01, y_min);                                               \
+            if (two) {                                                                                    \
+              y0[1] = (YT)MT_CHAN_OUT(BITS, &q0, a10, y_min);                                             \
+              y1[1] = (YT)MT_CHAN_OUT(BITS, &q1, a11, y_min);                                             \
+            }                                                                                             \
+          }                                                                                               \
+        }                                                                                                 \
+      }                                                                                                   \
+    return 1;                                                                                             \
+  }
+MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s8, int8_t, 8)
+MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s16, int16_t, 16)
+#else
+#define mt_conv_dsp_s8_s8_s8 MT_NO_VARIANT
+#define mt_conv_dsp_s8_s8_s16 MT_NO_VARIANT
+#endif
+
+MT_DEFINE_CONV(mt_conv_s8_s8_s8, int8_t, int8_t, int8_t, int32_t, int32_t, mt_linear_out_s8, mt_conv_dsp_s8_s8_s8)
+MT_DEFINE_CONV(mt_conv_s8_s8_s16, int8_t, int8_t, int16_t, int32_t, int32_t, mt_linear_out_s16, mt_conv_dsp_s8_s8_s16)
+MT_DEFINE_CONV(mt_conv_s8_s16_s8, int8_t, int16_t, int8_t, int32_t, int64_t, mt_linear_out_s8, MT_NO_VARIANT)
+MT_DEFINE_CONV(mt_conv_s8_s16_s16, int8_t, int16_t, int16_t, int32_t, int64_t, mt_linear_out_s16, MT_NO_VARIANT)
+MT_DEFINE_CONV(mt_conv_s16_s8_s8, int16_t, int8_t, int8_t, int64_t, int64_t, mt_linear_out_s8, MT_NO_VARIANT)
+MT_DEFINE_CONV(mt_conv_s16_s8_s16, int16_t, int8_t, int16_t, int64_t, int64_t, mt_linear_out_s16, MT_NO_VARIANT)
+MT_DEFINE_CONV(mt_conv_s16_s16_s8, int16_t, int16_t, int8_t, int64_t, int64_t, mt_linear_out_s8, MT_NO_VARIANT)
+MT_DEFINE_CONV(mt_conv_s16_s16_s16, int16_t, int16_t, int16_t, int64_t, int64_t, mt_linear_out_s16, MT_NO_VARIANT)
 
 /* The window of output (p, q) of a pooling with table g, clipped to the input: rows
  * [*h0, *h1), columns [*w0, *w1); MT_POOL_MODE 2: adaptive, [floor(p H / OH), ceil((p + 1) H

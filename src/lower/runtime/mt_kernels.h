@@ -744,23 +744,26 @@ void mt_attention_backward_f32(const int32_t *p, const uint8_t *keep, const floa
  *   the taps outside the input left out (zero padding; x symmetric, no zero point), k = o when
  *   rq_per_channel, else 0. w in order (no pair order), b in the accumulator's scale (NULL =
  *   none): int32 for int8 x, int64 for int16 x. Accumulators: int32 for int8 x int8 (exact
- *   up to CG KH KW = 131071 taps), int64 otherwise. Exact. y must not alias x. */
+ *   up to CG KH KW = 131071 taps), int64 otherwise. Exact. y must not alias x.
+ * col: scratch of 2 ((CG KH KW + 3) & ~3) int16 on a word boundary, for the int8 x int8
+ *   variants on Armv7E-M (two im2col columns at a time; its contents are not kept), or NULL
+ *   (the portable loops). */
 void mt_conv_s8_s8_s8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y, const int32_t *g,
-                      const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+                      const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
 void mt_conv_s8_s8_s16(const int8_t *x, const int8_t *w, const int32_t *b, int16_t *y, const int32_t *g,
-                       const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+                       const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
 void mt_conv_s8_s16_s8(const int8_t *x, const int16_t *w, const int32_t *b, int8_t *y, const int32_t *g,
-                       const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+                       const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
 void mt_conv_s8_s16_s16(const int8_t *x, const int16_t *w, const int32_t *b, int16_t *y, const int32_t *g,
-                        const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+                        const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
 void mt_conv_s16_s8_s8(const int16_t *x, const int8_t *w, const int64_t *b, int8_t *y, const int32_t *g,
-                       const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+                       const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
 void mt_conv_s16_s8_s16(const int16_t *x, const int8_t *w, const int64_t *b, int16_t *y, const int32_t *g,
-                        const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+                        const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
 void mt_conv_s16_s16_s8(const int16_t *x, const int16_t *w, const int64_t *b, int8_t *y, const int32_t *g,
-                        const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+                        const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
 void mt_conv_s16_s16_s16(const int16_t *x, const int16_t *w, const int64_t *b, int16_t *y, const int32_t *g,
-                         const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min);
+                         const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
 
 /* The geometry table g of a pooling (int32): PLANES planes (N C) of H x W in, of OH x OW out;
  * MODE 0 and 1: windows of KH x KW at (p SH - PH, q SW - PW), clipped to the input (the
