@@ -1045,6 +1045,25 @@ TEST_CASE("lower: Conv2d + BatchNorm2d + ReLU, depthwise 3x3 stride 2, pointwise
     MESSAGE("conv2d model int" << bits << ": max error " << err << " of range " << hi - lo);
     CHECK(err / (hi - lo) <= (bits == 16 ? 0.005 : 0.05));
   }
+  // mixed precision per layer: the pointwise convolution at int16 outputs, int8 weights, in an
+  // int8 model (its input, the depthwise layer's output, stays int8)
+  std::string pointwise_node;
+  int convs = 0;
+  for (const lower::Node& node : g.nodes) {
+    if (node.op == "conv2d" && ++convs == 3) pointwise_node = "%" + std::to_string(node.output);
+  }
+  lower::QuantOptions o = options(8, "conv2d_mixed");
+  o.precision.push_back({pointwise_node, 16, 8});
+  const lower::Program p = lower::quantize(g, cal, o);
+  INFO(p.to_string());
+  CHECK(has_kernel(p, "mt_conv_s8_s8_s16"));
+  CHECK(has_kernel(p, "mt_avg_pool_s16"));
+  lower::Simulator sim(p);
+  mt::NoGradGuard no_grad;
+  for (std::int64_t i = 32; i < 40; ++i) {
+    const Tensor x = xs.slice(0, i, i + 1);
+    CHECK_CLOSE(sim.forward(x), fn(x), 0.0, 0.05 * 2.04);
+  }
 }
 
 TEST_CASE("lower: a BatchNorm that no layer before it can absorb, or in training, fails naming the node and the fix") {

@@ -841,7 +841,8 @@ static void conv(void) {
   static const int32_t pointwise[MT_CONV_FIELDS] = {1, 16, 1, 16, 12, 1, 1, 1, 16, 1, 1, 0, 0, 1, 1, 1};
   static const int32_t grouped[MT_CONV_FIELDS] = {1, 2, 7, 6, 3, 3, 2, 3, 7, 2, 1, 1, 1, 2, 1, 2};
   static const int32_t dw2d[MT_CONV_FIELDS] = {1, 1, 6, 5, 1, 3, 3, 3, 3, 2, 2, 1, 1, 1, 1, 8};
-  static const int32_t *const geoms[5] = {stem, depthwise, pointwise, grouped, dw2d};
+  static const int32_t dw3x3[MT_CONV_FIELDS] = {1, 1, 5, 7, 1, 3, 3, 5, 7, 1, 1, 1, 1, 1, 1, 8};
+  static const int32_t *const geoms[6] = {stem, depthwise, pointwise, grouped, dw2d, dw3x3};
   /* PLANES H W OH OW KH KW SH SW PH PW MODE */
   static const int32_t pools[4][MT_POOL_FIELDS] = {{16, 1, 16, 1, 8, 1, 2, 1, 2, 0, 0, 0},
                                                    {6, 5, 6, 3, 4, 3, 2, 2, 2, 1, 1, 0},
@@ -856,7 +857,7 @@ static void conv(void) {
   fill8(a8, 2 * 3 * 32 + 16 * 16, -128, 127);
   fill8(b8, 16 * 16, -128, 127);
   h_begin();
-  for (i = 0; i < 5; ++i) {
+  for (i = 0; i < 6; ++i) {
     const int32_t *g = geoms[i];
     const int n = g[MT_CONV_N] * g[MT_CONV_OG] * g[MT_CONV_GROUPS] * g[MT_CONV_OH] * g[MT_CONV_OW];
     mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -3, -128, col), h8(y8, n);

@@ -80,9 +80,9 @@ static int mt_tap_end(int start, int d, int size, int kernel) {
  * SXTB16's split of a word of weights in order, (w0, w2) and (w1, w3), meets their halfword
  * pairs as loaded; the last taps % 4 in order (a plain loop). Sums in int32 from the bias
  * (exact: |b| < 2^30, taps <= 65536), requantized per channel by mt_rq_chan (every channel
- * mt_rq_chan_fast), at least y_min. Other calls (no col, another shift, a larger bias, one
- * output channel per group as in a depthwise convolution, where a column would serve one
- * channel) go to the reference. The same integers. */
+ * mt_rq_chan_fast), at least y_min. Depthwise layers of kernel width 3 take the variant
+ * above; other calls (no col, another shift, a larger bias, other layers of one output channel
+ * per group, where a column would serve one channel) go to the reference. The same integers. */
 
 /* Column `dst` of the taps of output position (p, q) of group `grp` (its CG channels from x0)
  * in the order above. */
@@ -112,7 +112,75 @@ static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, 
     }
 }
 
-#define MT_DEFINE_CONV_DSP(NAME, YT, BITS)                                                                 \
+/* One output of a depthwise channel (xc its input plane, wc its KH x KW weights) from the bias,
+ * the taps inside the input only (the border outputs of the variant below). */
+static int32_t mt_conv_dw_one_s8(const int8_t *xc, const int8_t *wc, const int32_t *g, int p, int q, int32_t acc) {
+  const int H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH], KW = g[MT_CONV_KW], DH = g[MT_CONV_DH];
+  const int DW = g[MT_CONV_DW], h0 = p * g[MT_CONV_SH] - g[MT_CONV_PH], w0 = q * g[MT_CONV_SW] - g[MT_CONV_PW];
+  const int i1 = mt_tap_end(h0, DH, H, KH), j0 = mt_tap_begin(w0, DW, KW), j1 = mt_tap_end(w0, DW, W, KW);
+  int i, j;
+  for (i = mt_tap_begin(h0, DH, KH); i < i1; ++i)
+    for (j = j0; j < j1; ++j) acc += (int32_t)xc[(h0 + i * DH) * W + w0 + j * DW] * wc[i * KW + j];
+  return acc;
+}
+
+/* Depthwise int8 x int8 convolutions of kernel width 3, stride and dilation 1 along W (one
+ * input and one output channel per group; any KH <= 8, stride and dilation along H, padding):
+ * two outputs (q, q + 1) per pass over each kernel row i, from one word of the input row
+ * (x0 x1 x2 x3): SXTB16 gives (x0, x2) and (x1, x3), and with the row's weights as (w0, w2)
+ * and w1,  y_q += SMLAD((x0, x2), (w0, w2)) + x1 w1 (SMLABB) and y_{q+1} += SMLAD((x1, x3),
+ * (w0, w2)) + x2 w1 (SMLATB): 1 LDR, 2 SXTB16, 4 multiply-adds for 6 MACs. Outputs whose
+ * window leaves the row: mt_conv_dw_one_s8. Sums in int32 from the bias, requantized by
+ * mt_rq_chan; the caller checked the channels and biases. */
+#define MT_DEFINE_CONV_DW3_DSP(NAME, YT, BITS)                                                            \
+  static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
+                  const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                 \
+    const int N = g[MT_CONV_N], H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH];                   \
+    const int OH = g[MT_CONV_OH], OW = g[MT_CONV_OW], G = g[MT_CONV_GROUPS], PW = g[MT_CONV_PW];          \
+    const int SH = g[MT_CONV_SH], PH = g[MT_CONV_PH], DH = g[MT_CONV_DH];                                 \
+    const int q_lo = PW, q_hi = W + PW - 4; /* pairs (q, q + 1) with q_lo <= q <= q_hi read inside */    \
+    int32_t wp[8], w1[8];                                                                                 \
+    int n, o, p, q, i;                                                                                    \
+    if (g[MT_CONV_KW] != 3 || g[MT_CONV_DW] != 1 || g[MT_CONV_SW] != 1 || KH > 8) return 0;               \
+    for (n = 0; n < N; ++n)                                                                               \
+      for (o = 0; o < G; ++o) {                                                                           \
+        const int8_t *xc = x + ((long)n * G + o) * H * W, *wc = w + o * KH * 3;                           \
+        const mt_rq_chan qc = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                 \
+        const int32_t bias = b ? b[o] : 0;                                                                \
+        YT *yc = y + ((long)n * G + o) * OH * OW;                                                         \
+        for (i = 0; i < KH; ++i) /* (w0, w2) as halfwords, and w1 */                                      \
+          wp[i] = (int32_t)(((uint32_t)(uint16_t)wc[3 * i + 2] << 16) | (uint16_t)wc[3 * i]),             \
+          w1[i] = wc[3 * i + 1];                                                                          \
+        for (p = 0; p < OH; ++p) {                                                                        \
+          const int h0 = p * SH - PH, i0 = mt_tap_begin(h0, DH, KH), i1 = mt_tap_end(h0, DH, H, KH);      \
+          YT *yr = yc + p * OW;                                                                           \
+          for (q = 0; q < OW;) {                                                                          \
+            if (q < q_lo || q > q_hi || q + 1 >= OW) {                                                    \
+              yr[q] = (YT)MT_CHAN_OUT(BITS, &qc, mt_conv_dw_one_s8(xc, wc, g, p, q, bias), y_min);        \
+              ++q;                                                                                        \
+              continue;                                                                                   \
+            }                                                                                             \
+            {                                                                                             \
+              int32_t a0 = bias, a1 = bias;                                                               \
+              const int8_t *xr = xc + (long)(h0 + i0 * DH) * W + (q - PW);                                \
+              for (i = i0; i < i1; ++i, xr += DH * W) {                                                   \
+                const int32_t v = mt_ld32(xr), e = __sxtb16(v), od = mt_odd_bytes(v);                     \
+                a0 = __smlabb(od, w1[i], __smlad(e, wp[i], a0));                                          \
+                a1 = __smlatb(e, w1[i], __smlad(od, wp[i], a1));                                          \
+              }                                                                                           \
+              yr[q] = (YT)MT_CHAN_OUT(BITS, &qc, a0, y_min);                                              \
+              yr[q + 1] = (YT)MT_CHAN_OUT(BITS, &qc, a1, y_min);                                          \
+              q += 2;                                                                                     \
+            }                                                                                             \
+          }                                                                                               \
+        }                                                                                                 \
+      }                                                                                                   \
+    return 1;                                                                                             \
+  }
+MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s8, int8_t, 8)
+MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, 16)
+
+#define MT_DEFINE_CONV_DSP(NAME, YT, BITS, DW3)                                                            \
   static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col) {   \
     const int N = g[MT_CONV_N], CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W];                   \
@@ -120,11 +188,13 @@ static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, 
     const int taps = CG * g[MT_CONV_KH] * g[MT_CONV_KW], taps4 = taps & ~3, span = (taps + 3) & ~3;       \
     const int O = OG * G, P = OH * OW;                                                                    \
     int n, grp, o, k, j;                                                                                  \
-    if (!col || taps > 65536 || OG == 1) return 0; /* depthwise: the reference's direct loops */          \
+    if (taps > 65536) return 0;                                                                           \
     for (o = 0; o < (rq_per_channel ? O : 1); ++o)                                                        \
       if (!mt_rq_chan_fast(rq + 2 * o, y_zero)) return 0;                                                 \
     for (o = 0; b && o < O; ++o)                                                                          \
       if (mt_mag32(b[o]) >= 1u << 30) return 0;                                                           \
+    if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min);                 \
+    if (!col || OG == 1) return 0; /* one channel per group: a column would serve one channel */          \
     for (n = 0; n < N; ++n)                                                                               \
       for (grp = 0; grp < G; ++grp) {                                                                     \
         const int8_t *x0 = x + ((long)n * CG * G + (long)grp * CG) * H * W;                               \
@@ -164,8 +234,8 @@ static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, 
       }                                                                                                   \
     return 1;                                                                                             \
   }
-MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s8, int8_t, 8)
-MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s16, int16_t, 16)
+MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s8, int8_t, 8, mt_conv_dw3_s8_s8_s8)
+MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s16, int16_t, 16, mt_conv_dw3_s8_s8_s16)
 #else
 #define mt_conv_dsp_s8_s8_s8 MT_NO_VARIANT
 #define mt_conv_dsp_s8_s8_s16 MT_NO_VARIANT
