@@ -76,6 +76,7 @@ TEST_CASE("lower kernels: conv equals the exact cross-correlation requantized pe
   Geom same{1, 2, 1, 8, 3, 1, 4, 1, 1, 0, 1, 1, 1, 1};                  // "same" for an even kernel: 1 before, 2 after
   same.pw_end = 2;
   const Geom one_tap{1, 1, 1, 3, 1, 1, 3, 1, 1, 0, 2, 1, 1, 1};          // windows with one tap inside
+  const Geom padded_pointwise{2, 4, 2, 5, 3, 1, 1, 1, 2, 1, 1, 1, 1, 1};  // kernel 1 reading the padding
   check_conv(mt_conv_s8_s8_s8, conv1d, true, true, -5, false, 1);
   check_conv(mt_conv_s8_s8_s8, depthwise1d, true, true, 0, true, 2);
   check_conv(mt_conv_s8_s8_s8, pointwise1d, false, false, 3, false, 3);
@@ -85,6 +86,8 @@ TEST_CASE("lower kernels: conv equals the exact cross-correlation requantized pe
   check_conv(mt_conv_s8_s8_s8, conv2d, true, false, 0, false, 7);
   check_conv(mt_conv_s8_s8_s8, same, true, true, 0, false, 8);
   check_conv(mt_conv_s8_s8_s8, one_tap, true, true, 0, false, 9);
+  check_conv(mt_conv_s8_s8_s8, padded_pointwise, true, true, 0, false, 18);
+  check_conv(mt_conv_s16_s8_s16, padded_pointwise, true, true, 0, false, 19);
   check_conv(mt_conv_s8_s8_s16, conv1d, true, true, 0, true, 10);
   check_conv(mt_conv_s8_s16_s8, depthwise2d, true, true, 0, false, 11);
   check_conv(mt_conv_s8_s16_s16, grouped2d, true, true, 0, false, 12);

@@ -59,12 +59,18 @@ static int mt_tap_end(int start, int d, int size, int kernel) {
             for (q = 0; q < OW; ++q) {                                                                    \
               const int w0 = q * SW - PW, j0 = mt_tap_begin(w0, DW, KW), j1 = mt_tap_end(w0, DW, W, KW); \
               ACC acc = 0;                                                                                \
-              for (c = 0; c < CG; ++c)                                                                    \
-                for (i = i0; i < i1; ++i) {                                                               \
-                  const XT *xr = xg + ((long)c * H + h0 + i * DH) * W + w0;                               \
-                  const WT *wr = wo + ((long)c * KH + i) * KW;                                            \
-                  for (j = j0; j < j1; ++j) acc += (ACC)xr[j * DW] * wr[j];                               \
-                }                                                                                         \
+              if (KH == 1 && KW == 1) { /* pointwise: one tap per channel, HW apart (or in the padding) */ \
+                const XT *xp = xg + (i0 < i1 && j0 < j1 ? (long)h0 * W + w0 : 0);                         \
+                const long hw = (long)H * W;                                                              \
+                for (c = 0; i0 < i1 && j0 < j1 && c < CG; ++c) acc += (ACC)xp[c * hw] * wo[c];            \
+              } else {                                                                                    \
+                for (c = 0; c < CG; ++c)                                                                  \
+                  for (i = i0; i < i1; ++i) {                                                             \
+                    const XT *xr = xg + ((long)c * H + h0 + i * DH) * W + w0;                             \
+                    const WT *wr = wo + ((long)c * KH + i) * KW;                                          \
+                    for (j = j0; j < j1; ++j) acc += (ACC)xr[j * DW] * wr[j];                             \
+                  }                                                                                       \
+              }                                                                                           \
               yo[p * OW + q] = OUT((int64_t)acc + (b ? b[o] : 0), r, y_zero, y_min);                      \
             }                                                                                             \
           }                                                                                               \
