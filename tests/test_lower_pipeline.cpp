@@ -910,3 +910,194 @@ TEST_CASE("lower: random small graphs - the emitted C compiles warning-free, run
   INFO(r.out);
   CHECK(r.status == 0);
 }
+
+namespace {
+
+// A sensor stem in front of attention: Conv1d (kernel 5, stride 2) + BatchNorm + ReLU,
+// depthwise + pointwise + ReLU, max pooling, transpose(1, 2), a TransformerEncoderLayer, the
+// mean over time and a Linear head. Random weights; the norm's statistics and affine
+// parameters set away from their initial values so that folding it matters.
+struct ConvStem {
+  nn::Conv1d conv{3, 16, 5, nn::Conv1dOptions{2, 2}};
+  nn::BatchNorm1d bn{16};
+  nn::Conv1d depthwise{16, 16, 3, nn::Conv1dOptions{1, 1, 1, 16}};
+  nn::Conv1d pointwise{16, 16, 1};
+  nn::MaxPool1d pool{2};
+  nn::TransformerEncoderLayer encoder;
+  nn::Linear head{16, 4};
+  static nn::TransformerEncoderLayerOptions encoder_options() {
+    nn::TransformerEncoderLayerOptions o;
+    o.dim_feedforward = 32;
+    o.batch_first = true;
+    return o;
+  }
+  ConvStem() : encoder(16, 4, encoder_options()) {
+    mt::NoGradGuard no_grad;
+    bn.running_mean.copy_(mt::randn({16}) * 0.3);
+    bn.running_var.copy_(mt::rand({16}) * 2.0 + 0.2);
+    bn.weight.copy_(mt::rand({16}) + 0.5);
+    bn.bias.copy_(mt::randn({16}) * 0.2);
+    bn.eval();
+    encoder.eval();
+  }
+  Tensor operator()(const Tensor& x) {  // x [N, 3, 32]
+    Tensor h = mt::relu(bn.forward(conv.forward(x)));
+    h = mt::relu(pointwise.forward(depthwise.forward(h)));
+    h = mt::transpose(pool.forward(h), 1, 2);  // [N, 8, 16]: tokens first
+    return head.forward(mt::mean(encoder.forward(h), {1}));
+  }
+};
+
+bool has_kernel(const lower::Program& p, const std::string& kernel) {
+  return std::any_of(p.steps.begin(), p.steps.end(), [&](const lower::Step& s) { return s.kernel == kernel; });
+}
+
+}  // namespace
+
+TEST_CASE("lower: a conv stem (Conv1d + BatchNorm + ReLU, depthwise, pointwise, max pool, transpose, encoder, mean, "
+          "Linear) within its formats' rounding at int8 and int16") {
+  mt::manual_seed(21);
+  ConvStem stem;
+  auto fn = [&](const Tensor& x) { return stem(x); };
+  const Tensor xs = mt::randn({48, 3, 32});
+  const lower::Graph g = lower::trace(fn, mt::zeros({1, 3, 32}));
+  const lower::Calibration cal = lower::calibrate(g, xs.slice(0, 0, 32));
+  const Tensor mean_before = stem.bn.running_mean.clone(), weight_before = stem.conv.weight.clone();
+  for (const int bits : {16, 8}) {
+    CAPTURE(bits);
+    const lower::Program p = lower::quantize(g, cal, options(bits, "stem"));
+    const std::string sfx = bits == 8 ? "s8_s8_s8" : "s16_s16_s16";
+    INFO(p.to_string());
+    CHECK(has_kernel(p, "mt_conv_" + sfx));
+    // the pool's output joins the residual stream, which int8 models keep at 16 bits
+    CHECK(has_kernel(p, "mt_max_pool_s16"));
+    // the norm and both relus fold into the convolutions: three conv steps before the pool
+    std::int64_t convs = 0;
+    for (const lower::Step& s : p.steps) {
+      if (s.kernel.rfind("mt_max_pool", 0) == 0) break;
+      CHECK(s.kernel.rfind("mt_conv_", 0) == 0);
+      ++convs;
+    }
+    CHECK(convs == 3);
+    lower::Simulator sim(p);
+    mt::NoGradGuard no_grad;
+    double err = 0, lo = 1e300, hi = -1e300;
+    for (std::int64_t i = 32; i < 48; ++i) {
+      const Tensor x = xs.slice(0, i, i + 1);
+      const Tensor yf = fn(x), yq = sim.forward(x);
+      err = std::max(err, mt::max(mt::abs(yf - yq)).item());
+      lo = std::min(lo, mt::min(yf).item()), hi = std::max(hi, mt::max(yf).item());
+    }
+    MESSAGE("conv stem int" << bits << ": max error " << err << " of range " << hi - lo);
+    CHECK(err / (hi - lo) <= (bits == 16 ? 0.005 : 0.03));
+  }
+  // folding the norm at lowering time left the model as it was
+  CHECK(mt::equal(stem.bn.running_mean, mean_before));
+  CHECK(mt::equal(stem.conv.weight, weight_before));
+}
+
+TEST_CASE("lower: Conv2d + BatchNorm2d + ReLU, depthwise 3x3 stride 2, pointwise, average and adaptive pooling, "
+          "flatten, Linear + BatchNorm1d within their formats' rounding") {
+  mt::manual_seed(22);
+  nn::Conv2d conv(2, 8, 3, nn::Conv2dOptions{1, 1});
+  nn::BatchNorm2d bn(8);
+  nn::Conv2d depthwise(8, 8, 3, nn::Conv2dOptions{2, 1, 1, 8});
+  nn::Conv2d pointwise(8, 12, 1);
+  nn::AvgPool2d avg(2, nn::AvgPool2dOptions{1, 1, false});
+  nn::AdaptiveAvgPool2d adaptive(mt::Sizes2d(2, 1));
+  nn::Flatten flatten;
+  nn::Linear fc(24, 6);
+  nn::BatchNorm1d bn_fc(6);
+  {
+    mt::NoGradGuard no_grad;
+    for (nn::BatchNorm* b : {static_cast<nn::BatchNorm*>(&bn), static_cast<nn::BatchNorm*>(&bn_fc)}) {
+      b->running_mean.copy_(mt::randn(b->running_mean.shape()) * 0.3);
+      b->running_var.copy_(mt::rand(b->running_var.shape()) + 0.3);
+      b->weight.copy_(mt::rand(b->weight.shape()) + 0.5);
+      b->eval();
+    }
+  }
+  auto fn = [&](const Tensor& x) {  // x [N, 2, 10, 9]
+    Tensor h = mt::relu(bn.forward(conv.forward(x)));
+    h = mt::relu(pointwise.forward(depthwise.forward(h)));  // [N, 12, 5, 5]
+    h = flatten.forward(adaptive.forward(avg.forward(h)));  // [N, 24]
+    return bn_fc.forward(fc.forward(h));
+  };
+  const Tensor xs = mt::randn({40, 2, 10, 9});
+  const lower::Graph g = lower::trace(fn, mt::zeros({1, 2, 10, 9}));
+  const lower::Calibration cal = lower::calibrate(g, xs.slice(0, 0, 32));
+  for (const int bits : {16, 8}) {
+    CAPTURE(bits);
+    const lower::Program p = lower::quantize(g, cal, options(bits, "conv2d"));
+    INFO(p.to_string());
+    const std::string s = bits == 8 ? "s8" : "s16";
+    CHECK(has_kernel(p, "mt_conv_" + s + "_" + s + "_" + s));
+    CHECK(has_kernel(p, "mt_avg_pool_" + s));
+    lower::Simulator sim(p);
+    mt::NoGradGuard no_grad;
+    double err = 0, lo = 1e300, hi = -1e300;
+    for (std::int64_t i = 32; i < 40; ++i) {
+      const Tensor x = xs.slice(0, i, i + 1);
+      const Tensor yf = fn(x), yq = sim.forward(x);
+      err = std::max(err, mt::max(mt::abs(yf - yq)).item());
+      lo = std::min(lo, mt::min(yf).item()), hi = std::max(hi, mt::max(yf).item());
+    }
+    MESSAGE("conv2d model int" << bits << ": max error " << err << " of range " << hi - lo);
+    CHECK(err / (hi - lo) <= (bits == 16 ? 0.005 : 0.05));
+  }
+  // mixed precision per layer: the pointwise convolution at int16 outputs, int8 weights, in an
+  // int8 model (its input, the depthwise layer's output, stays int8)
+  std::string pointwise_node;
+  int convs = 0;
+  for (const lower::Node& node : g.nodes) {
+    if (node.op == "conv2d" && ++convs == 3) pointwise_node = "%" + std::to_string(node.output);
+  }
+  lower::QuantOptions o = options(8, "conv2d_mixed");
+  o.precision.push_back({pointwise_node, 16, 8});
+  const lower::Program p = lower::quantize(g, cal, o);
+  INFO(p.to_string());
+  CHECK(has_kernel(p, "mt_conv_s8_s8_s16"));
+  CHECK(has_kernel(p, "mt_avg_pool_s16"));
+  lower::Simulator sim(p);
+  mt::NoGradGuard no_grad;
+  for (std::int64_t i = 32; i < 40; ++i) {
+    const Tensor x = xs.slice(0, i, i + 1);
+    CHECK_CLOSE(sim.forward(x), fn(x), 0.0, 0.05 * 2.04);
+  }
+}
+
+TEST_CASE("lower: a BatchNorm that no layer before it can absorb, or in training, fails naming the node and the fix") {
+  mt::manual_seed(23);
+  nn::Conv1d conv(2, 4, 3);
+  nn::MaxPool1d pool(2);
+  nn::BatchNorm1d bn(4);
+  bn.eval();
+  auto after_pool = [&](const Tensor& x) { return bn.forward(pool.forward(conv.forward(x))); };
+  const Tensor xs = mt::randn({8, 2, 12});
+  const lower::Graph g = lower::trace(after_pool, mt::zeros({1, 2, 12}));
+  CHECK_THROWS_WITH_AS(lower::quantize(g, lower::calibrate(g, xs), options(8, "bn")),
+                       doctest::Contains("batch_norm lowers only folded into the conv1d, conv2d or linear layer"),
+                       mt::ValueError);
+  bn.train();
+  auto training = [&](const Tensor& x) { return bn.forward(conv.forward(x)); };
+  const lower::Graph gt = lower::trace(training, mt::zeros({2, 2, 12}));
+  CHECK_THROWS_WITH_AS(lower::quantize(gt, lower::calibrate(gt, mt::randn({8, 2, 12})), options(8, "bn")),
+                       doctest::Contains("call model.eval()"), mt::ValueError);
+}
+
+TEST_CASE("lower: an emitted conv stem (int8 and int16) is bit-exact on host, UBSan, Cortex-M0, M4, M7, M33") {
+  if (!have_tool("arm-none-eabi-gcc") || !have_tool("qemu-system-arm")) {
+    MESSAGE("skipped: arm-none-eabi-gcc or qemu-system-arm not installed (tools/install-deps.sh adds them)");
+    return;
+  }
+  mt::manual_seed(24);
+  ConvStem stem;
+  auto fn = [&](const Tensor& x) { return stem(x); };
+  const Tensor xs = mt::randn({40, 3, 32});
+  const lower::Graph g = lower::trace(fn, mt::zeros({1, 3, 32}));
+  const lower::Calibration cal = lower::calibrate(g, xs.slice(0, 0, 32));
+  for (const int bits : {8, 16}) {
+    const lower::Program p = lower::quantize(g, cal, options(bits, bits == 8 ? "stem8" : "stem16"));
+    check_firmware(p, quantized_rows(p, xs, 40));
+  }
+}

@@ -12,6 +12,7 @@
 #include "kernels.hpp"
 #include "module_path.hpp"
 #include "microtorch/error.hpp"
+#include "microtorch/ops.hpp"
 #include "rules.hpp"
 #include "value_uses.hpp"
 #include "weight_rounding.hpp"
@@ -99,13 +100,40 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
   // OpRule::fuses_into_layer after OpRule::fuses_activation).
   const ValueUses uses = value_uses(g);
   const std::vector<std::int64_t>&producer = uses.producer, &reads = uses.readers;
+  // A batch_norm in eval that alone reads a layer's output folds into the layer's weights and
+  // bias (folded_norm(): OpRule::folds_into_weights after OpRule::folds_norm_rank), its
+  // statistics and affine parameters constant.
+  for (std::size_t i = 0; !float32_ && i < g.nodes.size(); ++i) {
+    const Node& bn = g.nodes[i];
+    const OpRule* norm = find_rule(bn.op);
+    if (!norm || !norm->folds_into_weights || bn.inputs.empty() || bn.inputs[0] < 0) continue;
+    if (node_attr<bool>(bn, "training")) continue;
+    const auto x = static_cast<std::size_t>(bn.inputs[0]);
+    if (bn.inputs[0] == g.output || reads[x] != 1 || producer[x] < 0) continue;
+    const bool constant = std::all_of(bn.inputs.begin() + 1, bn.inputs.end(), [&](std::int64_t v) {
+      return v < 0 || constant_values_[static_cast<std::size_t>(v)];
+    });
+    const Node& layer = g.nodes[static_cast<std::size_t>(producer[x])];
+    const OpRule* rule = find_rule(layer.op);
+    if (!constant || !rule || rule->folds_norm_rank == 0 || !rule->weighted(layer, constant_values_) ||
+        static_cast<int>(g.value(layer.output).shape.size()) != rule->folds_norm_rank) {
+      continue;
+    }
+    norms_[layer.output] = static_cast<std::int64_t>(i);
+    absorbed_.insert(static_cast<std::int64_t>(i));
+  }
   for (std::size_t i = 0; !float32_ && i < g.nodes.size(); ++i) {
     const Node& relu = g.nodes[i];
     const OpRule* act = find_rule(relu.op);
     if (!act || !act->fuses_into_layer || relu.inputs.size() != 1 || relu.inputs[0] < 0) continue;
     const auto x = static_cast<std::size_t>(relu.inputs[0]);
     if (relu.inputs[0] == g.output || reads[x] != 1 || producer[x] < 0) continue;
-    const Node& layer = g.nodes[static_cast<std::size_t>(producer[x])];
+    std::int64_t at = producer[x];  // the layer, or the batch_norm folded into it
+    const Node& before = g.nodes[static_cast<std::size_t>(at)];
+    if (absorbed_.count(at) != 0 && find_rule(before.op) && find_rule(before.op)->folds_into_weights) {
+      at = producer[static_cast<std::size_t>(before.inputs[0])];
+    }
+    const Node& layer = g.nodes[static_cast<std::size_t>(at)];
     const OpRule* rule = find_rule(layer.op);
     if (!rule || !rule->fuses_activation || !rule->weighted(layer, constant_values_)) continue;
     fused_[layer.output] = static_cast<std::int64_t>(i);
@@ -371,6 +399,32 @@ std::optional<AffineInput> Lowering::affine_input(const Node& linear) const {
 const Node* Lowering::fused_relu(const Node& n) const {
   const auto it = fused_.find(n.output);
   return it == fused_.end() ? nullptr : &g_.nodes[static_cast<std::size_t>(it->second)];
+}
+
+const Node* Lowering::folded_norm(const Node& n) const {
+  const auto it = norms_.find(n.output);
+  return it == norms_.end() ? nullptr : &g_.nodes[static_cast<std::size_t>(it->second)];
+}
+
+std::pair<Tensor, Tensor> Lowering::fold_norm(const Node& n, const Tensor& w, const Tensor& b) const {
+  const Node* bn = folded_norm(n);
+  if (!bn) return {w, b};
+  const auto in = [&](std::size_t k) {
+    return k < bn->inputs.size() && bn->inputs[k] >= 0 ? data(bn->inputs[k]).to(Dtype::Float64).contiguous() : Tensor();
+  };
+  const Tensor mean = in(1), var = in(2), gamma = in(3), beta = in(4);
+  const double eps = node_attr<double>(*bn, "eps");
+  const std::int64_t out = w.size(0), per = w.numel() / std::max<std::int64_t>(out, 1);
+  if (mean.numel() != out || var.numel() != out) fail(*bn, fmt::format("its statistics must have {} channels", out));
+  Tensor wf = w.to(Dtype::Float64).contiguous().clone(), bf = zeros({out}, Dtype::Float64);
+  const Tensor b64 = b.defined() ? b.to(Dtype::Float64).contiguous() : Tensor();
+  for (std::int64_t o = 0; o < out; ++o) {
+    const double s = (gamma.defined() ? gamma.data<double>()[o] : 1.0) / std::sqrt(var.data<double>()[o] + eps);
+    for (std::int64_t k = 0; k < per; ++k) wf.data<double>()[o * per + k] *= s;
+    bf.data<double>()[o] = s * ((b64.defined() ? b64.data<double>()[o] : 0.0) - mean.data<double>()[o]) +
+                           (beta.defined() ? beta.data<double>()[o] : 0.0);
+  }
+  return {wf, bf};
 }
 
 std::vector<const Node*> Lowering::readers(std::int64_t id) const {

@@ -110,6 +110,16 @@ class Lowering {
   /// its zero point (mt_linear's y_min), instead of to a format for the layer's whole range
   /// (negative values included) and then again by the relu.
   const Node* fused_relu(const Node& n) const;
+  /// The batch_norm that a layer `n` folds into its weights and bias, or null: a batch_norm in
+  /// eval (OpRule::folds_into_weights) that alone reads the output of a layer with
+  /// OpRule::folds_norm_rank. The layer writes the norm's output (or that of the relu after
+  /// it, fused_relu()); fold_norm() gives the folded parameters.
+  const Node* folded_norm(const Node& n) const;
+  /// W and b of a layer with n's folded norm applied (in float64, before quantization; the
+  /// model's own tensors are not changed): with s[o] = gamma[o] / sqrt(running_var[o] + eps),
+  /// W'[o, ...] = s[o] W[o, ...] and b'[o] = s[o] (b[o] - running_mean[o]) + beta[o]
+  /// (b undefined: 0; gamma, beta undefined: 1, 0). W and b as they are when none folds.
+  std::pair<Tensor, Tensor> fold_norm(const Node& n, const Tensor& w, const Tensor& b) const;
   /// The affine chain in front of a linear node, with its per-feature scale and shift.
   std::optional<AffineInput> affine_input(const Node& linear) const;
   /// The nodes that read value `id`.
@@ -274,6 +284,7 @@ class Lowering {
   std::vector<bool> constant_values_;
   std::set<std::int64_t> absorbed_;            // nodes folded into a linear layer (absorbed())
   std::map<std::int64_t, std::int64_t> fused_;  // linear node output -> index of its fused relu
+  std::map<std::int64_t, std::int64_t> norms_;  // layer node output -> index of its folded batch_norm
   std::int64_t node_ = -1;
   std::map<std::pair<Elem, std::vector<std::int64_t>>, std::int64_t> tables_;
   std::map<std::int64_t, Tensor> folded_;                        // outputs of nodes computed only from constants

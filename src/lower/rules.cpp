@@ -18,6 +18,8 @@ std::vector<OpRule> norm_rules();         // layer_norm
 std::vector<OpRule> reduce_rules();       // mean, sum, argmax
 std::vector<OpRule> attention_rules();    // scaled_dot_product_attention, multi_head_attention
 std::vector<OpRule> shape_rules();        // reshape, permute, slice, expand, clone, cat, index_select, embedding
+std::vector<OpRule> conv_rules();         // conv1d, conv2d, batch_norm (folded into the layer before it)
+std::vector<OpRule> pool_rules();         // max_pool, avg_pool, adaptive_avg_pool (1d, 2d)
 
 std::string_view attr_type_name(AttrSpec::Type t) {
   switch (t) {
@@ -34,7 +36,7 @@ const std::vector<OpRule>& op_rules() {
   static const std::vector<OpRule> rules = [] {
     std::vector<OpRule> all;
     for (auto family : {linear_rules, elementwise_rules, activation_rules, softmax_rules, norm_rules, reduce_rules,
-                        attention_rules, shape_rules}) {
+                        attention_rules, shape_rules, conv_rules, pool_rules}) {
       for (OpRule& r : family()) all.push_back(std::move(r));
     }
     return all;

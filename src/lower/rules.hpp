@@ -62,6 +62,12 @@ struct OpRule {
   bool fuses_activation = false;
   /// An activation that a layer's requantization applies: a clamp at the zero point (relu).
   bool fuses_into_layer = false;
+  /// weighted: a node with `folds_into_weights` (a batch_norm in eval) that alone reads the
+  /// output folds into the layer's weights and bias (Lowering::folded_norm) when the output
+  /// has this rank, at which its dim 1 is the layer's output channels (0: none folds).
+  int folds_norm_rank = 0;
+  /// A per-channel affine map over dim 1 that folds into the layer before it (batch_norm).
+  bool folds_into_weights = false;
   /// The residual stream runs through it (add, sub): it joins two streams when both operands
   /// are activations, and carries one on when the other is a constant (a position embedding)
   /// (Lowering::residual_stream: such values stay at sensitive_bits in int8 models).

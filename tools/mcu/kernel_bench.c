@@ -39,6 +39,24 @@ static int16_t x16[L * 3 * D], xd16[L * 3 * D], w16[OUT * IN], s16[SM * SM], y16
 static int32_t b32[OUT], rq[2 * OUT], acc32[D];
 static int64_t b64[OUT], acc64[D];
 
+/* the convolutions (int8, per-channel, fused relu): a sensor stem of N 1, 3 to 16 channels,
+ * L 128, kernel 5, stride 2, padding 2 (conv_stem); depthwise 3 on 16 channels and pointwise
+ * 16 to 32 on L 64 (conv_dw, conv_pw); the DS-CNN layer pair, 64-channel depthwise 3 x 3
+ * (padding 1) and pointwise 64 to 64 on 25 x 5 (dscnn_dw, dscnn_pw) */
+static int8_t cx8[64 * 125], cw8[64 * 64], cy8[64 * 125];
+static int32_t cb32[64], crq[2 * 64];
+static MT_WORD_ALIGNED int16_t col16[2 * 64];
+static const int32_t conv_stem[MT_CONV_FIELDS] = {1, 3, 1, 128, 16, 1, 5, 1, 64, 1, 2, 0, 2, 1, 1, 1};
+static const int32_t conv_dw[MT_CONV_FIELDS] = {1, 1, 1, 64, 1, 1, 3, 1, 64, 1, 1, 0, 1, 1, 1, 16};
+static const int32_t conv_pw[MT_CONV_FIELDS] = {1, 16, 1, 64, 32, 1, 1, 1, 64, 1, 1, 0, 0, 1, 1, 1};
+static const int32_t dscnn_dw[MT_CONV_FIELDS] = {1, 1, 25, 5, 1, 3, 3, 25, 5, 1, 1, 1, 1, 1, 1, 64};
+static const int32_t dscnn_pw[MT_CONV_FIELDS] = {1, 64, 25, 5, 64, 1, 1, 25, 5, 1, 1, 0, 0, 1, 1, 1};
+static const struct {
+  const char *name;
+  const int32_t *g;
+} convs[] = {{"conv_stem", conv_stem}, {"conv_dw", conv_dw}, {"conv_pw", conv_pw}, {"dscnn_dw", dscnn_dw},
+             {"dscnn_pw", dscnn_pw}};
+
 /* attention parameters: q, k, v read in place from one [L, 3D] projection (as lowered MHA) */
 static void attn_params(int32_t *p, int bits) {
   memset(p, 0, MT_ATTN_PARAMS * sizeof *p);
@@ -67,8 +85,17 @@ int main(int argc, char **argv) {
   }
   for (i = 0; i < L; ++i) /* q, k about N(0, 1) real values at 2^-13; v full range */
     fill16(xd16 + i * 3 * D, 2 * D, -12000, 12000), fill16(xd16 + i * 3 * D + 2 * D, D, -32768, 32767);
+  fill8(cx8, 64 * 125, -128, 127), fill8(cw8, 64 * 64, -127, 127);
+  for (i = 0; i < 64; ++i) cb32[i] = rnd(-20000, 20000), crq[2 * i] = 1073741824 + rnd(0, 65535) * 16384, crq[2 * i + 1] = 9;
   for (r = 0; r < reps; ++r) {
-    if (!strcmp(name, "linear_s8")) {
+    const int32_t *cg = 0;
+    for (i = 0; i < (int)(sizeof convs / sizeof convs[0]); ++i)
+      if (!strcmp(name, convs[i].name)) cg = convs[i].g;
+    if (cg) {
+      const long outs = (long)cg[MT_CONV_N] * cg[MT_CONV_OG] * cg[MT_CONV_GROUPS] * cg[MT_CONV_OH] * cg[MT_CONV_OW];
+      mt_conv_s8_s8_s8(cx8, cw8, cb32, cy8, cg, crq, 1, -128, -128, col16);
+      macs = outs * cg[MT_CONV_CG] * cg[MT_CONV_KH] * cg[MT_CONV_KW], out = cy8, bytes = (int)outs;
+    } else if (!strcmp(name, "linear_s8")) {
       mt_linear_s8_s8_s8(x8, w8, b32, y8, ROWS, IN, OUT, 0, rq, 1, -3, -128);
       macs = (long)ROWS * IN * OUT, out = y8, bytes = ROWS * OUT;
     } else if (!strcmp(name, "linear_s16")) {

@@ -829,6 +829,65 @@ static void div_rows(void) {
   h_end("div_rows");
 }
 
+/* Convolutions (standard with stride and padding, depthwise, pointwise, dilated 2-D with groups)
+ * and the poolings, every type combination of the convolution. */
+static void conv(void) {
+  static int32_t bias32[16], rq[32], rqf[32]; /* rqf: every channel the usual positive m, shift 6..12 */
+  static int64_t bias64[16];
+  static MT_WORD_ALIGNED int16_t col[2 * 48]; /* two im2col columns of up to 48 taps (the DSP variant) */
+  /* N CG H W OG KH KW OH OW SH SW PH PW DH DW GROUPS */
+  static const int32_t stem[MT_CONV_FIELDS] = {2, 3, 1, 32, 16, 1, 5, 1, 16, 1, 2, 0, 2, 1, 1, 1};
+  static const int32_t depthwise[MT_CONV_FIELDS] = {1, 1, 1, 16, 1, 1, 3, 1, 16, 1, 1, 0, 1, 1, 1, 16};
+  static const int32_t pointwise[MT_CONV_FIELDS] = {1, 16, 1, 16, 12, 1, 1, 1, 16, 1, 1, 0, 0, 1, 1, 1};
+  static const int32_t grouped[MT_CONV_FIELDS] = {1, 2, 7, 6, 3, 3, 2, 3, 7, 2, 1, 1, 1, 2, 1, 2};
+  static const int32_t dw2d[MT_CONV_FIELDS] = {1, 1, 6, 5, 1, 3, 3, 3, 3, 2, 2, 1, 1, 1, 1, 8};
+  static const int32_t dw3x3[MT_CONV_FIELDS] = {1, 1, 5, 7, 1, 3, 3, 5, 7, 1, 1, 1, 1, 1, 1, 8};
+  static const int32_t *const geoms[6] = {stem, depthwise, pointwise, grouped, dw2d, dw3x3};
+  /* PLANES H W OH OW KH KW SH SW PH PW MODE */
+  static const int32_t pools[4][MT_POOL_FIELDS] = {{16, 1, 16, 1, 8, 1, 2, 1, 2, 0, 0, 0},
+                                                   {6, 5, 6, 3, 4, 3, 2, 2, 2, 1, 1, 0},
+                                                   {6, 5, 6, 3, 4, 3, 2, 2, 2, 1, 1, 1},
+                                                   {6, 5, 6, 2, 4, 0, 0, 0, 0, 0, 0, 2}};
+  int i;
+  fill32(bias32, 16);
+  for (i = 0; i < 16; ++i) bias32[i] /= 64, bias64[i] = (int64_t)bias32[i] * 8, rq[2 * i] = rnd_m(), rq[2 * i + 1] = rnd(6, 20);
+  for (i = 0; i < 16; ++i) rqf[2 * i] = (int32_t)((1u << 30) | (lcg() >> 2)), rqf[2 * i + 1] = rnd(6, 12);
+  fill16(a16, 2 * 3 * 32 + 16 * 16, -32768, 32767);
+  fill16(b16, 16 * 16, -32768, 32767);
+  fill8(a8, 2 * 3 * 32 + 16 * 16, -128, 127);
+  fill8(b8, 16 * 16, -128, 127);
+  h_begin();
+  for (i = 0; i < 6; ++i) {
+    const int32_t *g = geoms[i];
+    const int n = g[MT_CONV_N] * g[MT_CONV_OG] * g[MT_CONV_GROUPS] * g[MT_CONV_OH] * g[MT_CONV_OW];
+    mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -3, -128, col), h8(y8, n);
+    mt_conv_s8_s8_s8(a8, b8, 0, y8, g, rq, 0, 0, 0, col), h8(y8, n); /* per tensor, fused relu */
+    /* the Armv7E-M variant's requantization: every channel fast, zero point, relu, odd channels and positions */
+    mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rqf, 1, -3, -128, col), h8(y8, n);
+    mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rqf, 1, 5, 5, col), h8(y8, n);
+    mt_conv_s8_s8_s8(a8, b8, 0, y8, g, rqf, 0, 0, -128, col), h8(y8, n);
+    mt_conv_s8_s8_s16(a8, b8, bias32, y16, g, rqf, 1, 0, -32768, col), h16(y16, n);
+    mt_conv_s8_s8_s16(a8, b8, bias32, y16, g, rqf, 1, 0, 0, col), h16(y16, n);
+    mt_conv_s8_s8_s16(a8, b8, bias32, y16, g, rq, 1, 0, -32768, col), h16(y16, n);
+    mt_conv_s8_s16_s8(a8, b16, bias32, y8, g, rq, 1, 0, -128, col), h8(y8, n);
+    mt_conv_s8_s16_s16(a8, b16, bias32, y16, g, rq, 1, 0, 0, col), h16(y16, n);
+    mt_conv_s16_s8_s8(a16, b8, bias64, y8, g, rq, 1, 2, -128, col), h8(y8, n);
+    mt_conv_s16_s8_s16(a16, b8, bias64, y16, g, rq, 1, 0, -32768, col), h16(y16, n);
+    mt_conv_s16_s16_s8(a16, b16, bias64, y8, g, rq, 1, 0, -128, col), h8(y8, n);
+    mt_conv_s16_s16_s16(a16, b16, bias64, y16, g, rq, 1, 0, -32768, col), h16(y16, n);
+  }
+  h_end("conv");
+  h_begin();
+  for (i = 0; i < 4; ++i) {
+    const int32_t *g = pools[i];
+    const int n = g[MT_POOL_PLANES] * g[MT_POOL_OH] * g[MT_POOL_OW];
+    if (g[MT_POOL_MODE] == 0) mt_max_pool_s8(a8, y8, g), h8(y8, n), mt_max_pool_s16(a16, y16, g), h16(y16, n);
+    mt_avg_pool_s8(a8, y8, g, -7), h8(y8, n);
+    mt_avg_pool_s16(a16, y16, g, 0), h16(y16, n);
+  }
+  h_end("pool");
+}
+
 int main(void) {
   primitives();
   linear();
@@ -844,6 +903,7 @@ int main(void) {
   attention();
   copy_embedding();
   div_rows();
+  conv();
   printf("%d cases\n", cases);
   return 0;
 }

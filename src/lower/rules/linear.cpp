@@ -73,6 +73,8 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
   // A fused relu (Lowering::fused_relu): the layer writes the relu's output, in the wider of
   // the two nodes' types, clamped at its zero point.
   const Node* relu = L.fused_relu(n);
+  const Node* norm = L.folded_norm(n);  // folded into w_in and b by the caller (Lowering::fold_norm)
+  const Node& top = relu ? *relu : norm ? *norm : n;  // the node whose output the layer writes
   const Elem we = L.weight_elem(n);
   Elem ye = parts ? parts_elem : L.out_elem(n);
   if (relu && elem_bytes(L.out_elem(*relu)) > elem_bytes(ye)) ye = L.out_elem(*relu);
@@ -120,9 +122,9 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
     f.scale = *std::max_element(segments.begin(), segments.end());
   } else {
     // power-of-two scales: the relu keeps its input's format (lower_relu), the layer's
-    f = L.out_format(relu && L.options().scheme != Scheme::PowerOfTwo ? *relu : n, ye);
+    f = L.out_format(relu && L.options().scheme != Scheme::PowerOfTwo ? *relu : norm ? *norm : n, ye);
   }
-  View y = L.out_act(relu ? *relu : n, ye, f);
+  View y = L.out_act(top, ye, f);
   y.segments = segments;
   const bool per_channel = !wbuf.channel_scales.empty() || parts;
   std::vector<std::int64_t> rq;
@@ -137,7 +139,7 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
           Arg::num(out), Arg::num(x_stride), Arg::buf(rqb), Arg::num(per_channel ? 1 : 0), Arg::num(f.zero),
           Arg::num(relu ? f.zero : qmin(ye))},
          rows * in * out);
-  L.set(relu ? *relu : n, y);
+  L.set(top, y);
 }
 
 void lower_matmul(Lowering& L, const Node& n) {
@@ -274,25 +276,26 @@ std::vector<OpRule> linear_rules() {
   linear.reads_parts = true;
   linear.weight_input = 1;
   linear.folds_affine_input = linear.rounds_with_gram = linear.reads_feature_formats = linear.fuses_activation = true;
+  linear.folds_norm_rank = 2;  // BatchNorm1d over [N, C] after it
   linear.evaluate = [](const Node&, const std::vector<Tensor>& in) {
     return microtorch::linear(in[0], in[1], in.size() > 2 ? in[2] : Tensor());
   };
   linear.lower = [](Lowering& L, const Node& n) {
     if (!L.is_const(n.inputs[1])) L.fail(n, "the weight must be a parameter or constant");
-    const Tensor& w = L.data(n.inputs[1]);
     const std::int64_t b_id = n.inputs.size() > 2 ? n.inputs[2] : -1;
     if (b_id >= 0 && !L.is_const(b_id)) L.fail(n, "the bias must be a parameter or constant");
+    // a batch_norm after the layer folds into W and b first (Lowering::fold_norm)
+    const auto [w, b_in] = L.fold_norm(n, L.data(n.inputs[1]), b_id >= 0 ? L.data(b_id) : Tensor());
+    const std::string sfx = L.folded_norm(n) ? "_bn" : "";
     const auto chain = L.affine_input(n);
-    const std::string bname = b_id >= 0 ? L.const_name(b_id) : L.const_name(n.inputs[1]);
-    if (!chain || w.dim() != 2) {
-      return lower_linear(L, n, n.inputs[0], w, b_id >= 0 ? L.data(b_id) : Tensor(), bname, L.const_name(n.inputs[1]));
-    }
+    const std::string bname = (b_id >= 0 ? L.const_name(b_id) : L.const_name(n.inputs[1])) + sfx;
+    if (!chain || w.dim() != 2) return lower_linear(L, n, n.inputs[0], w, b_in, bname, L.const_name(n.inputs[1]) + sfx);
     // x = scale * root + shift: W diag(scale) applied to root, bias b + W shift
     const auto in = static_cast<std::int64_t>(chain->scale.size());
     if (w.size(1) != in) L.fail(n, "the weight must be [out, in] for an input of `in` features");
     const Tensor wd = w.to(Dtype::Float64).contiguous();
     Tensor wf = empty(w.shape(), Dtype::Float64), bf = zeros({w.size(0)}, Dtype::Float64);
-    const Tensor b = b_id >= 0 ? L.data(b_id).to(Dtype::Float64).contiguous() : Tensor();
+    const Tensor b = b_in.defined() ? b_in.to(Dtype::Float64).contiguous() : Tensor();
     for (std::int64_t o = 0; o < w.size(0); ++o) {
       double acc = b.defined() ? b.data<double>()[o] : 0.0;
       for (std::int64_t j = 0; j < in; ++j) {
@@ -302,7 +305,7 @@ std::vector<OpRule> linear_rules() {
       }
       bf.data<double>()[o] = acc;
     }
-    lower_linear(L, n, chain->root, wf, bf, bname + "_folded", L.const_name(n.inputs[1]) + "_folded");
+    lower_linear(L, n, chain->root, wf, bf, bname + "_folded", L.const_name(n.inputs[1]) + sfx + "_folded");
   };
 
   linear.lower_f32 = lower_linear_f32;

@@ -28,3 +28,4 @@
 #include "mt_optim.c"
 #include "mt_attention.c"
 #include "mt_decode.c"
+#include "mt_conv.c"

@@ -769,6 +769,88 @@ void mt_attention_cached_s8(const int32_t *p, const int32_t *pos, int kv_heads, 
 int32_t mt_sample_s16(const int16_t *logits, int n, int top_k, int32_t logit_q24, int32_t inv_t_q16,
                       uint32_t *state);
 
+/* ------------------------------------------------------------------------------------ */
+/* Convolution and pooling (mt_conv.c)                                                   */
+/* ------------------------------------------------------------------------------------ */
+
+/* The geometry table g of a convolution (int32, indices below): GROUPS groups of CG input and
+ * OG output channels, x [N, C = CG GROUPS, H, W], w [O = OG GROUPS, CG, KH, KW], y [N, O, OH,
+ * OW], strides SH, SW, zeros PH, PW before each row and column (as many or fewer after: OH,
+ * OW say how far the windows go), dilations DH, DW. A 1-D convolution is a 2-D one of H = KH
+ * = OH = 1. */
+#define MT_CONV_N 0
+#define MT_CONV_CG 1
+#define MT_CONV_H 2
+#define MT_CONV_W 3
+#define MT_CONV_OG 4
+#define MT_CONV_KH 5
+#define MT_CONV_KW 6
+#define MT_CONV_OH 7
+#define MT_CONV_OW 8
+#define MT_CONV_SH 9
+#define MT_CONV_SW 10
+#define MT_CONV_PH 11
+#define MT_CONV_PW 12
+#define MT_CONV_DH 13
+#define MT_CONV_DW 14
+#define MT_CONV_GROUPS 15
+#define MT_CONV_FIELDS 16
+
+/* Convolution (cross-correlation, PyTorch's conv1d / conv2d), per-channel requantized as
+ * mt_linear_*: with o = g OG + t (output channel t of group g),
+ *   y[n, o, p, q] = max(y_min, y_zero + rq(b[o] + sum_{c < CG, i < KH, j < KW}
+ *                   x[n, g CG + c, p SH - PH + i DH, q SW - PW + j DW] w[o, c, i, j], rq[2k], rq[2k + 1]))
+ *   the taps outside the input left out (zero padding; x symmetric, no zero point), k = o when
+ *   rq_per_channel, else 0. w in order (no pair order), b in the accumulator's scale (NULL =
+ *   none): int32 for int8 x, int64 for int16 x. Accumulators: int32 for int8 x int8 (exact
+ *   up to CG KH KW = 131071 taps), int64 otherwise. Exact. y must not alias x.
+ * col: scratch of 2 ((CG KH KW + 3) & ~3) int16 on a word boundary, for the int8 x int8
+ *   variants on Armv7E-M (two im2col columns at a time; its contents are not kept), or NULL
+ *   (the portable loops). */
+void mt_conv_s8_s8_s8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y, const int32_t *g,
+                      const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
+void mt_conv_s8_s8_s16(const int8_t *x, const int8_t *w, const int32_t *b, int16_t *y, const int32_t *g,
+                       const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
+void mt_conv_s8_s16_s8(const int8_t *x, const int16_t *w, const int32_t *b, int8_t *y, const int32_t *g,
+                       const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
+void mt_conv_s8_s16_s16(const int8_t *x, const int16_t *w, const int32_t *b, int16_t *y, const int32_t *g,
+                        const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
+void mt_conv_s16_s8_s8(const int16_t *x, const int8_t *w, const int64_t *b, int8_t *y, const int32_t *g,
+                       const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
+void mt_conv_s16_s8_s16(const int16_t *x, const int8_t *w, const int64_t *b, int16_t *y, const int32_t *g,
+                        const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
+void mt_conv_s16_s16_s8(const int16_t *x, const int16_t *w, const int64_t *b, int8_t *y, const int32_t *g,
+                        const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
+void mt_conv_s16_s16_s16(const int16_t *x, const int16_t *w, const int64_t *b, int16_t *y, const int32_t *g,
+                         const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
+
+/* The geometry table g of a pooling (int32): PLANES planes (N C) of H x W in, of OH x OW out;
+ * MODE 0 and 1: windows of KH x KW at (p SH - PH, q SW - PW), clipped to the input (the
+ * padding never counts in a maximum; in a mean it counts as zeros in mode 0, not at all in
+ * mode 1); MODE 2: adaptive, rows [floor(p H / OH), ceil((p + 1) H / OH)), columns alike. */
+#define MT_POOL_PLANES 0
+#define MT_POOL_H 1
+#define MT_POOL_W 2
+#define MT_POOL_OH 3
+#define MT_POOL_OW 4
+#define MT_POOL_KH 5
+#define MT_POOL_KW 6
+#define MT_POOL_SH 7
+#define MT_POOL_SW 8
+#define MT_POOL_PH 9
+#define MT_POOL_PW 10
+#define MT_POOL_MODE 11
+#define MT_POOL_FIELDS 12
+
+/* mt_max_pool_*: y = the largest x of each window (every window holds one element of the
+ * input at least). mt_avg_pool_*: y = zero + round(sum of (x - zero) over the window / d), to
+ * nearest with ties away from zero, d = KH KW (mode 0) or the window's elements (modes 1, 2);
+ * windows of at most 65535 elements. y has x's format. Exact. */
+void mt_max_pool_s8(const int8_t *x, int8_t *y, const int32_t *g);
+void mt_max_pool_s16(const int16_t *x, int16_t *y, const int32_t *g);
+void mt_avg_pool_s8(const int8_t *x, int8_t *y, const int32_t *g, int32_t zero);
+void mt_avg_pool_s16(const int16_t *x, int16_t *y, const int32_t *g, int32_t zero);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

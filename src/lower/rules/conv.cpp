@@ -1,0 +1,176 @@
+// Rules: conv1d and conv2d (mt_conv_<x>_<w>_<y>), and batch_norm, which lowers folded into
+// the convolution or linear layer before it (Lowering::fold_norm).
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "../lowering.hpp"
+#include "../rules.hpp"
+#include "microtorch/ops.hpp"
+#include "../runtime/mt_kernels.h"
+
+namespace microtorch::lower {
+
+namespace {
+
+// A spatial attribute ([w] for conv1d, [h, w] for conv2d) as {h, w}; a 1-D op's h is `h1d`.
+std::pair<std::int64_t, std::int64_t> hw(const Node& n, const char* key, int spatial, std::int64_t h1d = 1) {
+  const Shape& s = node_attr<Shape>(n, key);
+  if (static_cast<int>(s.size()) != spatial) throw ValueError(fmt::format("{}: {} must have {} sizes", n.op, key, spatial));
+  return spatial == 1 ? std::pair<std::int64_t, std::int64_t>{h1d, s[0]} : std::pair<std::int64_t, std::int64_t>{s[0], s[1]};
+}
+
+// The padding of the float reference: sizes, or "same" where the ends differ (PyTorch's rule
+// puts the odd zero after, which only "same" asks for).
+ConvPadding float_padding(const Node& n, int spatial) {
+  const Shape &p = node_attr<Shape>(n, "padding"), &e = node_attr<Shape>(n, "padding_end");
+  if (p != e) return ConvPadding("same");
+  return spatial == 1 ? ConvPadding(p[0]) : ConvPadding(p[0], p[1]);
+}
+
+// y = conv(x, W) + b: mt_conv_*. W [O, C / groups, (KH,) KW] and b constant, folded with a
+// batch_norm after the layer (Lowering::fold_norm). As lower_linear: weights symmetric with a
+// scale per output channel, b in the accumulator's scale scale_x scale_w[o], per-channel
+// multipliers scale_x scale_w[o] / scale_y, a fused relu clamping at the output's zero
+// point. x is read in place (packed), symmetric: the padding's zeros are the integer 0.
+void lower_conv(Lowering& L, const Node& n, int spatial) {
+  if (!L.is_const(n.inputs[1])) L.fail(n, "the weight must be a parameter or constant");
+  const std::int64_t b_id = n.inputs.size() > 2 ? n.inputs[2] : -1;
+  if (b_id >= 0 && !L.is_const(b_id)) L.fail(n, "the bias must be a parameter or constant");
+  const auto [w, bias] = L.fold_norm(n, L.data(n.inputs[1]), b_id >= 0 ? L.data(b_id) : Tensor());
+  const std::string sfx = L.folded_norm(n) ? "_bn" : "";
+  const std::string wname = L.const_name(n.inputs[1]) + sfx;
+  const View x = L.packed(n, L.act(n, n.inputs[0]));
+  if (x.zero != 0 || !x.segments.empty()) L.fail(n, "the input must be symmetric with one scale");
+  const auto rank = static_cast<int>(x.shape.size());
+  const bool batched = rank == spatial + 2;
+  const std::int64_t N = batched ? x.shape[0] : 1, C = x.shape[static_cast<std::size_t>(batched)];
+  const std::int64_t H = spatial == 2 ? x.shape[static_cast<std::size_t>(rank - 2)] : 1, W = x.shape.back();
+  const std::int64_t O = w.size(0), KH = spatial == 2 ? w.size(2) : 1, KW = w.size(w.dim() - 1);
+  const std::int64_t groups = node_attr<std::int64_t>(n, "groups");
+  const auto [sh, sw] = hw(n, "stride", spatial);
+  const auto [ph, pw] = hw(n, "padding", spatial, 0);
+  const auto [dh, dw] = hw(n, "dilation", spatial);
+  const auto [eh, ew] = hw(n, "padding_end", spatial, 0);
+  const Shape& ys = L.out_shape(n);
+  const std::int64_t OH = spatial == 2 ? ys[ys.size() - 2] : 1, OW = ys.back();
+  // the windows the kernel walks: (size + padding - dilation (kernel - 1) - 1) / stride + 1
+  if (C % groups != 0 || O % groups != 0 || w.size(1) != C / groups ||
+      OH != (H + ph + eh - dh * (KH - 1) - 1) / sh + 1 || OW != (W + pw + ew - dw * (KW - 1) - 1) / sw + 1) {
+    L.fail(n, "the weight, groups, padding and output do not fit one convolution");
+  }
+  const std::int64_t taps = C / groups * KH * KW;
+  const Elem we = L.weight_elem(n);
+  if (x.elem == Elem::S8 && we == Elem::S8 && taps > 131071) {
+    L.fail(n, fmt::format("{} taps per output are too many for the int32 accumulator of int8 (at most 131071); use "
+                          "int16 weights for this layer",
+                          taps));
+  }
+  const Node* relu = L.fused_relu(n);
+  const Node* norm = L.folded_norm(n);
+  const Node& top = relu ? *relu : norm ? *norm : n;  // the node whose output the layer writes
+  Elem ye = L.out_elem(n);
+  if (relu && elem_bytes(L.out_elem(*relu)) > elem_bytes(ye)) ye = L.out_elem(*relu);
+  const Elem be = x.elem == Elem::S8 ? Elem::S32 : Elem::S64;
+  const Tensor b64 = bias.defined() ? bias.to(Dtype::Float64).contiguous() : Tensor();
+  // an int32 bias must hold b / (scale_x scale_w): a tiny scale_x then costs the weights
+  // resolution rather than the bias saturating (as lower_linear)
+  std::vector<double> min_scale;
+  if (be == Elem::S32 && b64.defined()) {
+    for (std::int64_t o = 0; o < O; ++o) min_scale.push_back(std::abs(b64.data<double>()[o]) / (x.scale * 2147483646.0));
+  }
+  const std::int64_t wb = L.weight_rows(w, we, wname, min_scale);
+  const Buffer& wbuf = L.program().buffer(wb);
+  std::int64_t bb = -1;
+  if (b64.defined()) {
+    std::vector<std::int64_t> b_q;
+    for (std::int64_t o = 0; o < O; ++o) {
+      b_q.push_back(std::llround(b64.data<double>()[o] / (x.scale * row_scale(wbuf, o))));
+    }
+    bb = L.table(be, std::move(b_q), TableRole::Bias, "b_" + c_name(b_id >= 0 ? L.const_name(b_id) + sfx : wname));
+  }
+  // power-of-two scales: the relu keeps its input's format (lower_relu), the layer's
+  const Format f = L.out_format(relu && L.options().scheme != Scheme::PowerOfTwo ? *relu : norm ? *norm : n, ye);
+  const View y = L.out_act(top, ye, f);
+  const bool per_channel = !wbuf.channel_scales.empty();
+  std::vector<std::int64_t> rq;
+  for (std::int64_t o = 0; o < (per_channel ? O : 1); ++o) {
+    const Multiplier m = L.rq(x.scale * row_scale(wbuf, o) / f.scale, fmt::format("%{} = {}", n.output, n.op));
+    rq.push_back(m.m), rq.push_back(m.s);
+  }
+  const std::int64_t rqb = L.table(Elem::S32, std::move(rq), TableRole::Requantization, "rq_" + c_name(wname));
+  std::vector<std::int64_t> g(MT_CONV_FIELDS);
+  g[MT_CONV_N] = N, g[MT_CONV_CG] = C / groups, g[MT_CONV_H] = H, g[MT_CONV_W] = W, g[MT_CONV_OG] = O / groups;
+  g[MT_CONV_KH] = KH, g[MT_CONV_KW] = KW, g[MT_CONV_OH] = OH, g[MT_CONV_OW] = OW;
+  g[MT_CONV_SH] = sh, g[MT_CONV_SW] = sw, g[MT_CONV_PH] = ph, g[MT_CONV_PW] = pw;
+  g[MT_CONV_DH] = dh, g[MT_CONV_DW] = dw, g[MT_CONV_GROUPS] = groups;
+  const std::int64_t gb = L.table(Elem::S32, std::move(g), TableRole::Parameters, "geom_" + c_name(wname),
+                                  {"MT_CONV_N", "MT_CONV_CG", "MT_CONV_H", "MT_CONV_W", "MT_CONV_OG", "MT_CONV_KH",
+                                   "MT_CONV_KW", "MT_CONV_OH", "MT_CONV_OW", "MT_CONV_SH", "MT_CONV_SW", "MT_CONV_PH",
+                                   "MT_CONV_PW", "MT_CONV_DH", "MT_CONV_DW", "MT_CONV_GROUPS"});
+  // int8 x int8: two im2col columns of scratch for the Armv7E-M variant (mt_kernels.h)
+  const std::int64_t col = x.elem == Elem::S8 && we == Elem::S8
+                               ? L.new_act({2 * ((taps + 3) / 4 * 4)}, Elem::S16, Format{}, -1, false).buffer
+                               : -1;
+  L.step(Lowering::kernel("conv", {x.elem, we, ye}),
+         {Arg::buf(x.buffer, x.offset), Arg::buf(wb), Arg::buf(bb), Arg::buf(y.buffer), Arg::buf(gb), Arg::buf(rqb),
+          Arg::num(per_channel ? 1 : 0), Arg::num(f.zero), Arg::num(relu ? f.zero : qmin(ye)), Arg::buf(col)},
+         N * O * OH * OW * taps);
+  L.set(top, y);
+}
+
+OpRule conv_rule(int spatial) {
+  OpRule r;
+  r.op = spatial == 1 ? "conv1d" : "conv2d";
+  r.summary = r.op + " (constant weight and bias; any stride, padding, dilation, groups)";
+  r.min_inputs = 2, r.max_inputs = 3;
+  r.attrs = {{"stride", AttrSpec::Type::Shape},
+             {"padding", AttrSpec::Type::Shape},
+             {"padding_end", AttrSpec::Type::Shape},
+             {"dilation", AttrSpec::Type::Shape},
+             {"groups", AttrSpec::Type::Int}};
+  r.zero_point_in = false;  // the padding's zeros are the integer 0
+  r.weight_input = 1;
+  r.fuses_activation = true;
+  r.folds_norm_rank = spatial + 2;  // batched: [N, O, ...]
+  r.evaluate = [spatial](const Node& n, const std::vector<Tensor>& in) {
+    const Tensor b = in.size() > 2 ? in[2] : Tensor();
+    const auto [sh, sw] = hw(n, "stride", spatial);
+    const auto [dh, dw] = hw(n, "dilation", spatial);
+    const std::int64_t groups = node_attr<std::int64_t>(n, "groups");
+    if (spatial == 1) return microtorch::conv1d(in[0], in[1], b, sw, float_padding(n, 1), dw, groups);
+    return microtorch::conv2d(in[0], in[1], b, Sizes2d(sh, sw), float_padding(n, 2), Sizes2d(dh, dw), groups);
+  };
+  r.lower = [spatial](Lowering& L, const Node& n) { lower_conv(L, n, spatial); };
+  return r;
+}
+
+}  // namespace
+
+std::vector<OpRule> conv_rules() {
+  OpRule bn;
+  bn.op = "batch_norm";
+  bn.summary = "batch_norm (in eval, right after a conv1d, conv2d or linear layer: folded into it)";
+  bn.min_inputs = 1, bn.max_inputs = 5;
+  bn.attrs = {{"training", AttrSpec::Type::Bool}, {"momentum", AttrSpec::Type::Float}, {"eps", AttrSpec::Type::Float}};
+  bn.folds_into_weights = true;
+  bn.evaluate = [](const Node& n, const std::vector<Tensor>& in) {
+    const auto at = [&](std::size_t k) { return k < in.size() ? in[k] : Tensor(); };
+    // batch statistics (recorded in training) without touching the running ones
+    const bool batch = node_attr<bool>(n, "training");
+    return microtorch::batch_norm(in[0], batch ? Tensor() : at(1), batch ? Tensor() : at(2), at(3), at(4), false,
+                                  node_attr<double>(n, "momentum"), node_attr<double>(n, "eps"));
+  };
+  // reached only when the norm did not fold (Lowering::folded_norm)
+  bn.lower = [](Lowering& L, const Node& n) {
+    if (node_attr<bool>(n, "training")) {
+      L.fail(n, "batch_norm was recorded in training mode (batch statistics); call model.eval() before tracing");
+    }
+    L.fail(n, "batch_norm lowers only folded into the conv1d, conv2d or linear layer right before it (constant "
+              "weights, its output read by the norm alone, channels at dim 1 of a batched output); put the norm "
+              "right after such a layer, or replace it by a layer_norm");
+  };
+  return {conv_rule(1), conv_rule(2), bn};
+}
+
+}  // namespace microtorch::lower
