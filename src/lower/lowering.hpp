@@ -275,6 +275,7 @@ class Lowering {
     std::int32_t x_zero = 0;
     Elem x_elem = Elem::S8;
     std::int64_t in = 0, out = 0, rows = 0;
+    std::int64_t x_stride = 0;  ///< the input's row stride (0: packed)
     std::vector<std::int64_t> bias_q;  ///< round(b / (x_scale row_scale)) per row, before x's zero point is folded in
     double y_lo = 0, y_hi = 0;         ///< the output format's range
   };
@@ -282,10 +283,16 @@ class Lowering {
   /// this many times their initial (calibrated) range, so that training can enlarge them
   /// (the price: 3 bits of their resolution).
   static constexpr double kTrainHeadroom = 8.0;
-  /// Is n an integer-mode layer reading a trained parameter?
+  /// Is n an integer-mode layer reading a trained parameter, or one the backward runs through
+  /// (mark_int_layer)?
   bool trains_int(const Node& n) const {
-    return !float32_ && std::any_of(n.inputs.begin(), n.inputs.end(), [this](std::int64_t v) { return trained_.count(v) != 0; });
+    return !float32_ && (int_marked_.count(n.output) != 0 ||
+                         std::any_of(n.inputs.begin(), n.inputs.end(), [this](std::int64_t v) { return trained_.count(v) != 0; }));
   }
+  /// Marks the layer computing `output` as one the integer backward runs through.
+  void mark_int_layer(std::int64_t output) { int_marked_.insert(output); }
+  /// Is value `id` a trained parameter?
+  bool trained(std::int64_t id) const { return trained_.count(id) != 0; }
   /// n's IntLayer, or null before its first forward.
   const IntLayer* int_layer(const Node& n) const {
     const auto it = int_layers_.find(n.output);
@@ -323,6 +330,7 @@ class Lowering {
   std::map<std::int64_t, View> grads_;                           // value -> its gradient (packed float)
   std::set<std::int64_t> param_grads_;                           // trained parameters a gradient reached
   std::map<std::int64_t, IntLayer> int_layers_;                  // integer training: node output -> its layer
+  std::set<std::int64_t> int_marked_;                            // integer training: layers the backward runs through
 
   std::string module_of(const Node& n) const;
   /// ValueError unless `match` (a QuantOptions entry) names a node or a module of the graph.

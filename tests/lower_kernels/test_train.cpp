@@ -123,3 +123,32 @@ TEST_CASE("lower kernels: integer linear gradients, SGD on int32 masters, the we
   CHECK(f[0] == 3);
   CHECK(f[1] == -4);
 }
+
+TEST_CASE("lower kernels: the integer input gradient of a linear layer, through a relu's mask, exact") {
+  std::mt19937 g(48);
+  const int rows = 2, in = 6, out = 4;
+  const auto gr = random_ints<std::int32_t>(g, rows * out, -40000, 40000);
+  const auto w16 = random_ints<std::int16_t>(g, out * in);
+  const auto w8 = random_ints<std::int8_t>(g, out * in);
+  const auto y16 = random_ints<std::int16_t>(g, rows * 8, -3, 3);  // a row stride of 8
+  const auto y8 = random_ints<std::int8_t>(g, rows * in, -130 + 3, -128 + 3);
+  std::vector<std::int32_t> pre;
+  for (const double r : {1.0, 0.75, 0.5, 0.3}) pre.push_back(mult(r).first), pre.push_back(mult(r).second);
+  const auto [m, s] = mult(0.0123);
+  std::vector<std::int32_t> dx16(rows * in), dx8(rows * in), nomask(rows * in);
+  mt_linear_dx_s16(gr.data(), w16.data(), dx16.data(), rows, in, out, pre.data(), m, s, y16.data(), 8, 0);
+  mt_linear_dx_s8(gr.data(), w8.data(), dx8.data(), rows, in, out, pre.data(), m, s, y8.data(), 0, -128);
+  mt_linear_dx_s16(gr.data(), w16.data(), nomask.data(), rows, in, out, pre.data(), m, s, nullptr, 0, 0);
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < in; ++i) {
+      std::int64_t a16 = 0, a8 = 0;
+      for (int o = 0; o < out; ++o) {
+        const std::int64_t go = ref_rq(gr[r * out + o], pre[2 * o], pre[2 * o + 1]);
+        a16 += go * w16[o * in + i], a8 += go * w8[o * in + i];
+      }
+      CHECK(nomask[r * in + i] == ref_rq(a16, m, s));
+      CHECK(dx16[r * in + i] == (y16[r * 8 + i] <= 0 ? 0 : ref_rq(a16, m, s)));
+      CHECK(dx8[r * in + i] == (y8[r * in + i] <= -128 ? 0 : ref_rq(a8, m, s)));
+    }
+  }
+}

@@ -875,6 +875,17 @@ static void train_int(void) {
   for (i = 0; i < 8; ++i) h_u32((uint32_t)b64[i]), h_u32((uint32_t)(b64[i] >> 32));
   mt_scale_s32(dw, 64, (int32_t)((1u << 30) | (lcg() >> 2)), 2), h32(dw, 64);
   mt_fill_s32(dw, 64, -3), h32(dw, 64);
+  for (c = 0; c < 3; ++c) {
+    for (i = 0; i < 8; ++i) rq[2 * i] = rnd_m(), rq[2 * i + 1] = (int32_t)(lcg() % 4u);
+    fill32(g32, 16);
+    for (i = 0; i < 16; ++i) g32[i] >>= 12;
+    fill16(a16, 64, -32768, 32767);
+    fill8(a8, 64, -128, 127);
+    fill16(b16, 16, -2, 2);
+    fill8(b8, 16, -128, -126);
+    mt_linear_dx_s16(g32, a16, dw, 2, 8, 8, rq, (int32_t)((1u << 30) | (lcg() >> 2)), 8 + c, c ? b16 : 0, 0, 0), h32(dw, 16);
+    mt_linear_dx_s8(g32, a8, dw, 2, 8, 8, rq, (int32_t)((1u << 30) | (lcg() >> 2)), 4 + c, b8, 8, -127), h32(dw, 16);
+  }
   h_end("train_int");
 }
 

@@ -77,10 +77,11 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
   std::int64_t zmax = 0;
   for (const auto z : xz) zmax = std::max<std::int64_t>(zmax, std::abs(z));
   const auto [parts, parts_elem] = output_parts(L, n);
-  if (trains && (parts || L.fused_relu(n))) {
-    L.fail(n, "integer training of a layer whose output is read in parts or through a fused relu is not lowered; "
-              "Numeric::Float32 trains it");
+  if (trains && parts) {
+    L.fail(n, "integer training of a layer whose output is read in parts is not lowered; Numeric::Float32 trains it");
   }
+  // integer training of the weight: room for it and the output to grow (Lowering::kTrainHeadroom)
+  const bool trains_w = trains && L.trained(n.inputs[1]);
   // A fused relu (Lowering::fused_relu): the layer writes the relu's output, in the wider of
   // the two nodes' types, clamped at its zero point.
   const Node* relu = L.fused_relu(n);
@@ -92,7 +93,7 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
   // An int32 bias must hold b / (scale_x scale_w) and the zero-point term: a tiny scale_x
   // (very small activations) then costs the weights resolution rather than the bias saturating.
   std::vector<double> min_scale;
-  if (trains) {  // room for the trained weights to grow (Lowering::kTrainHeadroom)
+  if (trains_w) {
     const Tensor wd = w.to(Dtype::Float64).contiguous();
     for (std::int64_t c = 0; c < out; ++c) {
       double m = 0;
@@ -114,7 +115,7 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
               "precision, or train with Numeric::Float32");
   }
   const auto wb = known ? known->weight : L.weight_rows(w, we, wname, min_scale, gram);
-  if (trains) L.program().buffer(wb).kind = BufferKind::Parameter;  // in RAM: the update re-derives it
+  if (trains_w) L.program().buffer(wb).kind = BufferKind::Parameter;  // in RAM: the update re-derives it
   const Buffer wbuf = L.program().buffer(wb);
   std::vector<std::int64_t> b_q(static_cast<std::size_t>(out), 0), b_unfolded(static_cast<std::size_t>(out), 0);
   for (std::int64_t c = 0; c < out; ++c) {
@@ -153,7 +154,7 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
   } else {
     // power-of-two scales: the relu keeps its input's format (lower_relu), the layer's
     f = L.out_format(relu && L.options().scheme != Scheme::PowerOfTwo ? *relu : n, ye);
-    if (trains) {  // room for the trained layer's outputs to grow
+    if (trains_w) {
       f = L.range_format(f.lo * Lowering::kTrainHeadroom, f.hi * Lowering::kTrainHeadroom, ye, f.zero != 0,
                          fmt::format("%{} = linear (trained)", n.output));
     }
@@ -178,7 +179,7 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
     l.weight = wb, l.bias = bb;
     for (std::int64_t c = 0; c < out; ++c) l.row_scales.push_back(row_scale(wbuf, c));
     l.x_scale = x_scale, l.x_zero = static_cast<std::int32_t>(xz[0]), l.x_elem = x.elem;
-    l.in = in, l.out = out, l.rows = rows;
+    l.in = in, l.out = out, l.rows = rows, l.x_stride = x_stride;
     l.bias_q = b_unfolded;
     l.y_lo = f.lo, l.y_hi = f.hi;
     L.set_int_layer(n, std::move(l));

@@ -81,10 +81,13 @@ static int32_t mt_log2_q16(uint64_t x) {
 
 #define MT_LN2_Q16 45426 /* round(ln(2) * 2^16) */
 
-/* round(v / d) for d >= 1, ties away from zero */
-static int64_t mt_div_round(int64_t v, int64_t d) {
-  const uint64_t m = mt_abs_u64(v), q = (m + (uint64_t)d / 2u) / (uint64_t)d;
-  return v < 0 ? -(int64_t)q : (int64_t)q;
+/* round(v / d) for d >= 1 and |v| < 2^32 without a division: |v| times the reciprocal
+ * (mt_recip_u32: y <= 2^31, so the product stays below 2^63), one rounding shift */
+static int32_t mt_div_recip(int64_t v, uint32_t d) {
+  int e;
+  const uint32_t y = mt_recip_u32(d, &e);
+  const uint64_t q = mt_rshift_u64(mt_abs_u64(v) * y, e);
+  return v < 0 ? -(int32_t)q : (int32_t)q;
 }
 
 #define MT_DEFINE_CROSS_ENTROPY_Q(NAME, T)                                                              \
@@ -110,14 +113,16 @@ static int64_t mt_div_round(int64_t v, int64_t d) {
       total += (int64_t)mt_rq((int64_t)(mx - x[t]), ml, sl) +                                         \
                mt_rshift_s64((int64_t)(mt_log2_q16(sum) - (20 << 16)) * MT_LN2_Q16, 16);             \
       if (gr) {                                                                                       \
+        int es;                                                                                       \
+        const uint64_t ys = mt_recip_u32((uint32_t)sum, &es); /* sum < n 2^20 < 2^31 */               \
         for (j = 0; j < n; ++j) {                                                                     \
           const uint64_t e = mt_exp2neg_q20((uint32_t)mt_rq((int64_t)(mx - x[j]), m, s));             \
-          const int64_t p = (int64_t)(((e << gb) + sum / 2u) / sum);                                  \
-          gr[j] = (int32_t)mt_div_round(p - (j == t ? ((int64_t)1 << gb) : 0), count);                \
+          const int64_t p = (int64_t)mt_rshift_u64(e * ys, es - gb); /* e 2^gb / sum: < 2^51 */       \
+          gr[j] = mt_div_recip(p - (j == t ? ((int64_t)1 << gb) : 0), (uint32_t)count);               \
         }                                                                                             \
       }                                                                                               \
     }                                                                                                 \
-    if (loss) loss[0] += count > 0 ? (int32_t)mt_div_round(total, count) : 0;                         \
+    if (loss) loss[0] += count > 0 ? mt_div_recip(total, (uint32_t)count) : 0;                         \
   }
 MT_DEFINE_CROSS_ENTROPY_Q(mt_cross_entropy_s8, int8_t)
 MT_DEFINE_CROSS_ENTROPY_Q(mt_cross_entropy_s16, int16_t)

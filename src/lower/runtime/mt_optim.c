@@ -54,10 +54,12 @@ MT_DEFINE_LINEAR_GRAD(mt_linear_grad_s16, int16_t)
 
 void mt_sgd_s32(int32_t *w, const int32_t *g, int32_t *mom, int n, int per, const int32_t *rq, int32_t mu, int mu_s,
                 int32_t lo, int32_t hi) {
-  int i;
+  int i, k = 0, left = per; /* k: the row's (m, s) pair; no division */
   for (i = 0; i < n; ++i) {
-    const int k = 2 * (i / per);
-    int64_t d = mt_rq((int64_t)g[i], rq[k], (int)rq[k + 1]), v;
+    int64_t d, v;
+    if (left == 0) k += 2, left = per;
+    --left;
+    d = mt_rq((int64_t)g[i], rq[k], (int)rq[k + 1]);
     if (mom) {
       d = (int64_t)mt_rq((int64_t)mom[i], mu, mu_s) + d;
       mom[i] = d > INT32_MAX ? INT32_MAX : d < INT32_MIN ? INT32_MIN : (int32_t)d;
@@ -104,3 +106,25 @@ static int64_t mt_master_value(int32_t master, int shift) {
   }
 MT_DEFINE_LINEAR_BIAS(mt_linear_bias_s8, int8_t, int32_t)
 MT_DEFINE_LINEAR_BIAS(mt_linear_bias_s16, int16_t, int64_t)
+
+#define MT_DEFINE_LINEAR_DX(NAME, T)                                                                  \
+  void NAME(const int32_t *g, const T *w, int32_t *dx, int rows, int in, int out, const int32_t *pre, int32_t m, \
+            int s, const T *y, int ys, int32_t zy) {                                                  \
+    int r, o, i;                                                                                      \
+    if (ys == 0) ys = in;                                                                             \
+    for (r = 0; r < rows; ++r) {                                                                      \
+      const int32_t *gr = g + r * out;                                                                \
+      int32_t *dxr = dx + r * in;                                                                     \
+      for (i = 0; i < in; ++i) {                                                                      \
+        int64_t acc = 0;                                                                              \
+        if (y && y[r * ys + i] <= zy) {                                                               \
+          dxr[i] = 0;                                                                                 \
+          continue;                                                                                   \
+        }                                                                                             \
+        for (o = 0; o < out; ++o) acc += (int64_t)mt_rq((int64_t)gr[o], pre[2 * o], (int)pre[2 * o + 1]) * w[o * in + i]; \
+        dxr[i] = mt_rq(acc, m, s);                                                                    \
+      }                                                                                               \
+    }                                                                                                 \
+  }
+MT_DEFINE_LINEAR_DX(mt_linear_dx_s8, int8_t)
+MT_DEFINE_LINEAR_DX(mt_linear_dx_s16, int16_t)
