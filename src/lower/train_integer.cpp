@@ -1,6 +1,8 @@
 // train_program in integer mode (train.hpp, Numeric::Integer): training steps with no float
 // arithmetic, for cores without an FPU. The forward is the integer inference itself; the
-// trained parameters are the weight and bias of the linear layer that computes the output.
+// trained parameters are the weight and bias of the linear layer that computes the output
+// and the biases of the linear layers below it, down a chain of linear layers and the relus
+// fused into them.
 //
 // Every scale is fixed here, from the formats the forward already has:
 // - the loss gradient g = (softmax(y) - onehot(t)) / rows is in [-1, 1], so it is held in
@@ -12,6 +14,8 @@
 //   LSB, 15 under an int16's); the bias's int32 copy in the accumulator's scale
 //   (scale_x scale_w[c]) times 2^-Fb, Fb fixed so that twice the larger of the bias and the
 //   output's range fits below 2^30;
+// - below the output layer, each input gradient dx = g W (through the relu's mask) has a scale
+//   from a bound (see the backward below), the biases' gradients are its column sums;
 // - the SGD step in the master's units: W -= round(lr g_sum 2^-gb scale_x 2^F / (batch
 //   scale_w[c])) per row (one multiplier per row, rounded to nearest), the bias's alike; with
 //   momentum v = momentum v + that (torch.optim.SGD's m scaled by lr: the same step).

@@ -38,8 +38,9 @@ namespace microtorch::lower {
 /// The arithmetic of the training step (and of the program's forward).
 enum class Numeric {
   /// Fixed-point training steps (every core, no float arithmetic): the integer inference as the
-  /// forward; trains the weight and bias of the linear layer that computes the output, with the
-  /// cross entropy loss (train_integer.cpp: the scales, the int32 masters, the rounding).
+  /// forward; trains the weight and bias of the linear layer that computes the output and the
+  /// biases of the linear layers below it (through relus), with the cross entropy loss
+  /// (train_integer.cpp: the scales, the int32 masters, the rounding).
   Integer,
   Float32,  ///< float32 forward and backward (cores with a single-precision FPU); bit-exact with the simulator
 };
@@ -77,10 +78,10 @@ std::vector<std::string> trained_parameters(const Graph& graph, const TrainOptio
 /// training step's forward, loss, backward and update, arena planned over both. ValueError,
 /// naming the node, for an op whose backward does not lower in this arithmetic, a loss the
 /// output cannot take (cross entropy wants logits [.., C]), a selected parameter the output
-/// does not depend on; in Numeric::Integer also for a parameter other than the weight and
-/// bias of the linear layer computing the output (naming that node), the MSE loss, weight
-/// decay, and a step whose int32 gradient sums could overflow (from the batch and the input's
-/// width).
+/// does not depend on; in Numeric::Integer also for a parameter other than the output
+/// layer's weight and the biases its gradient reaches through linear layers and relus
+/// (naming the node in the way), the MSE loss, weight decay, and a step whose int32 gradient
+/// sums could overflow (from the batch and the input's width).
 Program train_program(const Graph& graph, const Calibration& calibration, const QuantOptions& quantize,
                       const TrainOptions& options);
 
