@@ -117,12 +117,19 @@ std::string c_array(const Buffer& b) {
 std::string input_type(const Program& p) { return std::string(elem_ctype(p.buffer(p.input).elem)); }
 std::string output_type(const Program& p) { return std::string(elem_ctype(p.buffer(p.output).elem)); }
 
+// What the training step returns: the mean loss as a float (float32), or in Q16 as an int32
+// (integer: loss * 65536, no float arithmetic on the core).
+bool integer_training(const Program& p) { return p.training && p.training->numeric == "integer"; }
+std::string loss_type(const Program& p) { return integer_training(p) ? "int32_t" : "float"; }
+// The buffer a parameter's blob bytes come from: its int32 master (integer) or its values.
+std::int64_t blob_buffer(const TrainedParameter& tp) { return tp.master >= 0 ? tp.master : tp.buffer; }
+
 // The training step's macros and declarations (Program::training).
 std::string training_macros(const Program& p) {
   const std::string N = upper(p.name);
   const Training& t = *p.training;
   std::int64_t blob = 0;
-  for (const TrainedParameter& tp : t.parameters) blob += p.buffer(tp.buffer).bytes();
+  for (const TrainedParameter& tp : t.parameters) blob += p.buffer(blob_buffer(tp)).bytes();
   return fmt::format("#define {0}_BATCH {1}\n#define {0}_TARGET_SIZE {2}\n#define {0}_PARAMS_BYTES {3}\n", N, t.batch,
                      p.buffer(t.target).size, blob);
 }
@@ -134,14 +141,16 @@ std::string training_declarations(const Program& p) {
   return fmt::format(
       "\n/* One training step ({1}, {2} loss): {10}_BATCH samples (in: {10}_BATCH inputs one after the\n"
       " * other; target: {10}_BATCH times {10}_TARGET_SIZE {3}), SGD with lr {4}, momentum {5}, weight\n"
-      " * decay {6} on: {7}. Returns the step's mean loss. */\n"
-      "float {0}_train_step(const {8} *in, const {9} *target);\n"
-      "/* The trained parameters as one blob of {10}_PARAMS_BYTES bytes, in the order above: copied out\n"
+      " * decay {6} on: {7}. Returns the step's mean loss{11}. */\n"
+      "{12} {0}_train_step(const {8} *in, const {9} *target);\n"
+      "/* The trained parameters as one blob of {10}_PARAMS_BYTES bytes, in the order above{13}: copied out\n"
       " * (get) or in (set); each returns the bytes copied, or -1 when `bytes` is too small. */\n"
       "int {0}_get_params(void *blob, int bytes);\nint {0}_set_params(const void *blob, int bytes);\n",
       p.name, t.numeric, t.loss == "mse" ? "MSE" : "cross entropy",
       t.loss == "mse" ? "float target values" : "int32 class indices", c_float(t.lr), c_float(t.momentum),
-      c_float(t.weight_decay), names, input_type(p), elem_ctype(p.buffer(t.target).elem), upper(p.name));
+      c_float(t.weight_decay), names, input_type(p), elem_ctype(p.buffer(t.target).elem), upper(p.name),
+      integer_training(p) ? " in Q16 (loss * 65536)" : "", loss_type(p),
+      integer_training(p) ? " (their int32 masters; set re-derives the weights the forward reads)" : "");
 }
 
 // A decoder's step program (Program::decoding): reset, step, the greedy choice and sampling.
@@ -274,8 +283,8 @@ std::string training_source(const Program& p) {
   const Training& t = *p.training;
   const std::string target_t(elem_ctype(p.buffer(t.target).elem));
   std::string c = fmt::format(
-      "\nfloat {0}_train_step(const {1} *batch_in, const {2} *batch_target) {{\n  int s, status = 0;\n", p.name,
-      input_type(p), target_t);
+      "\n{3} {0}_train_step(const {1} *batch_in, const {2} *batch_target) {{\n  int s, status = 0;\n", p.name,
+      input_type(p), target_t, loss_type(p));
   c += c_steps(p, t.zero, "  ");
   c += fmt::format("  for (s = 0; s < {0}_BATCH; ++s) {{\n    const {1} *in = batch_in + s * {0}_INPUT_SIZE;\n"
                    "    const {2} *target = batch_target + s * {0}_TARGET_SIZE;\n",
@@ -288,7 +297,7 @@ std::string training_source(const Program& p) {
   auto copy = [&](bool out) {
     std::string body;
     for (const TrainedParameter& tp : t.parameters) {
-      const Buffer& b = p.buffer(tp.buffer);
+      const Buffer& b = p.buffer(blob_buffer(tp));
       body += fmt::format("  for (i = 0; i < {}; ++i) {};\n", b.bytes(),
                           out ? fmt::format("*dst++ = ((const uint8_t *){})[i]", b.name)
                               : fmt::format("((uint8_t *){})[i] = *src++", b.name));
@@ -299,8 +308,8 @@ std::string training_source(const Program& p) {
                    "  if (bytes < {1}_PARAMS_BYTES) return -1;\n{2}  return {1}_PARAMS_BYTES;\n}}\n",
                    p.name, N, copy(true));
   c += fmt::format("\nint {0}_set_params(const void *blob, int bytes) {{\n  const uint8_t *src = (const uint8_t *)blob;\n"
-                   "  int i;\n  if (bytes < {1}_PARAMS_BYTES) return -1;\n{2}  return {1}_PARAMS_BYTES;\n}}\n",
-                   p.name, N, copy(false));
+                   "  int i;\n  if (bytes < {1}_PARAMS_BYTES) return -1;\n{2}{3}  return {1}_PARAMS_BYTES;\n}}\n",
+                   p.name, N, copy(false), c_steps(p, t.derive, "  "));
   return c;
 }
 
@@ -386,7 +395,8 @@ std::string training_report(const Program& p) {
   std::int64_t param = 0, grad = 0, mom = 0, sample_macs = 0;
   std::string names;
   for (const TrainedParameter& tp : t.parameters) {
-    param += p.buffer(tp.buffer).bytes(), grad += p.buffer(tp.grad).bytes();
+    param += p.buffer(tp.buffer).bytes() + (tp.master >= 0 ? p.buffer(tp.master).bytes() : 0);
+    grad += p.buffer(tp.grad).bytes();
     if (tp.momentum >= 0) mom += p.buffer(tp.momentum).bytes();
     names += (names.empty() ? "" : ", ") + tp.name;
   }
@@ -558,17 +568,17 @@ void emit_check(const Program& p, const std::vector<std::vector<std::int64_t>>& 
                      t.batch * tb.size);
     for (const TrainingBatch& b : training) c += "  {" + c_values(tb.elem, b.targets) + "},\n";
     c += "};\n\n";
-    c += f32_out ? "" : "static unsigned long bits(float f) {\n  union {\n    float f;\n    uint32_t u;\n  } c;\n  c.f = f;\n"
+    c += f32_out || integer_training(p) ? "" : "static unsigned long bits(float f) {\n  union {\n    float f;\n    uint32_t u;\n  } c;\n  c.f = f;\n"
                         "  return (unsigned long)c.u;\n}\n\n";
     c += "#endif\n#if !defined(CHECK_RUNS) && !defined(CHECK_TRAIN_RUNS)\n";
     c += fmt::format(
         "static void train_steps(void) {{\n  static uint8_t blob[{0}_PARAMS_BYTES];\n  uint32_t h = 2166136261u;\n"
-        "  int k, i;\n  for (k = 0; k < {1}; ++k) printf(\"train %d: %08lx\\n\", k, bits({2}_train_step(batch_inputs[k], "
+        "  int k, i;\n  for (k = 0; k < {1}; ++k) printf(\"train %d: %08lx\\n\", k, {3}({2}_train_step(batch_inputs[k], "
         "batch_targets[k])));\n"
         "  run_inputs(\"after \");\n  {2}_get_params(blob, (int)sizeof blob);\n"
         "  for (i = 0; i < {0}_PARAMS_BYTES; ++i) h = (h ^ blob[i]) * 16777619u;\n"
         "  printf(\"params %08lx\\n\", (unsigned long)h);\n}}\n#endif\n\n",
-        N, training.size(), p.name);
+        N, training.size(), p.name, integer_training(p) ? "(unsigned long)(uint32_t)" : "bits");
   }
   // -DCHECK_RUNS=n: the first input n times, its line printed once (instruction counting:
   // n = 2 minus n = 1 is one inference; for a decoder's step, the whole sequence n times from a
@@ -587,10 +597,10 @@ void emit_check(const Program& p, const std::vector<std::vector<std::int64_t>>& 
                               : fmt::format("  for (r = 0; r < CHECK_RUNS; ++r) status |= {}_run(inputs[0], out);\n",
                                             p.name));
   if (!training.empty()) {
-    c += fmt::format("#elif defined(CHECK_TRAIN_RUNS)\n  int r;\n  float loss = 0;\n"
-                     "  for (r = 0; r < CHECK_TRAIN_RUNS; ++r) loss = {}_train_step(batch_inputs[0], batch_targets[0]);\n"
-                     "  printf(\"train: %08lx\\n\", bits(loss));\n",
-                     p.name);
+    c += fmt::format("#elif defined(CHECK_TRAIN_RUNS)\n  int r;\n  {1} loss = 0;\n"
+                     "  for (r = 0; r < CHECK_TRAIN_RUNS; ++r) loss = {0}_train_step(batch_inputs[0], batch_targets[0]);\n"
+                     "  printf(\"train: %08lx\\n\", {2}(loss));\n",
+                     p.name, loss_type(p), integer_training(p) ? "(unsigned long)(uint32_t)" : "bits");
   }
   c += "#else\n  run_inputs(\"\");\n";
   if (!training.empty()) c += "  train_steps();\n";
@@ -621,6 +631,7 @@ std::string expected_check_output(Simulator& sim, const std::vector<std::vector<
     const auto f = static_cast<float>(loss);
     std::uint32_t u;
     std::memcpy(&u, &f, sizeof u);
+    if (integer_training(p)) u = static_cast<std::uint32_t>(static_cast<std::int32_t>(std::llround(loss * 65536.0)));
     s += fmt::format("train {}: {:08x}\n", k, u);
   }
   s += run_inputs("after ");

@@ -560,6 +560,18 @@ std::int64_t Lowering::table(Elem elem, std::vector<std::int64_t> values, TableR
   return id;
 }
 
+std::int64_t Lowering::parameter_table(Elem elem, std::vector<std::int64_t> values, const std::string& what) {
+  Buffer b;
+  b.kind = BufferKind::Parameter;
+  b.elem = elem;
+  b.size = static_cast<std::int64_t>(values.size());
+  b.fixed_point = false;
+  b.data = std::move(values);
+  b.name = unique_name(what);
+  b.origin = what + " (trained)";
+  return p_.add_buffer(std::move(b));
+}
+
 std::string Lowering::unique_name(const std::string& base) {
   std::string name = base;
   for (int k = 2;; ++k) {
@@ -780,7 +792,9 @@ std::optional<Lowering::GradTarget> Lowering::grad_out(std::int64_t id) {
   if (auto t = trained_.find(id); t != trained_.end()) {
     const Shape& shape = g_.value(id).shape;
     param_grads_.insert(id);
-    return GradTarget{View{t->second.second, 0, shape, packed_strides(shape), Elem::F32, 1.0, 0, {}, {}}, true};
+    return GradTarget{View{t->second.second, 0, shape, packed_strides(shape), p_.buffer(t->second.second).elem, 1.0, 0,
+                           {}, {}},
+                      true};
   }
   if (auto it = grads_.find(id); it != grads_.end()) return GradTarget{it->second, true};
   View v = new_act(g_.value(id).shape, Elem::F32, Format{}, -1, false);

@@ -273,6 +273,47 @@ class Lowering {
   /// mt_fill_f32(v, 0) for a packed float view.
   void zero(const View& v);
 
+  // ---- integer training (TrainOptions::numeric Integer; train_integer.cpp) ----
+
+  /// A trained linear layer of the integer mode: the RAM weights and bias table its forward
+  /// reads (the update re-derives them from the int32 masters), and the formats its backward
+  /// and the update read. The first forward (the inference's) makes it, the step's reuses it.
+  struct IntLayer {
+    std::int64_t weight = -1, bias = -1;  ///< Parameter buffers: W_q [out, in] and the bias table (-1: none)
+    std::vector<double> row_scales;       ///< W_q's scale per output row
+    double x_scale = 1.0;                 ///< the input's format
+    std::int32_t x_zero = 0;
+    Elem x_elem = Elem::S8;
+    std::int64_t in = 0, out = 0, rows = 0;
+    std::int64_t x_stride = 0;  ///< the input's row stride (0: packed)
+    std::vector<std::int64_t> bias_q;  ///< round(b / (x_scale row_scale)) per row, before x's zero point is folded in
+    double y_lo = 0, y_hi = 0;         ///< the output format's range
+  };
+  /// The integer mode's room for growth: a trained layer's weights and outputs get formats for
+  /// this many times their initial (calibrated) range, so that training can enlarge them
+  /// (the price: 3 bits of their resolution).
+  static constexpr double kTrainHeadroom = 8.0;
+  /// Is n an integer-mode layer reading a trained parameter, or one the backward runs through
+  /// (mark_int_layer)?
+  bool trains_int(const Node& n) const {
+    return !float32_ && (int_marked_.count(n.output) != 0 ||
+                         std::any_of(n.inputs.begin(), n.inputs.end(), [this](std::int64_t v) { return trained_.count(v) != 0; }));
+  }
+  /// Marks the layer computing `output` as one the integer backward runs through.
+  void mark_int_layer(std::int64_t output) { int_marked_.insert(output); }
+  /// Is value `id` a trained parameter?
+  bool trained(std::int64_t id) const { return trained_.count(id) != 0; }
+  /// n's IntLayer, or null before its first forward.
+  const IntLayer* int_layer(const Node& n) const {
+    const auto it = int_layers_.find(n.output);
+    return it == int_layers_.end() ? nullptr : &it->second;
+  }
+  void set_int_layer(const Node& n, IntLayer l) { int_layers_[n.output] = std::move(l); }
+  /// A table in RAM (BufferKind::Parameter) of its own (never shared as table() shares).
+  std::int64_t parameter_table(Elem elem, std::vector<std::int64_t> values, const std::string& what);
+  /// Sets the gradient of value `id` (the loss's, of the output).
+  void set_grad(std::int64_t id, const View& v) { grads_[id] = v; }
+
  private:
   const Graph& g_;
   const Calibration& cal_;
@@ -299,6 +340,8 @@ class Lowering {
   mutable std::vector<signed char> needs_grad_;                  // per value: -1 unknown, 0, 1
   std::map<std::int64_t, View> grads_;                           // value -> its gradient (packed float)
   std::set<std::int64_t> param_grads_;                           // trained parameters a gradient reached
+  std::map<std::int64_t, IntLayer> int_layers_;                  // integer training: node output -> its layer
+  std::set<std::int64_t> int_marked_;                            // integer training: layers the backward runs through
 
   std::string module_of(const Node& n) const;
   /// ValueError unless `match` (a QuantOptions entry) names a node or a module of the graph.

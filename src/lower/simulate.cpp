@@ -54,7 +54,8 @@ std::int64_t bits_of_float(float f) {
 Simulator::Simulator(Program program) : program_(std::move(program)) {
   for (const Step& s : program_.steps) check_call(program_, s);
   if (program_.training) {
-    for (const auto* list : {&program_.training->zero, &program_.training->sample, &program_.training->update}) {
+    for (const auto* list : {&program_.training->zero, &program_.training->sample, &program_.training->update,
+                             &program_.training->derive}) {
       for (const Step& s : *list) check_call(program_, s);
     }
   }
@@ -229,6 +230,7 @@ double Simulator::train_step_integers(const std::vector<std::int64_t>& inputs, c
   }
   execute(t.update, false);
   ++steps_;
+  if (t.numeric == "integer") return static_cast<double>(values(t.loss_value)[0]) / 65536.0;  // Q16
   return static_cast<double>(float_of_bits(values(t.loss_value)[0]));
 }
 
@@ -236,8 +238,9 @@ std::vector<std::uint8_t> Simulator::parameter_blob() const {
   std::vector<std::uint8_t> blob;
   if (!program_.training) return blob;
   for (const TrainedParameter& tp : program_.training->parameters) {
-    const auto* p = reinterpret_cast<const std::uint8_t*>(storage_[static_cast<std::size_t>(tp.buffer)].data());
-    blob.insert(blob.end(), p, p + program_.buffer(tp.buffer).bytes());
+    const std::int64_t b = tp.master >= 0 ? tp.master : tp.buffer;  // integer: the int32 masters
+    const auto* p = reinterpret_cast<const std::uint8_t*>(storage_[static_cast<std::size_t>(b)].data());
+    blob.insert(blob.end(), p, p + program_.buffer(b).bytes());
   }
   return blob;
 }
@@ -246,6 +249,15 @@ Tensor Simulator::parameter(const std::string& name) const {
   if (program_.training) {
     for (const TrainedParameter& tp : program_.training->parameters) {
       if (tp.name != name) continue;
+      if (tp.master >= 0) {  // integer: master times its row's scale
+        const std::vector<std::int64_t> q = values(tp.master);
+        Tensor t = Tensor::empty(tp.shape, Dtype::Float32);
+        const std::size_t per = q.size() / tp.scales.size();
+        for (std::size_t i = 0; i < q.size(); ++i) {
+          t.data<float>()[i] = static_cast<float>(static_cast<double>(q[i]) * tp.scales[i / per]);
+        }
+        return t;
+      }
       const std::vector<std::int64_t> bits = values(tp.buffer);
       Tensor t = Tensor::empty(tp.shape, Dtype::Float32);
       for (std::size_t i = 0; i < bits.size(); ++i) t.data<float>()[i] = float_of_bits(bits[i]);

@@ -14,6 +14,7 @@
 #include "lowering.hpp"
 #include "microtorch/error.hpp"
 #include "rules.hpp"
+#include "train_integer.hpp"
 
 namespace microtorch::lower {
 
@@ -218,11 +219,8 @@ Program train_program(const Graph& graph, const Calibration& calibration, const 
   if (!(options.weight_decay >= 0)) {
     throw ValueError(fmt::format("train: the weight decay must be 0 or more, got {}", options.weight_decay));
   }
-  if (options.numeric != Numeric::Float32) {
-    throw ValueError("train: Numeric::Integer (fixed-point training steps) is not available yet; "
-                     "Numeric::Float32 is what works today (cores with a single-precision FPU)");
-  }
   const std::vector<std::string> names = trained_parameters(graph, options);
+  if (options.numeric == Numeric::Integer) return train_program_integer(graph, calibration, quantize, options, names);
   Lowering L(graph, calibration, quantize, /*float32=*/true);
   Program& p = L.program();
   Training t;

@@ -161,14 +161,15 @@ int main(int argc, char** argv) {
   app.add_option("--work", work, "with --check: the folder for the check program and builds (default <out>.verify)");
   app.add_flag("--no-count", no_count, "with --check: no instruction counts");
   std::vector<std::string> train;
-  std::string numeric = "float32", loss = "cross_entropy";
+  std::string numeric = "integer", loss = "cross_entropy";
   double lr = 0.01, momentum = 0.0, weight_decay = 0.0;
   std::int64_t batch = 1;
   app.add_option("--train", train,
                  "also emit a training step (<name>_train_step) for these parameters: named_parameters() names, "
                  "patterns with *, @biases, @layer_norms; `--train last` for the last linear layer's weight and bias")
       ->take_all();
-  app.add_option("--numeric", numeric, "the training step's arithmetic: float32 (FPU cores; the default) or integer (not available yet)")
+  app.add_option("--numeric", numeric, "the training step's arithmetic: integer (every core, the default: the last linear layer's weight and bias, "
+                 "cross entropy) or float32 (FPU cores)")
       ->check(CLI::IsMember({"integer", "float32"}));
   app.add_option("--loss", loss, "the training loss")->check(CLI::IsMember({"cross_entropy", "mse"}));
   app.add_option("--lr", lr, "the training step's learning rate")->check(CLI::PositiveNumber);

@@ -888,6 +888,66 @@ static void conv(void) {
   h_end("pool");
 }
 
+/* integer training: the cross entropy, a linear layer's gradients, SGD on int32 masters, the
+ * weights and bias tables re-derived from them */
+static void train_int(void) {
+  static int32_t g32[64], dw[64], db[8], mom[64], rq[16];
+  static int64_t b64[8];
+  int c, i;
+  h_begin();
+  for (c = 0; c < 6; ++c) {
+    int32_t t[4], loss = 0;
+    const int32_t m = (int32_t)((1u << 30) | (lcg() >> 2)), ml = (int32_t)((1u << 30) | (lcg() >> 2));
+    fill16(a16, 40, -32768, 32767);
+    fill8(a8, 40, -128, 127);
+    t[0] = (int32_t)(lcg() % 10u), t[1] = 9, t[2] = 0, t[3] = c == 0 ? -1 : (int32_t)(lcg() % 10u);
+    mt_cross_entropy_s16(a16, t, &loss, g32, 4, 10, m, -3 - c, ml, -c, 15 - c), h32(g32, 40), h32(&loss, 1);
+    mt_cross_entropy_s8(a8, t, &loss, g32, 4, 10, m, -13 + c, ml, -10 + c, 8 + c), h32(g32, 40), h32(&loss, 1);
+  }
+  h_end("cross_entropy_q");
+  h_begin();
+  for (c = 0; c < 4; ++c) {
+    const int32_t zx = c == 0 ? 0 : (int32_t)(lcg() % 256u) - 128;
+    fill16(a16, 3 * 9, -32768, 32767);
+    fill8(a8, 3 * 7, -128, 127);
+    for (i = 0; i < 15; ++i) g32[i] = (int32_t)(lcg() % 2049u) - 1024;
+    for (i = 0; i < 35; ++i) dw[i] = 0;
+    for (i = 0; i < 5; ++i) db[i] = 0;
+    mt_linear_grad_s16(a16, g32, dw, db, 3, 7, 5, 9, zx), h32(dw, 35), h32(db, 5);
+    mt_linear_grad_s8(a8, g32, dw, 0, 3, 7, 5, 0, zx), h32(dw, 35);
+  }
+  h_end("linear_grad");
+  h_begin();
+  fill32(a32, 64);
+  for (i = 0; i < 64; ++i) mom[i] = 0, dw[i] = a32[i] >> 2;
+  for (i = 0; i < 8; ++i) rq[2 * i] = rnd_m(), rq[2 * i + 1] = (int32_t)(lcg() % 40u) - 20;
+  for (c = 0; c < 4; ++c) {
+    fill32(g32, 64);
+    mt_sgd_s32(dw, g32, c < 2 ? mom : 0, 64, 8, rq, (int32_t)((1u << 30) | (lcg() >> 2)), 0, -(1 << 30), 1 << 30);
+    h32(dw, 64), h32(mom, 64);
+  }
+  mt_master_s8(dw, a8, 64, 23), h8(a8, 64);
+  mt_master_s16(dw, a16, 64, 15), h16(a16, 64);
+  mt_linear_bias_s8(dw, a8, db, 8, 8, 3, -7), h32(db, 8);
+  mt_linear_bias_s8(0, a8, db, 8, 8, 3, 100), h32(db, 8);
+  mt_linear_bias_s16(dw, a16, b64, 8, 8, -9, 5);
+  for (i = 0; i < 8; ++i) h_u32((uint32_t)b64[i]), h_u32((uint32_t)(b64[i] >> 32));
+  mt_scale_s32(dw, 64, (int32_t)((1u << 30) | (lcg() >> 2)), 2), h32(dw, 64);
+  mt_fill_s32(dw, 64, -3), h32(dw, 64);
+  for (c = 0; c < 3; ++c) {
+    for (i = 0; i < 8; ++i) rq[2 * i] = rnd_m(), rq[2 * i + 1] = (int32_t)(lcg() % 4u);
+    fill32(g32, 16);
+    for (i = 0; i < 16; ++i) g32[i] >>= 12;
+    fill16(a16, 64, -32768, 32767);
+    fill8(a8, 64, -128, 127);
+    fill16(b16, 16, -2, 2);
+    fill8(b8, 16, -128, -126);
+    mt_linear_dx_s16(g32, a16, dw, 2, 8, 8, rq, (int32_t)((1u << 30) | (lcg() >> 2)), 8 + c, c ? b16 : 0, 0, 0), h32(dw, 16);
+    mt_linear_dx_s8(g32, a8, dw, 2, 8, 8, rq, (int32_t)((1u << 30) | (lcg() >> 2)), 4 + c, b8, 8, -127), h32(dw, 16);
+  }
+  h_end("train_int");
+}
+
 int main(void) {
   primitives();
   linear();
@@ -904,6 +964,7 @@ int main(void) {
   copy_embedding();
   div_rows();
   conv();
+  train_int();
   printf("%d cases\n", cases);
   return 0;
 }

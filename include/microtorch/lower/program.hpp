@@ -179,6 +179,9 @@ struct TrainedParameter {
   std::int64_t grad = -1;     ///< the State buffer of its gradient, summed over a step's samples
   std::int64_t momentum = -1;  ///< the State buffer of its momentum (-1: no momentum)
   std::int64_t master = -1;   ///< integer mode: the wider Parameter buffer the update writes (-1 in float32)
+  /// Integer mode: the real value of each master element is master * scales[r], r its row (of
+  /// size numel / scales.size()); empty in float32.
+  std::vector<double> scales;
   Shape shape;                ///< its shape
 };
 
@@ -195,6 +198,9 @@ struct Training {
   std::vector<Step> zero;   ///< once per step, first: the gradients and the loss to 0
   std::vector<Step> sample;  ///< per sample: forward, loss and its gradient, backward
   std::vector<Step> update;  ///< once per step, last: the averaged gradients, the SGD step
+  /// Integer mode: the forward's integer weights and bias tables re-derived from the masters;
+  /// the end of `update`, and what `<name>_set_params` runs after copying the blob in.
+  std::vector<Step> derive;
   std::int64_t target = -1;  ///< the Target buffer: one sample's class indices (int32) or float targets
   std::int64_t loss_value = -1;  ///< a State buffer holding the step's mean loss
   std::vector<TrainedParameter> parameters;  ///< what the step updates, in blob order

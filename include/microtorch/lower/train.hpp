@@ -7,7 +7,7 @@
 ///   lower::TrainOptions t;
 ///   t.parameters = {"head.weight", "head.bias"};   // or {} : the last Linear's weight and bias
 ///   t.lr = 0.05;
-///   t.numeric = lower::Numeric::Float32;           // hard-float cores (the default; Integer: not yet)
+///   t.numeric = lower::Numeric::Float32;           // hard-float cores (the default: Integer, every core)
 ///   lower::Program p = lower::train_program(graph, calibration, {.name = "iris"}, t);
 ///   lower::Simulator sim(p);
 ///   double loss = sim.train_step(x_batch, labels); // one SGD step, bit-exact with the firmware
@@ -37,7 +37,11 @@ namespace microtorch::lower {
 
 /// The arithmetic of the training step (and of the program's forward).
 enum class Numeric {
-  Integer,  ///< fixed-point training steps (every core): not available yet, train_program throws ValueError
+  /// Fixed-point training steps (every core, no float arithmetic): the integer inference as the
+  /// forward; trains the weight and bias of the linear layer that computes the output and the
+  /// biases of the linear layers below it (through relus), with the cross entropy loss
+  /// (train_integer.cpp: the scales, the int32 masters, the rounding).
+  Integer,
   Float32,  ///< float32 forward and backward (cores with a single-precision FPU); bit-exact with the simulator
 };
 /// "integer" or "float32".
@@ -61,7 +65,7 @@ struct TrainOptions {
   double momentum = 0.0;       ///< SGD momentum (0: none; the momentum buffers take no bytes)
   double weight_decay = 0.0;   ///< L2 penalty added to the gradient, as torch.optim.SGD's
   LossKind loss = LossKind::CrossEntropy;  ///< the loss of the output
-  Numeric numeric = Numeric::Float32;      ///< float32 (FPU cores); Integer is not available yet
+  Numeric numeric = Numeric::Integer;      ///< integer (every core) or float32 (FPU cores)
   std::int64_t batch = 1;      ///< samples per training step (graph inputs; the gradients are averaged)
 };
 
@@ -70,11 +74,14 @@ struct TrainOptions {
 std::vector<std::string> trained_parameters(const Graph& graph, const TrainOptions& options);
 
 /// A program with an inference function and a training step (Program::training): the
-/// forward in float32, plus the training step's forward, loss, backward and update, arena
-/// planned over both (`quantize` gives the name; the float32 arithmetic has no formats to
-/// calibrate). ValueError, naming the node, for an op whose backward does not lower in this
-/// arithmetic, a loss the output cannot take (cross entropy wants logits [.., C]), a selected
-/// parameter the output does not depend on, or Numeric::Integer (not available yet).
+/// forward (float32, or the integer inference of `quantize` and `calibration`), plus the
+/// training step's forward, loss, backward and update, arena planned over both. ValueError,
+/// naming the node, for an op whose backward does not lower in this arithmetic, a loss the
+/// output cannot take (cross entropy wants logits [.., C]), a selected parameter the output
+/// does not depend on; in Numeric::Integer also for a parameter other than the output
+/// layer's weight and the biases its gradient reaches through linear layers and relus
+/// (naming the node in the way), the MSE loss, weight decay, and a step whose int32 gradient
+/// sums could overflow (from the batch and the input's width).
 Program train_program(const Graph& graph, const Calibration& calibration, const QuantOptions& quantize,
                       const TrainOptions& options);
 

@@ -41,6 +41,13 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
   if (w_in.dim() != 2) L.fail(n, "the weight must be 2-D [out, in]");
   const auto [x, x_stride] = L.strided_rows(n, L.act(n, x_id));
   const std::int64_t in = w_in.size(1), out = w_in.size(0), rows = numel_of(x.shape) / in;
+  // integer training (train_integer.cpp): the weights and the bias table in RAM, made once
+  const bool trains = L.trains_int(n);
+  const Lowering::IntLayer* known = trains ? L.int_layer(n) : nullptr;
+  if (trains && !x.segments.empty()) {
+    L.fail(n, "integer training of a layer whose input has a format per feature (a layer norm's) is not lowered; "
+              "Numeric::Float32 trains it");
+  }
   // the input's scale and zero point per column
   std::vector<double> xs(static_cast<std::size_t>(in), x.scale);
   std::vector<std::int64_t> xz(static_cast<std::size_t>(in), x.zero);
@@ -70,6 +77,11 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
   std::int64_t zmax = 0;
   for (const auto z : xz) zmax = std::max<std::int64_t>(zmax, std::abs(z));
   const auto [parts, parts_elem] = output_parts(L, n);
+  if (trains && parts) {
+    L.fail(n, "integer training of a layer whose output is read in parts is not lowered; Numeric::Float32 trains it");
+  }
+  // integer training of the weight: room for it and the output to grow (Lowering::kTrainHeadroom)
+  const bool trains_w = trains && L.trained(n.inputs[1]);
   // A fused relu (Lowering::fused_relu): the layer writes the relu's output, in the wider of
   // the two nodes' types, clamped at its zero point.
   const Node* relu = L.fused_relu(n);
@@ -83,20 +95,38 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
   // An int32 bias must hold b / (scale_x scale_w) and the zero-point term: a tiny scale_x
   // (very small activations) then costs the weights resolution rather than the bias saturating.
   std::vector<double> min_scale;
+  if (trains_w) {
+    const Tensor wd = w.to(Dtype::Float64).contiguous();
+    for (std::int64_t c = 0; c < out; ++c) {
+      double m = 0;
+      for (std::int64_t j = 0; j < in; ++j) m = std::max(m, std::abs(wd.data<double>()[c * in + j]));
+      min_scale.push_back(Lowering::kTrainHeadroom * m / static_cast<double>(qmax(we)));
+    }
+  }
   if (be == Elem::S32 && bias.defined()) {
     const double room = 2147483647.0 - static_cast<double>(zmax) * static_cast<double>(in * qmax(we)) - 1.0;
     if (room < 1.0) L.fail(n, fmt::format("{} inputs are too many for an int32 accumulator with a zero point", in));
-    for (std::int64_t c = 0; c < out; ++c) min_scale.push_back(std::abs(bias.data<double>()[c]) / (x_scale * room));
+    min_scale.resize(static_cast<std::size_t>(out), 0.0);
+    for (std::int64_t c = 0; c < out; ++c) {
+      auto& ms = min_scale[static_cast<std::size_t>(c)];
+      ms = std::max(ms, std::abs(bias.data<double>()[c]) / (x_scale * room));
+    }
   }
-  const auto wb = L.weight_rows(w, we, wname, min_scale, gram);
+  if (trains && elem_bytes(x.elem) != elem_bytes(we)) {
+    L.fail(n, "integer training of a layer whose input and weights differ in width is not lowered; give them one "
+              "precision, or train with Numeric::Float32");
+  }
+  const auto wb = known ? known->weight : L.weight_rows(w, we, wname, min_scale, gram);
+  if (trains_w) L.program().buffer(wb).kind = BufferKind::Parameter;  // in RAM: the update re-derives it
   const Buffer wbuf = L.program().buffer(wb);
-  std::vector<std::int64_t> b_q(static_cast<std::size_t>(out), 0);
+  std::vector<std::int64_t> b_q(static_cast<std::size_t>(out), 0), b_unfolded(static_cast<std::size_t>(out), 0);
   for (std::int64_t c = 0; c < out; ++c) {
     const double acc_scale = x_scale * row_scale(wbuf, c);
     std::int64_t zsum = 0;  // sum_j z_j W_q[c, j]
     for (std::int64_t j = 0; j < in; ++j) zsum += xz[static_cast<std::size_t>(j)] * wbuf.data[static_cast<std::size_t>(c * in + j)];
     const double b = bias.defined() ? bias.data<double>()[c] / acc_scale : 0.0;
-    b_q[static_cast<std::size_t>(c)] = static_cast<std::int64_t>(std::llround(b)) - zsum;
+    b_unfolded[static_cast<std::size_t>(c)] = static_cast<std::int64_t>(std::llround(b));
+    b_q[static_cast<std::size_t>(c)] = b_unfolded[static_cast<std::size_t>(c)] - zsum;
   }
   // x and W of different widths: W's rows in the kernels' pair order (mt_kernels.h), now that
   // the sums above have read them in order
@@ -106,8 +136,11 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
     stored.rows_in_pair_order = true;
   }
   const bool need_bias = bias.defined() || zmax != 0;
-  const std::int64_t bb =
-      need_bias ? L.table(be, b_q, TableRole::Bias, "b_" + c_name(bias.defined() ? bname : wname + "_zero")) : -1;
+  const std::string bias_what = "b_" + c_name(bias.defined() ? bname : wname + "_zero");
+  const std::int64_t bb = !need_bias ? -1
+                          : known    ? known->bias
+                          : trains   ? L.parameter_table(be, b_q, bias_what)
+                                     : L.table(be, b_q, TableRole::Bias, bias_what);
   Format f;
   std::vector<double> segments;
   if (parts) {
@@ -123,6 +156,10 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
   } else {
     // power-of-two scales: the relu keeps its input's format (lower_relu), the layer's
     f = L.out_format(relu && L.options().scheme != Scheme::PowerOfTwo ? *relu : norm ? *norm : n, ye);
+    if (trains_w) {
+      f = L.range_format(f.lo * Lowering::kTrainHeadroom, f.hi * Lowering::kTrainHeadroom, ye, f.zero != 0,
+                         fmt::format("%{} = linear (trained)", n.output));
+    }
   }
   View y = L.out_act(top, ye, f);
   y.segments = segments;
@@ -139,6 +176,17 @@ void lower_linear(Lowering& L, const Node& n, std::int64_t x_id, const Tensor& w
           Arg::num(out), Arg::num(x_stride), Arg::buf(rqb), Arg::num(per_channel ? 1 : 0), Arg::num(f.zero),
           Arg::num(relu ? f.zero : qmin(ye))},
          rows * in * out);
+  if (trains && !known) {
+    Lowering::IntLayer l;
+    l.weight = wb, l.bias = bb;
+    for (std::int64_t c = 0; c < out; ++c) l.row_scales.push_back(row_scale(wbuf, c));
+    l.x_scale = x_scale, l.x_zero = static_cast<std::int32_t>(xz[0]), l.x_elem = x.elem;
+    l.in = in, l.out = out, l.rows = rows, l.x_stride = x_stride;
+    l.bias_q = b_unfolded;
+    l.y_lo = f.lo, l.y_hi = f.hi;
+    L.set_int_layer(n, std::move(l));
+  }
+  if (L.keeps(n)) L.save(n, {x}, {x_stride});
   L.set(top, y);
 }
 
@@ -289,6 +337,11 @@ std::vector<OpRule> linear_rules() {
     const std::string sfx = L.folded_norm(n) ? "_bn" : "";
     const auto chain = L.affine_input(n);
     const std::string bname = (b_id >= 0 ? L.const_name(b_id) : L.const_name(n.inputs[1])) + sfx;
+    if ((chain || L.folded_norm(n)) && L.trains_int(n)) {
+      L.fail(n, fmt::format("integer training of a layer with {} folded into its weights is not lowered; "
+                            "Numeric::Float32 trains it",
+                            chain ? "an affine chain" : "a batch_norm"));
+    }
     if (!chain || w.dim() != 2) return lower_linear(L, n, n.inputs[0], w, b_in, bname, L.const_name(n.inputs[1]) + sfx);
     // x = scale * root + shift: W diag(scale) applied to root, bias b + W shift
     const auto in = static_cast<std::int64_t>(chain->scale.size());

@@ -851,6 +851,62 @@ void mt_max_pool_s16(const int16_t *x, int16_t *y, const int32_t *g);
 void mt_avg_pool_s8(const int8_t *x, int8_t *y, const int32_t *g, int32_t zero);
 void mt_avg_pool_s16(const int16_t *x, int16_t *y, const int32_t *g, int32_t zero);
 
+/* ------------------------------------------------------------------------------------ */
+/* Integer training (mt_loss.c: the cross entropy; mt_optim.c: the rest)                  */
+/* ------------------------------------------------------------------------------------ */
+/* INTEGER TRAINING (train.hpp, Numeric::Integer: cores without an FPU). A training step's
+ * loss, gradients and SGD step in integers; every scale is fixed at lowering time.
+ * mt_cross_entropy_s8 / _s16: logits y [rows, n] (real sy (y - zy)) against class indices
+ *   target [rows]; per counted row (target in [0, n)), M = max_j y_j and
+ *     z_j = rq(M - y_j; m, s)          the base-2 exponent in Q16 ((m, s): sy log2(e) 2^16)
+ *     e_j = 2^-z_j in Q20               (mt_exp2neg_q20; e = 2^20 at the max), S = sum_j e_j
+ *     p_j = round(e_j 2^gb / S)         the softmax in Q gb (e_j times S's reciprocal, mt_recip_u32)
+ *     g_j = round((p_j - [j = t] 2^gb) / count)   d loss / d logit_j in Q gb (count: counted rows;
+ *                                       its reciprocal too: no division anywhere)
+ *     loss_r = rq(M - y_t; ml, sl) + round(ln(S 2^-20) 2^16)   -log p_t in Q16 ((ml, sl): sy 2^16;
+ *                                       ln from a Q16 log2 by repeated squaring, times ln 2)
+ *   loss[0] += round(sum_r loss_r / count) (|sum| < 2^32; loss NULL: not computed); rows with another target
+ *   get g = 0. S <= n 2^20 and p_j 2^gb: n < 2^11 and gb <= 15 keep everything in 64 bits.
+ * mt_linear_grad_s8 / _s16: the gradients of y = x W^T + b from g [rows, out] (int32),
+ *   x [rows, in] at a row stride xs (0: in), real sx (x - zx):
+ *     dw[o, i] += sum_r g[r, o] (x[r, i] - zx),   db[o] += sum_r g[r, o]   (r ascending)
+ *   in int32 (the lowering bounds every sum below 2^31); dw or db NULL: not computed.
+ * mt_sgd_s32: SGD on an int32 master copy w [n], rows of `per` elements, rq [2 n/per] the
+ *   (m, s) pair of each row (lr times the gradient's scale over the batch, in w's units):
+ *     d = rq(g[i]; m_r, s_r);  momentum (mom not NULL): d = rq(mom[i]; mu, mu_s) + d, mom[i] = d
+ *     (saturated); w[i] = clamp(w[i] - d, lo, hi)   (64-bit intermediates; round to nearest)
+ * mt_fill_s32: x[i] = v. mt_scale_s32: x[i] = rq(x[i]; m, s).
+ * mt_master_s8 / _s16: the inference weights from their master: w[i] = sat(round(master[i] 2^-shift)).
+ * mt_linear_bias_s8 / _s16: a linear layer's bias table (the accumulator's scale, x's zero point
+ *   folded in) from its master: b[o] = round(master[o] 2^-shift) - zx sum_i w[o, i] (shift < 0:
+ *   a left shift; master NULL: 0), int32 for int8 x, int64 for int16 x. */
+void mt_cross_entropy_s8(const int8_t *y, const int32_t *target, int32_t *loss, int32_t *g, int rows, int n, int32_t m,
+                         int s, int32_t ml, int sl, int gb);
+void mt_cross_entropy_s16(const int16_t *y, const int32_t *target, int32_t *loss, int32_t *g, int rows, int n, int32_t m,
+                          int s, int32_t ml, int sl, int gb);
+void mt_linear_grad_s8(const int8_t *x, const int32_t *g, int32_t *dw, int32_t *db, int rows, int in, int out, int xs,
+                       int32_t zx);
+void mt_linear_grad_s16(const int16_t *x, const int32_t *g, int32_t *dw, int32_t *db, int rows, int in, int out, int xs,
+                        int32_t zx);
+void mt_sgd_s32(int32_t *w, const int32_t *g, int32_t *mom, int n, int per, const int32_t *rq, int32_t mu, int mu_s,
+                int32_t lo, int32_t hi);
+void mt_fill_s32(int32_t *x, int n, int32_t v);
+void mt_scale_s32(int32_t *x, int n, int32_t m, int s);
+void mt_master_s8(const int32_t *master, int8_t *w, int n, int shift);
+void mt_master_s16(const int32_t *master, int16_t *w, int n, int shift);
+void mt_linear_bias_s8(const int32_t *master, const int8_t *w, int32_t *b, int in, int out, int shift, int32_t zx);
+void mt_linear_bias_s16(const int32_t *master, const int16_t *w, int64_t *b, int in, int out, int shift, int32_t zx);
+/* mt_linear_dx_s8 / _s16: the gradient of a linear layer's input from its output's, g [rows, out]
+ *   (int32), through the layer's weights W_q [out, in] (a scale per row o):
+ *     dx[r, i] = rq(sum_o rq(g[r, o]; pre_o) W_q[o, i]; m, s)   (o ascending, int64 sum)
+ *   pre [2 out]: the (m, s) of scale_w[o] / max_o scale_w, so one (m, s) rescales the sum; and
+ *   a relu in front of the layer (y not NULL: its output, rows at a stride ys, 0: in): dx = 0
+ *   where y[r, i] <= zy (the relu's output at its zero). */
+void mt_linear_dx_s8(const int32_t *g, const int8_t *w, int32_t *dx, int rows, int in, int out, const int32_t *pre,
+                     int32_t m, int s, const int8_t *y, int ys, int32_t zy);
+void mt_linear_dx_s16(const int32_t *g, const int16_t *w, int32_t *dx, int rows, int in, int out, const int32_t *pre,
+                      int32_t m, int s, const int16_t *y, int ys, int32_t zy);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
