@@ -1063,7 +1063,7 @@ static inline int mt_rv_rq_h_ok(const mt_rv_rq *q, uint32_t amax) {
     for (o = 0; o < out; o += 4) {                                                                        \
       mt_rv_rq q[4];                                                                                      \
       int32_t bias[4];                                                                                    \
-      int c[4], hq = o + 4 <= out ? 1 : 0; /* 1, 2: every channel's mt_rv_rq_h_ok, the largest */       \
+      int c[4], hq = o + 4 <= out && rows >= 3; /* 1, 2: every channel's mt_rv_rq_h_ok, the largest */  \
       for (k = 0; k < 4; ++k) {                                                                           \
         c[k] = o + k < out ? o + k : out - 1;                                                             \
         q[k] = mt_rv_rq_init(rq + (rq_per_channel ? 2 * c[k] : 0), y_zero);                               \
