@@ -851,14 +851,102 @@ static __attribute__((noinline)) void mt_attn_pv4_rv_s16(int64_t *acc, const int
     for (d = 0; d < Dv; ++d) MT_RV_PV4_ONE(d, pairs);
   }
 }
+/* Eight keys, their products in fewer words: a set of keys whose weights sum to at most 2^16
+ * has sum_k w_k v_k[d] in [-2^31, 2^31 - 2^16] (|v| <= 2^15; every partial sum too), one int32
+ * word. WORDS = 1: all eight (a block of spread logits, every key but those near the row's
+ * max), added to the int64 sum as its low word plus the carry (SLTU) and the sign word (x >> 31,
+ * arithmetic) to the high word; WORDS = 2: each four, WORDS = 4: each pair (every pair sum at
+ * most 2^16: all pairs but one with a key near the max), as offset words (MT_RV_ADDU, offset
+ * WORDS 2^31). Per feature 8 loads, 8 MUL, 7 ADD (4 for WORDS = 4) and 5, 9 or 17 for the int64
+ * with its load and store: 3.1, 3.6 or 4.9 instructions per MAC where four keys in two words
+ * took 5.75. Else the two halves by mt_attn_pv4_rv_s16, as other value dims are (mt_attn_pvg_s16).
+ * Exact, as the reference. */
+#define MT_RV_PV8_ONE(d, WORDS)                                                                           \
+  do {                                                                                                    \
+    const uint64_t a_ = (uint64_t)acc[d];                                                                 \
+    uint32_t lo_ = (uint32_t)a_, hi_ = (uint32_t)(a_ >> 32), u_;                                          \
+    const int32_t p0_ = w0 * v0[d] + w1 * v1[d], p1_ = w2 * v2[d] + w3 * v3[d];                           \
+    const int32_t p2_ = (WORDS) == 6 ? 0 : w4 * v4[d] + w5 * v5[d];                                       \
+    const int32_t p3_ = (WORDS) == 6 ? 0 : w6 * v6[d] + w7 * v7[d];                                       \
+    if ((WORDS) == 1) {                                                                                   \
+      const int32_t x_ = p0_ + p1_ + p2_ + p3_;                                                           \
+      lo_ += (uint32_t)x_, hi_ += (uint32_t)(x_ >> 31) + (lo_ < (uint32_t)x_);                            \
+    } else if ((WORDS) == 2) {                                                                            \
+      MT_RV_ADDU(p0_ + p1_), MT_RV_ADDU(p2_ + p3_);                                                       \
+      hi_ -= 1u;                                                                                          \
+    } else if ((WORDS) == 6) {                                                                            \
+      MT_RV_ADDU(p0_), MT_RV_ADDU(p1_), MT_RV_ADDU(w4 * v4[d]), MT_RV_ADDU(w5 * v5[d]);                   \
+      MT_RV_ADDU(w6 * v6[d]), MT_RV_ADDU(w7 * v7[d]);                                                     \
+      hi_ -= 3u;                                                                                          \
+    } else {                                                                                              \
+      MT_RV_ADDU(p0_), MT_RV_ADDU(p1_), MT_RV_ADDU(p2_), MT_RV_ADDU(p3_);                                 \
+      hi_ -= 2u;                                                                                          \
+    }                                                                                                     \
+    acc[d] = (int64_t)((uint64_t)hi_ << 32 | lo_);                                                        \
+    __asm__ volatile("" ::: "memory");                                                                    \
+  } while (0)
+/* Keys near the max in two pairs or fewer: the pairs whose sums are within 2^16 first (two of
+ * them in two words), the other four keys a word each (six words, offset 6 2^31): per feature
+ * 8 loads, 8 MUL, 2 ADD and 25 for the int64 where the halves by mt_attn_pv4_rv_s16 took 52 */
+static __attribute__((noinline)) void mt_attn_pv8w6_rv_s16(int64_t *acc, const int16_t *const *pv, const int32_t *w,
+                                                           int bad) {
+  const int16_t *v[8];
+  int32_t ww[8];
+  int i, g = 0, k = 8;
+  for (i = 0; i < 8; i += 2) { /* bad: bit i / 2 for a pair above 2^16, placed from the end */
+    const int at = (bad >> (i >> 1)) & 1 ? (k -= 2) : (g += 2) - 2;
+    v[at] = pv[i], v[at + 1] = pv[i + 1], ww[at] = w[i], ww[at + 1] = w[i + 1];
+  }
+  {
+    const int32_t w0 = ww[0], w1 = ww[1], w2 = ww[2], w3 = ww[3], w4 = ww[4], w5 = ww[5], w6 = ww[6], w7 = ww[7];
+    const int16_t *const v0 = v[0], *const v1 = v[1], *const v2 = v[2], *const v3 = v[3];
+    const int16_t *const v4 = v[4], *const v5 = v[5], *const v6 = v[6], *const v7 = v[7];
+    int d;
+#pragma GCC unroll 16
+    for (d = 0; d < 16; ++d) MT_RV_PV8_ONE(d, 6);
+  }
+}
+static __attribute__((noinline)) void mt_attn_pv8_rv_s16(int64_t *acc, const int16_t *const *pv, const int32_t *w) {
+  const int32_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6], w7 = w[7];
+  const uint32_t s01 = (uint32_t)(w0 + w1), s23 = (uint32_t)(w2 + w3), s45 = (uint32_t)(w4 + w5);
+  const uint32_t s67 = (uint32_t)(w6 + w7), s03 = s01 + s23, s47 = s45 + s67;
+  const int16_t *const v0 = pv[0], *const v1 = pv[1], *const v2 = pv[2], *const v3 = pv[3];
+  const int16_t *const v4 = pv[4], *const v5 = pv[5], *const v6 = pv[6], *const v7 = pv[7];
+  int d;
+  if ((s01 | s23 | s45 | s67) > 65536u) {
+    const int b0 = s01 > 65536u, b1 = s23 > 65536u, b2 = s45 > 65536u, b3 = s67 > 65536u;
+    if (b0 + b1 + b2 + b3 <= 2)
+      mt_attn_pv8w6_rv_s16(acc, pv, w, b0 | b1 << 1 | b2 << 2 | b3 << 3);
+    else {
+      mt_attn_pv4_rv_s16(acc, pv, w, 16);
+      mt_attn_pv4_rv_s16(acc, pv + 4, w + 4, 16);
+    }
+  } else if (s03 + s47 <= 65536u) {
+#pragma GCC unroll 16
+    for (d = 0; d < 16; ++d) MT_RV_PV8_ONE(d, 1);
+  } else if ((s03 | s47) <= 65536u) {
+#pragma GCC unroll 16
+    for (d = 0; d < 16; ++d) MT_RV_PV8_ONE(d, 2);
+  } else {
+#pragma GCC unroll 16
+    for (d = 0; d < 16; ++d) MT_RV_PV8_ONE(d, 4);
+  }
+}
+#undef MT_RV_PV8_ONE
 #undef MT_RV_PV4_ONE
 #undef MT_RV_ADDU
-#define MT_ATTN_GROUP_s16 4
-#define mt_attn_pvg_s16 mt_attn_pv4_rv_s16
+#define MT_ATTN_GROUP_s16 8
+#define MT_ATTN_TAIL_PAIRS while /* up to seven keys left: pairs, then one */
+#define mt_attn_pvg_s16(acc, pv, w, Dv)                                                                    \
+  ((Dv) == 16 ? mt_attn_pv8_rv_s16(acc, pv, w)                                                             \
+              : (mt_attn_pv4_rv_s16(acc, pv, w, Dv), mt_attn_pv4_rv_s16(acc, (pv) + 4, (w) + 4, Dv)))
 #endif
 
 /* The keys added in one pass over the sums, MT_ATTN_GROUP_* keys by mt_attn_pvg_*(acc, their
- * rows, their weights, Dv): four for the Armv7E-M variants, else two. */
+ * rows, their weights, Dv): four for the Armv7E-M variants, eight for the RISC-V ones, else two. */
+#ifndef MT_ATTN_TAIL_PAIRS /* the keys left after the groups: at most one pair for groups of four */
+#define MT_ATTN_TAIL_PAIRS if
+#endif
 #ifndef MT_ATTN_GROUP_s16
 #define MT_ATTN_GROUP_s16 2
 #define mt_attn_pvg_s16(acc, pv, w, Dv) mt_attn_pv2_s16(acc, (pv)[0], (w)[0], (pv)[1], (w)[1], Dv)
@@ -1122,7 +1210,7 @@ MT_DEFINE_ATTN_WEIGHTS(mt_attn_weights_s16, int16_t)
         n = WEIGHTS(&a, i, j, mx, g, tb, nk, vb, vs, pv, &l);                                              \
         for (u = 0; u + GROUP <= n; u += GROUP)                                                            \
           PVG(acc, pv + u, tb + u, Dv);                                                                    \
-        if (n - u >= 2) {                                                                                  \
+        MT_ATTN_TAIL_PAIRS (n - u >= 2) {                                                                  \
           PV2(acc, pv[u], tb[u], pv[u + 1], tb[u + 1], Dv);                                                \
           u += 2;                                                                                          \
         }                                                                                                  \

@@ -909,16 +909,17 @@ MT_DEFINE_LINEAR_MVE_S8(mt_linear_mve_s8_s8_s16, int16_t, 16, vstrhq_p_s32, mt_l
 #if MT_RV32
 /* RISC-V (rv32imc) variants of the linear layers with int8 weights and int8 or int16 x. The
  * core has no packed SIMD: a MAC is a load, a MUL and an ADD, so the loops are register-blocked,
- * two rows of x against four weight rows per pass: per input 2 loads of x and 4 of weights
- * serve 8 MACs (8 MUL, 8 ADD), 2.75 instructions per MAC and the pointers' share (MT_RV_STEP8),
- * the eight int32 sums in registers.
+ * three rows of x against four weight rows per pass: per input 3 loads of x and 4 of weights
+ * serve 12 MACs (12 MUL, 12 ADD), 2.58 instructions per MAC and the pointers' share
+ * (MT_RV_STEP12, 16 inputs per loop iteration), the twelve int32 sums in registers; two last
+ * rows by pairs (MT_RV_STEP8: 2.75 per MAC), one last row alone.
  * The sums are exact in int32 as the DSP variants' (the bias below 2^30: int8 x at most 65536
  * inputs, |x w| <= 2^14; int16 x at most 256, |x w| <= 2^22; else the reference takes the
  * call), so they equal the reference's and are requantized to the same integers: each channel's
- * requantization set up once per group of four channels (mt_rv_rq), an output then in MUL,
- * MULH, five ALU instructions and the clamp (y_min folded into the lower bound). An odd last
- * row is computed alone against the four channels, a last group of fewer than four channels
- * with its last channel repeated (the same outputs stored again). */
+ * requantization set up once per group of four channels (mt_rv_rq), an output then in MULHU,
+ * six ALU instructions and the clamp (y_min folded into the lower bound), or in MULH, two and the
+ * clamp where no tie can occur (mt_rv_rq_out_h). A last group of fewer than four channels takes
+ * its last channel repeated (the same outputs stored again). */
 
 /* One channel's y_zero + rq(acc) for m > 0 (the usual case; else the reference): with
  * P = a m for a = acc 2^up, round half away from zero is floor((P + 2^(30+s') - [P < 0]) /
@@ -963,19 +964,60 @@ static inline int32_t mt_rv_rq_out(const mt_rv_rq *q, int32_t acc, int32_t lo, i
   return v < lo ? lo : v > hi ? hi : v;
 }
 
+/* The same with a signed MULH in place of the magnitude's MULHU and the two sign flips:
+ * floor((P + c) / 2^(31+s')) for P = a m, which differs from mt_rv_rq_out's floor((P + c - [P < 0])
+ * / 2^(31+s')) only when P < 0 and P + c is a multiple of 2^(31+s'), i.e. P an odd multiple of
+ * 2^(30+s') (c = 2^(30+s') modulo 2^(31+s')). With m = m' 2^t (m' odd) that needs a an odd
+ * multiple of 2^(30+s'-t): none when |a| <= amax 2^up < 2^(30+s'-t), i.e. amax 2^up 2^t < 2^(30+s')
+ * (mt_rv_rq_h_ok: the high word of that product, s' - 2 = sh - 1 bits more), which every channel
+ * but those of a multiplier with many trailing zeros (a ratio near a power of two) meets; taken
+ * by groups of four whole channels (MT_RV_OUT12), without the shift by up when each has up = 0
+ * (s >= 2; mt_rv_rq_out_hu with it). */
+static inline int32_t mt_rv_rq_out_h(const mt_rv_rq *q, int32_t acc, int32_t lo, int32_t hi) {
+  const int32_t h = (int32_t)(((int64_t)acc * q->m) >> 32); /* MULH (up = 0) */
+  const int32_t v = (int32_t)((uint32_t)h + (uint32_t)q->c_hi) >> q->sh;
+  return v < lo ? lo : v > hi ? hi : v;
+}
+static inline int32_t mt_rv_rq_out_hu(const mt_rv_rq *q, int32_t acc, int32_t lo, int32_t hi) {
+  return mt_rv_rq_out_h(q, (int32_t)((uint32_t)acc << q->up), lo, hi); /* any up */
+}
+/* 0: not every channel of a group meets it; 1: all, each with up = 0; 2: all */
+static inline int mt_rv_rq_h_ok(const mt_rv_rq *q, uint32_t amax) {
+  const uint32_t m = (uint32_t)q->m, low = m & (0u - m); /* 2^t */
+  return ((uint32_t)(((uint64_t)(amax << q->up) * low) >> 32) >> (q->sh - 1)) == 0 ? 1 + (q->up != 0) : 0;
+}
+
 /* One input k of a pass (its weight at u: k in order, the middle two of four swapped in pair
- * order): the two rows' x against the four weight rows, into the 8 sums (STEP8), or one row's
- * x into 4 (STEP4). The pointers advance once per 8 inputs (STEP8; 4 for STEP4), so every
- * load has an immediate offset: per 8 inputs 48 loads, 64 MUL, 64 ADD and 7 pointer and loop
- * instructions for 64 MACs (about 2.9 per MAC). A step's loads stay in its step (MT_RV_STEP_END, an empty asm that
- * clobbers memory, so no load moves across it): GCC otherwise hoists the loads of all four
- * steps to the top of the loop and spills what then no longer fits in the registers. */
+ * order): the three rows' x against the four weight rows, into the 12 sums (STEP12), the two
+ * rows' into 8 (STEP8), or one row's x into 4 (STEP4). The pointers advance once per 16
+ * inputs (STEP12; 8 for STEP8, 4 for STEP4), so every load has an immediate offset: per 16
+ * inputs of STEP12 112 loads, 192 MUL, 192 ADD and 8 pointer and loop instructions for 192
+ * MACs (about 2.6 per MAC). A step's loads stay in its step (MT_RV_STEP_END, an empty asm that
+ * clobbers memory, so no load moves across it; STEP12 also between its weight rows): GCC
+ * otherwise hoists the loads of all the steps to the top of the loop and spills what then no
+ * longer fits in the registers. */
 #define MT_RV_STEP_END __asm__ volatile("" ::: "memory")
 #define MT_RV_STEP8(k, u)                                                                                 \
   do {                                                                                                    \
     const int32_t xa_ = pa[k], xb_ = pb[k], v0_ = p0[u], v1_ = p1[u], v2_ = p2[u], v3_ = p3[u];           \
     a0 += xa_ * v0_, a1 += xa_ * v1_, a2 += xa_ * v2_, a3 += xa_ * v3_;                                   \
     a4 += xb_ * v0_, a5 += xb_ * v1_, a6 += xb_ * v2_, a7 += xb_ * v3_;                                   \
+    MT_RV_STEP_END;                                                                                       \
+  } while (0)
+#define MT_RV_STEP12(k, u)                                                                                \
+  do {                                                                                                    \
+    const int32_t xa_ = pa[k], xb_ = pb[k], xc_ = pc[k];                                                  \
+    int32_t v_ = p0[u];                                                                                   \
+    a0 += xa_ * v_, a4 += xb_ * v_, a8 += xc_ * v_;                                                       \
+    MT_RV_STEP_END;                                                                                       \
+    v_ = p1[u];                                                                                          \
+    a1 += xa_ * v_, a5 += xb_ * v_, a9 += xc_ * v_;                                                       \
+    MT_RV_STEP_END;                                                                                       \
+    v_ = p2[u];                                                                                          \
+    a2 += xa_ * v_, a6 += xb_ * v_, a10 += xc_ * v_;                                                      \
+    MT_RV_STEP_END;                                                                                       \
+    v_ = p3[u];                                                                                          \
+    a3 += xa_ * v_, a7 += xb_ * v_, a11 += xc_ * v_;                                                      \
     MT_RV_STEP_END;                                                                                       \
   } while (0)
 #define MT_RV_STEP4(k, u)                                                                                 \
@@ -985,10 +1027,24 @@ static inline int32_t mt_rv_rq_out(const mt_rv_rq *q, int32_t acc, int32_t lo, i
     MT_RV_STEP_END;                                                                                       \
   } while (0)
 
+/* The twelve outputs of a pass of three rows (OUTF: mt_rv_rq_out or mt_rv_rq_out_h), the four
+ * channels' outputs at C0 .. C3 of the rows ya, yb, yc */
+#define MT_RV_OUT12(OUTF, YT, YHI, C0, C1, C2, C3)                                                        \
+  do {                                                                                                    \
+    ya[C0] = (YT)OUTF(&q[0], a0, lo, YHI), yb[C0] = (YT)OUTF(&q[0], a4, lo, YHI);                         \
+    yc[C0] = (YT)OUTF(&q[0], a8, lo, YHI);                                                                \
+    ya[C1] = (YT)OUTF(&q[1], a1, lo, YHI), yb[C1] = (YT)OUTF(&q[1], a5, lo, YHI);                         \
+    yc[C1] = (YT)OUTF(&q[1], a9, lo, YHI);                                                                \
+    ya[C2] = (YT)OUTF(&q[2], a2, lo, YHI), yb[C2] = (YT)OUTF(&q[2], a6, lo, YHI);                         \
+    yc[C2] = (YT)OUTF(&q[2], a10, lo, YHI);                                                               \
+    ya[C3] = (YT)OUTF(&q[3], a3, lo, YHI), yb[C3] = (YT)OUTF(&q[3], a7, lo, YHI);                         \
+    yc[C3] = (YT)OUTF(&q[3], a11, lo, YHI);                                                               \
+  } while (0)
+
 /* NAME: the layer for x of type XT (int8 or int16: PAIRED weights, |x w| <= 2^XW, at most
  * MAX_IN inputs), outputs YT in [YLO, YHI], bias BT. Returns 0 (the reference computes) when a
- * bias is beyond 2^30 or a channel is not mt_rv_rq's. Pairs of rows against four channels
- * (STEP8), an odd last row against them alone (STEP4). */
+ * bias is beyond 2^30 or a channel is not mt_rv_rq's. Three rows against four channels
+ * (STEP12), then two (STEP8) or one (STEP4). */
 #define MT_DEFINE_LINEAR_RV(NAME, XT, YT, BT, YLO, YHI, PAIRED, XW, MAX_IN)                               \
   static int NAME(const XT *x, const int8_t *w, const BT *b, YT *y, int rows, int in, int out, int xs,    \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                 \
@@ -1007,13 +1063,64 @@ static inline int32_t mt_rv_rq_out(const mt_rv_rq *q, int32_t acc, int32_t lo, i
     for (o = 0; o < out; o += 4) {                                                                        \
       mt_rv_rq q[4];                                                                                      \
       int32_t bias[4];                                                                                    \
-      int c[4];                                                                                           \
+      int c[4], hq = o + 4 <= out && rows >= 3; /* 1, 2: every channel's mt_rv_rq_h_ok, the largest */  \
       for (k = 0; k < 4; ++k) {                                                                           \
         c[k] = o + k < out ? o + k : out - 1;                                                             \
         q[k] = mt_rv_rq_init(rq + (rq_per_channel ? 2 * c[k] : 0), y_zero);                               \
         bias[k] = b ? (int32_t)b[c[k]] : 0;                                                               \
       }                                                                                                   \
-      for (r = 0; r + 2 <= rows; r += 2) {                                                                \
+      for (k = 0; k < 4 && hq; ++k) {                                                                     \
+        const int h_ = mt_rv_rq_h_ok(&q[k], xw_sum + mt_mag32(bias[k]));                                  \
+        hq = h_ == 0 ? 0 : h_ > hq ? h_ : hq;                                                             \
+      }                                                                                                   \
+      for (r = 0; r + 3 <= rows; r += 3) {                                                                \
+        const XT *pa = x + r * xs, *pb = pa + xs, *pc = pb + xs;                                          \
+        const int8_t *p0 = w + c[0] * in, *p1 = w + c[1] * in, *p2 = w + c[2] * in, *p3 = w + c[3] * in;  \
+        int32_t a0 = bias[0], a1 = bias[1], a2 = bias[2], a3 = bias[3];                                   \
+        int32_t a4 = a0, a5 = a1, a6 = a2, a7 = a3, a8 = a0, a9 = a1, a10 = a2, a11 = a3;                 \
+        for (j = in >> 4; j > 0; --j) {                                                                   \
+          MT_RV_STEP12(0, 0);                                                                             \
+          MT_RV_STEP12(1, U1);                                                                            \
+          MT_RV_STEP12(2, U2);                                                                            \
+          MT_RV_STEP12(3, 3);                                                                             \
+          MT_RV_STEP12(4, 4);                                                                             \
+          MT_RV_STEP12(5, 4 + U1);                                                                        \
+          MT_RV_STEP12(6, 4 + U2);                                                                        \
+          MT_RV_STEP12(7, 7);                                                                             \
+          MT_RV_STEP12(8, 8);                                                                             \
+          MT_RV_STEP12(9, 8 + U1);                                                                        \
+          MT_RV_STEP12(10, 8 + U2);                                                                       \
+          MT_RV_STEP12(11, 11);                                                                           \
+          MT_RV_STEP12(12, 12);                                                                           \
+          MT_RV_STEP12(13, 12 + U1);                                                                      \
+          MT_RV_STEP12(14, 12 + U2);                                                                      \
+          MT_RV_STEP12(15, 15);                                                                           \
+          pa += 16, pb += 16, pc += 16, p0 += 16, p1 += 16, p2 += 16, p3 += 16;                           \
+        }                                                                                                 \
+        for (j = (in >> 2) & 3; j > 0; --j) {                                                             \
+          MT_RV_STEP12(0, 0);                                                                             \
+          MT_RV_STEP12(1, U1);                                                                            \
+          MT_RV_STEP12(2, U2);                                                                            \
+          MT_RV_STEP12(3, 3);                                                                             \
+          pa += 4, pb += 4, pc += 4, p0 += 4, p1 += 4, p2 += 4, p3 += 4;                                  \
+        }                                                                                                 \
+        for (j = in & 3; j > 0; --j) { /* the last in % 4, in order */                                    \
+          MT_RV_STEP12(0, 0);                                                                             \
+          ++pa, ++pb, ++pc, ++p0, ++p1, ++p2, ++p3;                                                       \
+        }                                                                                                 \
+        { /* channel by channel, its requantization loaded once for the three rows */                     \
+          YT *ya = y + r * out, *yb = ya + out, *yc = yb + out;                                           \
+          if (hq == 1) { /* four whole channels from o: stores at fixed offsets */                        \
+            ya += o, yb += o, yc += o;                                                                    \
+            MT_RV_OUT12(mt_rv_rq_out_h, YT, YHI, 0, 1, 2, 3);                                             \
+          } else if (hq == 2) {                                                                           \
+            ya += o, yb += o, yc += o;                                                                    \
+            MT_RV_OUT12(mt_rv_rq_out_hu, YT, YHI, 0, 1, 2, 3);                                            \
+          } else                                                                                          \
+            MT_RV_OUT12(mt_rv_rq_out, YT, YHI, c[0], c[1], c[2], c[3]);                                   \
+        }                                                                                                 \
+      }                                                                                                   \
+      if (r + 2 <= rows) { /* two last rows */                                                            \
         const XT *pa = x + r * xs, *pb = pa + xs;                                                         \
         const int8_t *p0 = w + c[0] * in, *p1 = w + c[1] * in, *p2 = w + c[2] * in, *p3 = w + c[3] * in;  \
         int32_t a0 = bias[0], a1 = bias[1], a2 = bias[2], a3 = bias[3];                                   \
@@ -1047,8 +1154,9 @@ static inline int32_t mt_rv_rq_out(const mt_rv_rq *q, int32_t acc, int32_t lo, i
           ya[c[2]] = (YT)mt_rv_rq_out(&q[2], a2, lo, YHI), yb[c[2]] = (YT)mt_rv_rq_out(&q[2], a6, lo, YHI);  \
           ya[c[3]] = (YT)mt_rv_rq_out(&q[3], a3, lo, YHI), yb[c[3]] = (YT)mt_rv_rq_out(&q[3], a7, lo, YHI);  \
         }                                                                                                 \
+        r += 2;                                                                                           \
       }                                                                                                   \
-      if (r < rows) { /* an odd last row */                                                               \
+      if (r < rows) { /* one last row */                                                                  \
         const XT *pa = x + r * xs;                                                                        \
         const int8_t *p0 = w + c[0] * in, *p1 = w + c[1] * in, *p2 = w + c[2] * in, *p3 = w + c[3] * in;  \
         int32_t a0 = bias[0], a1 = bias[1], a2 = bias[2], a3 = bias[3];                                   \
