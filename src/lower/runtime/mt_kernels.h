@@ -852,7 +852,7 @@ void mt_avg_pool_s8(const int8_t *x, int8_t *y, const int32_t *g, int32_t zero);
 void mt_avg_pool_s16(const int16_t *x, int16_t *y, const int32_t *g, int32_t zero);
 
 /* ------------------------------------------------------------------------------------ */
-/* Integer training (mt_loss.c: the cross entropy; mt_optim.c: the rest)                  */
+/* Integer training (mt_loss.c: the cross entropy; mt_optim.c: the rest)                */
 /* ------------------------------------------------------------------------------------ */
 /* INTEGER TRAINING (train.hpp, Numeric::Integer: cores without an FPU). A training step's
  * loss, gradients and SGD step in integers; every scale is fixed at lowering time.
