@@ -951,6 +951,193 @@ static void train_int(void) {
   h_end("train_int");
 }
 
+/* A decoder's step (mt_rmsnorm_s16 and mt_decode.c): RMS norm over rows of every spread, RoPE
+ * in both pair layouts, the cache append and the position counter up to and past a full
+ * cache, attention over int16 and int8 caches (one key/value head, several, groups of one and
+ * of several query heads) at the first, a middle and the last position and with the cache full,
+ * a few whole steps, and the sampler. */
+static void decode(void) {
+  static const struct {
+    int kv, group, D, Dv, cap;
+  } acfg[] = {{2, 1, 8, 8, 70}, {2, 3, 16, 16, 70}, {1, 4, 8, 8, 9}, {3, 2, 6, 5, 40}};
+  int32_t p[MT_ATTN_PARAMS], pos;
+  int c, i, r;
+  /* RMS norm: rows full range, within +-300 and +-3 (where eps dominates), and zero (v = eps
+   * alone; v = 0 when eps_q = 0: the inverse square root's 0); per-channel gains of both signs
+   * (|m| in [2^30, 2^31), shifts -24 to -12: outputs from a few units to saturated); eps_q
+   * 2^eps_shift from 0 to the lowering's cap of 2^61; n from 1 to 300; then in place */
+  {
+    static const int ns[4] = {1, 7, 64, 300};
+    static const uint32_t eps_q[4] = {0u, 100u, 2748779u, 4294967295u};
+    static const int eps_shift[4] = {0, 0, 0, 29};
+    h_begin();
+    for (c = 0; c < 4; ++c) {
+      const int n = ns[c];
+      for (i = 0; i < n; ++i) {
+        const int32_t m = (int32_t)((1u << 30) | (lcg() >> 2));
+        a32[2 * i] = i % 3 == 1 ? -m : m, a32[2 * i + 1] = rnd(-24, -12);
+      }
+      fill16(a16, n, -32768, 32767);
+      fill16(a16 + n, n, -300, 300);
+      fill16(a16 + 2 * n, n, -3, 3);
+      for (i = 0; i < n; ++i) a16[3 * n + i] = 0;
+      a16[0] = -32768;
+      for (r = 0; r < 4; ++r) mt_rmsnorm_s16(a16, y16, 4, n, eps_q[r], eps_shift[r], a32), h16(y16, 4 * n);
+    }
+    mt_rmsnorm_s16(a16, a16, 4, 300, 2748779u, 0, a32), h16(a16, 4 * 300);
+    h_end("rmsnorm");
+  }
+  /* RoPE: cos and sin tables [9, dim / 2] in Q14 (row 0 the identity, row 1 at +-2^14: a' and
+   * b' that saturate both ways), three heads of dim 16, 6 (an odd number of pairs) and 2, both
+   * layouts, positions 0, 4, 8 (the last row) and 9 (a full cache: the last row again) */
+  {
+    static const int dims[3] = {16, 6, 2};
+    static const int32_t rope_pos[4] = {0, 4, 8, 9};
+    int16_t *const cos_q14 = b16, *const sin_q14 = b16 + 512;
+    int d, il;
+    h_begin();
+    for (d = 0; d < 3; ++d) {
+      const int dim = dims[d], half = dim / 2;
+      fill16(cos_q14, 9 * half, -16384, 16384);
+      fill16(sin_q14, 9 * half, -16384, 16384);
+      for (i = 0; i < half; ++i) {
+        cos_q14[i] = 16384, sin_q14[i] = 0;
+        cos_q14[half + i] = (int16_t)(i % 2 ? -16384 : 16384);
+        sin_q14[half + i] = (int16_t)(i % 4 < 2 ? 16384 : -16384);
+      }
+      for (il = 0; il < 2; ++il)
+        for (r = 0; r < 4; ++r) {
+          fill16(a16, 3 * dim, -32768, 32767);
+          a16[0] = a16[half] = a16[1] = -32768, a16[dim - 1] = 32767;
+          mt_rope_s16(a16, 3, dim, cos_q14, sin_q14, &rope_pos[r], 9, il), h16(a16, 3 * dim);
+        }
+    }
+    h_end("rope");
+  }
+  /* the cache append at -1 (outside: nothing written), 0, 4, 8 (the last row) and 9 (full),
+   * int16 and int8; then the counter from 0 past a full cache of 9 rows, one append a step */
+  {
+    static const int32_t app_pos[5] = {-1, 0, 4, 8, 9};
+    h_begin();
+    fill16(y16, 9 * 12, -32768, 32767);
+    fill8(y8, 9 * 12, -128, 127);
+    for (r = 0; r < 5; ++r) {
+      fill16(a16, 12, -32768, 32767);
+      fill8(a8, 12, -128, 127);
+      h_u32((uint32_t)mt_cache_append_s16(a16, y16, 12, &app_pos[r], 9)), h16(y16, 9 * 12);
+      h_u32((uint32_t)mt_cache_append_s8(a8, y8, 12, &app_pos[r], 9)), h8(y8, 9 * 12);
+    }
+    for (pos = 0, i = 0; i < 12; ++i) {
+      fill16(a16, 12, -32768, 32767);
+      fill8(a8, 12, -128, 127);
+      h_u32((uint32_t)mt_cache_append_s16(a16, y16, 12, &pos, 9));
+      h_u32((uint32_t)mt_cache_append_s8(a8, y8, 12, &pos, 9));
+      mt_position_next(&pos, 9), h32(&pos, 1);
+    }
+    h16(y16, 9 * 12), h8(y8, 9 * 12);
+    h_end("cache append position");
+  }
+  /* attention over the cache: kv_heads key/value heads of `group` query heads each (one head
+   * with one query; two heads, groups of one and of three; one head, a group of four; three
+   * heads, groups of two, D 6 and Dv 5), caches of 70 rows (two blocks of keys), 9 and 40;
+   * positions 0, the middle, the last row and a full cache; q and k within +-12000, then over
+   * the whole range */
+  h_begin();
+  for (c = 0; c < 4; ++c) {
+    const int kv = acfg[c].kv, G = acfg[c].group, D = acfg[c].D, Dv = acfg[c].Dv, cap = acfg[c].cap;
+    const int32_t at_pos[4] = {0, cap / 2, cap - 1, cap};
+    for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
+    p[MT_ATTN_S] = cap, p[MT_ATTN_D] = D, p[MT_ATTN_DV] = Dv;
+    p[MT_ATTN_K_STRIDE] = kv * D, p[MT_ATTN_V_STRIDE] = kv * Dv;
+    for (r = 0; r < 2; ++r) {
+      const int32_t lo = r ? -32768 : -12000, hi = r ? 32767 : 12000;
+      int k;
+      p[MT_ATTN_LOGIT_M] = 1548970010, p[MT_ATTN_LOGIT_S] = 11 + (D == 16 ? 0 : -1);
+      p[MT_ATTN_OUT_M] = rnd_m(), p[MT_ATTN_OUT_S] = 0;
+      fill16(a16, kv * G * D, lo, hi);                  /* q [kv G, D] */
+      fill16(b16, cap * kv * D, lo, hi);                /* k [cap, kv D] */
+      fill16(y16 + 1024, cap * kv * Dv, -32768, 32767); /* v [cap, kv Dv] */
+      fill8(a8, kv * G * D, -128, 127);
+      fill8(b8, cap * kv * D, -128, 127);
+      fill8(y8 + 1024, cap * kv * Dv, -128, 127);
+      for (k = 0; k < 4; ++k) {
+        p[MT_ATTN_LOGIT_S] = 11 + (D == 16 ? 0 : -1);
+        mt_attention_cached_s16(p, &at_pos[k], kv, G, a16, b16, y16 + 1024, y16, acc64), h16(y16, kv * G * Dv);
+        p[MT_ATTN_LOGIT_S] -= 16; /* q, k at 2^-5 */
+        mt_attention_cached_s8(p, &at_pos[k], kv, G, a8, b8, y8 + 1024, y8, acc32), h8(y8, kv * G * Dv);
+      }
+    }
+  }
+  h_end("attention cached");
+  /* whole steps on a cache of 9 rows, two key/value heads, groups of two, D = Dv = 8: RMS norm
+   * of the step's input, RoPE of q and k at the position (half-split), the appends, attention,
+   * the counter; eleven steps, the last two on a full cache */
+  {
+    int16_t *const x = a16, *const q = a16 + 64, *const kn = a16 + 128, *const vn = a16 + 192;
+    int16_t *const kc = b16, *const vc = b16 + 1024, *const cos_q14 = b16 + 2048, *const sin_q14 = b16 + 2560;
+    int step;
+    for (i = 0; i < 32; ++i) a32[2 * i] = (int32_t)((1u << 30) | (lcg() >> 2)), a32[2 * i + 1] = -19;
+    fill16(cos_q14, 9 * 4, -16384, 16384);
+    fill16(sin_q14, 9 * 4, -16384, 16384);
+    for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
+    p[MT_ATTN_S] = 9, p[MT_ATTN_D] = 8, p[MT_ATTN_DV] = 8, p[MT_ATTN_K_STRIDE] = 16, p[MT_ATTN_V_STRIDE] = 16;
+    p[MT_ATTN_LOGIT_M] = 1548970010, p[MT_ATTN_LOGIT_S] = 10, p[MT_ATTN_OUT_M] = 1431655765;
+    h_begin();
+    for (pos = 0, step = 0; step < 11; ++step) {
+      fill16(x, 32, -20000, 20000);
+      mt_rmsnorm_s16(x, x, 1, 32, 2748779u, 0, a32);
+      for (i = 0; i < 32; ++i) q[i] = x[i];
+      for (i = 0; i < 16; ++i) kn[i] = x[(i * 7) % 32], vn[i] = x[(i * 5 + 3) % 32];
+      mt_rope_s16(q, 4, 8, cos_q14, sin_q14, &pos, 9, 0);
+      mt_rope_s16(kn, 2, 8, cos_q14, sin_q14, &pos, 9, 0);
+      h_u32((uint32_t)mt_cache_append_s16(kn, kc, 16, &pos, 9));
+      h_u32((uint32_t)mt_cache_append_s16(vn, vc, 16, &pos, 9));
+      mt_attention_cached_s16(p, &pos, 2, 2, q, kc, vc, y16, acc64), h16(y16, 32);
+      mt_position_next(&pos, 9), h32(&pos, 1);
+    }
+    h_end("decode steps");
+  }
+  /* sampling: 300 full-range logits at top_k 1 (greedy), 8 and 64, logit scales 2^-14, 2^-8
+   * and 2^-2 (logit_q24 = scale log2(e) 2^24), temperatures 1/2, 1 and 4, states 0 (the
+   * substitute start), 1, 2^32 - 1 and drawn, eight draws each; logits within +-2 (ties: by
+   * value then lowest index) at top_k 1 and 20; n = top_k = 64; n = 1; the extremes -2^15 and
+   * 2^15 - 1 at a logit scale of 1 (the first product capped) */
+  {
+    static const int ks[3] = {1, 8, 64};
+    static const int32_t q24[3] = {1477, 94548, 6051102}, inv_t[3] = {131072, 65536, 16384};
+    static const uint32_t seeds[4] = {0u, 1u, 4294967295u, 0u};
+    uint32_t state;
+    int k, t, s, d;
+    h_begin();
+    fill16(a16, 300, -32768, 32767);
+    for (k = 0; k < 3; ++k)
+      for (t = 0; t < 3; ++t)
+        for (s = 0; s < 4; ++s) {
+          state = s == 3 ? lcg() : seeds[s];
+          for (d = 0; d < 8; ++d) h_u32((uint32_t)mt_sample_s16(a16, 300, ks[k], q24[t], inv_t[(t + s) % 3], &state));
+          h_u32(state);
+        }
+    fill16(b16, 100, -2, 2);
+    for (s = 0; s < 4; ++s) {
+      state = s == 3 ? lcg() : seeds[s];
+      for (d = 0; d < 8; ++d) {
+        h_u32((uint32_t)mt_sample_s16(b16, 100, 1, 94548, 65536, &state));
+        h_u32((uint32_t)mt_sample_s16(b16, 100, 20, 6051102, 65536, &state));
+        h_u32((uint32_t)mt_sample_s16(a16, 64, 64, 94548, 131072, &state));
+        h_u32((uint32_t)mt_sample_s16(a16 + 7, 1, 1, 94548, 65536, &state));
+      }
+      h_u32(state);
+    }
+    for (i = 0; i < 16; ++i) b16[i] = (int16_t)(i % 3 ? -32768 : 32767);
+    for (s = 0; s < 4; ++s) {
+      state = seeds[s];
+      for (d = 0; d < 8; ++d) h_u32((uint32_t)mt_sample_s16(b16, 16, 16, 24204406, 65536, &state));
+      h_u32(state);
+    }
+    h_end("sample");
+  }
+}
+
 int main(void) {
   primitives();
   linear();
@@ -968,6 +1155,7 @@ int main(void) {
   div_rows();
   conv();
   train_int();
+  decode();
   printf("%d cases\n", cases);
   return 0;
 }
