@@ -79,7 +79,7 @@ std::int64_t sample_token(const Program& program, const std::vector<std::int64_t
                           double temperature, std::uint32_t& seed);
 /// round(65536 / temperature), the firmware's inv_temperature_q16 (clamped to [1, 2^31 - 1]).
 std::int32_t inv_temperature_q16(double temperature);
-/// round(scale log2(e) 2^24) of the program's logits (the header's <NAME>_LOGIT_LOG2E_Q24).
+/// round(scale log2(e) 2^24) of the program's logits (the header's `<NAME>_LOGIT_LOG2E_Q24`).
 std::int32_t logit_log2e_q24(const Program& program);
 
 /// Greedy generation with the simulator from a reset: the prompt's tokens in turn, then

@@ -208,12 +208,9 @@ struct Training {
   std::int64_t state_bytes = 0;
 };
 
-/// The lowered model: buffers and the kernel calls over them, in execution order, plus what
-/// the listings and the per-layer error report need (labels, probes, warnings). quantize()
-/// builds it; the Simulator runs it and emit_c() writes it as C.
 /// A decoder's step program (lower_decoder, decoder.hpp): the input is one token id, the
 /// output its logits, and the key/value caches and the position counter are State buffers
-/// that keep their values from one call to the next (zeroed by the firmware's <name>_reset).
+/// that keep their values from one call to the next (zeroed by the firmware's `<name>_reset`).
 struct Decoding {
   std::int64_t capacity = 0;    ///< positions the caches hold (the longest sequence)
   std::int64_t vocab = 0;       ///< logits per step
@@ -221,6 +218,9 @@ struct Decoding {
   std::int64_t state_bytes = 0;  ///< the caches and the counter, in RAM beside the arena
 };
 
+/// The lowered model: buffers and the kernel calls over them, in execution order, plus what
+/// the listings and the per-layer error report need (labels, probes, warnings). quantize()
+/// builds it; the Simulator runs it and emit_c() writes it as C.
 struct Program {
   std::string name = "model";  ///< C identifier prefix of the firmware (`<name>.h`, `<name>_run`)
   int activation_bits = 16;  ///< the default precision (layers may differ: QuantOptions::precision)
