@@ -80,7 +80,7 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
     for (std::int64_t o = 0; o < O; ++o) min_scale.push_back(std::abs(b64.data<double>()[o]) / (x.scale * 2147483646.0));
   }
   const std::int64_t wb = L.weight_rows(w, we, wname, min_scale);
-  const Buffer& wbuf = L.program().buffer(wb);
+  const Buffer wbuf = L.program().buffer(wb);  // a copy: the tables added below may move the buffers
   std::int64_t bb = -1;
   if (b64.defined()) {
     std::vector<std::int64_t> b_q;
