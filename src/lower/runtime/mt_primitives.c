@@ -12,8 +12,10 @@
 
 /* round(x m 2^-(31 + s)) for any int64 x: the product |x| |m| = hi 2^32 + lo is exact in
  * two 64-bit parts (|x| = xh 2^32 + xl, hi = xh |m| <= 2^62, lo = xl |m| < 2^63) and
- * rounded once. */
-int32_t mt_rq(int64_t x, int32_t m, int s) {
+ * rounded once. Never inlined: in the unity file (mt_kernels.c) GCC's choice to inline it
+ * otherwise depends on how many callers every other family gives its helpers, and a new family
+ * would change the code, size and instruction counts of the ones already there. */
+__attribute__((noinline)) int32_t mt_rq(int64_t x, int32_t m, int s) {
   uint64_t a, mu, hi, lo, q;
   int neg, sh;
   if (m == 0) return mt_rshift_s64(x, s);
