@@ -1085,7 +1085,7 @@ TEST_CASE("lower: a BatchNorm that no layer before it can absorb, or in training
                        doctest::Contains("call model.eval()"), mt::ValueError);
 }
 
-TEST_CASE("lower: an emitted conv stem (int8 and int16) is bit-exact on host, UBSan, Cortex-M0, M4, M7, M33") {
+TEST_CASE("lower: an emitted conv stem's firmware (int8 and int16) is bit-exact on host, UBSan, QEMU Cortex-M0, M4, M7, M33") {
   if (!have_tool("arm-none-eabi-gcc") || !have_tool("qemu-system-arm")) {
     MESSAGE("skipped: arm-none-eabi-gcc or qemu-system-arm not installed (tools/install-deps.sh adds them)");
     return;
