@@ -74,6 +74,9 @@ std::string parameter_input(const Graph& g, const Node& n, std::size_t k) {
   return v.kind == ValueKind::Parameter ? v.name : "";
 }
 
+
+}  // namespace
+
 std::int64_t parameter_value(const Graph& g, const std::string& name) {
   for (const Value& v : g.values) {
     if (v.kind == ValueKind::Parameter && v.name == name) return v.id;
@@ -81,7 +84,16 @@ std::int64_t parameter_value(const Graph& g, const std::string& name) {
   return -1;
 }
 
-}  // namespace
+std::int64_t state_buffer(Program& p, const std::string& name, const std::string& origin, std::int64_t size, Elem elem) {
+  Buffer b;
+  b.kind = BufferKind::State;
+  b.elem = elem;
+  b.fixed_point = false;
+  b.size = size;
+  b.name = name;
+  b.origin = origin;
+  return p.add_buffer(std::move(b));
+}
 
 std::vector<std::string> trained_parameters(const Graph& graph, const TrainOptions& options) {
   std::vector<std::string> all;
@@ -142,17 +154,6 @@ std::int64_t float_bits_of(float f) {
   return static_cast<std::int64_t>(u);
 }
 
-// A RAM buffer of the training state (gradient, momentum, loss): zeroed at start-up.
-std::int64_t state_buffer(Program& p, const std::string& name, const std::string& origin, std::int64_t size) {
-  Buffer b;
-  b.kind = BufferKind::State;
-  b.elem = Elem::F32;
-  b.fixed_point = false;
-  b.size = size;
-  b.name = name;
-  b.origin = origin;
-  return p.add_buffer(std::move(b));
-}
 
 // Where the loss writes the output's gradient.
 Lowering::GradTarget output_grad(Lowering& L) {
@@ -245,12 +246,12 @@ Program train_program(const Graph& graph, const Calibration& calibration, const 
     b.name = "p_" + c_name(name);
     b.origin = name + " (trained)";
     tp.buffer = p.add_buffer(std::move(b));
-    tp.grad = state_buffer(p, "g_" + c_name(name), "the gradient of " + name, d.numel());
-    if (options.momentum > 0) tp.momentum = state_buffer(p, "m_" + c_name(name), "the momentum of " + name, d.numel());
+    tp.grad = state_buffer(p, "g_" + c_name(name), "the gradient of " + name, d.numel(), Elem::F32);
+    if (options.momentum > 0) tp.momentum = state_buffer(p, "m_" + c_name(name), "the momentum of " + name, d.numel(), Elem::F32);
     L.train(id, tp.buffer, tp.grad);
     t.parameters.push_back(tp);
   }
-  t.loss_value = state_buffer(p, "loss", "the step's mean loss", 1);
+  t.loss_value = state_buffer(p, "loss", "the step's mean loss", 1, Elem::F32);
 
   // inference: the forward alone
   lower_nodes(L);

@@ -40,24 +40,7 @@ int bit_length(std::uint64_t v) {
   return b;
 }
 
-std::int64_t value_of(const Graph& g, const std::string& name) {
-  for (const Value& v : g.values) {
-    if (v.kind == ValueKind::Parameter && v.name == name) return v.id;
-  }
-  return -1;
-}
 
-// A zeroed int32 RAM buffer of the training state.
-std::int64_t state_s32(Program& p, const std::string& name, const std::string& origin, std::int64_t size) {
-  Buffer b;
-  b.kind = BufferKind::State;
-  b.elem = Elem::S32;
-  b.fixed_point = false;
-  b.size = size;
-  b.name = name;
-  b.origin = origin;
-  return p.add_buffer(std::move(b));
-}
 
 // An int32 buffer with data: a RAM master (Parameter) or a flash table (Weight).
 std::int64_t data_s32(Program& p, BufferKind kind, const std::string& name, const std::string& origin,
@@ -143,7 +126,7 @@ Program train_program_integer(const Graph& graph, const Calibration& calibration
   t.lr = o.lr, t.momentum = o.momentum, t.weight_decay = 0, t.batch = o.batch;
   std::int64_t depth = 0;  // the layers of the chain the backward reaches
   for (const std::string& name : names) {
-    const std::int64_t id = value_of(graph, name);
+    const std::int64_t id = parameter_value(graph, name);
     const Value& v = graph.value(id);
     if (!is_floating(v.dtype)) throw ValueError(fmt::format("train: parameter {} is not floating point", name));
     bool is_w = false;
@@ -166,17 +149,17 @@ Program train_program_integer(const Graph& graph, const Calibration& calibration
     TrainedParameter tp;
     tp.name = name;
     tp.shape = v.shape;
-    tp.grad = state_s32(p, "g_" + c_name(name), "the gradient of " + name + " (int32)", numel_of(v.shape));
+    tp.grad = state_buffer(p, "g_" + c_name(name), "the gradient of " + name + " (int32)", numel_of(v.shape), Elem::S32);
     if (o.momentum > 0) {
-      tp.momentum = state_s32(p, "m_" + c_name(name), "the momentum of " + name + " (in its master's units)",
-                              numel_of(v.shape));
+      tp.momentum = state_buffer(p, "m_" + c_name(name), "the momentum of " + name + " (in its master's units)",
+                                  numel_of(v.shape), Elem::S32);
     }
     L.train(id, -1, tp.grad);
     t.parameters.push_back(tp);
   }
   chain.resize(static_cast<std::size_t>(depth));
   for (const std::int64_t k : chain) L.mark_int_layer(graph.nodes[static_cast<std::size_t>(k)].output);
-  t.loss_value = state_s32(p, "loss", "the step's mean loss (Q16)", 1);
+  t.loss_value = state_buffer(p, "loss", "the step's mean loss (Q16)", 1, Elem::S32);
 
   // inference: the forward alone (the trained layers' weights and bias tables in RAM)
   lower_nodes(L);
@@ -241,7 +224,7 @@ Program train_program_integer(const Graph& graph, const Calibration& calibration
   double scale = std::ldexp(1.0, -gb);
   auto grad_of = [&](std::int64_t id) {
     for (const TrainedParameter& tp : t.parameters) {
-      if (value_of(graph, tp.name) == id) return tp.grad;
+      if (parameter_value(graph, tp.name) == id) return tp.grad;
     }
     return std::int64_t{-1};
   };
@@ -320,7 +303,7 @@ Program train_program_integer(const Graph& graph, const Calibration& calibration
   std::vector<std::int64_t> master_w(chain.size(), -1), master_b(chain.size(), -1);
   for (TrainedParameter& tp : t.parameters) {
     bool is_w = false;
-    const auto k = static_cast<std::size_t>(chain_at(value_of(graph, tp.name), is_w));
+    const auto k = static_cast<std::size_t>(chain_at(parameter_value(graph, tp.name), is_w));
     const Lowering::IntLayer& lk = layers[k];
     const Elem wk = p.buffer(lk.weight).elem;
     const double step_scale = o.lr * gscale[k] / static_cast<double>(o.batch);
