@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "microtorch/autograd.hpp"
+#include "microtorch/nearest_name.hpp"
 #include "microtorch/ops.hpp"
 
 namespace microtorch::nn {
@@ -135,10 +136,14 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules() {
 }
 
 Tensor Module::get(const std::string& dotted_name) const {
+  std::vector<std::string> names;
   for (auto& [n, t] : state_dict()) {
     if (n == dotted_name) return t;
+    names.push_back(n);
   }
-  throw ValueError(fmt::format("{}: no parameter or buffer named \"{}\"", type_name(), dotted_name));
+  const std::string best = nearest_name(dotted_name, names);
+  throw ValueError(fmt::format("{}: no parameter or buffer named \"{}\"{}", type_name(), dotted_name,
+                               best.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", best)));
 }
 
 void Module::train(bool on) {
@@ -207,7 +212,9 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     }
   }
   for (auto& [name, _] : given) {
-    if (!known.count(name)) unexpected.push_back(name);
+    if (known.count(name)) continue;
+    const std::string near = nearest_name(name, missing);  // a renamed or mistyped key
+    unexpected.push_back(near.empty() ? name : fmt::format("{} (did you mean {}?)", name, near));
   }
   if (!mismatched.empty() || (strict && (!missing.empty() || !unexpected.empty()))) {
     auto list = [](const std::vector<std::string>& v) { return fmt::format("{}", fmt::join(v, ", ")); };

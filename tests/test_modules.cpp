@@ -1,6 +1,7 @@
 // The module system: registration, dotted names, train/eval, state dicts, summary.
 #include "helpers.hpp"
 #include "microtorch/nn.hpp"
+#include "microtorch/nearest_name.hpp"
 
 using mt::Tensor;
 namespace nn = microtorch::nn;
@@ -113,6 +114,20 @@ TEST_CASE("state_dict round-trips into a fresh model; load_state_dict checks bef
   nn::NamedTensors partial = {{"emb.weight", mt::zeros({10, 4})}};
   b.load_state_dict(partial, /*strict=*/false);
   CHECK(mt::sum(b.emb->weight).item() == 0.0);
+
+  // A mistyped or renamed key is named beside the missing one it most likely is; a parameter
+  // asked for by a wrong name suggests the nearest one.
+  nn::NamedTensors typo = a.state_dict();
+  for (auto& [name, t] : typo) {
+    if (name == "emb.weight") name = "emb.wieght";
+  }
+  CHECK_THROWS_MSG(b.load_state_dict(typo), mt::ValueError, "missing keys: emb.weight",
+                   "unexpected keys: emb.wieght (did you mean emb.weight?)");
+  CHECK_THROWS_MSG(b.get("blocks.0.fc.wieght"), mt::ValueError, "no parameter or buffer named \"blocks.0.fc.wieght\" "
+                   "(did you mean \"blocks.0.fc.weight\"?)");
+  CHECK_THROWS_MSG(b.get("completely.different"), mt::ValueError, "no parameter or buffer named \"completely.different\"");
+  CHECK(mt::nearest_name("--bit", {"--bits", "--target"}) == "--bits");
+  CHECK(mt::nearest_name("xyz", {"--bits", "--target"}).empty());
 }
 
 TEST_CASE("registration refuses duplicate and dotted names") {

@@ -13,6 +13,7 @@
 
 #include "lowering.hpp"
 #include "microtorch/error.hpp"
+#include "microtorch/nearest_name.hpp"
 #include "rules.hpp"
 #include "train_integer.hpp"
 
@@ -40,30 +41,9 @@ bool glob_match(const std::string& pattern, const std::string& text) {
   return p == pattern.size();
 }
 
-// Levenshtein distance (insertions, deletions, substitutions), one row at a time.
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// " (did you mean x?)" for the name of `all` nearest `entry`, when within a third of its length.
+// " (did you mean x?)" for the name of `all` nearest `entry`.
 std::string did_you_mean(const std::string& entry, const std::vector<std::string>& all) {
-  std::string best;
-  std::size_t best_d = entry.size() / 3 + 1;
-  for (const std::string& name : all) {
-    const std::size_t d = edit_distance(entry, name);
-    if (d < best_d) best = name, best_d = d;
-  }
+  const std::string best = nearest_name(entry, all);
   return best.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", best);
 }
 

@@ -21,6 +21,7 @@
 #include <microtorch/error.hpp>
 #include <microtorch/io.hpp>
 #include <microtorch/lower/firmware.hpp>
+#include <microtorch/nearest_name.hpp>
 #include <microtorch/ops.hpp>
 
 namespace lower = microtorch::lower;
@@ -52,22 +53,6 @@ double parse_fraction(const std::string& s, const char* option) {
   throw microtorch::ValueError(fmt::format("{} {}: expected a fraction in (0, 1] or a percentage (\"1%\")", option, s));
 }
 
-// Levenshtein distance, for the nearest option name to a mistyped one.
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // "unknown option --bit; did you mean --bits?" for each argument the parser left over.
 std::string unknown_arguments(const CLI::App& app, const std::vector<std::string>& extras) {
   std::string msg;
@@ -80,14 +65,11 @@ std::string unknown_arguments(const CLI::App& app, const std::vector<std::string
     }
     after_option = true;
     const std::string given = arg.substr(0, arg.find('='));
-    std::string best;
-    std::size_t best_d = 3;  // suggest only close names
+    std::vector<std::string> names;
     for (const CLI::Option* o : app.get_options()) {
-      for (const std::string& n : o->get_lnames()) {
-        const std::size_t d = edit_distance(given, "--" + n);
-        if (d < best_d) best_d = d, best = "--" + n;
-      }
+      for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
     }
+    const std::string best = microtorch::nearest_name(given, names);
     msg += best.empty() ? fmt::format("unknown option {} (see --help)\n", given)
                         : fmt::format("unknown option {}; did you mean {}?\n", given, best);
   }
