@@ -14,13 +14,13 @@
 //   build/examples/device_ab [OUTPUT_DIR]      (default device-ab-output; fixed seeds)
 //
 // Data: 24-sample windows of (x, y, z) accelerometer readings in g, four classes (idle,
-// walking, running, shaking), generated from a seeded generator. Device B: the x and y axes
-// swapped, per-axis gains 1.25, 0.8, 1.1 and offsets 0.15, -0.1, 0.2 g, twice the noise.
+// walking, running, shaking), from the seeded generator in gesture_data.hpp. Device B: the
+// x and y axes swapped, per-axis gains 1.25, 0.8, 1.1 and offsets 0.15, -0.1, 0.2 g, twice
+// the noise.
 // Model: Linear(3, 16) + ReLU per sample -> TransformerEncoderLayer(16, 2 heads, ff 32) ->
 // mean over time -> Linear(16, 4), the head. Fine-tuned: the head's weight and bias (the
 // integer mode's reach through a transformer: its backward stops at the mean over time).
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 
 #include <fmt/core.h>
@@ -33,31 +33,18 @@
 #include <microtorch/microtorch.hpp>
 #include <microtorch/nn.hpp>
 
+#include "gesture_data.hpp"
+
 namespace mt = microtorch;
 namespace nn = microtorch::nn;
 namespace lower = microtorch::lower;
 
 namespace {
 
-constexpr std::int64_t kWindow = 24, kAxes = 3, kClasses = 4, kDim = 16;
-constexpr double kRate = 50.0;  // Hz
+constexpr std::int64_t kWindow = 24, kAxes = gesture_data::kAxes, kClasses = 4, kDim = 16;
 
 // One window of class c on device A: [kWindow, kAxes] in g, noise `noise`.
-mt::Tensor window(std::int64_t c, double noise) {
-  const double u = mt::rand({1}).item(), phase = 6.283 * mt::rand({1}).item();
-  const double freq[kClasses] = {0.0, 1.6 + 0.8 * u, 2.6 + 0.8 * u, 5.0 + 2.0 * u};
-  const double amp[kClasses] = {0.0, 0.3 + 0.2 * u, 0.8 + 0.4 * u, 0.5 + 0.3 * u};
-  mt::Tensor w = mt::randn({kWindow, kAxes}) * noise;
-  float* p = w.data<float>();
-  for (std::int64_t t = 0; t < kWindow; ++t) {
-    const double s = std::sin(6.283 * freq[c] * static_cast<double>(t) / kRate + phase);
-    const double z = c == 3 ? amp[c] * s : amp[c] * s * s;
-    p[t * kAxes + 0] += static_cast<float>(c == 3 ? amp[c] * s : 0.3 * amp[c] * s);
-    p[t * kAxes + 1] += static_cast<float>(c == 3 ? amp[c] * std::cos(6.283 * freq[c] * static_cast<double>(t) / kRate) : 0.0);
-    p[t * kAxes + 2] += static_cast<float>(1.0 + z);
-  }
-  return w;
-}
+mt::Tensor window(std::int64_t c, double noise) { return gesture_data::window(c, kWindow, noise); }
 
 struct Data {
   mt::Tensor x, y;  // [n, kWindow, kAxes], [n]

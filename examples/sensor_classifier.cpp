@@ -4,14 +4,13 @@
 //
 //   build/examples/sensor_classifier [OUTPUT_DIR]      (default sensor-output)
 //
-// Data: 32-sample windows at 50 Hz of (x, y, z) in g, four classes, generated here from a
-// seeded generator: idle (gravity + noise), walking (~2 Hz bounce on z, sway on x),
-// running (~3 Hz, larger), shaking (~6 Hz on all axes). Phase, amplitude and frequency are
+// Data: 32-sample windows at 50 Hz of (x, y, z) in g, four classes, from the seeded
+// generator in gesture_data.hpp: idle (gravity + noise), walking (~2 Hz bounce on z, sway
+// on x), running (~3 Hz, larger), shaking (~6 Hz on all axes). Phase, amplitude and frequency are
 // randomised per window, so the model must look at the shape of the signal, not its offset.
 //
 // Model: Linear(3, 16) + ReLU per sample -> LinearAttention(16, 2 heads) + residual ->
 // mean over time -> Linear(16, 4).
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +22,7 @@
 #include <microtorch/microtorch.hpp>
 #include <microtorch/nn.hpp>
 
+#include "gesture_data.hpp"
 #include "progress.hpp"
 
 namespace mt = microtorch;
@@ -31,26 +31,12 @@ namespace lower = microtorch::lower;
 
 namespace {
 
-constexpr std::int64_t kWindow = 32, kAxes = 3, kClasses = 4, kDim = 16;
-constexpr double kRate = 50.0;  // Hz
-const char* const kNames[kClasses] = {"idle", "walking", "running", "shaking"};
+constexpr std::int64_t kWindow = 32, kAxes = gesture_data::kAxes, kClasses = 4, kDim = 16;
+constexpr double kRate = gesture_data::kRate;
+const char* const* const kNames = gesture_data::kNames;
 
 // One window of class c: [kWindow, kAxes] in g.
-mt::Tensor window(std::int64_t c) {
-  const double u = mt::rand({1}).item(), phase = 6.283 * mt::rand({1}).item();
-  const double freq[kClasses] = {0.0, 1.6 + 0.8 * u, 2.6 + 0.8 * u, 5.0 + 2.0 * u};
-  const double amp[kClasses] = {0.0, 0.3 + 0.2 * u, 0.8 + 0.4 * u, 0.5 + 0.3 * u};
-  mt::Tensor w = mt::randn({kWindow, kAxes}) * 0.05;  // sensor noise
-  float* p = w.data<float>();
-  for (std::int64_t t = 0; t < kWindow; ++t) {
-    const double s = std::sin(6.283 * freq[c] * static_cast<double>(t) / kRate + phase);
-    const double z = c == 3 ? amp[c] * s : amp[c] * s * s;  // walking/running bounce (rectified), shaking swings
-    p[t * kAxes + 0] += static_cast<float>(c == 3 ? amp[c] * s : 0.3 * amp[c] * s);
-    p[t * kAxes + 1] += static_cast<float>(c == 3 ? amp[c] * std::cos(6.283 * freq[c] * static_cast<double>(t) / kRate) : 0.0);
-    p[t * kAxes + 2] += static_cast<float>(1.0 + z);  // gravity on z
-  }
-  return w;
-}
+mt::Tensor window(std::int64_t c) { return gesture_data::window(c, kWindow, 0.05); }
 
 struct Data {
   mt::Tensor x, y;  // [n, kWindow, kAxes], [n]

@@ -219,3 +219,58 @@ TEST_CASE("bad input: a calibrated range outside the formats the kernels support
     CHECK(lower::measure(g, real, calib).relative_error() < 0.01);
   }
 }
+
+TEST_CASE("bad input: convolution, pooling and BatchNorm the lowering cannot express name the node and the fix") {
+  mt::manual_seed(5);
+  // a BatchNorm recorded in training mode (batch statistics), and one after a pool (no layer
+  // right before it to fold into)
+  nn::Conv1d conv(2, 4, 3);
+  nn::MaxPool1d pool(2);
+  nn::BatchNorm1d bn(4);
+  auto after_conv = [&](const Tensor& x) { return bn.forward(conv.forward(x)); };
+  const lower::Graph gt = lower::trace(after_conv, mt::zeros({2, 2, 12}));
+  CHECK_THROWS_MSG(lower::quantize(gt, lower::calibrate(gt, mt::randn({8, 2, 12}))), mt::ValueError,
+                   "batch_norm was recorded in training mode", "call model.eval() before tracing");
+  bn.eval();
+  auto after_pool = [&](const Tensor& x) { return bn.forward(pool.forward(conv.forward(x))); };
+  const lower::Graph gp = lower::trace(after_pool, mt::zeros({1, 2, 12}));
+  CHECK_THROWS_MSG(lower::quantize(gp, lower::calibrate(gp, mt::randn({8, 2, 12}))), mt::ValueError,
+                   "batch_norm lowers only folded into the conv1d, conv2d or linear layer right before it",
+                   "put the norm right after such a layer");
+
+  // int8 convolutions of more than 131071 taps per output (1024 channels x kernel 129) would
+  // overflow the int32 accumulator; int16 weights lower
+  nn::Conv1d wide(1024, 1, 129);
+  const lower::Graph gw = lower::trace([&](const Tensor& x) { return wide.forward(x); }, mt::zeros({1, 1024, 129}));
+  const lower::Calibration cw = lower::calibrate(gw, mt::randn({2, 1024, 129}));
+  lower::QuantOptions o8;
+  o8.activation_bits = 8;
+  CHECK_THROWS_MSG(lower::quantize(gw, cw, o8), mt::ValueError, "132096 taps per output are too many",
+                   "use int16 weights for this layer");
+  o8.weight_bits = 16;
+  CHECK_NOTHROW((void)lower::quantize(gw, cw, o8));
+
+  // an average over more than 65535 elements per window
+  const lower::Graph ga =
+      lower::trace([](const Tensor& x) { return mt::avg_pool2d(x, mt::Sizes2d(256, 256)); }, mt::zeros({1, 1, 256, 256}));
+  CHECK_THROWS_MSG(lower::quantize(ga, lower::calibrate(ga, mt::randn({1, 1, 256, 256}))), mt::ValueError,
+                   "windows of up to 65536 elements are more than the kernel's 65535", "pool in two steps");
+
+  // graph files written elsewhere: a pool with ceil_mode, a conv1d with 2-D strides
+  const lower::Graph gm = lower::trace([&](const Tensor& x) { return pool.forward(conv.forward(x)); }, mt::zeros({1, 2, 12}));
+  const lower::Calibration cm = lower::calibrate(gm, mt::randn({8, 2, 12}));
+  auto edited = [&](const std::string& op, const std::string& attr, const json& value) {
+    json j = gm.to_json();
+    for (json& node : j["nodes"]) {
+      if (node["op"] != op) continue;
+      for (json& a : node["attrs"]) {
+        if (a["name"] == attr) a["value"] = value;
+      }
+    }
+    return lower::Graph::from_json(j, gm.weights(), "g.json");
+  };
+  CHECK_THROWS_MSG(lower::quantize(edited("max_pool1d", "ceil_mode", true), cm), mt::ValueError,
+                   "ceil_mode does not lower; use ceil_mode false");
+  CHECK_THROWS_MSG(lower::quantize(edited("conv1d", "stride", json::array({1, 1})), cm), mt::ValueError,
+                   "conv1d: stride must have 1 sizes");
+}
