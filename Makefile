@@ -19,9 +19,10 @@
 #   make fuzz      longer fuzzing: FUZZ_SECONDS per target (default 600)
 #   make bench     benchmarks/ next to PyTorch in one process (tools/bench_table.py): one table
 #                  (method and the published run: docs/benchmarks.md)
-#   make bench-mcu the runtime kernels (tools/mcu/bench_kernels.sh) and attention blocks lowered
+#   make bench-mcu the runtime kernels (tools/mcu/bench_kernels.sh), attention blocks lowered
 #                  to firmware, measured under QEMU on Cortex-M0/M4/M7/M33, portable C and DSP
-#                  variants side by side (tables on stdout and in $(BUILD)/mcu-bench.md;
+#                  variants side by side, and a stories260K-sized decoder's step per token
+#                  (Cortex-M4/M7/M55) (tables on stdout and in $(BUILD)/mcu-bench.md;
 #                  docs/mcu-benchmarks.md)
 #   make bench-lower the lowering schemes on the PyTorch-trained transformers and Iris:
 #                  accuracy, int8 share, flash, arena, Cortex-M4 instructions (QEMU); table on
@@ -114,7 +115,9 @@ bench-mcu: build
 	@set -o pipefail; { echo "### Kernels"; echo; tools/mcu/bench_kernels.sh; echo; } | tee $(BUILD)/mcu-bench.md
 	@set -o pipefail; { echo "### Attention blocks"; echo; \
 	  $(BUILD)/benchmarks/mcu/microtorch-mcu-bench --jobs 2 --work $(BUILD)/mcu-bench; } | tee -a $(BUILD)/mcu-bench.md
-	@echo "bench-mcu: both tables are in $(BUILD)/mcu-bench.md; the published ones in docs/mcu-benchmarks.md"
+	@set -o pipefail; { echo; echo "### A decoder's step (stories260K-sized, 128 cached positions)"; echo; \
+	  $(BUILD)/benchmarks/mcu/microtorch-mcu-decoder-bench --jobs 2 --work $(BUILD)/mcu-decoder-bench; } | tee -a $(BUILD)/mcu-bench.md
+	@echo "bench-mcu: the tables are in $(BUILD)/mcu-bench.md; the published ones in docs/mcu-benchmarks.md"
 
 # Fifteen firmwares (three models x five schemes), each verified and counted under QEMU; the
 # float kernels pinned as for the demo, so the Iris model trains to the same bits everywhere.

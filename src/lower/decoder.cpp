@@ -424,31 +424,45 @@ Program lower_decoder(nn::DecoderLM& model, const Tensor& calibration, const Dec
     } else {
       B.linear(h2, {mlp.up_proj.get()}, {sg}, gu, m + "mlp.up_proj");
     }
-    const std::int64_t act = B.act(hidden, range("act"), m + "mlp " + activation);
-    if (activation == "silu") {  // silu(g) = g sigmoid(g): the sigmoid in Q0.15, then one product
-      const std::int64_t sig = B.act(hidden, std::ldexp(1.0, -15), m + "mlp sigmoid");
-      const Multiplier in = multiplier(std::ldexp(sg, 20)), out = multiplier(std::ldexp(1.0, -21 + 15));
-      B.step("mt_sigmoid_s16_s16",
-             {Arg::buf(gu), Arg::buf(sig), Arg::num(hidden), Arg::num(in.m), Arg::num(in.s), Arg::num(out.m),
-              Arg::num(out.s), Arg::num(0)},
-             m + "mlp sigmoid", 0, sig);
-      B.mul(gu, sig, act, m + "mlp silu");
-    } else {  // gelu(g) = g Phi(g): mt_gelu's result in units of g's scale 2^-16
-      const Multiplier in = multiplier(std::ldexp(sg, 20)), out = multiplier(std::ldexp(sg, -16) / p.buffer(act).scale);
-      B.step("mt_gelu_s16_s16",
-             {Arg::buf(gu), Arg::buf(act), Arg::num(hidden), Arg::num(in.m), Arg::num(in.s), Arg::num(out.m),
-              Arg::num(out.s), Arg::num(0)},
-             m + "mlp gelu", 0, act);
-    }
-    std::int64_t prod = act;
-    if (gated) {
-      prod = B.act(hidden, range("prod"), m + "mlp act(gate) * up");
-      // the up half of gate | up, read in place (offset `hidden`), is in the up projection's scale
-      const Multiplier mu = multiplier(p.buffer(act).scale * su / p.buffer(prod).scale);
-      B.step("mt_mul_s16",
-             {Arg::buf(act), Arg::buf(gu, hidden), Arg::num(hidden), Arg::buf(prod), Arg::num(hidden), Arg::num(0),
-              Arg::num(0), Arg::num(mu.m), Arg::num(mu.s), Arg::num(0)},
-             m + "mlp act(gate) * up", hidden, prod);
+    std::int64_t prod = -1;
+    if (gated && activation == "silu") {  // SwiGLU: silu(g) u in one pass (mt_swiglu_s16), the
+      // sigmoid in Q0.15, silu(g) in the calibrated format of act, then the product with the up
+      // half of gate | up (offset `hidden`, in the up projection's scale)
+      prod = B.act(hidden, range("prod"), m + "mlp silu(gate) * up");
+      const double s_act = B.scale_of(r.at(k + "act"));
+      const Multiplier in = multiplier(std::ldexp(sg, 20)), sig = multiplier(std::ldexp(1.0, -21 + 15));
+      const Multiplier a = multiplier(sg * std::ldexp(1.0, -15) / s_act), mu = multiplier(s_act * su / p.buffer(prod).scale);
+      B.step("mt_swiglu_s16",
+             {Arg::buf(gu), Arg::buf(gu, hidden), Arg::buf(prod), Arg::num(hidden), Arg::num(in.m), Arg::num(in.s),
+              Arg::num(sig.m), Arg::num(sig.s), Arg::num(a.m), Arg::num(a.s), Arg::num(mu.m), Arg::num(mu.s)},
+             m + "mlp silu(gate) * up", 2 * hidden, prod);
+    } else {
+      const std::int64_t act = B.act(hidden, range("act"), m + "mlp " + activation);
+      if (activation == "silu") {  // silu(g) = g sigmoid(g): the sigmoid in Q0.15, then one product
+        const std::int64_t sig = B.act(hidden, std::ldexp(1.0, -15), m + "mlp sigmoid");
+        const Multiplier in = multiplier(std::ldexp(sg, 20)), out = multiplier(std::ldexp(1.0, -21 + 15));
+        B.step("mt_sigmoid_s16_s16",
+               {Arg::buf(gu), Arg::buf(sig), Arg::num(hidden), Arg::num(in.m), Arg::num(in.s), Arg::num(out.m),
+                Arg::num(out.s), Arg::num(0)},
+               m + "mlp sigmoid", 0, sig);
+        B.mul(gu, sig, act, m + "mlp silu");
+      } else {  // gelu(g) = g Phi(g): mt_gelu's result in units of g's scale 2^-16
+        const Multiplier in = multiplier(std::ldexp(sg, 20)), out = multiplier(std::ldexp(sg, -16) / p.buffer(act).scale);
+        B.step("mt_gelu_s16_s16",
+               {Arg::buf(gu), Arg::buf(act), Arg::num(hidden), Arg::num(in.m), Arg::num(in.s), Arg::num(out.m),
+                Arg::num(out.s), Arg::num(0)},
+               m + "mlp gelu", 0, act);
+      }
+      prod = act;
+      if (gated) {
+        prod = B.act(hidden, range("prod"), m + "mlp act(gate) * up");
+        // the up half of gate | up, read in place (offset `hidden`), is in the up projection's scale
+        const Multiplier mu = multiplier(p.buffer(act).scale * su / p.buffer(prod).scale);
+        B.step("mt_mul_s16",
+               {Arg::buf(act), Arg::buf(gu, hidden), Arg::num(hidden), Arg::buf(prod), Arg::num(hidden), Arg::num(0),
+                Arg::num(0), Arg::num(mu.m), Arg::num(mu.s), Arg::num(0)},
+               m + "mlp act(gate) * up", hidden, prod);
+      }
     }
     const std::int64_t down = B.act(E, range("down"), m + "mlp.down_proj");
     B.linear(prod, {mlp.down_proj.get()}, {range("down")}, down, m + "mlp.down_proj");

@@ -4,6 +4,7 @@
 // double and against mt_attention_stream_s16 head by head.
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "kernel_reference.hpp"
 
@@ -160,5 +161,26 @@ TEST_CASE("lower kernels: mt_attention_cached_s8 is each head's int8 streaming a
                              head.data(), acc.data());
       CHECK(std::equal(head.begin(), head.end(), out.begin() + h * D));
     }
+  }
+}
+
+TEST_CASE("lower kernels: mt_swiglu_s16 is the chain sigmoid, product, product, integer for integer") {
+  // every int16 gate against pseudo-random up values, at several scales of gate, act and y
+  std::mt19937 g(93);
+  std::uniform_int_distribution<int> du(-32768, 32767);
+  const int n = 65536;
+  std::vector<std::int16_t> gate(n), up(n), sig(n), act(n), want(n), got(n);
+  for (int i = 0; i < n; ++i) gate[i] = static_cast<std::int16_t>(i - 32768), up[i] = static_cast<std::int16_t>(du(g));
+  for (const auto& [sg, sa, sy] : {std::tuple{2.4e-4, 1.9e-4, 3.0e-5}, std::tuple{std::ldexp(1.0, -12), 5e-5, 2e-3},
+                                   std::tuple{1e-3, 1e-2, 1e-6}, std::tuple{3e-6, 1e-6, 1e-8}}) {
+    const auto [in_m, in_s] = mult(std::ldexp(sg, 20));
+    const auto [sig_m, sig_s] = mult(std::ldexp(1.0, -6));
+    const auto [act_m, act_s] = mult(sg * std::ldexp(1.0, -15) / sa);
+    const auto [m, s] = mult(sa * 1.7e-4 / sy);
+    mt_sigmoid_s16_s16(gate.data(), sig.data(), n, in_m, in_s, sig_m, sig_s, 0);
+    mt_mul_s16(gate.data(), sig.data(), n, act.data(), n, 0, 0, act_m, act_s, 0);
+    mt_mul_s16(act.data(), up.data(), n, want.data(), n, 0, 0, m, s, 0);
+    mt_swiglu_s16(gate.data(), up.data(), got.data(), n, in_m, in_s, sig_m, sig_s, act_m, act_s, m, s);
+    CHECK(got == want);
   }
 }

@@ -1097,6 +1097,22 @@ static void decode(void) {
     }
     h_end("decode steps");
   }
+  /* SwiGLU's product: full-range gates and up values, 1024 of them, the multipliers of a
+   * decoder's MLP (argument ratio >= 1/2, sigmoid to Q0.15, two products below 1/2), then the
+   * gate's argument ratio below 1/2 and a product ratio of at least 1/2 */
+  {
+    static const int32_t sw[2][8] = {{1627389952, -9, 1073741824, 6, 1546188227, 3, 1288490189, 13},
+                                     {1288490189, 2, 1073741824, 6, 1932735283, -2, 1717986918, -1}};
+    int k;
+    h_begin();
+    for (k = 0; k < 2; ++k) {
+      fill16(a16, 1024, -32768, 32767);
+      fill16(b16, 1024, -32768, 32767);
+      mt_swiglu_s16(a16, b16, y16, 1024, sw[k][0], sw[k][1], sw[k][2], sw[k][3], sw[k][4], sw[k][5], sw[k][6], sw[k][7]);
+      h16(y16, 1024);
+    }
+    h_end("swiglu");
+  }
   /* sampling: 300 full-range logits at top_k 1 (greedy), 8 and 64, logit scales 2^-14, 2^-8
    * and 2^-2 (logit_q24 = scale log2(e) 2^24), temperatures 1/2, 1 and 4, states 0 (the
    * substitute start), 1, 2^32 - 1 and drawn, eight draws each; logits within +-2 (ties: by

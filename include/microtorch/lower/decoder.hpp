@@ -25,7 +25,8 @@
 ///       a = attention of q over the cache, GQA                 mt_attention_cached_s16 (streaming)
 ///       x = x + a W_o^T                                        mt_linear_s16_*, mt_add_s16_s16_s16
 ///       h = rms_norm(x) (post_attention_layernorm)
-///       x = x + down(act(gate(h)) * up(h))                     linear, mt_sigmoid/mt_gelu, mt_mul_s16, linear, add
+///       x = x + down(act(gate(h)) * up(h))                     linear, mt_swiglu_s16 (SiLU) or mt_gelu_s16
+///                                                              and mt_mul_s16, linear, add
 ///     logits = rms_norm(x) W_head^T                            mt_rmsnorm_s16, mt_linear_s16_*
 ///     position += 1                                            mt_position_next
 ///
@@ -53,7 +54,10 @@ struct DecoderLowerOptions {
   /// half the caches' RAM, mt_attention_cached_s8)
   int cache_bits = 16;
   double margin = 0.25;       ///< each activation's scale covers its calibrated |max| times 1 + margin
-  std::int64_t capacity = 0;  ///< positions the caches hold; 0 = the model's max_seq_len
+  /// positions the caches hold (1 .. max_seq_len); 0 = the model's max_seq_len. The caches take
+  /// 2 x layers x capacity x kv_heads x head_dim x cache_bits / 8 bytes of RAM; a step past the
+  /// last position returns 1 from `<name>_step` (the simulator's status() 1) and writes no cache row
+  std::int64_t capacity = 0;
   std::string name = "model";  ///< C identifier prefix of the firmware
 };
 

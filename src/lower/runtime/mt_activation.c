@@ -91,6 +91,39 @@ MT_DEFINE_TABLE_ACTIVATION(mt_sigmoid_s16_s16, int16_t, mt_sigmoid_q21v, mt_out_
 MT_DEFINE_TABLE_ACTIVATION(mt_gelu_s16_s8, int8_t, mt_gelu_v, mt_out_s8)
 MT_DEFINE_TABLE_ACTIVATION(mt_gelu_s16_s16, int16_t, mt_gelu_v, mt_out_s16)
 
+/* mt_rq32(x, m, s) by the path `kind` chose once per call (1: mt_rq32_common, 2:
+ * mt_rq32_large, 0: mt_rq32 itself), so that an elementwise loop inlines it */
+static inline __attribute__((always_inline)) int32_t mt_rq32_by(int32_t x, int32_t m, int s, int kind) {
+  return kind == 1 ? mt_rq32_common(x, m, s) : kind == 2 ? mt_rq32_large(x, m, s) : mt_rq32(x, m, s);
+}
+static int mt_rq32_kind(int32_t m, int s) {
+#ifndef __ARM_ARCH_6M__ /* as mt_rq32: no 32 x 32 -> 64 multiply on Armv6-M */
+  if (m != 0 && s >= 1 && s <= 31) return 1;
+  if (m != 0 && s >= -30 && s <= 0) return 2;
+#endif
+  (void)m, (void)s;
+  return 0;
+}
+
+/* SwiGLU's product y = silu(g) u = g sigmoid(g) u in the three roundings of the chain
+ * mt_sigmoid_s16_s16 (sigmoid in Q0.15: mt_sigmoid_q21v, its argument as mt_lut_arg),
+ * mt_mul_s16 (g sigmoid(g)), mt_mul_s16 (times u), in one pass: each product of two int16
+ * fits int32 (|g s| <= 2^15 (2^15 - 1)), where mt_rq32 gives mt_rq's integer, inline. */
+void mt_swiglu_s16(const int16_t *g, const int16_t *u, int16_t *y, int n, int32_t in_m, int in_s, int32_t sig_m,
+                   int sig_s, int32_t act_m, int act_s, int32_t m, int s) {
+  const int k_in = mt_rq32_kind(in_m, in_s), k_sig = mt_rq32_kind(sig_m, sig_s);
+  const int k_act = mt_rq32_kind(act_m, act_s), k_y = mt_rq32_kind(m, s);
+  int i;
+  for (i = 0; i < n; ++i) {
+    const int32_t gi = g[i];
+    const int32_t t = mt_rq32_by((int32_t)mt_mag32(gi), in_m, in_s, k_in);
+    const int32_t v = mt_lut_q20(mt_tanh_q16, t > (1 << 24) ? 1u << 24 : (uint32_t)t, 21);
+    const int32_t sig = mt_out_s16(mt_rq32_by(gi < 0 ? (1 << 20) - v : (1 << 20) + v, sig_m, sig_s, k_sig), 0);
+    const int32_t act = mt_out_s16(mt_rq32_by(gi * sig, act_m, act_s, k_act), 0);
+    y[i] = mt_out_s16(mt_rq32_by(act * (int32_t)u[i], m, s, k_y), 0);
+  }
+}
+
 #if MT_F32
 /* ==================================================================================== */
 /* Float32 (training in float): relu, clamp, GELU, tanh, sigmoid and their backward     */

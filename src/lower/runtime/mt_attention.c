@@ -446,6 +446,62 @@ static __attribute__((noinline)) int32_t mt_attn_logits16w_s16(const mt_attn_log
   return mx;
 }
 
+/* Head dimension 8 (a decoder's heads at d_model 64, 8 heads) in the same way as
+ * mt_attn_logits16w_s16: q's four words in registers, each key's exact score by 2 LDRD and 4
+ * SMLALD, mt_attn_logit_q_apply's logit (lz) with m and c_hi in registers, the block's max;
+ * the shift, the max and the key step in memory (13 registers). A score beyond int32 leaves
+ * the loop for mt_attn_logit_q_wide. 25 instructions per key with the max, where
+ * mt_attn_logits1_s16 and mt_attn_max took 34 (the same integers). */
+static __attribute__((noinline)) int32_t mt_attn_logits8w_s16(const mt_attn_logit_q *q, const int16_t *qi,
+                                                             const int16_t *kj, int ks, int n, int32_t *t) {
+  const int32_t q0 = mt_ld32(qi), q1 = mt_ld32(qi + 2), q2 = mt_ld32(qi + 4), q3 = mt_ld32(qi + 6);
+  const int32_t m = q->m, c_hi = q->c_hi, sh = q->sh, kstep = 2 * ks;
+  int32_t *tp = t, *const end = t + n, mx = INT32_MIN;
+  const char *kp = (const char *)kj;
+  while (tp != end) {
+    int32_t lo, hi, k0, k1;
+    __asm__("1:\n\t"
+            "movs %[lo], #0\n\t"
+            "movs %[hi], #0\n\t"
+            "ldrd %[k0], %[k1], [%[kp]]\n\t"
+            "smlald %[lo], %[hi], %[q0], %[k0]\n\t"
+            "smlald %[lo], %[hi], %[q1], %[k1]\n\t"
+            "ldrd %[k0], %[k1], [%[kp], #8]\n\t"
+            "smlald %[lo], %[hi], %[q2], %[k0]\n\t"
+            "smlald %[lo], %[hi], %[q3], %[k1]\n\t"
+            "cmp %[hi], %[lo], asr #31\n\t"
+            "bne 2f\n\t"
+            "eor %[k1], %[lo], %[m]\n\t"
+            "asr %[k1], %[k1], #31\n\t"
+            "add %[hi], %[chi], %[k1]\n\t"
+            "smlal %[k1], %[hi], %[lo], %[m]\n\t"
+            "ldr %[k0], %[sh]\n\t"
+            "asr %[hi], %[hi], %[k0]\n\t"
+            "str %[hi], [%[tp]], #4\n\t"
+            "ldr %[k1], %[mx]\n\t"
+            "cmp %[hi], %[k1]\n\t"
+            "it gt\n\t"
+            "strgt %[hi], %[mx]\n\t"
+            "ldr %[k1], %[kstep]\n\t"
+            "add %[kp], %[kp], %[k1]\n\t"
+            "cmp %[tp], %[end]\n\t"
+            "bne 1b\n\t"
+            "2:"
+            : [lo] "=&r"(lo), [hi] "=&r"(hi), [k0] "=&r"(k0), [k1] "=&r"(k1), [kp] "+r"(kp), [tp] "+r"(tp),
+              [mx] "+m"(mx)
+            : [q0] "r"(q0), [q1] "r"(q1), [q2] "r"(q2), [q3] "r"(q3), [m] "r"(m), [chi] "r"(c_hi), [end] "r"(end),
+              [sh] "m"(sh), [kstep] "m"(kstep)
+            : "cc", "memory");
+    if (tp != end) { /* the key at tp: a score beyond int32 */
+      const int32_t y = mt_attn_logit_q_wide(q, (int64_t)((uint64_t)(uint32_t)hi << 32 | (uint32_t)lo));
+      *tp++ = y;
+      mx = y > mx ? y : mx;
+      kp += kstep;
+    }
+  }
+  return mx;
+}
+
 /* mt_attn_logits16w_s16's keys with int32 scores, in two passes. First the scores: SMUAD and
  * 7 SMLAD per key, four keys per pass of the loop (n % 4 enters the first pass late, at its
  * last n % 4 keys). A score is exact when none of its additions overflowed int32, which the
@@ -604,9 +660,9 @@ static __attribute__((noinline)) int32_t mt_attn_logits_any_s16(const mt_attn *a
   return mt_attn_max(t, n);
 }
 
-/* The logits of a block of keys: the usual case (lq.fast, head dimension 16, k's rows
- * word-aligned) by mt_attn_logits16s_s16, the keys it leaves by mt_attn_logits16w_s16; the
- * others out of line (mt_attn_logits_any_s16), so that this call, one per block of keys, saves
+/* The logits of a block of keys: the usual cases (lq.fast, k's rows word-aligned) at head
+ * dimension 16 by mt_attn_logits16s_s16, the keys it leaves by mt_attn_logits16w_s16, and at
+ * head dimension 8 by mt_attn_logits8w_s16; the others out of line (mt_attn_logits_any_s16), so that this call, one per block of keys, saves
  * few registers. Not inlined into the attention body, so that its loops get the registers the
  * body's update keeps live. */
 static __attribute__((noinline)) int32_t mt_attn_logits_s16(const mt_attn *a, const int16_t *qi,
@@ -614,6 +670,8 @@ static __attribute__((noinline)) int32_t mt_attn_logits_s16(const mt_attn *a, co
   const mt_attn_logit_q *const q = &a->lq;
   int32_t mx = INT32_MIN, rest;
   int done;
+  if (q->fast && D == 8 && ((uintptr_t)kj & 3u) == 0 && (ks & 1) == 0 && n > 0)
+    return mt_attn_logits8w_s16(q, qi, kj, ks, n, t);
   if (!q->fast || D != 16 || ((uintptr_t)kj & 3u) != 0 || (ks & 1) != 0)
     return mt_attn_logits_any_s16(a, qi, kj, ks, n, D, t);
   done = n > 0 ? mt_attn_logits16s_s16(q, qi, kj, ks, n, t, &mx) : 0;

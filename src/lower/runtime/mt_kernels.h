@@ -427,6 +427,13 @@ void mt_gelu_s16_s8(const int16_t *x, int8_t *y, int n, int32_t in_m, int in_s, 
 void mt_gelu_s16_s16(const int16_t *x, int16_t *y, int n, int32_t in_m, int in_s, int32_t out_m,
                      int out_s, int32_t y_zero);
 
+/* SwiGLU's gated product (Shazeer 2020; Llama's MLP) y = silu(g) u = g sigmoid(g) u of int16
+ * g, u [n], in one pass with the integers of three kernels in turn: s = sigmoid(g) in Q0.15 as
+ * mt_sigmoid_s16_s16(g, s, n, in_m, in_s, sig_m, sig_s, 0), a = rq(g s, act_m, act_s) and y =
+ * rq(a u, m, s) as mt_mul_s16 (zero points 0), each saturated to int16. y may alias g or u. */
+void mt_swiglu_s16(const int16_t *g, const int16_t *u, int16_t *y, int n, int32_t in_m, int in_s, int32_t sig_m,
+                   int sig_s, int32_t act_m, int act_s, int32_t m, int s);
+
 /* Float32 (training in float; see "Float32 kernels" above); y may alias x; the backward
  * kernels take acc bit 0.
  * mt_relu_f32: y = x > 0 ? x : 0; mt_relu_backward_f32 from y: dx = y > 0 ? dy : 0. Exact.
