@@ -118,73 +118,169 @@ static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, 
     }
 }
 
-/* One output of a depthwise channel (xc its input plane, wc its KH x KW weights) from the bias,
- * the taps inside the input only (the border outputs of the variant below). */
-static int32_t mt_conv_dw_one_s8(const int8_t *xc, const int8_t *wc, const int32_t *g, int p, int q, int32_t acc) {
-  const int H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH], KW = g[MT_CONV_KW], DH = g[MT_CONV_DH];
-  const int DW = g[MT_CONV_DW], h0 = p * g[MT_CONV_SH] - g[MT_CONV_PH], w0 = q * g[MT_CONV_SW] - g[MT_CONV_PW];
-  const int i1 = mt_tap_end(h0, DH, H, KH), j0 = mt_tap_begin(w0, DW, KW), j1 = mt_tap_end(w0, DW, W, KW);
-  int i, j;
-  for (i = mt_tap_begin(h0, DH, KH); i < i1; ++i)
-    for (j = j0; j < j1; ++j) acc += (int32_t)xc[(h0 + i * DH) * W + w0 + j * DW] * wc[i * KW + j];
-  return acc;
-}
-
 /* Depthwise int8 x int8 convolutions of kernel width 3, stride and dilation 1 along W (one
- * input and one output channel per group; any KH <= 8, stride and dilation along H, padding):
- * two outputs (q, q + 1) per pass over each kernel row i, from one word of the input row
- * (x0 x1 x2 x3): SXTB16 gives (x0, x2) and (x1, x3), and with the row's weights as (w0, w2)
- * and w1,  y_q += SMLAD((x0, x2), (w0, w2)) + x1 w1 (SMLABB) and y_{q+1} += SMLAD((x1, x3),
- * (w0, w2)) + x2 w1 (SMLATB): 1 LDR, 2 SXTB16, 4 multiply-adds for 6 MACs. Outputs whose
- * window leaves the row: mt_conv_dw_one_s8. Sums in int32 from the bias, requantized by
- * mt_rq_chan; the caller checked the channels and biases. */
-#define MT_DEFINE_CONV_DW3_DSP(NAME, YT, BITS)                                                            \
+ * input and one output channel per group; a row of W >= 4, any KH <= 8, stride and dilation
+ * along H, padding up to 3 before a row): two outputs (q, q + 1) per pass over each kernel
+ * row i, from one word of input bytes s .. s + 3 (s = q - PW) of the row, (x0 x1 x2 x3):
+ * SXTB16 gives (x0, x2) and (x1, x3), and with the row's weights as (w0, w2) and w1,
+ * y_q += SMLAD((x0, x2), (w0, w2)) + x1 w1 (SMLABB) and y_{q+1} += SMLAD((x1, x3), (w0, w2)) +
+ * x2 w1 (SMLATB): 1 LDR, 2 SXTB16, 4 multiply-adds for 6 MACs. A word that reaches past the
+ * row takes zeros there (mt_dw3_word), so the border outputs take the same pass; an odd last
+ * output is computed with a second one beyond the map, not stored. The three rows of a 3 x 3
+ * kernel away from the top and bottom borders in one pass, the weights in registers (w1 of
+ * rows 0 and 1 as the halves of one word: SMLABT and SMLATT take the top one). Sums in int32
+ * from the bias, requantized by mt_rq_chan; the caller checked the channels and biases. */
+
+/* The word of bytes s .. s + 3 of a row xr of W >= 4 bytes, the bytes outside [0, W) as 0,
+ * from the row's word at off shifted left by ls, then right by rs (logical): one LDR inside
+ * the row (off = s, ls = rs = 0); left of it (-3 <= s < 0) its first word shifted left by
+ * -8 s (little-endian: the bytes move to higher addresses, zeros in at s); past its end
+ * (s + 3 >= W, s < W) its last word (off = W - 4) shifted right by 8 (s + 4 - W). */
+static inline __attribute__((always_inline)) int32_t mt_dw3_word(const int8_t *xr, int off, int ls, int rs) {
+  return (int32_t)(((uint32_t)mt_ld32(xr + off) << ls) >> rs);
+}
+/* off, ls, rs of mt_dw3_word for s */
+static inline void mt_dw3_shifts(int s, int W, int *off, int *ls, int *rs) {
+  *off = s < 0 ? 0 : s + 3 >= W ? W - 4 : s;
+  *ls = s < 0 ? -8 * s : 0;
+  *rs = s >= 0 && s + 3 >= W ? 8 * (s + 4 - W) : 0;
+}
+/* (a0, a1) += the taps of one kernel row (its weights wp = (w0, w2), w1 in the bottom half of
+ * w1b) for the outputs q and q + 1, from the row's word v */
+#define MT_DW3_ROW(v, wp, w1b, a0, a1, BB, TB)                                                              \
+  do {                                                                                                    \
+    const int32_t e_ = __sxtb16(v), o_ = mt_odd_bytes(v);                                                 \
+    a0 = BB(o_, w1b, __smlad(e_, wp, a0));                                                                \
+    a1 = TB(e_, w1b, __smlad(o_, wp, a1));                                                                \
+  } while (0)
+/* The three rows from xr (rows W apart) of a 3 x 3 kernel: w101 = (w1 of row 0, w1 of row 1), w12 = w1 of row 2 */
+static inline __attribute__((always_inline)) void mt_dw3_rows3(const int8_t *xr, int W, int off, int ls, int rs,
+                                                              int32_t wp0, int32_t wp1, int32_t wp2, int32_t w101,
+                                                              int32_t w12, int32_t *a0, int32_t *a1) {
+  int32_t s0 = *a0, s1 = *a1;
+  MT_DW3_ROW(mt_dw3_word(xr, off, ls, rs), wp0, w101, s0, s1, __smlabb, __smlatb);
+  MT_DW3_ROW(mt_dw3_word(xr + W, off, ls, rs), wp1, w101, s0, s1, __smlabt, __smlatt);
+  MT_DW3_ROW(mt_dw3_word(xr + 2 * W, off, ls, rs), wp2, w12, s0, s1, __smlabb, __smlatb);
+  *a0 = s0, *a1 = s1;
+}
+/* The sums of the outputs [0, n) of a row (n even; an odd last output's neighbour beyond the
+ * map is computed, not kept) into ac, from the bias: pairs left of the row's first word
+ * (s < 0), inside it (s in [0, W - 4]: no shifts), past its end. BODY(off, ls, rs, a0, a1)
+ * adds the taps of a pair from the row's words at off, shifted (mt_dw3_word). */
+#define MT_DW3_PAIRS(BODY)                                                                                \
+  do {                                                                                                    \
+    const int e_ = PW < n ? PW : n, f_ = W - 3 + PW < n ? W - 3 + PW : n;                                 \
+    int q_ = 0;                                                                                           \
+    for (; q_ < e_; q_ += 2, ac += 2) { /* left of the row */                                             \
+      int32_t a0_ = bias, a1_ = bias;                                                                     \
+      BODY(0, 8 * (PW - q_), 0, a0_, a1_);                                                                \
+      ac[0] = a0_, ac[1] = a1_;                                                                           \
+    }                                                                                                     \
+    for (xr += q_ - PW; q_ < f_; q_ += 2, ac += 2, xr += 2) { /* inside */                                \
+      int32_t a0_ = bias, a1_ = bias;                                                                     \
+      BODY(0, 0, 0, a0_, a1_);                                                                            \
+      ac[0] = a0_, ac[1] = a1_;                                                                           \
+    }                                                                                                     \
+    for (xr -= q_ - PW; q_ < n; q_ += 2, ac += 2) { /* past its end */                                    \
+      int32_t a0_ = bias, a1_ = bias;                                                                     \
+      BODY(W - 4, 0, 8 * (q_ - PW + 4 - W), a0_, a1_);                                                    \
+      ac[0] = a0_, ac[1] = a1_;                                                                           \
+    }                                                                                                     \
+  } while (0)
+/* A row of a 3 x 3 kernel whose three rows lie inside the input (xr its first; k: wp0, wp1,
+ * wp2, w101, w12) */
+#define MT_DW3_BODY3(off, ls, rs, a0, a1) mt_dw3_rows3(xr, W, off, ls, rs, wp0, wp1, wp2, w101, w12, &a0, &a1)
+static __attribute__((noinline)) void mt_dw3_sums3(const int8_t *xr, int W, int PW, int n, const int32_t *k,
+                                                   int32_t bias, int32_t *ac) {
+  const int32_t wp0 = k[0], wp1 = k[1], wp2 = k[2], w101 = k[3], w12 = k[4];
+  MT_DW3_PAIRS(MT_DW3_BODY3);
+}
+/* A row of one kernel row (wp, w1) */
+#define MT_DW3_BODY1(off, ls, rs, a0, a1) MT_DW3_ROW(mt_dw3_word(xr, off, ls, rs), wp, w1, a0, a1, __smlabb, __smlatb)
+static __attribute__((noinline)) void mt_dw3_sums1(const int8_t *xr, int W, int PW, int n, int32_t wp, int32_t w1,
+                                                   int32_t bias, int32_t *ac) {
+  MT_DW3_PAIRS(MT_DW3_BODY1);
+}
+/* A row of the kernel rows [i0, i1), DH W apart */
+#define MT_DW3_BODYN(off, ls, rs, a0, a1)                                                                 \
+  do {                                                                                                    \
+    const int8_t *xi_ = xr;                                                                               \
+    int i_;                                                                                               \
+    for (i_ = i0; i_ < i1; ++i_, xi_ += step)                                                             \
+      MT_DW3_ROW(mt_dw3_word(xi_, off, ls, rs), wp[i_], w1[i_], a0, a1, __smlabb, __smlatb);              \
+  } while (0)
+static __attribute__((noinline)) void mt_dw3_sumsn(const int8_t *xr, int W, int PW, int n, const int32_t *wp,
+                                                   const int32_t *w1, int i0, int i1, int step, int32_t bias,
+                                                   int32_t *ac) {
+  MT_DW3_PAIRS(MT_DW3_BODYN);
+}
+/* y[q] = the requantized ac[q], q < n, at least y_min (SSAT alone for a y_min at the type's
+ * minimum or below) */
+#define MT_DEFINE_DW3_OUT(NAME, YT, BITS)                                                                 \
+  static __attribute__((noinline)) void NAME(const int32_t *ac, int n, const mt_rq_chan *qp, int32_t y_min, YT *y) { \
+    const mt_rq_chan q = *qp;                                                                             \
+    int j;                                                                                                \
+    if (y_min <= -(1 << ((BITS) - 1)))                                                                    \
+      for (j = 0; j < n; ++j) y[j] = (YT)MT_CHAN_SAT(BITS, &q, ac[j]);                                    \
+    else                                                                                                  \
+      for (j = 0; j < n; ++j) y[j] = (YT)MT_CHAN_OUT(BITS, &q, ac[j], y_min);                             \
+  }
+MT_DEFINE_DW3_OUT(mt_dw3_out_s8, int8_t, 8)
+MT_DEFINE_DW3_OUT(mt_dw3_out_s16, int16_t, 16)
+
+/* One channel (xc its input plane, wc its KH x 3 weights, yc its output plane) from the bias,
+ * requantized by qc: the sums of up to 64 outputs of a row first (acc, on the stack), then
+ * their requantization (OUT); each in a function of its own with few values, so that none of
+ * the loops runs out of registers. */
+#define MT_DW3_CHUNK 64
+#define MT_DEFINE_CONV_DW3_CHAN(NAME, YT, OUT)                                                            \
+  static void NAME(const int8_t *xc, const int8_t *wc, const int32_t *g, int32_t bias, const mt_rq_chan *qc, \
+                   int32_t y_min, YT *yc) {                                                               \
+    const int H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH], OH = g[MT_CONV_OH];                 \
+    const int OW = g[MT_CONV_OW], PW = g[MT_CONV_PW], SH = g[MT_CONV_SH], PH = g[MT_CONV_PH];             \
+    const int DH = g[MT_CONV_DH];                                                                         \
+    int32_t wp[8], w1[8], k[5], acc[MT_DW3_CHUNK];                                                        \
+    int p, q0, n, i;                                                                                      \
+    for (i = 0; i < KH; ++i) /* (w0, w2) as halfwords, and w1 */                                          \
+      wp[i] = (int32_t)(((uint32_t)(uint16_t)wc[3 * i + 2] << 16) | (uint16_t)wc[3 * i]), w1[i] = wc[3 * i + 1]; \
+    if (KH == 3) k[0] = wp[0], k[1] = wp[1], k[2] = wp[2], k[3] = (int32_t)(((uint32_t)w1[1] << 16) | (uint16_t)w1[0]), k[4] = w1[2]; \
+    for (p = 0; p < OH; ++p) {                                                                            \
+      const int h0 = p * SH - PH, i0 = mt_tap_begin(h0, DH, KH), i1 = mt_tap_end(h0, DH, H, KH);          \
+      const int8_t *xr = xc + (long)(h0 + i0 * DH) * W;                                                   \
+      for (q0 = 0; q0 < OW; q0 += n) {                                                                    \
+        n = OW - q0 > MT_DW3_CHUNK ? MT_DW3_CHUNK : OW - q0;                                              \
+        if (KH == 3 && DH == 1 && i0 == 0 && i1 == 3) /* the whole kernel inside the rows */              \
+          mt_dw3_sums3(xr, W, PW - q0, n + (n & 1), k, bias, acc);                                   \
+        else if (i1 - i0 == 1) /* one row (a 1-D layer, or a border) */                                   \
+          mt_dw3_sums1(xr, W, PW - q0, n + (n & 1), wp[i0], w1[i0], bias, acc);                      \
+        else                                                                                              \
+          mt_dw3_sumsn(xr, W, PW - q0, n + (n & 1), wp, w1, i0, i1, DH * W, bias, acc);              \
+        OUT(acc, n, qc, y_min, yc + p * OW + q0);                                                         \
+      }                                                                                                   \
+    }                                                                                                     \
+  }
+MT_DEFINE_CONV_DW3_CHAN(mt_conv_dw3_chan_s8, int8_t, mt_dw3_out_s8)
+MT_DEFINE_CONV_DW3_CHAN(mt_conv_dw3_chan_s16, int16_t, mt_dw3_out_s16)
+
+#define MT_DEFINE_CONV_DW3_DSP(NAME, YT, CHAN)                                                            \
   static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                 \
-    const int N = g[MT_CONV_N], H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH];                   \
-    const int OH = g[MT_CONV_OH], OW = g[MT_CONV_OW], G = g[MT_CONV_GROUPS], PW = g[MT_CONV_PW];          \
-    const int SH = g[MT_CONV_SH], PH = g[MT_CONV_PH], DH = g[MT_CONV_DH];                                 \
-    const int q_lo = PW, q_hi = W + PW - 4; /* pairs (q, q + 1) with q_lo <= q <= q_hi read inside */    \
-    int32_t wp[8], w1[8];                                                                                 \
-    int n, o, p, q, i;                                                                                    \
-    if (g[MT_CONV_KW] != 3 || g[MT_CONV_DW] != 1 || g[MT_CONV_SW] != 1 || KH > 8) return 0;               \
+    const int N = g[MT_CONV_N], HW = g[MT_CONV_H] * g[MT_CONV_W], KH = g[MT_CONV_KH], G = g[MT_CONV_GROUPS]; \
+    const int OHW = g[MT_CONV_OH] * g[MT_CONV_OW], W = g[MT_CONV_W], PW = g[MT_CONV_PW];                  \
+    int n, o;                                                                                             \
+    if (g[MT_CONV_KW] != 3 || g[MT_CONV_DW] != 1 || g[MT_CONV_SW] != 1 || KH > 8 || W < 4 || PW > 3 ||    \
+        ((g[MT_CONV_OW] - 1) & ~1) - PW > W - 1)                                                          \
+      return 0;                                                                                           \
     for (n = 0; n < N; ++n)                                                                               \
       for (o = 0; o < G; ++o) {                                                                           \
-        const int8_t *xc = x + ((long)n * G + o) * H * W, *wc = w + o * KH * 3;                           \
         const mt_rq_chan qc = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                 \
-        const int32_t bias = b ? b[o] : 0;                                                                \
-        YT *yc = y + ((long)n * G + o) * OH * OW;                                                         \
-        for (i = 0; i < KH; ++i) /* (w0, w2) as halfwords, and w1 */                                      \
-          wp[i] = (int32_t)(((uint32_t)(uint16_t)wc[3 * i + 2] << 16) | (uint16_t)wc[3 * i]),             \
-          w1[i] = wc[3 * i + 1];                                                                          \
-        for (p = 0; p < OH; ++p) {                                                                        \
-          const int h0 = p * SH - PH, i0 = mt_tap_begin(h0, DH, KH), i1 = mt_tap_end(h0, DH, H, KH);      \
-          YT *yr = yc + p * OW;                                                                           \
-          for (q = 0; q < OW;) {                                                                          \
-            if (q < q_lo || q > q_hi || q + 1 >= OW) {                                                    \
-              yr[q] = (YT)MT_CHAN_OUT(BITS, &qc, mt_conv_dw_one_s8(xc, wc, g, p, q, bias), y_min);        \
-              ++q;                                                                                        \
-              continue;                                                                                   \
-            }                                                                                             \
-            {                                                                                             \
-              int32_t a0 = bias, a1 = bias;                                                               \
-              const int8_t *xr = xc + (long)(h0 + i0 * DH) * W + (q - PW);                                \
-              for (i = i0; i < i1; ++i, xr += DH * W) {                                                   \
-                const int32_t v = mt_ld32(xr), e = __sxtb16(v), od = mt_odd_bytes(v);                     \
-                a0 = __smlabb(od, w1[i], __smlad(e, wp[i], a0));                                          \
-                a1 = __smlatb(e, w1[i], __smlad(od, wp[i], a1));                                          \
-              }                                                                                           \
-              yr[q] = (YT)MT_CHAN_OUT(BITS, &qc, a0, y_min);                                              \
-              yr[q + 1] = (YT)MT_CHAN_OUT(BITS, &qc, a1, y_min);                                          \
-              q += 2;                                                                                     \
-            }                                                                                             \
-          }                                                                                               \
-        }                                                                                                 \
+        CHAN(x + ((long)n * G + o) * HW, w + o * KH * 3, g, b ? b[o] : 0, &qc, y_min,                     \
+             y + ((long)n * G + o) * OHW);                                                                \
       }                                                                                                   \
     return 1;                                                                                             \
   }
-MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s8, int8_t, 8)
-MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, 16)
+MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s8, int8_t, mt_conv_dw3_chan_s8)
+MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16)
 
 #define MT_DEFINE_CONV_DSP(NAME, YT, BITS, DW3)                                                            \
   static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
