@@ -25,7 +25,7 @@ done
 
 kernels=("$@")
 [[ ${#kernels[@]} -gt 0 ]] || kernels=(linear_s8 linear_s16 linear_s16x8 softmax_s8 softmax_s16 attention_s8 attention_s16 attention_s16_dense
-  attention_s16_dense_h4 conv_stem conv_dw conv_pw dscnn_dw dscnn_pw)
+  attention_s16_dense_h4 conv_stem conv_dw conv_pw dscnn_dw dscnn_pw dscnn)
 
 # shellcheck source=src/lower/firmware/targets.sh
 source "$here/../../src/lower/firmware/targets.sh"
