@@ -77,32 +77,62 @@ static int mt_tap_end(int start, int d, int size, int kernel) {
         }                                                                                                 \
   }
 #if MT_DSP
-/* The Armv7E-M variant of the int8 x int8 convolutions: im2col two output positions at a
- * time into col (two columns of the CG KH KW taps as int16, the padding's taps 0), then the
- * linear layers' two-rows-by-two-channels loop (MT_ROWS_MAC_s16 of mt_linear.c: 8 SMLAD per 4
- * taps and 2 channels and 2 positions) over each pair of the group's output channels, so each
- * column serves every channel of the group and no buffer holds more than two columns. The
- * columns are stored with the middle two of every four taps swapped (t0 t2 t1 t3), so that
- * SXTB16's split of a word of weights in order, (w0, w2) and (w1, w3), meets their halfword
- * pairs as loaded; the last taps % 4 in order (a plain loop). Sums in int32 from the bias
- * (exact: |b| < 2^30, taps <= 65536), requantized per channel by mt_rq_chan (every channel
- * mt_rq_chan_fast), at least y_min. Depthwise layers of kernel width 3 take the variant
- * above; other calls (no col, another shift, a larger bias, other layers of one output channel
- * per group, where a column would serve one channel) go to the reference. The same integers. */
+/* The Armv7E-M variant of the int8 x int8 convolutions: im2col four output positions at a
+ * time into col (four columns of the CG KH KW taps as int16, the padding's taps 0), then one
+ * pass over the taps per output channel of the group (MT_COLS4_MAC: per 4 taps one word of
+ * weights split by SXTB16 and 8 SMLAD, 16 MACs in 17 instructions), so each column serves
+ * every channel of the group, each channel's requantization is set up once per four outputs,
+ * and no buffer holds more than four columns. The columns are interleaved by blocks of four
+ * taps (block b holds taps 4b .. 4b + 3 of column 0, then of columns 1, 2, 3: 32 bytes, two
+ * LDRD), each block with its middle two taps swapped (t0 t2 t1 t3), so that SXTB16's split
+ * of a word of weights in order, (w0, w2) and (w1, w3), meets their halfword pairs as loaded;
+ * the last taps % 4 after the blocks, four per column, in order (a plain loop). Sums in int32
+ * from the bias (exact: |b| < 2^30, taps <= 65536), requantized per channel by mt_rq_chan
+ * (every channel mt_rq_chan_fast), at least y_min. Depthwise layers of kernel width 3 take the
+ * variant below; other calls (no col, another shift, a larger bias, other layers of one
+ * output channel per group, where a column would serve one channel) go to the reference. The
+ * same integers. */
+#define MT_CONV_COLS 4
 
-/* Column `dst` of the taps of output position (p, q) of group `grp` (its CG channels from x0)
- * in the order above. */
-static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, int16_t *dst) {
+/* Column c (< MT_CONV_COLS) of col: the taps of output position (p, q) of a group (its CG
+ * channels from x0) in the layout above. */
+static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, int16_t *col, int c_) {
   const int CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH], KW = g[MT_CONV_KW];
   const int h0 = p * g[MT_CONV_SH] - g[MT_CONV_PH], w0 = q * g[MT_CONV_SW] - g[MT_CONV_PW];
   const int DH = g[MT_CONV_DH], DW = g[MT_CONV_DW], taps4 = CG * KH * KW & ~3;
+  int16_t *const dst = col + 4 * c_, *const tail = col + MT_CONV_COLS * taps4 + 4 * c_ - taps4;
   int c, i, j, t = 0;
+#if MT_MVE
+  if (1) { /* MVE: column c_ as int8 in order, (taps + 3) & ~3 bytes apart */
+    int8_t *const d8 = (int8_t *)col + (long)c_ * ((CG * KH * KW + 3) & ~3);
+    (void)dst, (void)tail;
+    if (KH == 1 && KW == 1 && h0 >= 0 && h0 < H && w0 >= 0 && w0 < W) { /* pointwise: a tap per channel */
+      const long hw = (long)H * W;
+      const int8_t *xp = x0 + (long)h0 * W + w0;
+      for (c = 0; c < CG; ++c, xp += hw) d8[c] = xp[0];
+      return;
+    }
+    for (c = 0; c < CG; ++c)
+      for (i = 0; i < KH; ++i) {
+        const int hi = h0 + i * DH;
+        const int8_t *xr = x0 + ((long)c * H + hi) * W;
+        const int row_in = hi >= 0 && hi < H;
+        for (j = 0; j < KW; ++j, ++t) {
+          const int wi = w0 + j * DW;
+          d8[t] = row_in && wi >= 0 && wi < W ? xr[wi] : 0;
+        }
+      }
+    return;
+  }
+#endif
   if (KH == 1 && KW == 1 && h0 >= 0 && h0 < H && w0 >= 0 && w0 < W) { /* pointwise: a tap per channel */
     const long hw = (long)H * W;
     const int8_t *xp = x0 + (long)h0 * W + w0;
-    for (c = 0; c + 4 <= CG; c += 4, xp += 4 * hw)
-      dst[c] = xp[0], dst[c + 1] = xp[2 * hw], dst[c + 2] = xp[hw], dst[c + 3] = xp[3 * hw];
-    for (; c < CG; ++c, xp += hw) dst[c] = xp[0];
+    for (c = 0; c + 4 <= CG; c += 4, xp += 4 * hw) {
+      int16_t *d = dst + MT_CONV_COLS * c;
+      d[0] = xp[0], d[1] = xp[2 * hw], d[2] = xp[hw], d[3] = xp[3 * hw];
+    }
+    for (; c < CG; ++c, xp += hw) tail[c] = xp[0];
     return;
   }
   for (c = 0; c < CG; ++c)
@@ -112,11 +142,47 @@ static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, 
       const int row_in = hi >= 0 && hi < H;
       for (j = 0; j < KW; ++j, ++t) {
         const int wi = w0 + j * DW;
-        const int at = t < taps4 ? (t & ~3) | ((t & 1) << 1) | ((t & 2) >> 1) : t; /* t0 t2 t1 t3 */
-        dst[at] = (int16_t)(row_in && wi >= 0 && wi < W ? xr[wi] : 0);
+        const int16_t v = (int16_t)(row_in && wi >= 0 && wi < W ? xr[wi] : 0);
+        if (t < taps4)
+          dst[MT_CONV_COLS * (t & ~3) + (((t & 1) << 1) | ((t & 2) >> 1))] = v; /* t0 t2 t1 t3 */
+        else
+          tail[t] = v;
       }
     }
 }
+
+/* a0 .. a3 += the taps4 (a multiple of 4, > 0) first taps of the four columns of col times the
+ * weights w (in order): per block, LDR of 4 weights, SXTB16 into (w0, w2) and (w1, w3), LDRD
+ * of each column's two words and 2 SMLAD each; the end compared in a register. Inline
+ * assembly: 17 instructions per 16 MACs, 11 registers. */
+#define MT_COLS4_MAC(col, w, taps4, a0, a1, a2, a3)                                                       \
+  do {                                                                                                    \
+    const int16_t *x_ = (col), *const end_ = (col) + MT_CONV_COLS * (taps4);                              \
+    const int8_t *w_ = (w);                                                                               \
+    int32_t p_, pe_, t0_, t1_;                                                                            \
+    __asm__("1:\n\t"                                                                                       \
+            "ldr %[p], [%[wq]], #4\n\t"                                                                    \
+            "sxtb16 %[pe], %[p]\n\t"                                                                      \
+            "sxtb16 %[p], %[p], ror #8\n\t"                                                               \
+            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
+            "smlad %[a0], %[t0], %[pe], %[a0]\n\t"                                                        \
+            "smlad %[a0], %[t1], %[p], %[a0]\n\t"                                                         \
+            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
+            "smlad %[a1], %[t0], %[pe], %[a1]\n\t"                                                        \
+            "smlad %[a1], %[t1], %[p], %[a1]\n\t"                                                         \
+            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
+            "smlad %[a2], %[t0], %[pe], %[a2]\n\t"                                                        \
+            "smlad %[a2], %[t1], %[p], %[a2]\n\t"                                                         \
+            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
+            "smlad %[a3], %[t0], %[pe], %[a3]\n\t"                                                        \
+            "smlad %[a3], %[t1], %[p], %[a3]\n\t"                                                         \
+            "cmp %[xq], %[end]\n\t"                                                                        \
+            "bne 1b"                                                                                      \
+            : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xq] "+r"(x_), [wq] "+r"(w_),      \
+              [p] "=&r"(p_), [pe] "=&r"(pe_), [t0] "=&r"(t0_), [t1] "=&r"(t1_)                            \
+            : [end] "r"(end_)                                                                             \
+            : "cc", "memory");                                                                            \
+  } while (0)
 
 /* Depthwise int8 x int8 convolutions of kernel width 3, stride and dilation 1 along W (one
  * input and one output channel per group; a row of W >= 4, any KH <= 8, stride and dilation
@@ -282,14 +348,63 @@ MT_DEFINE_CONV_DW3_CHAN(mt_conv_dw3_chan_s16, int16_t, mt_dw3_out_s16)
 MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s8, int8_t, mt_conv_dw3_chan_s8)
 MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16)
 
+#if MT_MVE
+/* Armv8.1-M MVE: the four columns as int8 in order ((taps + 3) & ~3 bytes apart, from
+ * mt_conv_column_s8), each channel's four sums by VMLADAVA.S8 (16 products into an int32 sum
+ * per instruction: 4 loads of the columns and 1 of the weights per 64 MACs), the last taps %
+ * 16 under a tail predicate (VCTP: lanes past the taps neither loaded nor added). The same
+ * exact int32 sums. */
+#define MT_COLS4_SUMS(col, tail, w, taps, taps4, j, a0, a1, a2, a3)                                       \
+  do {                                                                                                    \
+    const int span_ = ((taps) + 3) & ~3;                                                                  \
+    const int8_t *c0_ = (const int8_t *)(col), *c1_ = c0_ + span_, *c2_ = c1_ + span_, *c3_ = c2_ + span_; \
+    (void)(tail), (void)(taps4);                                                                          \
+    for (j = 0; j + 16 <= (taps); j += 16) {                                                              \
+      const int8x16_t wv_ = vld1q_s8((w) + j);                                                            \
+      a0 = vmladavaq_s8(a0, vld1q_s8(c0_ + j), wv_), a1 = vmladavaq_s8(a1, vld1q_s8(c1_ + j), wv_);       \
+      a2 = vmladavaq_s8(a2, vld1q_s8(c2_ + j), wv_), a3 = vmladavaq_s8(a3, vld1q_s8(c3_ + j), wv_);       \
+    }                                                                                                     \
+    if (j < (taps)) {                                                                                     \
+      const mve_pred16_t p_ = vctp8q((uint32_t)((taps) - j));                                             \
+      const int8x16_t wv_ = vldrbq_z_s8((w) + j, p_);                                                     \
+      a0 = vmladavaq_p_s8(a0, vldrbq_z_s8(c0_ + j, p_), wv_, p_);                                         \
+      a1 = vmladavaq_p_s8(a1, vldrbq_z_s8(c1_ + j, p_), wv_, p_);                                         \
+      a2 = vmladavaq_p_s8(a2, vldrbq_z_s8(c2_ + j, p_), wv_, p_);                                         \
+      a3 = vmladavaq_p_s8(a3, vldrbq_z_s8(c3_ + j, p_), wv_, p_);                                         \
+    }                                                                                                     \
+  } while (0)
+#else
+/* Armv7E-M: MT_COLS4_MAC over the blocks, then the last taps % 4 (tail[j + 4 c]: tap j of column c) */
+#define MT_COLS4_SUMS(col, tail, w, taps, taps4, j, a0, a1, a2, a3)                                       \
+  do {                                                                                                    \
+    if (taps4) MT_COLS4_MAC(col, w, taps4, a0, a1, a2, a3);                                               \
+    for (j = (taps4); j < (taps); ++j) {                                                                  \
+      const int32_t wj_ = (w)[j];                                                                         \
+      a0 += (tail)[j] * wj_, a1 += (tail)[j + 4] * wj_, a2 += (tail)[j + 8] * wj_, a3 += (tail)[j + 12] * wj_; \
+    }                                                                                                     \
+  } while (0)
+#endif
+
+/* The outputs [0, n) of four positions of a channel: y[j] = the requantized a_j, at least y_min
+ * (CLAMP 1) or saturated alone (CLAMP 0: y_min at the type's minimum or below) */
+#define MT_CONV_OUT1(BITS, YT, q, a, y_min, CLAMP)                                                        \
+  ((YT)((CLAMP) ? MT_CHAN_OUT(BITS, q, a, y_min) : MT_CHAN_SAT(BITS, q, a)))
+#define MT_CONV_OUT4(BITS, YT, q, y, n, a0, a1, a2, a3, y_min, CLAMP)                                     \
+  do {                                                                                                    \
+    y[0] = MT_CONV_OUT1(BITS, YT, q, a0, y_min, CLAMP);                                                   \
+    if (n > 1) y[1] = MT_CONV_OUT1(BITS, YT, q, a1, y_min, CLAMP);                                        \
+    if (n > 2) y[2] = MT_CONV_OUT1(BITS, YT, q, a2, y_min, CLAMP);                                        \
+    if (n > 3) y[3] = MT_CONV_OUT1(BITS, YT, q, a3, y_min, CLAMP);                                        \
+  } while (0)
 #define MT_DEFINE_CONV_DSP(NAME, YT, BITS, DW3)                                                            \
   static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col) {   \
     const int N = g[MT_CONV_N], CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W];                   \
     const int OG = g[MT_CONV_OG], OH = g[MT_CONV_OH], OW = g[MT_CONV_OW], G = g[MT_CONV_GROUPS];          \
-    const int taps = CG * g[MT_CONV_KH] * g[MT_CONV_KW], taps4 = taps & ~3, span = (taps + 3) & ~3;       \
+    const int taps = CG * g[MT_CONV_KH] * g[MT_CONV_KW], taps4 = taps & ~3;                               \
     const int O = OG * G, P = OH * OW;                                                                    \
-    int n, grp, o, k, j;                                                                                  \
+    const int16_t *const tail = col + MT_CONV_COLS * taps4 - taps4; /* tap j >= taps4 of column c: tail[j + 4 c] */ \
+    int n, grp, o, k, j, c;                                                                               \
     if (taps > 65536) return 0;                                                                           \
     for (o = 0; o < (rq_per_channel ? O : 1); ++o)                                                        \
       if (!mt_rq_chan_fast(rq + 2 * o, y_zero)) return 0;                                                 \
@@ -301,36 +416,23 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16)
       for (grp = 0; grp < G; ++grp) {                                                                     \
         const int8_t *x0 = x + ((long)n * CG * G + (long)grp * CG) * H * W;                               \
         int p = 0, q = 0; /* position k = p OW + q */                                                     \
-        for (k = 0; k < P; k += 2) {                                                                      \
-          const int two = k + 1 < P; /* an odd last position: its column twice, stored once */           \
-          int16_t *c0 = col, *c1 = col + span;                                                            \
-          mt_conv_column_s8(x0, g, p, q, c0);                                                             \
-          if (++q == OW) q = 0, ++p;                                                                      \
-          if (two) {                                                                                      \
-            mt_conv_column_s8(x0, g, p, q, c1);                                                           \
-            if (++q == OW) q = 0, ++p;                                                                    \
-          } else {                                                                                        \
-            c1 = c0;                                                                                      \
+        for (k = 0; k < P; k += MT_CONV_COLS) {                                                           \
+          const int cnt = P - k < MT_CONV_COLS ? P - k : MT_CONV_COLS; /* a last block of fewer: its last column again */ \
+          for (c = 0; c < MT_CONV_COLS; ++c) {                                                            \
+            mt_conv_column_s8(x0, g, p, q, col, c);                                                       \
+            if (c + 1 < cnt && ++q == OW) q = 0, ++p;                                                     \
           }                                                                                               \
-          for (o = grp * OG; o < (grp + 1) * OG; o += 2) {                                                \
-            const int o1 = o + 1 < (grp + 1) * OG ? o + 1 : o; /* an odd last channel: computed twice */  \
-            const int8_t *w0 = w + (long)o * taps, *w1 = w + (long)o1 * taps;                             \
-            const mt_rq_chan q0 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);             \
-            const mt_rq_chan q1 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o1 : 0), y_zero);            \
-            int32_t a00 = b ? b[o] : 0, a01 = b ? b[o1] : 0, a10 = a00, a11 = a01;                        \
-            YT *y0 = y + ((long)n * O + o) * P + k, *y1 = y + ((long)n * O + o1) * P + k;                 \
-            const int16_t *xa = c0, *xb = c1; /* the names MT_ROWS_MAC_s16's operands take */             \
-            MT_ROWS_MAC_s16(xa, xb, w0, w1, taps4, a00, a01, a10, a11);                                   \
-            for (j = taps4; j < taps; ++j) {                                                              \
-              a00 += (int32_t)c0[j] * w0[j], a01 += (int32_t)c0[j] * w1[j];                               \
-              a10 += (int32_t)c1[j] * w0[j], a11 += (int32_t)c1[j] * w1[j];                               \
-            }                                                                                             \
-            y0[0] = (YT)MT_CHAN_OUT(BITS, &q0, a00, y_min);                                               \
-            y1[0] = (YT)MT_CHAN_OUT(BITS, &q1, a01, y_min);                                               \
-            if (two) {                                                                                    \
-              y0[1] = (YT)MT_CHAN_OUT(BITS, &q0, a10, y_min);                                             \
-              y1[1] = (YT)MT_CHAN_OUT(BITS, &q1, a11, y_min);                                             \
-            }                                                                                             \
+          if (++q == OW) q = 0, ++p;                                                                      \
+          for (o = grp * OG; o < (grp + 1) * OG; ++o) {                                                   \
+            const mt_rq_chan qo = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);             \
+            const int8_t *wo = w + (long)o * taps;                                                        \
+            int32_t a0 = b ? b[o] : 0, a1 = a0, a2 = a0, a3 = a0;                                         \
+            YT *yo = y + ((long)n * O + o) * P + k;                                                       \
+            MT_COLS4_SUMS(col, tail, wo, taps, taps4, j, a0, a1, a2, a3);                                 \
+            if (y_min <= -(1 << ((BITS) - 1)))                                                            \
+              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 0);                             \
+            else                                                                                          \
+              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 1);                             \
           }                                                                                               \
         }                                                                                                 \
       }                                                                                                   \
