@@ -120,8 +120,6 @@ int main(int argc, char **argv) {
       const long outs = (long)cg[MT_CONV_N] * cg[MT_CONV_OG] * cg[MT_CONV_GROUPS] * cg[MT_CONV_OH] * cg[MT_CONV_OW];
       mt_conv_s8_s8_s8(cx8, cw8, cb32, cy8, cg, crq, 1, -128, -128, col16);
       macs = outs * cg[MT_CONV_CG] * cg[MT_CONV_KH] * cg[MT_CONV_KW], out = cy8, bytes = (int)outs;
-    } else if (!strcmp(name, "dscnn")) {
-      macs = dscnn(), out = dsy, bytes = (int)sizeof dsy;
     } else if (!strcmp(name, "linear_s8")) {
       mt_linear_s8_s8_s8(x8, w8, b32, y8, ROWS, IN, OUT, 0, rq, 1, -3, -128);
       macs = (long)ROWS * IN * OUT, out = y8, bytes = ROWS * OUT;
@@ -157,6 +155,8 @@ int main(int argc, char **argv) {
       for (h = 0; h < heads; ++h)
         mt_attention_stream_s16(p, 0, xd16 + h * hd, xd16 + D + h * hd, xd16 + 2 * D + h * hd, y16 + h * hd, acc64);
       macs = 2L * L * L * D, out = y16, bytes = 2 * L * D;
+    } else if (!strcmp(name, "dscnn")) {
+      macs = dscnn(), out = dsy, bytes = (int)sizeof dsy;
     } else {
       printf("kernel_bench: unknown kernel '%s'\n", name);
       return 2;
