@@ -25,7 +25,7 @@ done
 
 kernels=("$@")
 [[ ${#kernels[@]} -gt 0 ]] || kernels=(linear_s8 linear_s16 linear_s16x8 softmax_s8 softmax_s16 attention_s8 attention_s16 attention_s16_dense
-  attention_s16_dense_h4 conv_stem conv_dw conv_pw dscnn_dw dscnn_pw)
+  attention_s16_dense_h4 conv_stem conv_dw conv_pw dscnn_dw dscnn_pw dscnn)
 
 # shellcheck source=src/lower/firmware/targets.sh
 source "$here/../../src/lower/firmware/targets.sh"
@@ -86,8 +86,12 @@ done
 
 # Anchors: Cortex-M4 instruction counts of other libraries on the same shapes, as measured for
 # the project's Cortex-M speed work (arm-none-eabi-gcc -O2, QEMU mps2-an386, same inputs,
-# outputs checked); quoted, not re-run here (neither library is a dependency).
-declare -A cmsis=([linear_s8]=502,328 [softmax_s8]=8,358,507 [attention_s8]="10,486,950 (composed)")
+# outputs checked); quoted, not re-run here (neither library is a dependency). The
+# convolutions: CMSIS-NN 99f736a6's arm_convolve_wrapper_s8 / arm_depthwise_conv_wrapper_s8
+# (NHWC, the same shapes, per-channel requantization, the kernels its wrappers choose; its
+# outputs, in another layout, not compared).
+declare -A cmsis=([linear_s8]=502,328 [softmax_s8]=8,358,507 [attention_s8]="10,486,950 (composed)"
+  [conv_stem]=97,818 [conv_dw]=78,375 [conv_pw]=129,887 [dscnn_dw]=553,022 [dscnn_pw]=1,047,199)
 declare -A tinymind=([attention_s8]="6,873,407 (incl. projections)")
 cell() { [[ -n ${n[$1,$2]:-} ]] && thousands "${n[$1,$2]}" || echo -; }
 ratio() { # kernel build-a build-b: a / b as "1.23x"

@@ -45,7 +45,7 @@ static int64_t b64[OUT], acc64[D];
  * (padding 1) and pointwise 64 to 64 on 25 x 5 (dscnn_dw, dscnn_pw) */
 static int8_t cx8[64 * 125], cw8[64 * 64], cy8[64 * 125];
 static int32_t cb32[64], crq[2 * 64];
-static MT_WORD_ALIGNED int16_t col16[2 * 64];
+static MT_WORD_ALIGNED int16_t col16[4 * 64];
 static const int32_t conv_stem[MT_CONV_FIELDS] = {1, 3, 1, 128, 16, 1, 5, 1, 64, 1, 2, 0, 2, 1, 1, 1};
 static const int32_t conv_dw[MT_CONV_FIELDS] = {1, 1, 1, 64, 1, 1, 3, 1, 64, 1, 1, 0, 1, 1, 1, 16};
 static const int32_t conv_pw[MT_CONV_FIELDS] = {1, 16, 1, 64, 32, 1, 1, 1, 64, 1, 1, 0, 0, 1, 1, 1};
@@ -56,6 +56,27 @@ static const struct {
   const int32_t *g;
 } convs[] = {{"conv_stem", conv_stem}, {"conv_dw", conv_dw}, {"conv_pw", conv_pw}, {"dscnn_dw", dscnn_dw},
              {"dscnn_pw", dscnn_pw}};
+
+/* a whole keyword-spotting DS-CNN (MLPerf Tiny's kws reference architecture, random weights;
+ * dscnn): a 49 x 10 input, a 10 x 4 convolution of stride 2 to 64 channels (25 x 5; padding
+ * 4 rows above, 1 column left), four pairs of 64-channel depthwise 3 x 3 (padding 1) and
+ * pointwise 64 to 64, the average over the map, a linear layer to 12 classes; int8, per
+ * channel, relu everywhere but the last layer */
+static int8_t dsx[49 * 10], dsa[64 * 125], dsb[64 * 125], dsy[64 * 125 + 64 + 12], dsw0[64 * 40], dsdw[4][64 * 9], dspw[4][64 * 64],
+    dsfc[12 * 64];
+static const int32_t ds_stem[MT_CONV_FIELDS] = {1, 1, 49, 10, 64, 10, 4, 25, 5, 2, 2, 4, 1, 1, 1, 1};
+static const int32_t ds_pool[MT_POOL_FIELDS] = {64, 25, 5, 1, 1, 25, 5, 1, 1, 0, 0, 0};
+static long dscnn(void) { /* the MACs; the output hashed: the last pointwise layer's, the mean's and the logits */
+  int l;
+  mt_conv_s8_s8_s8(dsx, dsw0, cb32, dsa, ds_stem, crq, 1, -128, -128, col16);
+  for (l = 0; l < 4; ++l) {
+    mt_conv_s8_s8_s8(dsa, dsdw[l], cb32, dsb, dscnn_dw, crq, 1, -128, -128, col16);
+    mt_conv_s8_s8_s8(dsb, dspw[l], cb32, l < 3 ? dsa : dsy, dscnn_pw, crq, 1, -128, -128, col16);
+  }
+  mt_avg_pool_s8(dsy, dsy + 64 * 125, ds_pool, -128);
+  mt_linear_s8_s8_s8(dsy + 64 * 125, dsfc, b32, dsy + 64 * 125 + 64, 1, 64, 12, 0, rq, 1, -3, -128);
+  return 25L * 5 * 64 * 40 + 4 * (25L * 5 * 64 * 9 + 25L * 5 * 64 * 64) + 64 * 12;
+}
 
 /* attention parameters: q, k, v read in place from one [L, 3D] projection (as lowered MHA) */
 static void attn_params(int32_t *p, int bits) {
@@ -87,6 +108,10 @@ int main(int argc, char **argv) {
     fill16(xd16 + i * 3 * D, 2 * D, -12000, 12000), fill16(xd16 + i * 3 * D + 2 * D, D, -32768, 32767);
   fill8(cx8, 64 * 125, -128, 127), fill8(cw8, 64 * 64, -127, 127);
   for (i = 0; i < 64; ++i) cb32[i] = rnd(-20000, 20000), crq[2 * i] = 1073741824 + rnd(0, 65535) * 16384, crq[2 * i + 1] = 9;
+  if (!strcmp(name, "dscnn")) {
+    fill8(dsx, 49 * 10, -128, 127), fill8(dsw0, 64 * 40, -127, 127), fill8(dsfc, 12 * 64, -127, 127);
+    for (i = 0; i < 4; ++i) fill8(dsdw[i], 64 * 9, -127, 127), fill8(dspw[i], 64 * 64, -127, 127);
+  }
   for (r = 0; r < reps; ++r) {
     const int32_t *cg = 0;
     for (i = 0; i < (int)(sizeof convs / sizeof convs[0]); ++i)
@@ -130,6 +155,8 @@ int main(int argc, char **argv) {
       for (h = 0; h < heads; ++h)
         mt_attention_stream_s16(p, 0, xd16 + h * hd, xd16 + D + h * hd, xd16 + 2 * D + h * hd, y16 + h * hd, acc64);
       macs = 2L * L * L * D, out = y16, bytes = 2 * L * D;
+    } else if (!strcmp(name, "dscnn")) {
+      macs = dscnn(), out = dsy, bytes = (int)sizeof dsy;
     } else {
       printf("kernel_bench: unknown kernel '%s'\n", name);
       return 2;

@@ -837,7 +837,7 @@ static void div_rows(void) {
 static void conv(void) {
   static int32_t bias32[16], rq[32], rqf[32]; /* rqf: every channel the usual positive m, shift 6..12 */
   static int64_t bias64[16];
-  static MT_WORD_ALIGNED int16_t col[2 * 48]; /* two im2col columns of up to 48 taps (the DSP variant) */
+  static MT_WORD_ALIGNED int16_t col[4 * 48]; /* four im2col columns of up to 48 taps (the DSP variant) */
   /* N CG H W OG KH KW OH OW SH SW PH PW DH DW GROUPS */
   static const int32_t stem[MT_CONV_FIELDS] = {2, 3, 1, 32, 16, 1, 5, 1, 16, 1, 2, 0, 2, 1, 1, 1};
   static const int32_t depthwise[MT_CONV_FIELDS] = {1, 1, 1, 16, 1, 1, 3, 1, 16, 1, 1, 0, 1, 1, 1, 16};

@@ -108,9 +108,9 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
                                   {"MT_CONV_N", "MT_CONV_CG", "MT_CONV_H", "MT_CONV_W", "MT_CONV_OG", "MT_CONV_KH",
                                    "MT_CONV_KW", "MT_CONV_OH", "MT_CONV_OW", "MT_CONV_SH", "MT_CONV_SW", "MT_CONV_PH",
                                    "MT_CONV_PW", "MT_CONV_DH", "MT_CONV_DW", "MT_CONV_GROUPS"});
-  // int8 x int8: two im2col columns of scratch for the Armv7E-M variant (mt_kernels.h)
+  // int8 x int8: four im2col columns of scratch for the Armv7E-M variant (mt_kernels.h)
   const std::int64_t col = x.elem == Elem::S8 && we == Elem::S8
-                               ? L.new_act({2 * ((taps + 3) / 4 * 4)}, Elem::S16, Format{}, -1, false).buffer
+                               ? L.new_act({4 * ((taps + 3) / 4 * 4)}, Elem::S16, Format{}, -1, false).buffer
                                : -1;
   L.step(Lowering::kernel("conv", {x.elem, we, ye}),
          {Arg::buf(x.buffer, x.offset), Arg::buf(wb), Arg::buf(bb), Arg::buf(y.buffer), Arg::buf(gb), Arg::buf(rqb),

@@ -77,32 +77,62 @@ static int mt_tap_end(int start, int d, int size, int kernel) {
         }                                                                                                 \
   }
 #if MT_DSP
-/* The Armv7E-M variant of the int8 x int8 convolutions: im2col two output positions at a
- * time into col (two columns of the CG KH KW taps as int16, the padding's taps 0), then the
- * linear layers' two-rows-by-two-channels loop (MT_ROWS_MAC_s16 of mt_linear.c: 8 SMLAD per 4
- * taps and 2 channels and 2 positions) over each pair of the group's output channels, so each
- * column serves every channel of the group and no buffer holds more than two columns. The
- * columns are stored with the middle two of every four taps swapped (t0 t2 t1 t3), so that
- * SXTB16's split of a word of weights in order, (w0, w2) and (w1, w3), meets their halfword
- * pairs as loaded; the last taps % 4 in order (a plain loop). Sums in int32 from the bias
- * (exact: |b| < 2^30, taps <= 65536), requantized per channel by mt_rq_chan (every channel
- * mt_rq_chan_fast), at least y_min. Depthwise layers of kernel width 3 take the variant
- * above; other calls (no col, another shift, a larger bias, other layers of one output channel
- * per group, where a column would serve one channel) go to the reference. The same integers. */
+/* The Armv7E-M variant of the int8 x int8 convolutions: im2col four output positions at a
+ * time into col (four columns of the CG KH KW taps as int16, the padding's taps 0), then one
+ * pass over the taps per output channel of the group (MT_COLS4_MAC: per 4 taps one word of
+ * weights split by SXTB16 and 8 SMLAD, 16 MACs in 17 instructions), so each column serves
+ * every channel of the group, each channel's requantization is set up once per four outputs,
+ * and no buffer holds more than four columns. The columns are interleaved by blocks of four
+ * taps (block b holds taps 4b .. 4b + 3 of column 0, then of columns 1, 2, 3: 32 bytes, two
+ * LDRD), each block with its middle two taps swapped (t0 t2 t1 t3), so that SXTB16's split
+ * of a word of weights in order, (w0, w2) and (w1, w3), meets their halfword pairs as loaded;
+ * the last taps % 4 after the blocks, four per column, in order (a plain loop). Sums in int32
+ * from the bias (exact: |b| < 2^30, taps <= 65536), requantized per channel by mt_rq_chan
+ * (every channel mt_rq_chan_fast), at least y_min. Depthwise layers of kernel width 3 take the
+ * variant below; other calls (no col, another shift, a larger bias, other layers of one
+ * output channel per group, where a column would serve one channel) go to the reference. The
+ * same integers. */
+#define MT_CONV_COLS 4
 
-/* Column `dst` of the taps of output position (p, q) of group `grp` (its CG channels from x0)
- * in the order above. */
-static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, int16_t *dst) {
+/* Column c (< MT_CONV_COLS) of col: the taps of output position (p, q) of a group (its CG
+ * channels from x0) in the layout above. */
+static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, int16_t *col, int c_) {
   const int CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH], KW = g[MT_CONV_KW];
   const int h0 = p * g[MT_CONV_SH] - g[MT_CONV_PH], w0 = q * g[MT_CONV_SW] - g[MT_CONV_PW];
   const int DH = g[MT_CONV_DH], DW = g[MT_CONV_DW], taps4 = CG * KH * KW & ~3;
+  int16_t *const dst = col + 4 * c_, *const tail = col + MT_CONV_COLS * taps4 + 4 * c_ - taps4;
   int c, i, j, t = 0;
+#if MT_MVE
+  if (1) { /* MVE: column c_ as int8 in order, (taps + 3) & ~3 bytes apart */
+    int8_t *const d8 = (int8_t *)col + (long)c_ * ((CG * KH * KW + 3) & ~3);
+    (void)dst, (void)tail;
+    if (KH == 1 && KW == 1 && h0 >= 0 && h0 < H && w0 >= 0 && w0 < W) { /* pointwise: a tap per channel */
+      const long hw = (long)H * W;
+      const int8_t *xp = x0 + (long)h0 * W + w0;
+      for (c = 0; c < CG; ++c, xp += hw) d8[c] = xp[0];
+      return;
+    }
+    for (c = 0; c < CG; ++c)
+      for (i = 0; i < KH; ++i) {
+        const int hi = h0 + i * DH;
+        const int8_t *xr = x0 + ((long)c * H + hi) * W;
+        const int row_in = hi >= 0 && hi < H;
+        for (j = 0; j < KW; ++j, ++t) {
+          const int wi = w0 + j * DW;
+          d8[t] = row_in && wi >= 0 && wi < W ? xr[wi] : 0;
+        }
+      }
+    return;
+  }
+#endif
   if (KH == 1 && KW == 1 && h0 >= 0 && h0 < H && w0 >= 0 && w0 < W) { /* pointwise: a tap per channel */
     const long hw = (long)H * W;
     const int8_t *xp = x0 + (long)h0 * W + w0;
-    for (c = 0; c + 4 <= CG; c += 4, xp += 4 * hw)
-      dst[c] = xp[0], dst[c + 1] = xp[2 * hw], dst[c + 2] = xp[hw], dst[c + 3] = xp[3 * hw];
-    for (; c < CG; ++c, xp += hw) dst[c] = xp[0];
+    for (c = 0; c + 4 <= CG; c += 4, xp += 4 * hw) {
+      int16_t *d = dst + MT_CONV_COLS * c;
+      d[0] = xp[0], d[1] = xp[2 * hw], d[2] = xp[hw], d[3] = xp[3 * hw];
+    }
+    for (; c < CG; ++c, xp += hw) tail[c] = xp[0];
     return;
   }
   for (c = 0; c < CG; ++c)
@@ -112,88 +142,269 @@ static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, 
       const int row_in = hi >= 0 && hi < H;
       for (j = 0; j < KW; ++j, ++t) {
         const int wi = w0 + j * DW;
-        const int at = t < taps4 ? (t & ~3) | ((t & 1) << 1) | ((t & 2) >> 1) : t; /* t0 t2 t1 t3 */
-        dst[at] = (int16_t)(row_in && wi >= 0 && wi < W ? xr[wi] : 0);
+        const int16_t v = (int16_t)(row_in && wi >= 0 && wi < W ? xr[wi] : 0);
+        if (t < taps4)
+          dst[MT_CONV_COLS * (t & ~3) + (((t & 1) << 1) | ((t & 2) >> 1))] = v; /* t0 t2 t1 t3 */
+        else
+          tail[t] = v;
       }
     }
 }
 
-/* One output of a depthwise channel (xc its input plane, wc its KH x KW weights) from the bias,
- * the taps inside the input only (the border outputs of the variant below). */
-static int32_t mt_conv_dw_one_s8(const int8_t *xc, const int8_t *wc, const int32_t *g, int p, int q, int32_t acc) {
-  const int H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH], KW = g[MT_CONV_KW], DH = g[MT_CONV_DH];
-  const int DW = g[MT_CONV_DW], h0 = p * g[MT_CONV_SH] - g[MT_CONV_PH], w0 = q * g[MT_CONV_SW] - g[MT_CONV_PW];
-  const int i1 = mt_tap_end(h0, DH, H, KH), j0 = mt_tap_begin(w0, DW, KW), j1 = mt_tap_end(w0, DW, W, KW);
-  int i, j;
-  for (i = mt_tap_begin(h0, DH, KH); i < i1; ++i)
-    for (j = j0; j < j1; ++j) acc += (int32_t)xc[(h0 + i * DH) * W + w0 + j * DW] * wc[i * KW + j];
-  return acc;
-}
+/* a0 .. a3 += the taps4 (a multiple of 4, > 0) first taps of the four columns of col times the
+ * weights w (in order): per block, LDR of 4 weights, SXTB16 into (w0, w2) and (w1, w3), LDRD
+ * of each column's two words and 2 SMLAD each; the end compared in a register. Inline
+ * assembly: 17 instructions per 16 MACs, 11 registers. */
+#define MT_COLS4_MAC(col, w, taps4, a0, a1, a2, a3)                                                       \
+  do {                                                                                                    \
+    const int16_t *x_ = (col), *const end_ = (col) + MT_CONV_COLS * (taps4);                              \
+    const int8_t *w_ = (w);                                                                               \
+    int32_t p_, pe_, t0_, t1_;                                                                            \
+    __asm__("1:\n\t"                                                                                       \
+            "ldr %[p], [%[wq]], #4\n\t"                                                                    \
+            "sxtb16 %[pe], %[p]\n\t"                                                                      \
+            "sxtb16 %[p], %[p], ror #8\n\t"                                                               \
+            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
+            "smlad %[a0], %[t0], %[pe], %[a0]\n\t"                                                        \
+            "smlad %[a0], %[t1], %[p], %[a0]\n\t"                                                         \
+            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
+            "smlad %[a1], %[t0], %[pe], %[a1]\n\t"                                                        \
+            "smlad %[a1], %[t1], %[p], %[a1]\n\t"                                                         \
+            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
+            "smlad %[a2], %[t0], %[pe], %[a2]\n\t"                                                        \
+            "smlad %[a2], %[t1], %[p], %[a2]\n\t"                                                         \
+            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
+            "smlad %[a3], %[t0], %[pe], %[a3]\n\t"                                                        \
+            "smlad %[a3], %[t1], %[p], %[a3]\n\t"                                                         \
+            "cmp %[xq], %[end]\n\t"                                                                        \
+            "bne 1b"                                                                                      \
+            : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xq] "+r"(x_), [wq] "+r"(w_),      \
+              [p] "=&r"(p_), [pe] "=&r"(pe_), [t0] "=&r"(t0_), [t1] "=&r"(t1_)                            \
+            : [end] "r"(end_)                                                                             \
+            : "cc", "memory");                                                                            \
+  } while (0)
 
 /* Depthwise int8 x int8 convolutions of kernel width 3, stride and dilation 1 along W (one
- * input and one output channel per group; any KH <= 8, stride and dilation along H, padding):
- * two outputs (q, q + 1) per pass over each kernel row i, from one word of the input row
- * (x0 x1 x2 x3): SXTB16 gives (x0, x2) and (x1, x3), and with the row's weights as (w0, w2)
- * and w1,  y_q += SMLAD((x0, x2), (w0, w2)) + x1 w1 (SMLABB) and y_{q+1} += SMLAD((x1, x3),
- * (w0, w2)) + x2 w1 (SMLATB): 1 LDR, 2 SXTB16, 4 multiply-adds for 6 MACs. Outputs whose
- * window leaves the row: mt_conv_dw_one_s8. Sums in int32 from the bias, requantized by
- * mt_rq_chan; the caller checked the channels and biases. */
-#define MT_DEFINE_CONV_DW3_DSP(NAME, YT, BITS)                                                            \
+ * input and one output channel per group; a row of W >= 4, any KH <= 8, stride and dilation
+ * along H, padding up to 3 before a row): two outputs (q, q + 1) per pass over each kernel
+ * row i, from one word of input bytes s .. s + 3 (s = q - PW) of the row, (x0 x1 x2 x3):
+ * SXTB16 gives (x0, x2) and (x1, x3), and with the row's weights as (w0, w2) and w1,
+ * y_q += SMLAD((x0, x2), (w0, w2)) + x1 w1 (SMLABB) and y_{q+1} += SMLAD((x1, x3), (w0, w2)) +
+ * x2 w1 (SMLATB): 1 LDR, 2 SXTB16, 4 multiply-adds for 6 MACs. A word that reaches past the
+ * row takes zeros there (mt_dw3_word), so the border outputs take the same pass; an odd last
+ * output is computed with a second one beyond the map, not stored. The three rows of a 3 x 3
+ * kernel away from the top and bottom borders in one pass, the weights in registers (w1 of
+ * rows 0 and 1 as the halves of one word: SMLABT and SMLATT take the top one). Sums in int32
+ * from the bias, requantized by mt_rq_chan; the caller checked the channels and biases. */
+
+/* The word of bytes s .. s + 3 of a row xr of W >= 4 bytes, the bytes outside [0, W) as 0,
+ * from the row's word at off shifted left by ls, then right by rs (logical): one LDR inside
+ * the row (off = s, ls = rs = 0); left of it (-3 <= s < 0) its first word shifted left by
+ * -8 s (little-endian: the bytes move to higher addresses, zeros in at s); past its end
+ * (s + 3 >= W, s < W) its last word (off = W - 4) shifted right by 8 (s + 4 - W). */
+static inline __attribute__((always_inline)) int32_t mt_dw3_word(const int8_t *xr, int off, int ls, int rs) {
+  return (int32_t)(((uint32_t)mt_ld32(xr + off) << ls) >> rs);
+}
+/* off, ls, rs of mt_dw3_word for s */
+static inline void mt_dw3_shifts(int s, int W, int *off, int *ls, int *rs) {
+  *off = s < 0 ? 0 : s + 3 >= W ? W - 4 : s;
+  *ls = s < 0 ? -8 * s : 0;
+  *rs = s >= 0 && s + 3 >= W ? 8 * (s + 4 - W) : 0;
+}
+/* (a0, a1) += the taps of one kernel row (its weights wp = (w0, w2), w1 in the bottom half of
+ * w1b) for the outputs q and q + 1, from the row's word v */
+#define MT_DW3_ROW(v, wp, w1b, a0, a1, BB, TB)                                                              \
+  do {                                                                                                    \
+    const int32_t e_ = __sxtb16(v), o_ = mt_odd_bytes(v);                                                 \
+    a0 = BB(o_, w1b, __smlad(e_, wp, a0));                                                                \
+    a1 = TB(e_, w1b, __smlad(o_, wp, a1));                                                                \
+  } while (0)
+/* The three rows from xr (rows W apart) of a 3 x 3 kernel: w101 = (w1 of row 0, w1 of row 1), w12 = w1 of row 2 */
+static inline __attribute__((always_inline)) void mt_dw3_rows3(const int8_t *xr, int W, int off, int ls, int rs,
+                                                              int32_t wp0, int32_t wp1, int32_t wp2, int32_t w101,
+                                                              int32_t w12, int32_t *a0, int32_t *a1) {
+  int32_t s0 = *a0, s1 = *a1;
+  MT_DW3_ROW(mt_dw3_word(xr, off, ls, rs), wp0, w101, s0, s1, __smlabb, __smlatb);
+  MT_DW3_ROW(mt_dw3_word(xr + W, off, ls, rs), wp1, w101, s0, s1, __smlabt, __smlatt);
+  MT_DW3_ROW(mt_dw3_word(xr + 2 * W, off, ls, rs), wp2, w12, s0, s1, __smlabb, __smlatb);
+  *a0 = s0, *a1 = s1;
+}
+/* The sums of the outputs [0, n) of a row (n even; an odd last output's neighbour beyond the
+ * map is computed, not kept) into ac, from the bias: pairs left of the row's first word
+ * (s < 0), inside it (s in [0, W - 4]: no shifts), past its end. BODY(off, ls, rs, a0, a1)
+ * adds the taps of a pair from the row's words at off, shifted (mt_dw3_word). */
+#define MT_DW3_PAIRS(BODY)                                                                                \
+  do {                                                                                                    \
+    const int e_ = PW < n ? PW : n, f_ = W - 3 + PW < n ? W - 3 + PW : n;                                 \
+    int q_ = 0;                                                                                           \
+    for (; q_ < e_; q_ += 2, ac += 2) { /* left of the row */                                             \
+      int32_t a0_ = bias, a1_ = bias;                                                                     \
+      BODY(0, 8 * (PW - q_), 0, a0_, a1_);                                                                \
+      ac[0] = a0_, ac[1] = a1_;                                                                           \
+    }                                                                                                     \
+    for (xr += q_ - PW; q_ < f_; q_ += 2, ac += 2, xr += 2) { /* inside */                                \
+      int32_t a0_ = bias, a1_ = bias;                                                                     \
+      BODY(0, 0, 0, a0_, a1_);                                                                            \
+      ac[0] = a0_, ac[1] = a1_;                                                                           \
+    }                                                                                                     \
+    for (xr -= q_ - PW; q_ < n; q_ += 2, ac += 2) { /* past its end */                                    \
+      int32_t a0_ = bias, a1_ = bias;                                                                     \
+      BODY(W - 4, 0, 8 * (q_ - PW + 4 - W), a0_, a1_);                                                    \
+      ac[0] = a0_, ac[1] = a1_;                                                                           \
+    }                                                                                                     \
+  } while (0)
+/* A row of a 3 x 3 kernel whose three rows lie inside the input (xr its first; k: wp0, wp1,
+ * wp2, w101, w12) */
+#define MT_DW3_BODY3(off, ls, rs, a0, a1) mt_dw3_rows3(xr, W, off, ls, rs, wp0, wp1, wp2, w101, w12, &a0, &a1)
+static __attribute__((noinline)) void mt_dw3_sums3(const int8_t *xr, int W, int PW, int n, const int32_t *k,
+                                                   int32_t bias, int32_t *ac) {
+  const int32_t wp0 = k[0], wp1 = k[1], wp2 = k[2], w101 = k[3], w12 = k[4];
+  MT_DW3_PAIRS(MT_DW3_BODY3);
+}
+/* A row of one kernel row (wp, w1) */
+#define MT_DW3_BODY1(off, ls, rs, a0, a1) MT_DW3_ROW(mt_dw3_word(xr, off, ls, rs), wp, w1, a0, a1, __smlabb, __smlatb)
+static __attribute__((noinline)) void mt_dw3_sums1(const int8_t *xr, int W, int PW, int n, int32_t wp, int32_t w1,
+                                                   int32_t bias, int32_t *ac) {
+  MT_DW3_PAIRS(MT_DW3_BODY1);
+}
+/* A row of the kernel rows [i0, i1), DH W apart */
+#define MT_DW3_BODYN(off, ls, rs, a0, a1)                                                                 \
+  do {                                                                                                    \
+    const int8_t *xi_ = xr;                                                                               \
+    int i_;                                                                                               \
+    for (i_ = i0; i_ < i1; ++i_, xi_ += step)                                                             \
+      MT_DW3_ROW(mt_dw3_word(xi_, off, ls, rs), wp[i_], w1[i_], a0, a1, __smlabb, __smlatb);              \
+  } while (0)
+static __attribute__((noinline)) void mt_dw3_sumsn(const int8_t *xr, int W, int PW, int n, const int32_t *wp,
+                                                   const int32_t *w1, int i0, int i1, int step, int32_t bias,
+                                                   int32_t *ac) {
+  MT_DW3_PAIRS(MT_DW3_BODYN);
+}
+/* y[q] = the requantized ac[q], q < n, at least y_min (SSAT alone for a y_min at the type's
+ * minimum or below) */
+#define MT_DEFINE_DW3_OUT(NAME, YT, BITS)                                                                 \
+  static __attribute__((noinline)) void NAME(const int32_t *ac, int n, const mt_rq_chan *qp, int32_t y_min, YT *y) { \
+    const mt_rq_chan q = *qp;                                                                             \
+    int j;                                                                                                \
+    if (y_min <= -(1 << ((BITS) - 1)))                                                                    \
+      for (j = 0; j < n; ++j) y[j] = (YT)MT_CHAN_SAT(BITS, &q, ac[j]);                                    \
+    else                                                                                                  \
+      for (j = 0; j < n; ++j) y[j] = (YT)MT_CHAN_OUT(BITS, &q, ac[j], y_min);                             \
+  }
+MT_DEFINE_DW3_OUT(mt_dw3_out_s8, int8_t, 8)
+MT_DEFINE_DW3_OUT(mt_dw3_out_s16, int16_t, 16)
+
+/* One channel (xc its input plane, wc its KH x 3 weights, yc its output plane) from the bias,
+ * requantized by qc: the sums of up to 64 outputs of a row first (acc, on the stack), then
+ * their requantization (OUT); each in a function of its own with few values, so that none of
+ * the loops runs out of registers. */
+#define MT_DW3_CHUNK 64
+#define MT_DEFINE_CONV_DW3_CHAN(NAME, YT, OUT)                                                            \
+  static void NAME(const int8_t *xc, const int8_t *wc, const int32_t *g, int32_t bias, const mt_rq_chan *qc, \
+                   int32_t y_min, YT *yc) {                                                               \
+    const int H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH], OH = g[MT_CONV_OH];                 \
+    const int OW = g[MT_CONV_OW], PW = g[MT_CONV_PW], SH = g[MT_CONV_SH], PH = g[MT_CONV_PH];             \
+    const int DH = g[MT_CONV_DH];                                                                         \
+    int32_t wp[8], w1[8], k[5], acc[MT_DW3_CHUNK];                                                        \
+    int p, q0, n, i;                                                                                      \
+    for (i = 0; i < KH; ++i) /* (w0, w2) as halfwords, and w1 */                                          \
+      wp[i] = (int32_t)(((uint32_t)(uint16_t)wc[3 * i + 2] << 16) | (uint16_t)wc[3 * i]), w1[i] = wc[3 * i + 1]; \
+    if (KH == 3) k[0] = wp[0], k[1] = wp[1], k[2] = wp[2], k[3] = (int32_t)(((uint32_t)w1[1] << 16) | (uint16_t)w1[0]), k[4] = w1[2]; \
+    for (p = 0; p < OH; ++p) {                                                                            \
+      const int h0 = p * SH - PH, i0 = mt_tap_begin(h0, DH, KH), i1 = mt_tap_end(h0, DH, H, KH);          \
+      const int8_t *xr = xc + (long)(h0 + i0 * DH) * W;                                                   \
+      for (q0 = 0; q0 < OW; q0 += n) {                                                                    \
+        n = OW - q0 > MT_DW3_CHUNK ? MT_DW3_CHUNK : OW - q0;                                              \
+        if (KH == 3 && DH == 1 && i0 == 0 && i1 == 3) /* the whole kernel inside the rows */              \
+          mt_dw3_sums3(xr, W, PW - q0, n + (n & 1), k, bias, acc);                                   \
+        else if (i1 - i0 == 1) /* one row (a 1-D layer, or a border) */                                   \
+          mt_dw3_sums1(xr, W, PW - q0, n + (n & 1), wp[i0], w1[i0], bias, acc);                      \
+        else                                                                                              \
+          mt_dw3_sumsn(xr, W, PW - q0, n + (n & 1), wp, w1, i0, i1, DH * W, bias, acc);              \
+        OUT(acc, n, qc, y_min, yc + p * OW + q0);                                                         \
+      }                                                                                                   \
+    }                                                                                                     \
+  }
+MT_DEFINE_CONV_DW3_CHAN(mt_conv_dw3_chan_s8, int8_t, mt_dw3_out_s8)
+MT_DEFINE_CONV_DW3_CHAN(mt_conv_dw3_chan_s16, int16_t, mt_dw3_out_s16)
+
+#define MT_DEFINE_CONV_DW3_DSP(NAME, YT, CHAN)                                                            \
   static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                 \
-    const int N = g[MT_CONV_N], H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH];                   \
-    const int OH = g[MT_CONV_OH], OW = g[MT_CONV_OW], G = g[MT_CONV_GROUPS], PW = g[MT_CONV_PW];          \
-    const int SH = g[MT_CONV_SH], PH = g[MT_CONV_PH], DH = g[MT_CONV_DH];                                 \
-    const int q_lo = PW, q_hi = W + PW - 4; /* pairs (q, q + 1) with q_lo <= q <= q_hi read inside */    \
-    int32_t wp[8], w1[8];                                                                                 \
-    int n, o, p, q, i;                                                                                    \
-    if (g[MT_CONV_KW] != 3 || g[MT_CONV_DW] != 1 || g[MT_CONV_SW] != 1 || KH > 8) return 0;               \
+    const int N = g[MT_CONV_N], HW = g[MT_CONV_H] * g[MT_CONV_W], KH = g[MT_CONV_KH], G = g[MT_CONV_GROUPS]; \
+    const int OHW = g[MT_CONV_OH] * g[MT_CONV_OW], W = g[MT_CONV_W], PW = g[MT_CONV_PW];                  \
+    int n, o;                                                                                             \
+    if (g[MT_CONV_KW] != 3 || g[MT_CONV_DW] != 1 || g[MT_CONV_SW] != 1 || KH > 8 || W < 4 || PW > 3 ||    \
+        ((g[MT_CONV_OW] - 1) & ~1) - PW > W - 1)                                                          \
+      return 0;                                                                                           \
     for (n = 0; n < N; ++n)                                                                               \
       for (o = 0; o < G; ++o) {                                                                           \
-        const int8_t *xc = x + ((long)n * G + o) * H * W, *wc = w + o * KH * 3;                           \
         const mt_rq_chan qc = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                 \
-        const int32_t bias = b ? b[o] : 0;                                                                \
-        YT *yc = y + ((long)n * G + o) * OH * OW;                                                         \
-        for (i = 0; i < KH; ++i) /* (w0, w2) as halfwords, and w1 */                                      \
-          wp[i] = (int32_t)(((uint32_t)(uint16_t)wc[3 * i + 2] << 16) | (uint16_t)wc[3 * i]),             \
-          w1[i] = wc[3 * i + 1];                                                                          \
-        for (p = 0; p < OH; ++p) {                                                                        \
-          const int h0 = p * SH - PH, i0 = mt_tap_begin(h0, DH, KH), i1 = mt_tap_end(h0, DH, H, KH);      \
-          YT *yr = yc + p * OW;                                                                           \
-          for (q = 0; q < OW;) {                                                                          \
-            if (q < q_lo || q > q_hi || q + 1 >= OW) {                                                    \
-              yr[q] = (YT)MT_CHAN_OUT(BITS, &qc, mt_conv_dw_one_s8(xc, wc, g, p, q, bias), y_min);        \
-              ++q;                                                                                        \
-              continue;                                                                                   \
-            }                                                                                             \
-            {                                                                                             \
-              int32_t a0 = bias, a1 = bias;                                                               \
-              const int8_t *xr = xc + (long)(h0 + i0 * DH) * W + (q - PW);                                \
-              for (i = i0; i < i1; ++i, xr += DH * W) {                                                   \
-                const int32_t v = mt_ld32(xr), e = __sxtb16(v), od = mt_odd_bytes(v);                     \
-                a0 = __smlabb(od, w1[i], __smlad(e, wp[i], a0));                                          \
-                a1 = __smlatb(e, w1[i], __smlad(od, wp[i], a1));                                          \
-              }                                                                                           \
-              yr[q] = (YT)MT_CHAN_OUT(BITS, &qc, a0, y_min);                                              \
-              yr[q + 1] = (YT)MT_CHAN_OUT(BITS, &qc, a1, y_min);                                          \
-              q += 2;                                                                                     \
-            }                                                                                             \
-          }                                                                                               \
-        }                                                                                                 \
+        CHAN(x + ((long)n * G + o) * HW, w + o * KH * 3, g, b ? b[o] : 0, &qc, y_min,                     \
+             y + ((long)n * G + o) * OHW);                                                                \
       }                                                                                                   \
     return 1;                                                                                             \
   }
-MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s8, int8_t, 8)
-MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, 16)
+MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s8, int8_t, mt_conv_dw3_chan_s8)
+MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16)
 
+#if MT_MVE
+/* Armv8.1-M MVE: the four columns as int8 in order ((taps + 3) & ~3 bytes apart, from
+ * mt_conv_column_s8), each channel's four sums by VMLADAVA.S8 (16 products into an int32 sum
+ * per instruction: 4 loads of the columns and 1 of the weights per 64 MACs), the last taps %
+ * 16 under a tail predicate (VCTP: lanes past the taps neither loaded nor added). The same
+ * exact int32 sums. */
+#define MT_COLS4_SUMS(col, tail, w, taps, taps4, j, a0, a1, a2, a3)                                       \
+  do {                                                                                                    \
+    const int span_ = ((taps) + 3) & ~3;                                                                  \
+    const int8_t *c0_ = (const int8_t *)(col), *c1_ = c0_ + span_, *c2_ = c1_ + span_, *c3_ = c2_ + span_; \
+    (void)(tail), (void)(taps4);                                                                          \
+    for (j = 0; j + 16 <= (taps); j += 16) {                                                              \
+      const int8x16_t wv_ = vld1q_s8((w) + j);                                                            \
+      a0 = vmladavaq_s8(a0, vld1q_s8(c0_ + j), wv_), a1 = vmladavaq_s8(a1, vld1q_s8(c1_ + j), wv_);       \
+      a2 = vmladavaq_s8(a2, vld1q_s8(c2_ + j), wv_), a3 = vmladavaq_s8(a3, vld1q_s8(c3_ + j), wv_);       \
+    }                                                                                                     \
+    if (j < (taps)) {                                                                                     \
+      const mve_pred16_t p_ = vctp8q((uint32_t)((taps) - j));                                             \
+      const int8x16_t wv_ = vldrbq_z_s8((w) + j, p_);                                                     \
+      a0 = vmladavaq_p_s8(a0, vldrbq_z_s8(c0_ + j, p_), wv_, p_);                                         \
+      a1 = vmladavaq_p_s8(a1, vldrbq_z_s8(c1_ + j, p_), wv_, p_);                                         \
+      a2 = vmladavaq_p_s8(a2, vldrbq_z_s8(c2_ + j, p_), wv_, p_);                                         \
+      a3 = vmladavaq_p_s8(a3, vldrbq_z_s8(c3_ + j, p_), wv_, p_);                                         \
+    }                                                                                                     \
+  } while (0)
+#else
+/* Armv7E-M: MT_COLS4_MAC over the blocks, then the last taps % 4 (tail[j + 4 c]: tap j of column c) */
+#define MT_COLS4_SUMS(col, tail, w, taps, taps4, j, a0, a1, a2, a3)                                       \
+  do {                                                                                                    \
+    if (taps4) MT_COLS4_MAC(col, w, taps4, a0, a1, a2, a3);                                               \
+    for (j = (taps4); j < (taps); ++j) {                                                                  \
+      const int32_t wj_ = (w)[j];                                                                         \
+      a0 += (tail)[j] * wj_, a1 += (tail)[j + 4] * wj_, a2 += (tail)[j + 8] * wj_, a3 += (tail)[j + 12] * wj_; \
+    }                                                                                                     \
+  } while (0)
+#endif
+
+/* The outputs [0, n) of four positions of a channel: y[j] = the requantized a_j, at least y_min
+ * (CLAMP 1) or saturated alone (CLAMP 0: y_min at the type's minimum or below) */
+#define MT_CONV_OUT1(BITS, YT, q, a, y_min, CLAMP)                                                        \
+  ((YT)((CLAMP) ? MT_CHAN_OUT(BITS, q, a, y_min) : MT_CHAN_SAT(BITS, q, a)))
+#define MT_CONV_OUT4(BITS, YT, q, y, n, a0, a1, a2, a3, y_min, CLAMP)                                     \
+  do {                                                                                                    \
+    y[0] = MT_CONV_OUT1(BITS, YT, q, a0, y_min, CLAMP);                                                   \
+    if (n > 1) y[1] = MT_CONV_OUT1(BITS, YT, q, a1, y_min, CLAMP);                                        \
+    if (n > 2) y[2] = MT_CONV_OUT1(BITS, YT, q, a2, y_min, CLAMP);                                        \
+    if (n > 3) y[3] = MT_CONV_OUT1(BITS, YT, q, a3, y_min, CLAMP);                                        \
+  } while (0)
 #define MT_DEFINE_CONV_DSP(NAME, YT, BITS, DW3)                                                            \
   static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col) {   \
     const int N = g[MT_CONV_N], CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W];                   \
     const int OG = g[MT_CONV_OG], OH = g[MT_CONV_OH], OW = g[MT_CONV_OW], G = g[MT_CONV_GROUPS];          \
-    const int taps = CG * g[MT_CONV_KH] * g[MT_CONV_KW], taps4 = taps & ~3, span = (taps + 3) & ~3;       \
+    const int taps = CG * g[MT_CONV_KH] * g[MT_CONV_KW], taps4 = taps & ~3;                               \
     const int O = OG * G, P = OH * OW;                                                                    \
-    int n, grp, o, k, j;                                                                                  \
+    const int16_t *const tail = col + MT_CONV_COLS * taps4 - taps4; /* tap j >= taps4 of column c: tail[j + 4 c] */ \
+    int n, grp, o, k, j, c;                                                                               \
     if (taps > 65536) return 0;                                                                           \
     for (o = 0; o < (rq_per_channel ? O : 1); ++o)                                                        \
       if (!mt_rq_chan_fast(rq + 2 * o, y_zero)) return 0;                                                 \
@@ -205,36 +416,23 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, 16)
       for (grp = 0; grp < G; ++grp) {                                                                     \
         const int8_t *x0 = x + ((long)n * CG * G + (long)grp * CG) * H * W;                               \
         int p = 0, q = 0; /* position k = p OW + q */                                                     \
-        for (k = 0; k < P; k += 2) {                                                                      \
-          const int two = k + 1 < P; /* an odd last position: its column twice, stored once */           \
-          int16_t *c0 = col, *c1 = col + span;                                                            \
-          mt_conv_column_s8(x0, g, p, q, c0);                                                             \
-          if (++q == OW) q = 0, ++p;                                                                      \
-          if (two) {                                                                                      \
-            mt_conv_column_s8(x0, g, p, q, c1);                                                           \
-            if (++q == OW) q = 0, ++p;                                                                    \
-          } else {                                                                                        \
-            c1 = c0;                                                                                      \
+        for (k = 0; k < P; k += MT_CONV_COLS) {                                                           \
+          const int cnt = P - k < MT_CONV_COLS ? P - k : MT_CONV_COLS; /* a last block of fewer: its last column again */ \
+          for (c = 0; c < MT_CONV_COLS; ++c) {                                                            \
+            mt_conv_column_s8(x0, g, p, q, col, c);                                                       \
+            if (c + 1 < cnt && ++q == OW) q = 0, ++p;                                                     \
           }                                                                                               \
-          for (o = grp * OG; o < (grp + 1) * OG; o += 2) {                                                \
-            const int o1 = o + 1 < (grp + 1) * OG ? o + 1 : o; /* an odd last channel: computed twice */  \
-            const int8_t *w0 = w + (long)o * taps, *w1 = w + (long)o1 * taps;                             \
-            const mt_rq_chan q0 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);             \
-            const mt_rq_chan q1 = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o1 : 0), y_zero);            \
-            int32_t a00 = b ? b[o] : 0, a01 = b ? b[o1] : 0, a10 = a00, a11 = a01;                        \
-            YT *y0 = y + ((long)n * O + o) * P + k, *y1 = y + ((long)n * O + o1) * P + k;                 \
-            const int16_t *xa = c0, *xb = c1; /* the names MT_ROWS_MAC_s16's operands take */             \
-            MT_ROWS_MAC_s16(xa, xb, w0, w1, taps4, a00, a01, a10, a11);                                   \
-            for (j = taps4; j < taps; ++j) {                                                              \
-              a00 += (int32_t)c0[j] * w0[j], a01 += (int32_t)c0[j] * w1[j];                               \
-              a10 += (int32_t)c1[j] * w0[j], a11 += (int32_t)c1[j] * w1[j];                               \
-            }                                                                                             \
-            y0[0] = (YT)MT_CHAN_OUT(BITS, &q0, a00, y_min);                                               \
-            y1[0] = (YT)MT_CHAN_OUT(BITS, &q1, a01, y_min);                                               \
-            if (two) {                                                                                    \
-              y0[1] = (YT)MT_CHAN_OUT(BITS, &q0, a10, y_min);                                             \
-              y1[1] = (YT)MT_CHAN_OUT(BITS, &q1, a11, y_min);                                             \
-            }                                                                                             \
+          if (++q == OW) q = 0, ++p;                                                                      \
+          for (o = grp * OG; o < (grp + 1) * OG; ++o) {                                                   \
+            const mt_rq_chan qo = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);             \
+            const int8_t *wo = w + (long)o * taps;                                                        \
+            int32_t a0 = b ? b[o] : 0, a1 = a0, a2 = a0, a3 = a0;                                         \
+            YT *yo = y + ((long)n * O + o) * P + k;                                                       \
+            MT_COLS4_SUMS(col, tail, wo, taps, taps4, j, a0, a1, a2, a3);                                 \
+            if (y_min <= -(1 << ((BITS) - 1)))                                                            \
+              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 0);                             \
+            else                                                                                          \
+              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 1);                             \
           }                                                                                               \
         }                                                                                                 \
       }                                                                                                   \
