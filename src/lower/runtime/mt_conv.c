@@ -445,6 +445,241 @@ MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s16, int16_t, 16, mt_conv_dw3_s8_s8_s16)
 #define mt_conv_dsp_s8_s8_s16 MT_NO_VARIANT
 #endif
 
+#if MT_RV32
+/* The RISC-V (rv32imc) variant of the int8 x int8 convolutions: the linear layers' register
+ * blocking (MT_RV_STEP12 of mt_linear.c) with output positions as its rows. The CG KH KW taps
+ * of three output positions are im2col'd into col as int8 (the padding's taps 0), interleaved
+ * (tap t of position r at 3 t + r: one pointer reaches the three with immediate offsets; col's
+ * 4 ((taps + 3) & ~3) bytes hold them), and each group of four output channels runs over them
+ * with the twelve int32 sums in registers (mt_conv_sums_rv): per tap 3 + 4 loads, 12 MUL,
+ * 12 ADD, each column serving every channel of the group. Sums from the bias,
+ * exact in int32 as the linear variant's (|b| < 2^30, taps <= 65536), requantized by
+ * mt_rv_rq of mt_linear.c, set up after the sums (no register held through the loop): in one
+ * MULH when every channel of the call passes mt_rv_rq_h_ok (no rounding tie can occur), else
+ * mt_rv_rq_out. A last group of fewer than four channels repeats its last channel, a last
+ * chunk of fewer than three positions its last column (neither stored twice). Depthwise layers
+ * of kernel width 3 take mt_conv_dw3_rv; other calls (no col, other layers of one output
+ * channel per group, a larger bias, a channel not mt_rv_rq's) go to the reference. The same
+ * integers. */
+
+/* Tap t of output position (p, q) of a group (its CG channels from x0) at dst[3 t]. */
+static void mt_conv_column_rv(const int8_t *x0, const int32_t *g, int p, int q, int8_t *dst) {
+  const int CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH], KW = g[MT_CONV_KW];
+  const int h0 = p * g[MT_CONV_SH] - g[MT_CONV_PH], w0 = q * g[MT_CONV_SW] - g[MT_CONV_PW];
+  const int DH = g[MT_CONV_DH], DW = g[MT_CONV_DW];
+  const int j0 = mt_tap_begin(w0, DW, KW), j1 = mt_tap_end(w0, DW, W, KW);
+  const long hw = (long)H * W;
+  int c, i, j;
+  if (KH == 1 && KW == 1 && j0 < j1 && h0 >= 0 && h0 < H) { /* pointwise: a tap per channel */
+    const int8_t *xp = x0 + (long)h0 * W + w0;
+    for (c = 0; c < CG; ++c, xp += hw, dst += 3) dst[0] = xp[0];
+    return;
+  }
+  for (c = 0; c < CG; ++c)
+    for (i = 0; i < KH; ++i, dst += 3 * KW) {
+      const int hi = h0 + i * DH;
+      if (hi < 0 || hi >= H || j0 >= j1) {
+        for (j = 0; j < KW; ++j) dst[3 * j] = 0;
+      } else {
+        const int8_t *xr = x0 + c * hw + (long)hi * W + w0;
+        for (j = 0; j < j0; ++j) dst[3 * j] = 0;
+        for (; j < j1; ++j) dst[3 * j] = xr[j * DW];
+        for (; j < KW; ++j) dst[3 * j] = 0;
+      }
+    }
+}
+
+/* The twelve sums of a pass: three positions' columns interleaved from pa (tap t of position r
+ * at pa[3 t + r]) against the taps weights of four channels from p0 .. p3; s[j] holds channel
+ * j's bias on entry, s[4 r + j] the sum of position r and channel j on return. Not inlined, so
+ * that the caller's loop variables take none of the loop's registers (twelve sums, three
+ * columns' taps, a weight, five pointers); GCC still spills a few sums, about 3 instructions per
+ * MAC. */
+static __attribute__((noinline)) void mt_conv_sums_rv(const int8_t *pa, const int8_t *p0, const int8_t *p1,
+                                                      const int8_t *p2, const int8_t *p3, int taps, int32_t *s) {
+  const int8_t *pb = pa + 1, *pc = pa + 2;
+  int32_t a0 = s[0], a1 = s[1], a2 = s[2], a3 = s[3];
+  int32_t a4 = a0, a5 = a1, a6 = a2, a7 = a3, a8 = a0, a9 = a1, a10 = a2, a11 = a3;
+  int j;
+  for (j = taps >> 4; j > 0; --j) {
+    MT_RV_STEP12(0, 0);
+    MT_RV_STEP12(3, 1);
+    MT_RV_STEP12(6, 2);
+    MT_RV_STEP12(9, 3);
+    MT_RV_STEP12(12, 4);
+    MT_RV_STEP12(15, 5);
+    MT_RV_STEP12(18, 6);
+    MT_RV_STEP12(21, 7);
+    MT_RV_STEP12(24, 8);
+    MT_RV_STEP12(27, 9);
+    MT_RV_STEP12(30, 10);
+    MT_RV_STEP12(33, 11);
+    MT_RV_STEP12(36, 12);
+    MT_RV_STEP12(39, 13);
+    MT_RV_STEP12(42, 14);
+    MT_RV_STEP12(45, 15);
+    pa += 48, pb += 48, pc += 48, p0 += 16, p1 += 16, p2 += 16, p3 += 16;
+  }
+  for (j = (taps >> 2) & 3; j > 0; --j) {
+    MT_RV_STEP12(0, 0);
+    MT_RV_STEP12(3, 1);
+    MT_RV_STEP12(6, 2);
+    MT_RV_STEP12(9, 3);
+    pa += 12, pb += 12, pc += 12, p0 += 4, p1 += 4, p2 += 4, p3 += 4;
+  }
+  switch (taps & 3) { /* the last taps % 4, at fixed offsets */
+  case 3: MT_RV_STEP12(6, 2); /* fall through */
+  case 2: MT_RV_STEP12(3, 1); /* fall through */
+  case 1: MT_RV_STEP12(0, 0); /* fall through */
+  default: break;
+  }
+  s[0] = a0, s[1] = a1, s[2] = a2, s[3] = a3, s[4] = a4, s[5] = a5;
+  s[6] = a6, s[7] = a7, s[8] = a8, s[9] = a9, s[10] = a10, s[11] = a11;
+}
+
+/* Depthwise int8 x int8 convolutions of kernel width 3, stride and dilation 1 along W (one
+ * input and one output channel per group; any KH, stride and dilation along H, padding): four
+ * outputs (q .. q + 3) per pass over each kernel row i inside the input, from the six inputs
+ * they cover: 3 + 6 loads, 12 MUL, 12 ADD for 12 MACs; an output whose pass would leave the row
+ * alone, its three taps unrolled where they are inside, else the taps inside only. Sums in
+ * int32 from the bias, requantized by mt_rv_rq (MULH when HQ is 1, as above); the caller checked
+ * the channels and biases. */
+#define MT_DEFINE_CONV_DW3_RV(NAME, YT, YLO, YHI)                                                         \
+  static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
+                  const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int hq) {         \
+    const int N = g[MT_CONV_N], H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH];                   \
+    const int OH = g[MT_CONV_OH], OW = g[MT_CONV_OW], G = g[MT_CONV_GROUPS], PW = g[MT_CONV_PW];          \
+    const int SH = g[MT_CONV_SH], PH = g[MT_CONV_PH], DH = g[MT_CONV_DH];                                 \
+    const int32_t lo = y_min > (YLO) ? y_min : (YLO);                                                     \
+    int n, o, p, q, i;                                                                                    \
+    if (g[MT_CONV_KW] != 3 || g[MT_CONV_DW] != 1 || g[MT_CONV_SW] != 1) return 0;                         \
+    for (n = 0; n < N; ++n)                                                                               \
+      for (o = 0; o < G; ++o) {                                                                           \
+        const int8_t *xc = x + ((long)n * G + o) * H * W, *wc = w + o * KH * 3;                           \
+        const mt_rv_rq qc = mt_rv_rq_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                    \
+        const int32_t bias = b ? b[o] : 0;                                                                \
+        YT *yc = y + ((long)n * G + o) * OH * OW;                                                         \
+        for (p = 0; p < OH; ++p) {                                                                        \
+          const int h0 = p * SH - PH, i0 = mt_tap_begin(h0, DH, KH), i1 = mt_tap_end(h0, DH, H, KH);      \
+          const int8_t *x0 = xc + (long)(h0 + i0 * DH) * W - PW, *w0 = wc + i0 * 3; /* column q - PW */   \
+          YT *yr = yc + p * OW;                                                                           \
+          for (q = 0; q < OW;) {                                                                          \
+            if (q >= PW && q - PW + 6 <= W && q + 4 <= OW) { /* four outputs */                           \
+              int32_t a0 = bias, a1 = bias, a2 = bias, a3 = bias;                                         \
+              const int8_t *xr = x0 + q, *wr = w0;                                                        \
+              for (i = i0; i < i1; ++i, xr += DH * W, wr += 3) {                                          \
+                const int32_t v0 = wr[0], v1 = wr[1], v2 = wr[2];                                         \
+                const int32_t x0_ = xr[0], x1_ = xr[1], x2_ = xr[2], x3_ = xr[3], x4_ = xr[4], x5_ = xr[5]; \
+                a0 += x0_ * v0 + x1_ * v1 + x2_ * v2, a1 += x1_ * v0 + x2_ * v1 + x3_ * v2;               \
+                a2 += x2_ * v0 + x3_ * v1 + x4_ * v2, a3 += x3_ * v0 + x4_ * v1 + x5_ * v2;               \
+              }                                                                                           \
+              if (hq == 1)                                                                                \
+                yr[q] = (YT)mt_rv_rq_out_h(&qc, a0, lo, YHI), yr[q + 1] = (YT)mt_rv_rq_out_h(&qc, a1, lo, YHI), \
+                yr[q + 2] = (YT)mt_rv_rq_out_h(&qc, a2, lo, YHI), yr[q + 3] = (YT)mt_rv_rq_out_h(&qc, a3, lo, YHI); \
+              else                                                                                        \
+                yr[q] = (YT)mt_rv_rq_out(&qc, a0, lo, YHI), yr[q + 1] = (YT)mt_rv_rq_out(&qc, a1, lo, YHI), \
+                yr[q + 2] = (YT)mt_rv_rq_out(&qc, a2, lo, YHI), yr[q + 3] = (YT)mt_rv_rq_out(&qc, a3, lo, YHI); \
+              q += 4;                                                                                     \
+            } else { /* one output */                                                                     \
+              const int j0 = q >= PW ? 0 : PW - q, j1 = q - PW + 3 <= W ? 3 : W - q + PW;                 \
+              int32_t a = bias;                                                                           \
+              const int8_t *xr = x0 + q, *wr = w0;                                                        \
+              int j;                                                                                      \
+              if (j0 == 0 && j1 == 3)                                                                     \
+                for (i = i0; i < i1; ++i, xr += DH * W, wr += 3) a += xr[0] * wr[0] + xr[1] * wr[1] + xr[2] * wr[2]; \
+              else                                                                                        \
+                for (i = i0; i < i1; ++i, xr += DH * W, wr += 3)                                          \
+                  for (j = j0; j < j1; ++j) a += xr[j] * wr[j];                                           \
+              yr[q] = (YT)(hq == 1 ? mt_rv_rq_out_h(&qc, a, lo, YHI) : mt_rv_rq_out(&qc, a, lo, YHI));    \
+              ++q;                                                                                        \
+            }                                                                                             \
+          }                                                                                               \
+        }                                                                                                 \
+      }                                                                                                   \
+    return 1;                                                                                             \
+  }
+MT_DEFINE_CONV_DW3_RV(mt_conv_dw3_rv_s8_s8_s8, int8_t, -128, 127)
+MT_DEFINE_CONV_DW3_RV(mt_conv_dw3_rv_s8_s8_s16, int16_t, -32768, 32767)
+
+/* The outputs of channel J of a pass (sums A, B, C of its three positions) */
+#define MT_RV_CONV_OUT3(YT, YHI, J, A, B, C)                                                                      \
+  do {                                                                                                    \
+    const int cj_ = o + (J) < end ? o + (J) : end - 1;                                                    \
+    const mt_rv_rq q_ = mt_rv_rq_init(rq + (rq_per_channel ? 2 * cj_ : 0), y_zero);                       \
+    YT *yo_ = y + ((long)n * O + cj_) * P + k;                                                            \
+    if (m == 3 && hq == 1)                                                                                \
+      yo_[0] = (YT)mt_rv_rq_out_h(&q_, A, lo, YHI), yo_[1] = (YT)mt_rv_rq_out_h(&q_, B, lo, YHI),         \
+      yo_[2] = (YT)mt_rv_rq_out_h(&q_, C, lo, YHI);                                                       \
+    else if (m == 3 && hq == 2)                                                                           \
+      yo_[0] = (YT)mt_rv_rq_out_hu(&q_, A, lo, YHI), yo_[1] = (YT)mt_rv_rq_out_hu(&q_, B, lo, YHI),       \
+      yo_[2] = (YT)mt_rv_rq_out_hu(&q_, C, lo, YHI);                                                      \
+    else {                                                                                                \
+      yo_[0] = (YT)mt_rv_rq_out(&q_, A, lo, YHI);                                                         \
+      if (m > 1) yo_[1] = (YT)mt_rv_rq_out(&q_, B, lo, YHI);                                              \
+      if (m > 2) yo_[2] = (YT)mt_rv_rq_out(&q_, C, lo, YHI);                                              \
+    }                                                                                                     \
+  } while (0)
+
+#define MT_DEFINE_CONV_RV(NAME, YT, YLO, YHI, DW3)                                                        \
+  static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
+                  const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col) {   \
+    const int N = g[MT_CONV_N], CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W];                   \
+    const int OG = g[MT_CONV_OG], OH = g[MT_CONV_OH], OW = g[MT_CONV_OW], G = g[MT_CONV_GROUPS];          \
+    const int taps = CG * g[MT_CONV_KH] * g[MT_CONV_KW], O = OG * G, P = OH * OW;                         \
+    const int32_t lo = y_min > (YLO) ? y_min : (YLO);                                                     \
+    int8_t *const cv = (int8_t *)col;                                                                     \
+    int n, grp, o, k, r, hq = 1; /* 1, 2: every channel's mt_rv_rq_h_ok, the largest */              \
+    if (taps > 65536) return 0;                                                                           \
+    for (o = 0; o < O; ++o) {                                                                             \
+      const int32_t *ro = rq + (rq_per_channel ? 2 * o : 0);                                              \
+      const uint32_t amax = ((uint32_t)taps << 14) + (b ? mt_mag32(b[o]) : 0u);                           \
+      if ((b && mt_mag32(b[o]) >= 1u << 30) || !mt_rv_rq_ok(ro, y_zero, amax)) return 0;                  \
+      if (hq) {                                                                                           \
+        const mt_rv_rq q_ = mt_rv_rq_init(ro, y_zero);                                                    \
+        const int h_ = mt_rv_rq_h_ok(&q_, amax);                                                          \
+        hq = h_ == 0 ? 0 : h_ > hq ? h_ : hq;                                                             \
+      }                                                                                                   \
+    }                                                                                                     \
+    if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min, hq);             \
+    if (!col || OG == 1) return 0; /* one channel per group: a column would serve one channel */          \
+    for (n = 0; n < N; ++n)                                                                               \
+      for (grp = 0; grp < G; ++grp) {                                                                     \
+        const int8_t *x0 = x + ((long)n * CG * G + (long)grp * CG) * H * W;                               \
+        const int end = (grp + 1) * OG;                                                                   \
+        int pp = 0, qq = 0; /* position k + r = pp OW + qq */                                             \
+        for (k = 0; k < P; k += 3) {                                                                      \
+          const int m = P - k < 3 ? P - k : 3; /* positions of this chunk */                              \
+          for (r = 0; r < 3; ++r) {                                                                       \
+            mt_conv_column_rv(x0, g, pp, qq, cv + r);                                                     \
+            if (r < m - 1 || m == 3) /* a short chunk's last position repeated */                         \
+              if (++qq == OW) qq = 0, ++pp;                                                               \
+          }                                                                                               \
+          for (o = grp * OG; o < end; o += 4) {                                                           \
+            const int c1 = o + 1 < end ? o + 1 : end - 1, c2 = o + 2 < end ? o + 2 : end - 1;             \
+            const int c3 = o + 3 < end ? o + 3 : end - 1;                                                 \
+            int32_t s_[12];                                                                               \
+            s_[0] = b ? b[o] : 0, s_[1] = b ? b[c1] : 0, s_[2] = b ? b[c2] : 0, s_[3] = b ? b[c3] : 0;    \
+            mt_conv_sums_rv(cv, w + (long)o * taps, w + (long)c1 * taps, w + (long)c2 * taps,             \
+                            w + (long)c3 * taps, taps, s_);                                               \
+            MT_RV_CONV_OUT3(YT, YHI, 0, s_[0], s_[4], s_[8]);                                                               \
+            MT_RV_CONV_OUT3(YT, YHI, 1, s_[1], s_[5], s_[9]);                                                               \
+            MT_RV_CONV_OUT3(YT, YHI, 2, s_[2], s_[6], s_[10]);                                                              \
+            MT_RV_CONV_OUT3(YT, YHI, 3, s_[3], s_[7], s_[11]);                                                              \
+          }                                                                                               \
+        }                                                                                                 \
+      }                                                                                                   \
+    return 1;                                                                                             \
+  }
+MT_DEFINE_CONV_RV(mt_conv_rv_s8_s8_s8, int8_t, -128, 127, mt_conv_dw3_rv_s8_s8_s8)
+MT_DEFINE_CONV_RV(mt_conv_rv_s8_s8_s16, int16_t, -32768, 32767, mt_conv_dw3_rv_s8_s8_s16)
+#undef MT_RV_CONV_OUT3
+/* the dispatch's variant (MT_DEFINE_CONV below) */
+#undef mt_conv_dsp_s8_s8_s8
+#undef mt_conv_dsp_s8_s8_s16
+#define mt_conv_dsp_s8_s8_s8 mt_conv_rv_s8_s8_s8
+#define mt_conv_dsp_s8_s8_s16 mt_conv_rv_s8_s8_s16
+#endif
+
 MT_DEFINE_CONV(mt_conv_s8_s8_s8, int8_t, int8_t, int8_t, int32_t, int32_t, mt_linear_out_s8, mt_conv_dsp_s8_s8_s8)
 MT_DEFINE_CONV(mt_conv_s8_s8_s16, int8_t, int8_t, int16_t, int32_t, int32_t, mt_linear_out_s16, mt_conv_dsp_s8_s8_s16)
 MT_DEFINE_CONV(mt_conv_s8_s16_s8, int8_t, int16_t, int8_t, int32_t, int64_t, mt_linear_out_s8, MT_NO_VARIANT)
