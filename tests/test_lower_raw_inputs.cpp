@@ -175,3 +175,22 @@ TEST_CASE("lower: an int16 input in an int8 firmware is bit-exact on host, UBSan
   INFO(header);
   CHECK(header.find("int sensor_in16_run(const int16_t *in,") != std::string::npos);
 }
+
+TEST_CASE("microtorch-lower: --input-bits 16 gives an int8 firmware an int16 input") {
+  RawModel& m = sensor();
+  const std::string dir = temp_dir("cli_input_bits");
+  lower::save(m.graph, dir + "/sensor");
+  mt::save_npy(member(std::string(MICROTORCH_FIXTURES_DIR) + "/lower_sensor_encoder_data.npz", "calib_x"),
+               dir + "/calib.npy");
+  const std::string cli = fmt::format("'{}' {}/sensor -c {}/calib.npy --bits 8", MICROTORCH_LOWER_CLI, dir, dir);
+  Run r = run(fmt::format("{} --input-bits 16 --name sensor16 --out {}/fw16", cli, dir));
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK(read_file(dir + "/fw16/sensor16.h").find("int sensor16_run(const int16_t *in,") != std::string::npos);
+  r = run(fmt::format("{} --name sensor8 --out {}/fw8", cli, dir));
+  REQUIRE(r.status == 0);
+  CHECK(read_file(dir + "/fw8/sensor8.h").find("int sensor8_run(const int8_t *in,") != std::string::npos);
+  r = run(fmt::format("{} --input-bits 12 --out {}/fwbad", cli, dir));
+  CHECK(r.status != 0);
+  CHECK(r.out.find("--input-bits") != std::string::npos);
+}
