@@ -740,6 +740,29 @@ TEST_CASE("lower::to_firmware: one call from a trained module to firmware verifi
   CHECK(files == std::vector<std::string>{"Makefile", "iris_fd.c", "iris_fd.h", "iris_fd_report.txt", "mt_kernels.c",
                                           "mt_kernels.h"});
   CHECK(std::filesystem::exists(dir + ".verify/verification.txt"));
+  // int8 must pay for itself: the int16 twin was linked and run on the same CPUs, and where
+  // int8 is larger or slower the report says by how much, why, and advises int16. On a model
+  // this small the int8 kernels' code outweighs the weight bytes they save.
+  REQUIRE(fw.int16.size() == 2);
+  bool worse = false;
+  for (std::size_t i = 0; i < 2; ++i) {
+    const lower::FirmwareCost& c = fw.int16[i];
+    CHECK(c.cpu == fw.sizes[i].first);
+    CHECK(c.flash > 0);
+    CHECK(c.instructions > 0);
+    const bool larger = fw.sizes[i].second.flash() > c.flash, slower = fw.verification.instructions(c.cpu) > c.instructions;
+    worse = worse || larger || slower;
+    CHECK(larger == (fw.advice.find(fmt::format("  {}: flash {} B at int8 vs {} B at int16", c.cpu,
+                                                fw.sizes[i].second.flash(), c.flash)) != std::string::npos));
+    CHECK(slower == (fw.advice.find(fmt::format("  {}: {} instructions per inference at int8", c.cpu,
+                                                fw.verification.instructions(c.cpu))) != std::string::npos));
+  }
+  MESSAGE(fw.advice);
+  CHECK(worse);
+  CHECK(worse == (fw.advice.find("advice: lower this model at int16") != std::string::npos));
+  CHECK(report.find("the same model at int16") != std::string::npos);
+  CHECK(read_file(dir + "/iris_fd_report.txt").find(fw.advice) != std::string::npos);
+  CHECK(std::filesystem::exists(dir + ".verify/int16/iris_fd.c"));
 }
 
 TEST_CASE("lower: the simulator runs any batch of a program traced with batch 1; batches that do not stack are named") {

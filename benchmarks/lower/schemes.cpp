@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
     std::string table =
         "| model | scheme | max error % of range | agreement | weight bytes int8 | flash B | arena B | Cortex-M4 "
         "instructions |\n|---|---|---:|---:|---:|---:|---:|---:|\n";
-    std::string choices;
+    std::string choices, advice;
     int failures = 0;
     for (const Model& m : models) {
       for (const Scheme& s : schemes()) {
@@ -168,10 +168,13 @@ int main(int argc, char** argv) {
         o.quantize = s.options;
         o.quantize.name = fmt::format("{}_{}", m.id, s.automatic ? "auto" : s.label.substr(0, s.label.find(' ')));
         if (s.automatic) o.auto_precision = lower::PrecisionTarget{.max_error = kAutoTarget};
+        // int8 against int16 (lower::Firmware::advice): the int8 row's own comparison
+        o.compare_int16 = mcu && s.label == "int8";
         o.check_inputs = mcu ? kCheckInputs : 0;
         o.verify.cpus = mcu ? std::vector<std::string>{"cortex-m0", "cortex-m4"} : std::vector<std::string>{};
         const lower::Firmware fw = lower::to_firmware(m.graph, m.calibration_x, m.eval_x, work + "/" + o.quantize.name, o);
         if (s.automatic) choices += fmt::format("\n{}:\n{}", m.name, fw.precision);
+        if (!fw.advice.empty()) advice += fmt::format("\n{} ({}):\n{}", m.name, s.label, fw.advice);
         const lower::Program& p = fw.program;
         const lower::Accuracy& a = fw.accuracy;
         const auto [s8, all] = lower::int8_weight_bytes(p);
@@ -192,8 +195,10 @@ int main(int argc, char** argv) {
         table += row;
       }
     }
-    std::cout << table << "\nAutomatic precision (lower::choose_precision), per model:\n" << choices << std::flush;
-    if (!out_file.empty()) mt::write_file(out_file, table);
+    const std::string pays = "\nint8 against int16 (lower::to_firmware's comparison of the int8 firmware with its int16 twin):\n" +
+                             (advice.empty() ? std::string("int8 is no larger and no slower than int16 on every model\n") : advice);
+    std::cout << table << pays << "\nAutomatic precision (lower::choose_precision), per model:\n" << choices << std::flush;
+    if (!out_file.empty()) mt::write_file(out_file, table + pays);
     return failures ? 1 : 0;
   } catch (const std::exception& e) {
     std::cerr << "microtorch-lower-bench: " << e.what() << "\n";

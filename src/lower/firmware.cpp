@@ -2,10 +2,12 @@
 #include "microtorch/lower/firmware.hpp"
 
 #include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 
 #include "microtorch/error.hpp"
+#include "microtorch/file.hpp"
 #include "microtorch/lower/simulate.hpp"
 #include "microtorch/nn/module.hpp"
 #include "microtorch/ops.hpp"
@@ -52,6 +54,15 @@ std::string Firmware::report() const {
     r += fmt::format("| {} | {} | {} | {} |{} {} |\n", cpu, size.flash(), size.ram(), insns,
                      trains ? " " + train + " |" : "", same);
   }
+  if (!int16.empty()) {
+    r += "\nthe same model at int16 (every value and weight 16 bits):\n";
+    for (const FirmwareCost& c : int16) {
+      r += fmt::format("  {}: flash {} B, instructions per inference {}\n", c.cpu, c.flash,
+                       c.instructions >= 0 ? std::to_string(c.instructions) : "-");
+    }
+    r += advice.empty() ? "int8 pays for itself: no larger in flash and no slower than int16 on every CPU compared\n"
+                        : advice;
+  }
   return r;
 }
 
@@ -88,6 +99,62 @@ std::vector<TrainingBatch> check_batches(const Graph& graph, const Program& p, c
     batches.push_back(std::move(b));
   }
   return batches;
+}
+
+// Steps that convert between int8 and int16 values (mt_requant_s8_s16, mt_requant_s16_s8).
+std::int64_t width_conversions(const Program& p) {
+  std::int64_t n = 0;
+  for (const Step& st : p.steps) {
+    n += st.kernel == "mt_requant_s8_s16" || st.kernel == "mt_requant_s16_s8";
+  }
+  return n;
+}
+
+// int8 against int16 (FirmwareOptions::compare_int16): the int16 twin lowered with the same
+// options at 16 bits, emitted, linked and run in `<work>/int16`; the advice where int8 is
+// larger or slower, from the measured numbers.
+void compare_with_int16(Firmware& fw, const Calibration& cal, const QuantOptions& q, const std::vector<Tensor>& samples,
+                        const FirmwareOptions& options) {
+  QuantOptions o16 = q;
+  o16.activation_bits = 16, o16.weight_bits = 16, o16.input_bits = 16, o16.precision.clear();
+  const Program p16 = quantize(fw.graph, cal, o16);
+  const std::string dir16 = (std::filesystem::path(fw.verification.work) / "int16").string();
+  emit_c(p16, dir16);
+  Verification v16;
+  if (options.verify.count_instructions) {
+    std::vector<std::vector<std::int64_t>> inputs;
+    for (std::size_t i = 0; i < samples.size() && static_cast<std::int64_t>(i) < options.check_inputs; ++i) {
+      inputs.push_back(quantize_input(p16, samples[i]));
+    }
+    VerifyOptions vo = options.verify;
+    vo.work = dir16 + ".verify";
+    v16 = verify(p16, inputs, dir16, vo);
+  }
+  const std::int64_t saved = p16.weight_bytes() - fw.program.weight_bytes();
+  std::string why;
+  for (const auto& [cpu, size] : fw.sizes) {
+    FirmwareCost c{cpu, firmware_size(p16, dir16, cpu).flash(), v16.instructions(cpu)};
+    const std::int64_t flash8 = size.flash(), insns8 = fw.verification.instructions(cpu);
+    if (flash8 > c.flash) {
+      why += fmt::format("  {}: flash {} B at int8 vs {} B at int16: int8 saves {} B of weights, but its kernels and "
+                         "tables add {} B of code and constants (the int16 kernels stay for the values kept at 16 bits), "
+                         "more than a model with {} B of int16 weights saves\n",
+                         cpu, flash8, c.flash, saved, flash8 - c.flash + saved, p16.weight_bytes());
+    }
+    if (insns8 >= 0 && c.instructions >= 0 && insns8 > c.instructions) {
+      why += fmt::format("  {}: {} instructions per inference at int8 vs {} at int16 (+{:.1f}%): {} conversions between "
+                         "int8 and int16 values, and int8 kernels no faster than int16 ones at these sizes\n",
+                         cpu, insns8, c.instructions,
+                         100.0 * static_cast<double>(insns8 - c.instructions) / static_cast<double>(c.instructions),
+                         width_conversions(fw.program));
+    }
+    fw.int16.push_back(std::move(c));
+  }
+  if (!why.empty()) {
+    fw.advice = "int8 does not pay for itself here:\n" + why +
+                "advice: lower this model at int16 (QuantOptions activation_bits = 16, weight_bits = 16; "
+                "microtorch-lower --bits 16)\n";
+  }
 }
 
 }  // namespace
@@ -134,6 +201,13 @@ Firmware to_firmware(const Graph& graph, const Tensor& calibration, const Tensor
   for (const std::string& cpu : options.verify.cpus) {
     if (fw.program.float32() && !detail::cpu_has_fpu(cpu)) continue;  // no FPU: a float32 program does not build
     if (detail::have_program(detail::cross_tools(cpu).cc)) fw.sizes.emplace_back(cpu, firmware_size(fw.program, dir, cpu));
+  }
+  if (options.compare_int16 && !options.train && !fw.sizes.empty() && !fw.verification.work.empty() &&
+      int8_weight_bytes(fw.program).first > 0) {
+    compare_with_int16(fw, cal, q, split_inputs(graph, evaluation.defined() ? evaluation : calibration, "to_firmware"),
+                       options);
+    const std::string report_file = dir + "/" + fw.program.name + "_report.txt";
+    if (!fw.advice.empty()) write_file(report_file, read_file(report_file, "to_firmware") + "\n" + fw.advice, "to_firmware");
   }
   return fw;
 }

@@ -43,6 +43,10 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
     throw ValueError(fmt::format("quantize: weight_bits must be 16 or 8 (or 0: as the activations), got {}",
                                  opt.weight_bits));
   }
+  if (opt.input_bits != 0 && opt.input_bits != 16 && opt.input_bits != 8) {
+    throw ValueError(fmt::format("quantize: input_bits must be 16 or 8 (or 0: as the activations), got {}",
+                                 opt.input_bits));
+  }
   if (opt.sensitive_bits != 16 && opt.sensitive_bits != 8) {
     throw ValueError(fmt::format("quantize: sensitive_bits must be 16 or 8, got {}", opt.sensitive_bits));
   }
@@ -152,7 +156,7 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
   if (is_floating(in.dtype) && float32_) {
     b.elem = Elem::F32, b.fixed_point = false;
   } else if (is_floating(in.dtype)) {
-    b.elem = elem_of_bits(opt.activation_bits);
+    b.elem = elem_of_bits(opt.input_bits == 0 ? opt.activation_bits : opt.input_bits);
     f = value_format(in.id, nullptr, b.elem, opt.scheme == Scheme::Affine && affine_ok_[static_cast<std::size_t>(in.id)]);
     b.scale = f.scale, b.zero_point = f.zero, b.lo = f.lo, b.hi = f.hi;
   } else {

@@ -72,55 +72,68 @@ PrecisionSearch choose_precision(const Graph& graph, const Calibration& calibrat
     return std::count(layers[a].begin(), layers[a].end(), '.') < std::count(layers[b].begin(), layers[b].end(), '.');
   });
 
+  // The decisions: one per layer (levels 8, 16x8, 16), then the input's (8, 16) when it
+  // holds real numbers.
+  const bool real_input = is_floating(graph.value(graph.input).dtype);
+  const std::size_t decisions = layers.size() + (real_input ? 1 : 0), in_k = layers.size();
+  auto top = [&](std::size_t i) { return i == in_k ? 1 : kLevels - 1; };
+  auto name = [&](std::size_t i, int level) { return i == in_k ? (level == 0 ? "8" : "16") : level_name(level); };
+  auto label = [&](std::size_t i) { return i == in_k ? std::string("input") : layers[i]; };
+  auto apply = [&](QuantOptions& o, const std::vector<int>& level) {
+    o.precision.clear();
+    for (const std::size_t i : order) o.precision.push_back(level_precision(layers[i], level[i]));
+    o.input_bits = !real_input ? 0 : level[in_k] == 0 ? 8 : 16;
+  };
   PrecisionSearch s;
   s.options = options;
   s.options.activation_bits = 8, s.options.weight_bits = 0;
   std::string log;
   auto evaluate_levels = [&](const std::vector<int>& level) {
     QuantOptions o = s.options;
-    o.precision.clear();
-    for (const std::size_t i : order) o.precision.push_back(level_precision(layers[i], level[i]));
+    apply(o, level);
     ++s.evaluations;
     return measure_outputs(quantize(graph, calibration, o), inputs, float_outputs);
   };
 
-  // 1. sensitivity: each layer alone at 8, the rest at 16
-  std::vector<double> sensitivity(layers.size());
-  for (std::size_t i = 0; i < layers.size(); ++i) {
-    std::vector<int> level(layers.size(), kLevels - 1);
+  std::vector<int> all_top(decisions);
+  for (std::size_t i = 0; i < decisions; ++i) all_top[i] = top(i);
+  // 1. sensitivity: each layer (and the input) alone at 8, the rest at 16
+  std::vector<double> sensitivity(decisions);
+  for (std::size_t i = 0; i < decisions; ++i) {
+    std::vector<int> level = all_top;
     level[i] = 0;
     sensitivity[i] = evaluate_levels(level).relative_error();
   }
   // 2. from all at 8, raise the most sensitive layer below 16 while the target is not met
-  std::vector<int> level(layers.size(), 0);
-  std::vector<std::string> why(layers.size());
+  std::vector<int> level(decisions, 0);
+  std::vector<std::string> why(decisions);
   Accuracy a = evaluate_levels(level);
-  log += fmt::format("start: every layer at 8: max error {}, agreement {:.2f}%\n", pct(a.relative_error()),
-                     100 * a.agreement);
+  log += fmt::format("start: every layer{} at 8: max error {}, agreement {:.2f}%\n", real_input ? " and the input" : "",
+                     pct(a.relative_error()), 100 * a.agreement);
   int step = 0;
   while (!meets(a, target)) {
     // the lowest level first (activations before weights), the most sensitive among them
-    std::size_t pick = layers.size();
-    for (std::size_t i = 0; i < layers.size(); ++i) {
-      if (level[i] < kLevels - 1 && (pick == layers.size() || level[i] < level[pick] ||
-                                     (level[i] == level[pick] && sensitivity[i] > sensitivity[pick]))) {
+    std::size_t pick = decisions;
+    for (std::size_t i = 0; i < decisions; ++i) {
+      if (level[i] < top(i) && (pick == decisions || level[i] < level[pick] ||
+                                (level[i] == level[pick] && sensitivity[i] > sensitivity[pick]))) {
         pick = i;
       }
     }
-    if (pick == layers.size()) break;  // everything at 16
+    if (pick == decisions) break;  // everything at 16
     ++level[pick], ++step;
     const Accuracy b = evaluate_levels(level);
-    why[pick] = fmt::format("raised to {} at step {} (sensitivity {}): max error {} -> {}", level_name(level[pick]), step,
+    why[pick] = fmt::format("raised to {} at step {} (sensitivity {}): max error {} -> {}", name(pick, level[pick]), step,
                             pct(sensitivity[pick]), pct(a.relative_error()), pct(b.relative_error()));
-    log += fmt::format("step {}: {} to {}: max error {}, agreement {:.2f}%\n", step, layers[pick],
-                       level_name(level[pick]), pct(b.relative_error()), 100 * b.agreement);
+    log += fmt::format("step {}: {} to {}: max error {}, agreement {:.2f}%\n", step, label(pick),
+                       name(pick, level[pick]), pct(b.relative_error()), 100 * b.agreement);
     a = b;
   }
   s.met = meets(a, target);
   // 3. lower again what is not needed, least sensitive first
   if (s.met) {
     std::vector<std::size_t> raised;
-    for (std::size_t i = 0; i < layers.size(); ++i) {
+    for (std::size_t i = 0; i < decisions; ++i) {
       if (level[i] > 0) raised.push_back(i);
     }
     std::sort(raised.begin(), raised.end(), [&sensitivity](std::size_t x, std::size_t y) { return sensitivity[x] < sensitivity[y]; });
@@ -132,9 +145,9 @@ PrecisionSearch choose_precision(const Graph& graph, const Calibration& calibrat
           ++level[i];
           break;
         }
-        log += fmt::format("back: {} to {}: max error {} still meets the target\n", layers[i], level_name(level[i]),
+        log += fmt::format("back: {} to {}: max error {} still meets the target\n", label(i), name(i, level[i]),
                            pct(b.relative_error()));
-        why[i] = level[i] == 0 ? "8 met the target (lowered back)" : fmt::format("lowered back to {}", level_name(level[i]));
+        why[i] = level[i] == 0 ? "8 met the target (lowered back)" : fmt::format("lowered back to {}", name(i, level[i]));
         a = b;
       }
     }
@@ -148,8 +161,13 @@ PrecisionSearch choose_precision(const Graph& graph, const Calibration& calibrat
     c.why = level[i] == 0 && why[i].empty() ? "8 met the target" : why[i];
     s.layers.push_back(std::move(c));
   }
-  s.options.precision.clear();
-  for (const std::size_t i : order) s.options.precision.push_back(level_precision(layers[i], level[i]));
+  if (real_input) {
+    s.input.module = "input";
+    s.input.activation_bits = s.input.weight_bits = level[in_k] == 0 ? 8 : 16;
+    s.input.sensitivity = sensitivity[in_k];
+    s.input.why = level[in_k] == 0 && why[in_k].empty() ? "8 met the target" : why[in_k];
+  }
+  apply(s.options, level);
   const Program p = quantize(graph, calibration, s.options);
   ++s.evaluations;
   s.accuracy = measure_outputs(p, inputs, float_outputs);
@@ -161,13 +179,17 @@ PrecisionSearch choose_precision(const Graph& graph, const Calibration& calibrat
                   target.agreement > 0 ? fmt::format(" and agreement >= {:.2f}%", 100 * target.agreement) : "",
                   inputs.size(), s.met ? "met" : "NOT met (every layer at 16 is as far as it goes)");
   r += fmt::format("  {:<40} {:>6} {:>12}  {}\n", "layer", "bits", "sensitivity", "why");
+  if (real_input) {
+    r += fmt::format("  {:<40} {:>6} {:>12}  {}\n", "(input)", s.input.activation_bits, pct(s.input.sensitivity),
+                     s.input.why);
+  }
   for (const LayerChoice& c : s.layers) {
     r += fmt::format("  {:<40} {:>6} {:>12}  {}\n", c.module,
                      c.activation_bits == c.weight_bits ? std::to_string(c.activation_bits)
                                                         : fmt::format("{}x{}", c.activation_bits, c.weight_bits),
                      pct(c.sensitivity), c.why);
   }
-  r += "  (sensitivity: the output's max error with that layer alone at 8 bits, every other at 16)\n";
+  r += "  (sensitivity: the output's max error with that layer (or the input) alone at 8 bits, every other at 16)\n";
   r += log;
   r += fmt::format("result: max error {}, agreement {:.2f}%, {} of {} weight bytes int8 ({:.1f}%), {} programs "
                    "evaluated\n",

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> targets;
   std::string scheme = "affine", range = "minmax", rounding = "gptq", eval, auto_precision, min_agreement;
   std::vector<std::string> precision;
-  int bits = 16, weight_bits = 0, check = 0, sensitive_bits = 16;
+  int bits = 16, weight_bits = 0, input_bits = 0, check = 0, sensitive_bits = 16;
   double percentile = 99.99, margin = 0.25;
   bool print_graph = false, print_program = false, no_count = false;
   std::string work;
@@ -99,6 +99,10 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("-b,--bits", bits, "activation bits")->check(CLI::IsMember({8, 16}));
   app.add_option("-w,--weight-bits", weight_bits, "weight bits (default: the activation bits)")
+      ->check(CLI::IsMember({8, 16}));
+  app.add_option("--input-bits", input_bits,
+                 "bits of the input when it holds real numbers (default: the activation bits); 16 keeps raw sensor "
+                 "readings of unequal range")
       ->check(CLI::IsMember({8, 16}));
   app.add_option("-s,--scheme", scheme,
                  "number formats: affine (int8 activations with zero points), symmetric, pow2 (power-of-two scales: "
@@ -125,7 +129,8 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--auto-precision", auto_precision,
                  "choose each layer's precision (8, 16x8, 16), the cheapest that keeps the max error on --eval within "
-                 "this share of the output range (\"1%\" or 0.01); replaces --bits, --weight-bits and --precision");
+                 "this share of the output range (\"1%\" or 0.01), and the input's (8, 16); replaces --bits, --weight-bits, "
+                 "--input-bits and --precision");
   app.add_option("--min-agreement", min_agreement, "with --auto-precision: also keep the argmax agreement >= this");
   app.add_option("-a,--attention", attention, "attention kernel")->check(CLI::IsMember({"stream", "twopass"}));
   app.add_option("-n,--name", name, "C identifier prefix of the firmware (<name>_run, <name>.h)");
@@ -180,6 +185,7 @@ int main(int argc, char** argv) {
     lower::QuantOptions options;
     options.activation_bits = bits;
     options.weight_bits = weight_bits;
+    options.input_bits = input_bits;
     options.scheme = scheme == "affine"      ? lower::Scheme::Affine
                      : scheme == "symmetric" ? lower::Scheme::Symmetric
                                              : lower::Scheme::PowerOfTwo;

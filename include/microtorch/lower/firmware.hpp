@@ -56,6 +56,19 @@ struct FirmwareOptions {
   /// MSE: its outputs), and counts instructions per training step.
   std::optional<TrainOptions> train;
   std::int64_t train_checks = 3;  ///< training steps the verification takes (with `train`)
+  /// int8 must pay for itself: for a program with int8 weights that was verified, also lower
+  /// the model at int16 (same options, every value and weight 16 bits), link it and run it on
+  /// the same CPUs (in the verification's work folder, `<work>/int16`), and say in the report
+  /// where int8 is larger in flash or slower than int16, why, and that int16 is the better
+  /// choice there (Firmware::int16, Firmware::advice). Doubles the verification's time.
+  bool compare_int16 = true;
+};
+
+/// Flash and instructions per inference of one firmware on one CPU.
+struct FirmwareCost {
+  std::string cpu;
+  std::int64_t flash = 0;
+  std::int64_t instructions = -1;  ///< -1 when not counted
 };
 
 /// Everything to_firmware() made and measured.
@@ -69,6 +82,14 @@ struct Firmware {
   /// Flash and RAM per CPU (model + kernels, unused sections removed); empty when
   /// its cross compiler (arm-none-eabi-gcc, riscv64-unknown-elf-gcc) is missing.
   std::vector<std::pair<std::string, FirmwareSize>> sizes;
+  /// The same model at int16, per CPU of `sizes` (FirmwareOptions::compare_int16); empty when
+  /// it was not compared (no int8 weights, no verification, no cross compiler).
+  std::vector<FirmwareCost> int16;
+  /// Where this firmware is larger in flash or takes more instructions than its int16 twin:
+  /// by how much, why (weight bytes saved against the code and tables the int8 kernels add;
+  /// the conversions between int8 and int16 values) and the advice to lower at int16. Empty
+  /// when int8 pays for itself on every CPU compared (or nothing was compared).
+  std::string advice;
   /// Accuracy, verification and one row per CPU (flash, RAM, instructions per inference and,
   /// for firmware that trains, per training step, bit-exact), as text.
   std::string report() const;

@@ -12,7 +12,8 @@
 /// The layers are the modules that own parameters (a node belongs to the module whose
 /// parameters it uses, or to the one before it: a GELU to the linear layer it follows), each
 /// at one of three precisions, cheapest first: 8 (int8 activations and weights), 16x8 (int16
-/// activations, int8 weights), 16 (both int16). The search
+/// activations, int8 weights), 16 (both int16); an input of real numbers is one more
+/// decision, at 8 or 16 bits (QuantOptions::input_bits), searched like a layer. The search
 ///   1. measures each layer's sensitivity: the error with that layer at 8 and every other at
 ///      16 (one quantize and one simulation of the evaluation data per layer);
 ///   2. starts from every layer at 8 (QuantOptions::sensitive_bits still applies) and, while
@@ -58,6 +59,9 @@ struct LayerChoice {
 struct PrecisionSearch {
   QuantOptions options;            ///< the input options with `precision` set per layer
   std::vector<LayerChoice> layers;  ///< in graph order
+  /// The input's precision (QuantOptions::input_bits; module "input", activation_bits ==
+  /// weight_bits, 8 or 16), chosen like a layer's; empty module when the input holds token ids.
+  LayerChoice input;
   Accuracy accuracy;               ///< of the chosen options on the evaluation data
   bool met = false;                ///< the target was reached (else every layer ended at 16)
   double int8_weight_share = 0;    ///< share of weight bytes stored as int8
@@ -66,8 +70,8 @@ struct PrecisionSearch {
 };
 
 /// The search described at the top of this header. `options` gives everything else (scheme,
-/// ranges, attention kernel, name); its activation_bits, weight_bits and precision are
-/// replaced. `eval_data` is a stack of inputs like calibrate()'s (ShapeError otherwise).
+/// ranges, attention kernel, name); its activation_bits, weight_bits, input_bits and
+/// precision are replaced. `eval_data` is a stack of inputs like calibrate()'s (ShapeError otherwise).
 /// ValueError unless target.max_error > 0 and target.agreement is in [0, 1]; an unreachable
 /// target is not an error: `met` says so.
 PrecisionSearch choose_precision(const Graph& graph, const Calibration& calibration, const Tensor& eval_data,

@@ -139,6 +139,11 @@ struct QuantOptions {
   int activation_bits = 16;  ///< 16 or 8: the default precision of every layer's output
   int weight_bits = 0;       ///< 16 or 8; 0 = same as activation_bits (int16 x int8 is "16x8")
   std::vector<LayerPrecision> precision = {};  ///< per-layer exceptions to the two above
+  /// The graph input's precision when it holds real numbers (the firmware's `in` type, which
+  /// the first layers read): 8 or 16; 0 = as activation_bits. Raw sensor windows (offsets,
+  /// bumps and channels of unequal range in one int8 scale) lose more at an int8 input than
+  /// any layer does; 16 costs 2 bytes per input value of RAM and no weight bytes.
+  int input_bits = 0;
   Scheme scheme = Scheme::Affine;  ///< how scales are chosen (see the top of this header)
   bool per_channel = true;   ///< one weight scale per output channel (not in PowerOfTwo)
   WeightRounding rounding = WeightRounding::ErrorFeedback;  ///< how weights are rounded to integers
