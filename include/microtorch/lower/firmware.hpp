@@ -66,9 +66,9 @@ struct FirmwareOptions {
 
 /// Flash and instructions per inference of one firmware on one CPU.
 struct FirmwareCost {
-  std::string cpu;
-  std::int64_t flash = 0;
-  std::int64_t instructions = -1;  ///< -1 when not counted
+  std::string cpu;                 ///< the CPU (as in Firmware::sizes: "cortex-m4", "rv32imc", ...)
+  std::int64_t flash = 0;          ///< bytes of flash: model and kernels, unused sections removed
+  std::int64_t instructions = -1;  ///< per inference; -1 when not counted
 };
 
 /// Everything to_firmware() made and measured.
