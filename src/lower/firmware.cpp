@@ -112,7 +112,9 @@ std::int64_t width_conversions(const Program& p) {
 
 // int8 against int16 (FirmwareOptions::compare_int16): the int16 twin lowered with the same
 // options at 16 bits, emitted, linked and run in `<work>/int16`; the advice where int8 is
-// larger or slower, from the measured numbers.
+// larger or slower, from the measured numbers: int16 outright where int8 gains on neither
+// count on some CPU, else (int8 larger but faster, or smaller but slower) the trade by CPU
+// and int16 where flash is the constraint.
 void compare_with_int16(Firmware& fw, const Calibration& cal, const QuantOptions& q, const std::vector<Tensor>& samples,
                         const FirmwareOptions& options) {
   QuantOptions o16 = q;
@@ -131,29 +133,46 @@ void compare_with_int16(Firmware& fw, const Calibration& cal, const QuantOptions
     v16 = verify(p16, inputs, dir16, vo);
   }
   const std::int64_t saved = p16.weight_bytes() - fw.program.weight_bytes();
-  std::string why;
+  std::string why, loses, trades;  // loses: CPUs where int16 is no worse on both counts and better on one
   for (const auto& [cpu, size] : fw.sizes) {
     FirmwareCost c{cpu, firmware_size(p16, dir16, cpu).flash(), v16.instructions(cpu)};
     const std::int64_t flash8 = size.flash(), insns8 = fw.verification.instructions(cpu);
-    if (flash8 > c.flash) {
+    const bool counted = insns8 >= 0 && c.instructions >= 0;
+    const bool larger = flash8 > c.flash, smaller = flash8 < c.flash;
+    const bool slower = counted && insns8 > c.instructions, faster = counted && insns8 < c.instructions;
+    const double speed = counted ? 100.0 * static_cast<double>(insns8 - c.instructions) / static_cast<double>(c.instructions) : 0.0;
+    if (larger) {
       why += fmt::format("  {}: flash {} B at int8 vs {} B at int16: int8 saves {} B of weights, but its kernels and "
                          "tables add {} B of code and constants (the int16 kernels stay for the values kept at 16 bits), "
                          "more than a model with {} B of int16 weights saves\n",
                          cpu, flash8, c.flash, saved, flash8 - c.flash + saved, p16.weight_bytes());
     }
-    if (insns8 >= 0 && c.instructions >= 0 && insns8 > c.instructions) {
+    if (slower) {
       why += fmt::format("  {}: {} instructions per inference at int8 vs {} at int16 (+{:.1f}%): {} conversions between "
                          "int8 and int16 values, and int8 kernels no faster than int16 ones at these sizes\n",
-                         cpu, insns8, c.instructions,
-                         100.0 * static_cast<double>(insns8 - c.instructions) / static_cast<double>(c.instructions),
-                         width_conversions(fw.program));
+                         cpu, insns8, c.instructions, speed, width_conversions(fw.program));
+    }
+    if ((larger || slower) && !smaller && !faster) {
+      loses += (loses.empty() ? "" : ", ") + cpu;
+    } else if (larger && faster) {
+      trades += fmt::format("  {}: int8 costs {} B more flash and takes {:.1f}% fewer instructions\n", cpu,
+                            flash8 - c.flash, -speed);
+    } else if (slower && smaller) {
+      trades += fmt::format("  {}: int8 saves {} B of flash and takes {:.1f}% more instructions\n", cpu, c.flash - flash8,
+                            speed);
     }
     fw.int16.push_back(std::move(c));
   }
-  if (!why.empty()) {
-    fw.advice = "int8 does not pay for itself here:\n" + why +
-                "advice: lower this model at int16 (QuantOptions activation_bits = 16, weight_bits = 16; "
-                "microtorch-lower --bits 16)\n";
+  if (why.empty()) return;
+  fw.advice = "int8 does not pay for itself here:\n" + why;
+  if (!loses.empty()) {
+    fw.advice += fmt::format("advice: lower this model at int16 (QuantOptions activation_bits = 16, weight_bits = 16; "
+                             "microtorch-lower --bits 16): on {} int16 is no larger and no slower\n",
+                             loses);
+  } else {
+    fw.advice += "int8 trades one cost for the other:\n" + trades +
+                 "advice: lower this model at int16 (QuantOptions activation_bits = 16, weight_bits = 16; "
+                 "microtorch-lower --bits 16) where flash is what runs short, keep int8 where time does\n";
   }
 }
 
