@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> precision;
   int bits = 16, weight_bits = 0, input_bits = 0, check = 0, sensitive_bits = 16;
   double percentile = 99.99, margin = 0.25;
-  bool print_graph = false, print_program = false, no_count = false;
+  bool print_graph = false, print_program = false, no_count = false, no_int16_compare = false;
   std::string work;
   app.option_defaults()->always_capture_default();  // --help shows every default
   app.allow_extras();                               // unknown options get a did-you-mean below
@@ -147,6 +147,9 @@ int main(int argc, char** argv) {
       ->take_all();
   app.add_option("--work", work, "with --check: the folder for the check program and builds (default <out>.verify)");
   app.add_flag("--no-count", no_count, "with --check: no instruction counts");
+  app.add_flag("--no-int16-compare", no_int16_compare,
+               "with --check of an int8 model: do not also lower, link and run it at int16 to say whether int8 pays "
+               "for itself (halves the check's time)");
   std::vector<std::string> train;
   std::string numeric = "integer", loss = "cross_entropy";
   double lr = 0.01, momentum = 0.0, weight_decay = 0.0;
@@ -224,6 +227,7 @@ int main(int argc, char** argv) {
     fo.verify.cpus = targets;
     if (check > 0 && targets.empty()) fo.verify.cpus = lower::VerifyOptions{}.cpus;
     fo.verify.count_instructions = !no_count;
+    fo.compare_int16 = !no_int16_compare;
     fo.verify.work = work;
     const lower::Firmware fw = lower::to_firmware(graph, data, eval_data, out, fo);
     for (const std::string& w : fw.program.warnings) fmt::print(stderr, "microtorch-lower: warning: {}\n", w);
