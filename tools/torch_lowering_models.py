@@ -93,7 +93,8 @@ def occurrences(ids, vocab):
     return (counts.gather(1, ids) - 1).clamp(max=3)  # per token: 0..3 = once .. four or more times
 
 
-def train(model, sample, steps, lr, batch=64):
+def train(model, sample, steps, lr, batch=64, log_every=500):
+    """AdamW with a one-cycle schedule on cross entropy over sample(batch)'s (inputs, classes)."""
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
     model.train()
@@ -105,14 +106,14 @@ def train(model, sample, steps, lr, batch=64):
         loss.backward()
         opt.step()
         sched.step()
-        if step % 500 == 0 or step == steps - 1:
+        if step % log_every == 0 or step == steps - 1:
             print(f"  step {step:5d} loss {loss.item():.4f}", flush=True)
     model.eval()
 
 
-def export(out_dir, name, model, sample_calib, sample_eval):
-    calib_x, _ = sample_calib(256)
-    eval_x, eval_y = sample_eval(1000)
+def write_fixture(out_dir, name, model, calib_x, eval_x, eval_y):
+    """OUT_DIR/lower_<name>.npz (the state dict) and lower_<name>_data.npz (calibration and
+    evaluation inputs, labels, and PyTorch's logits on the first 100 evaluation inputs)."""
     with torch.no_grad():
         logits = model(eval_x)
     acc = (logits.argmax(-1) == eval_y).float().mean().item()
@@ -123,6 +124,12 @@ def export(out_dir, name, model, sample_calib, sample_eval):
     np.savez_compressed(os.path.join(out_dir, f"lower_{name}_data.npz"), calib_x=calib_x.numpy(),
                         eval_x=eval_x.numpy(), eval_y=eval_y.numpy(), eval_logits=logits[:100].numpy())
     print(f"wrote {out_dir}/lower_{name}.npz and lower_{name}_data.npz")
+
+
+def export(out_dir, name, model, sample_calib, sample_eval):
+    calib_x, _ = sample_calib(256)
+    eval_x, eval_y = sample_eval(1000)
+    write_fixture(out_dir, name, model, calib_x, eval_x, eval_y)
 
 
 def sampler(seed, length, vocab, label):

@@ -31,13 +31,10 @@ Debian's interpreter (PyTorch 1.13, numpy, python3-sklearn); under a minute on o
 import os
 import sys
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import state_dict_npz  # noqa: E402  (its npz format and dtype rules)
-from torch_lowering_models import LearnedPositions, train  # noqa: E402
+from torch_lowering_models import LearnedPositions, train, write_fixture  # noqa: E402
 
 WINDOW, AXES = 32, 3
 
@@ -104,19 +101,6 @@ def sensor_sampler(seed):
     return sample
 
 
-def export(out_dir, name, model, calib_x, eval_x, eval_y):
-    with torch.no_grad():
-        logits = model(eval_x)
-    acc = (logits.argmax(-1) == eval_y).float().mean().item()
-    print(f"{name}: held-out accuracy {100 * acc:.1f}%")
-    notes = []
-    state = [(k, state_dict_npz.to_numpy(k, t, notes)) for k, t in model.state_dict().items()]
-    state_dict_npz.write_npz(os.path.join(out_dir, f"lower_{name}.npz"), state)
-    np.savez_compressed(os.path.join(out_dir, f"lower_{name}_data.npz"), calib_x=calib_x.numpy(),
-                        eval_x=eval_x.numpy(), eval_y=eval_y.numpy(), eval_logits=logits[:100].numpy())
-    print(f"wrote {out_dir}/lower_{name}.npz and lower_{name}_data.npz")
-
-
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures")
     torch.set_num_threads(1)
@@ -127,7 +111,7 @@ def main():
     train(sensor, sensor_sampler(30), steps=1200, lr=3e-3, batch=32)
     calib_x, _ = sensor_sampler(31)(200)
     eval_x, eval_y = sensor_sampler(32)(300)
-    export(out_dir, "sensor_encoder", sensor, calib_x, eval_x, eval_y)
+    write_fixture(out_dir, "sensor_encoder", sensor, calib_x, eval_x, eval_y)
 
     from sklearn.datasets import load_digits
     digits = load_digits()
@@ -145,7 +129,7 @@ def main():
     torch.manual_seed(4)
     digits_model = DigitsClassifier()
     train(digits_model, batches, steps=1200, lr=3e-3, batch=32)
-    export(out_dir, "digits_classifier", digits_model, train_x[:200], held_x, held_y)
+    write_fixture(out_dir, "digits_classifier", digits_model, train_x[:200], held_x, held_y)
 
 
 if __name__ == "__main__":

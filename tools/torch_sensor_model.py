@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import state_dict_npz  # noqa: E402  (its npz format and dtype rules)
+from torch_lowering_models import train, write_fixture  # noqa: E402
 
 AXES, WINDOW, CLASSES, RATE = 3, 128, 6, 50.0
 NAMES = ["idle", "walking", "running", "shaking", "flick", "circle"]
@@ -97,42 +97,16 @@ def sampler(seed):
     return sample
 
 
-def train(model, sample, steps, lr, batch=64):
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
-    model.train()
-    for step in range(steps):
-        x, y = sample(batch)
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        if step % 250 == 0 or step == steps - 1:
-            print(f"  step {step:5d} loss {loss.item():.4f}", flush=True)
-    model.eval()
-
-
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures")
     torch.set_num_threads(1)
     print(f"PyTorch {torch.__version__}")
     torch.manual_seed(5)
     model = SensorCNN()
-    train(model, sampler(50), steps=1500, lr=3e-3)
+    train(model, sampler(50), steps=1500, lr=3e-3, log_every=250)
     calib_x, _ = sampler(51)(128)
     eval_x, eval_y = sampler(52)(400)
-    with torch.no_grad():
-        logits = model(eval_x)
-    acc = (logits.argmax(-1) == eval_y).float().mean().item()
-    print(f"sensor_cnn: held-out accuracy {100 * acc:.1f}%")
-    notes = []
-    state = [(k, state_dict_npz.to_numpy(k, t, notes)) for k, t in model.state_dict().items()]
-    state_dict_npz.write_npz(os.path.join(out_dir, "lower_sensor_cnn.npz"), state)
-    np.savez_compressed(os.path.join(out_dir, "lower_sensor_cnn_data.npz"), calib_x=calib_x.numpy(),
-                        eval_x=eval_x.numpy(), eval_y=eval_y.numpy(), eval_logits=logits[:100].numpy())
-    print(f"wrote {out_dir}/lower_sensor_cnn.npz and lower_sensor_cnn_data.npz")
-
+    write_fixture(out_dir, "sensor_cnn", model, calib_x, eval_x, eval_y)
 
 if __name__ == "__main__":
     main()
