@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
     o.quantize.activation_bits = bits;
     o.quantize.name = fmt::format("gesture{}", bits);
     o.verify.cpus = {"cortex-m0", "cortex-m4", "cortex-m7", "cortex-m33", "rv32imc"};
+    o.compare_int16 = false;  // both widths are lowered and compared here
     const lower::Firmware fw =
         lower::to_firmware(model, train.x.slice(0, 0, 128), test.x, fmt::format("{}/int{}", out, bits), o);
     // every CPU's flash, RAM, instructions and check, beside the firmware folder
