@@ -45,10 +45,6 @@ namespace lower = microtorch::lower;
 namespace fs = std::filesystem;
 using mt::Tensor;
 
-#ifndef MICROTORCH_SOURCE_DIR
-#define MICROTORCH_SOURCE_DIR "."
-#endif
-
 namespace {
 
 constexpr std::int64_t kCheckInputs = 8;  // evaluation inputs run on every target
@@ -110,46 +106,22 @@ std::vector<Scheme> schemes() {
   return s;
 }
 
-int usage(const char* argv0) {
-  std::cerr << fmt::format(
-      "usage: {} [--work DIR] [--out FILE] [--no-mcu] [--source DIR]\n"
-      "  --work DIR    firmware folders, emptied first (refused if it holds other files; default: <tmp>/microtorch-lower-bench)\n"
-      "  --out FILE    also write the markdown table to FILE\n"
-      "  --no-mcu      accuracy, arena and weights only (no cross-builds, no QEMU)\n"
-      "  --source DIR  microtorch source tree (fixtures, tools/mcu; default: {})\n",
-      argv0, MICROTORCH_SOURCE_DIR);
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string work = (fs::temp_directory_path() / "microtorch-lower-bench").string(), out_file;
-  std::string source = MICROTORCH_SOURCE_DIR;
-  bool mcu = true;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) std::exit(usage(argv[0]));
-      return argv[++i];
-    };
-    if (a == "--work") work = value();
-    else if (a == "--out") out_file = value();
-    else if (a == "--source") source = value();
-    else if (a == "--no-mcu") mcu = false;
-    else return usage(argv[0]);
-  }
+  const std::string program = "microtorch-lower-bench";
+  BenchArgs args = parse_bench_args(
+      argc, argv, program,
+      {{"--work DIR", "firmware folders, emptied first (refused if it holds other files; default: "
+                      "<tmp>/microtorch-lower-bench)"},
+       {"--out FILE", "also write the markdown table to FILE"},
+       {"--no-mcu", "accuracy, arena and weights only (no cross-builds, no QEMU)"},
+       {"--source DIR", "microtorch source tree (fixtures, tools/mcu; default: " MICROTORCH_SOURCE_DIR ")"}});
+  const std::string &work = args.work, &source = args.source, &out_file = args.out_file;
+  const bool mcu = args.mcu;
   try {
-    if (mcu) {
-      for (const char* tool : {"arm-none-eabi-gcc", "qemu-system-arm"}) {
-        if (std::system(fmt::format("command -v {} >/dev/null 2>&1", tool).c_str()) != 0) {
-          std::cerr << fmt::format("microtorch-lower-bench: {} not found (tools/install-deps.sh installs it; or --no-mcu)\n",
-                                   tool);
-          return 2;
-        }
-      }
-    }
-    if (!prepare_work_folder(work, "microtorch-lower-bench")) return 2;
+    if (mcu && !require_tools(program, {"arm-none-eabi-gcc", "qemu-system-arm"}, "; or --no-mcu")) return 2;
+    if (!prepare_work_folder(args.work, program)) return 2;
     std::vector<Model> models;
     models.push_back(pytorch_model<sequence_classifier::SequenceClassifier>(
         source, "causal MHA sequence classifier (PyTorch)", "sequence_classifier", sequence_classifier::kLength));

@@ -30,23 +30,13 @@
 //
 // The work folder is emptied at start (only a folder this benchmark made, or an empty one);
 // builds and emulator runs go --jobs at a time (2).
-#include <sys/wait.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cctype>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <mutex>
-#include <optional>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -64,10 +54,6 @@ namespace lower = microtorch::lower;
 namespace nn = microtorch::nn;
 namespace fs = std::filesystem;
 using mt::Tensor;
-
-#ifndef MICROTORCH_SOURCE_DIR
-#define MICROTORCH_SOURCE_DIR "."
-#endif
 
 namespace {
 
@@ -164,17 +150,6 @@ struct Job {
   std::string error;
 };
 
-// Runs a shell command, output to `log`; returns the exit status.
-int sh(const std::string& cmd, const std::string& log) {
-  const int rc = std::system(fmt::format("{} >'{}' 2>&1", cmd, log).c_str());
-  return rc == -1 ? -1 : WEXITSTATUS(rc);
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
 // Per target: builds the check program with -DCHECK_RUNS=1 and =2 through the folder's
 // Makefile (the one recipe, as src/lower/firmware/run_firmware_qemu.sh; the target's flags passed to
 // it), runs both under the counting plugin and requires the simulator's output from both;
@@ -190,38 +165,14 @@ void measure(Job& j, const std::string& plugin) {
       j.error = fmt::format("{} build failed: {}", tg.name, slurp(fmt::format("{}/build-{}.log", d, tg.name)));
       return;
     }
-    const std::string qemu_log = fmt::format("{}/qemu-{}.txt", d, tg.name);
-    if (sh(fmt::format("make --no-print-directory -s -C '{}' CPU={} qemu-command", d, tg.cpu), qemu_log)) {
-      j.error = fmt::format("{}: no QEMU command: {}", tg.name, slurp(qemu_log));
-      return;
-    }
-    std::string qemu = slurp(qemu_log);
-    while (!qemu.empty() && std::isspace(static_cast<unsigned char>(qemu.back()))) qemu.pop_back();
+    const std::string qemu = qemu_command(d, tg.cpu, fmt::format("{}/qemu-{}.txt", d, tg.name), j.error);
+    if (qemu.empty()) return;
     std::int64_t counts[2] = {0, 0};
     for (const int runs : {1, 2}) {
-      const std::string elf = fmt::format("{}/{}/count{}.elf", d, b, runs);
-      const std::string out = fmt::format("{}/run-{}-{}.txt", d, tg.name, runs);
-      const std::string count = fmt::format("{}/insns-{}-{}.txt", d, tg.name, runs);
-      const int rc = sh(fmt::format("timeout 600 {} -display none -serial null -monitor none "
-                                    "-semihosting-config enable=on,target=native -plugin '{}' -d plugin -D '{}' "
-                                    "-kernel '{}' </dev/null",
-                                    qemu, plugin, count, elf),
-                        out);
-      if (rc != 0) {
-        j.error = fmt::format("{}: qemu exited with {}: {}", tg.name, rc, slurp(out));
-        return;
-      }
-      if (slurp(out) != j.expected) {
-        j.error = fmt::format("{}: firmware output differs from the simulator (want '{}'): {}", tg.name, j.expected,
-                              slurp(out));
-        return;
-      }
-      unsigned long long v = 0;
-      if (std::sscanf(slurp(count).c_str(), "insns: %llu", &v) != 1) {
-        j.error = "no instruction count in " + count;
-        return;
-      }
-      counts[runs - 1] = static_cast<std::int64_t>(v);
+      counts[runs - 1] = counted_run(qemu, plugin, fmt::format("{}/{}/count{}.elf", d, b, runs),
+                                     fmt::format("{}/run-{}-{}.txt", d, tg.name, runs),
+                                     fmt::format("{}/insns-{}-{}.txt", d, tg.name, runs), j.expected, 600, j.error);
+      if (counts[runs - 1] < 0) return;
     }
     j.insns[t] = counts[1] - counts[0];
   }
@@ -234,57 +185,26 @@ void measure(Job& j, const std::string& plugin) {
   }
 }
 
-int usage(const char* argv0) {
-  std::cerr << fmt::format(
-      "usage: {} [--out FILE] [--work DIR] [--jobs N] [--filter TEXT] [--source DIR]\n"
-      "  --out FILE     also write the markdown table to FILE\n"
-      "  --work DIR     work folder, emptied first (refused if it holds other files; default: <tmp>/microtorch-mcu-bench)\n"
-      "  --jobs N       parallel builds and emulator runs (default 2)\n"
-      "  --filter TEXT  only configurations whose id contains TEXT (e.g. l128_e16, s8_stream)\n"
-      "  --source DIR   microtorch source tree, for src/lower/firmware/insncount.c (default: {})\n",
-      argv0, MICROTORCH_SOURCE_DIR);
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out_file, filter, source = MICROTORCH_SOURCE_DIR;
-  std::string work = (fs::temp_directory_path() / "microtorch-mcu-bench").string();
-  int jobs = 2;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) std::exit(usage(argv[0]));
-      return argv[++i];
-    };
-    if (a == "--out") out_file = value();
-    else if (a == "--work") work = value();
-    else if (a == "--jobs") jobs = std::max(1, std::atoi(value().c_str()));
-    else if (a == "--filter") filter = value();
-    else if (a == "--source") source = value();
-    else return usage(argv[0]);
-  }
-  for (const char* tool : {"gcc", "arm-none-eabi-gcc", "arm-none-eabi-size", "qemu-system-arm", "riscv64-unknown-elf-gcc",
-                           "riscv64-unknown-elf-size", "qemu-system-riscv32", "timeout"}) {
-    if (std::system(fmt::format("command -v {} >/dev/null 2>&1", tool).c_str()) != 0) {
-      std::cerr << fmt::format("microtorch-mcu-bench: {} not found (tools/install-deps.sh installs it)\n", tool);
-      return 2;
-    }
-  }
-  const std::string plugin_src = source + "/src/lower/firmware/insncount.c";
-  if (!fs::exists(plugin_src)) {
-    std::cerr << fmt::format("microtorch-mcu-bench: {} not found (pass --source)\n", plugin_src);
+  const std::string program = "microtorch-mcu-bench";
+  BenchArgs args = parse_bench_args(
+      argc, argv, program,
+      {{"--out FILE", "also write the markdown table to FILE"},
+       {"--work DIR", "work folder, emptied first (refused if it holds other files; default: <tmp>/microtorch-mcu-bench)"},
+       {"--jobs N", "parallel builds and emulator runs (default 2)"},
+       {"--filter TEXT", "only configurations whose id contains TEXT (e.g. l128_e16, s8_stream)"},
+       {"--source DIR", "microtorch source tree, for src/lower/firmware/insncount.c (default: " MICROTORCH_SOURCE_DIR ")"}});
+  if (!require_tools(program, {"gcc", "arm-none-eabi-gcc", "arm-none-eabi-size", "qemu-system-arm",
+                               "riscv64-unknown-elf-gcc", "riscv64-unknown-elf-size", "qemu-system-riscv32", "timeout"})) {
     return 2;
   }
-  if (!prepare_work_folder(work, "microtorch-mcu-bench")) return 2;
-
+  if (!prepare_work_folder(args.work, program)) return 2;
   // Built once per run, in the work folder: the instruction-counting plugin.
-  const std::string plugin = work + "/libinsncount.so";
-  if (sh(fmt::format("gcc -O2 -shared -fPIC -o '{}' '{}'", plugin, plugin_src), work + "/plugin.log")) {
-    std::cerr << "microtorch-mcu-bench: building the plugin failed; see " << work << "/plugin.log\n";
-    return 1;
-  }
+  const std::string plugin = build_count_plugin(program, args.work, args.source);
+  if (plugin.empty()) return 1;
+  const std::string &work = args.work, &filter = args.filter;
 
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
@@ -324,7 +244,7 @@ int main(int argc, char** argv) {
   }
   const auto t1 = std::chrono::steady_clock::now();
   std::cerr << fmt::format("microtorch-mcu-bench: {} firmwares lowered into {} in {:.0f} s; building and running {} at a time\n",
-                           all.size(), work, seconds(t0, t1), jobs);
+                           all.size(), work, seconds(t0, t1), args.jobs);
 
   // Cross-builds and emulator runs: `jobs` workers over the list (largest first for balance).
   std::vector<std::size_t> order(all.size());
@@ -332,21 +252,13 @@ int main(int argc, char** argv) {
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return all[a].program.total_macs() > all[b].program.total_macs();
   });
-  std::atomic<std::size_t> next{0};
-  std::mutex progress;
   std::size_t done = 0;
-  std::vector<std::thread> workers;
-  for (int w = 0; w < jobs; ++w) {
-    workers.emplace_back([&] {
-      for (std::size_t i; (i = next++) < order.size();) {
-        Job& j = all[order[i]];
-        measure(j, plugin);
-        std::lock_guard<std::mutex> lock(progress);
-        std::cerr << fmt::format("  [{}/{}] {} {}\n", ++done, all.size(), j.config.id(), j.error.empty() ? "ok" : "FAILED");
-      }
-    });
-  }
-  for (auto& t : workers) t.join();
+  run_parallel(
+      order, args.jobs, [&](std::size_t i) { measure(all[i], plugin); },
+      [&](std::size_t i) {
+        std::cerr << fmt::format("  [{}/{}] {} {}\n", ++done, all.size(), all[i].config.id(),
+                                 all[i].error.empty() ? "ok" : "FAILED");
+      });
   std::cerr << fmt::format("microtorch-mcu-bench: built, ran and sized in {:.0f} s\n", seconds(t1, std::chrono::steady_clock::now()));
 
   std::string table = "| config | bits | kernel | MACs |";
@@ -376,11 +288,11 @@ int main(int argc, char** argv) {
                          thousands(j.size.ram()));
   }
   std::cout << table << std::flush;
-  if (!out_file.empty()) {
-    std::ofstream f(out_file);
+  if (!args.out_file.empty()) {
+    std::ofstream f(args.out_file);
     f << table;
     if (!f) {
-      std::cerr << "microtorch-mcu-bench: cannot write " << out_file << "\n";
+      std::cerr << "microtorch-mcu-bench: cannot write " << args.out_file << "\n";
       return 1;
     }
   }

@@ -15,18 +15,11 @@
 // Cortex-M55 board (mps3-an547) and are not run there.
 //
 //   microtorch-mcu-decoder-bench [--out FILE] [--work DIR] [--jobs N] [--source DIR]
-#include <sys/wait.h>
-
-#include <atomic>
-#include <cctype>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -42,10 +35,6 @@ namespace mt = microtorch;
 namespace lower = microtorch::lower;
 namespace nn = microtorch::nn;
 namespace fs = std::filesystem;
-
-#ifndef MICROTORCH_SOURCE_DIR
-#define MICROTORCH_SOURCE_DIR "."
-#endif
 
 namespace {
 
@@ -74,16 +63,6 @@ struct Job {
   std::string id() const { return fmt::format("stories_w{}_c{}", weight_bits, cache_bits); }
 };
 
-int sh(const std::string& cmd, const std::string& log) {
-  const int rc = std::system(fmt::format("{} >'{}' 2>&1", cmd, log).c_str());
-  return rc == -1 ? -1 : WEXITSTATUS(rc);
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
 // The whole-program instruction count of the CHECK_RUNS=1 program for the tokens in
 // dir/check<n> on `t`, its output checked; -1 and j.error on failure.
 std::int64_t count(Job& j, const Target& t, int n, const std::string& plugin) {
@@ -95,28 +74,10 @@ std::int64_t count(Job& j, const Target& t, int n, const std::string& plugin) {
     j.error = fmt::format("{} build failed: {}", t.cpu, slurp(log));
     return -1;
   }
-  const std::string qemu_log = fmt::format("{}/qemu-{}.txt", d, t.cpu);
-  if (sh(fmt::format("make --no-print-directory -s -C '{}' CPU={} qemu-command", d, t.cpu), qemu_log)) {
-    j.error = fmt::format("{}: no QEMU command: {}", t.cpu, slurp(qemu_log));
-    return -1;
-  }
-  std::string qemu = slurp(qemu_log);
-  while (!qemu.empty() && std::isspace(static_cast<unsigned char>(qemu.back()))) qemu.pop_back();
-  const std::string out = fmt::format("{}/run-{}-{}.txt", d, t.cpu, n), insns = fmt::format("{}/insns-{}-{}.txt", d, t.cpu, n);
-  const int rc = sh(fmt::format("timeout 900 {} -display none -serial null -monitor none -semihosting-config "
-                                "enable=on,target=native -plugin '{}' -d plugin -D '{}' -kernel '{}/{}/count1.elf' </dev/null",
-                                qemu, plugin, insns, d, b),
-                    out);
-  if (rc != 0 || slurp(out) != j.expected) {
-    j.error = fmt::format("{}: exit {}, output (want '{}'): {}", t.cpu, rc, j.expected, slurp(out));
-    return -1;
-  }
-  unsigned long long v = 0;
-  if (std::sscanf(slurp(insns).c_str(), "insns: %llu", &v) != 1) {
-    j.error = "no instruction count in " + insns;
-    return -1;
-  }
-  return static_cast<std::int64_t>(v);
+  const std::string qemu = qemu_command(d, t.cpu, fmt::format("{}/qemu-{}.txt", d, t.cpu), j.error);
+  if (qemu.empty()) return -1;
+  return counted_run(qemu, plugin, fmt::format("{}/{}/count1.elf", d, b), fmt::format("{}/run-{}-{}.txt", d, t.cpu, n),
+                     fmt::format("{}/insns-{}-{}.txt", d, t.cpu, n), j.expected, 900, j.error);
 }
 
 void measure(Job& j, const std::string& plugin) {
@@ -136,52 +97,22 @@ void measure(Job& j, const std::string& plugin) {
   }
 }
 
-int usage(const char* argv0) {
-  std::cerr << fmt::format(
-      "usage: {} [--out FILE] [--work DIR] [--jobs N] [--source DIR]\n"
-      "  --out FILE     also write the markdown table to FILE\n"
-      "  --work DIR     work folder, emptied first (refused if it holds other files; default: <tmp>/microtorch-mcu-decoder-bench)\n"
-      "  --jobs N       parallel builds and emulator runs (default 2)\n"
-      "  --source DIR   microtorch source tree, for src/lower/firmware/insncount.c (default: {})\n",
-      argv0, MICROTORCH_SOURCE_DIR);
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out_file, source = MICROTORCH_SOURCE_DIR;
-  std::string work = (fs::temp_directory_path() / "microtorch-mcu-decoder-bench").string();
-  int jobs = 2;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) std::exit(usage(argv[0]));
-      return argv[++i];
-    };
-    if (a == "--out") out_file = value();
-    else if (a == "--work") work = value();
-    else if (a == "--jobs") jobs = std::max(1, std::atoi(value().c_str()));
-    else if (a == "--source") source = value();
-    else return usage(argv[0]);
-  }
-  for (const char* tool : {"gcc", "arm-none-eabi-gcc", "arm-none-eabi-size", "qemu-system-arm", "timeout"}) {
-    if (std::system(fmt::format("command -v {} >/dev/null 2>&1", tool).c_str()) != 0) {
-      std::cerr << fmt::format("microtorch-mcu-decoder-bench: {} not found (tools/install-deps.sh installs it)\n", tool);
-      return 2;
-    }
-  }
-  const std::string plugin_src = source + "/src/lower/firmware/insncount.c";
-  if (!fs::exists(plugin_src)) {
-    std::cerr << fmt::format("microtorch-mcu-decoder-bench: {} not found (pass --source)\n", plugin_src);
-    return 2;
-  }
-  if (!prepare_work_folder(work, "microtorch-mcu-decoder-bench")) return 2;
-  const std::string plugin = work + "/libinsncount.so";
-  if (sh(fmt::format("gcc -O2 -shared -fPIC -o '{}' '{}'", plugin, plugin_src), work + "/plugin.log")) {
-    std::cerr << "microtorch-mcu-decoder-bench: building the plugin failed; see " << work << "/plugin.log\n";
-    return 1;
-  }
+  const std::string program = "microtorch-mcu-decoder-bench";
+  BenchArgs args = parse_bench_args(
+      argc, argv, program,
+      {{"--out FILE", "also write the markdown table to FILE"},
+       {"--work DIR", "work folder, emptied first (refused if it holds other files; default: "
+                     "<tmp>/microtorch-mcu-decoder-bench)"},
+       {"--jobs N", "parallel builds and emulator runs (default 2)"},
+       {"--source DIR", "microtorch source tree, for src/lower/firmware/insncount.c (default: " MICROTORCH_SOURCE_DIR ")"}});
+  if (!require_tools(program, {"gcc", "arm-none-eabi-gcc", "arm-none-eabi-size", "qemu-system-arm", "timeout"})) return 2;
+  if (!prepare_work_folder(args.work, program)) return 2;
+  const std::string plugin = build_count_plugin(program, args.work, args.source);
+  if (plugin.empty()) return 1;
+  const std::string& work = args.work;
 
   // Lowering on the host: the model's weights N(0, 0.1) (norms left at 1), calibrated on two
   // random windows of 128 tokens; the tokens a greedy generation from token 1 (the simulator).
@@ -212,19 +143,13 @@ int main(int argc, char** argv) {
     j.expected = lower::expected_check_output(sim, {{tokens[0]}});
     all.push_back(std::move(j));
   }
-  std::atomic<std::size_t> next{0};
-  std::mutex progress;
-  std::vector<std::thread> workers;
-  for (int w = 0; w < jobs; ++w) {
-    workers.emplace_back([&] {
-      for (std::size_t i; (i = next++) < all.size();) {
-        measure(all[i], plugin);
-        std::lock_guard<std::mutex> lock(progress);
+  std::vector<std::size_t> order(all.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  run_parallel(
+      order, args.jobs, [&](std::size_t i) { measure(all[i], plugin); },
+      [&](std::size_t i) {
         std::cerr << fmt::format("  {} {}\n", all[i].id(), all[i].error.empty() ? "ok" : "FAILED: " + all[i].error);
-      }
-    });
-  }
-  for (auto& t : workers) t.join();
+      });
 
   std::string table = "| weights | caches |";
   for (const Target& t : kTargets) table += fmt::format(" {} |", t.label);
@@ -243,8 +168,8 @@ int main(int argc, char** argv) {
                          thousands(j.program.arena_bytes), thousands(state));
   }
   std::cout << table << std::flush;
-  if (!out_file.empty()) {
-    std::ofstream f(out_file);
+  if (!args.out_file.empty()) {
+    std::ofstream f(args.out_file);
     f << table;
   }
   return failures ? 1 : 0;
