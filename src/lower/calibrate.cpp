@@ -25,6 +25,7 @@ Calibration calibrate(const Graph& graph, const Tensor& data) {
   cal.channel_max.assign(graph.values.size(), {});
   cal.samples = samples;
   cal.gram.assign(graph.values.size(), {});
+  cal.patch_gram.assign(graph.values.size(), {});
   // the inputs of layers that round their weights with x^T x (OpRule::rounds_with_gram)
   std::vector<bool> linear_input(graph.values.size(), false);
   const std::vector<bool> constant = constant_values(graph);
@@ -81,6 +82,14 @@ Calibration calibrate(const Graph& graph, const Tensor& data) {
             for (std::size_t b = a + 1; b < w; ++b) h[a * w + b] = h[b * w + a];
           }
         }
+      }
+    }
+    // the patches convolutions read (OpRule::patch_gram), for the rounding of their weights
+    for (const Node& n : graph.nodes) {
+      const OpRule* rule = find_rule(n.op);
+      if (rule && rule->patch_gram && rule->weighted(n, constant)) {
+        rule->patch_gram(n, env[static_cast<std::size_t>(n.inputs[0])], env[static_cast<std::size_t>(n.inputs[1])],
+                         cal.patch_gram[static_cast<std::size_t>(n.output)]);
       }
     }
   }

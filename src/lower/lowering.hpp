@@ -169,13 +169,19 @@ class Lowering {
   /// A weight matrix [out, in...] quantized symmetric with one scale per output row (or one
   /// for the whole tensor, a power of two in that scheme: then channel_scales stays empty).
   /// `min_scale[c]` (if given) is a lower bound for row c's scale.
-  /// `gram` (the inputs' x x^T from calibration) turns on rounding with error feedback.
+  /// `gram` (the inputs' x x^T from calibration, or one block per group of rows: a
+  /// convolution's patch grams) turns on rounding with error feedback.
   std::int64_t weight_rows(const Tensor& w, Elem elem, const std::string& name, const std::vector<double>& min_scale = {},
                            const std::vector<double>* gram = nullptr);
   /// The calibrated x x^T of a linear layer's input value (null if none).
   const std::vector<double>* gram(std::int64_t id) const {
     const auto k = static_cast<std::size_t>(id);
     return k < cal_.gram.size() && !cal_.gram[k].empty() ? &cal_.gram[k] : nullptr;
+  }
+  /// The calibrated patch grams of a convolution's output value (null if none).
+  const std::vector<double>* patch_gram(std::int64_t id) const {
+    const auto k = static_cast<std::size_t>(id);
+    return k < cal_.patch_gram.size() && !cal_.patch_gram[k].empty() ? &cal_.patch_gram[k] : nullptr;
   }
   /// An integer table (shapes, strides, keep bits, multipliers, parameters); identical
   /// tables are stored once. `fields` names the entries of a parameter table.

@@ -54,6 +54,11 @@ struct OpRule {
   /// weighted: calibration gathers x^T x of input 0's rows, with which the weights are
   /// rounded with error feedback (Lowering::weight_rows).
   bool rounds_with_gram = false;
+  /// weighted layers whose weight rows read patches of input 0 (convolutions): adds one
+  /// calibration sample's p p^T per group, for input `x` and weight `w`, into `gram`
+  /// (Calibration::patch_gram, sized here), with which the weights are rounded with error
+  /// feedback.
+  std::function<void(const Node& n, const Tensor& x, const Tensor& w, std::vector<double>& gram)> patch_gram;
   /// weighted: input 0 may carry a format per feature of its last dim, which the layer folds
   /// into its weight columns (Lowering::channel_formats).
   bool reads_feature_formats = false;

@@ -75,10 +75,21 @@ std::vector<double> inverse_factor(std::vector<double> h, std::size_t n) {
 std::vector<std::int64_t> round_rows(const double* w, std::int64_t rows, std::int64_t cols,
                                      const std::vector<double>& scales, Elem elem, const std::vector<double>* gram) {
   const auto n = static_cast<std::size_t>(cols);
-  const std::vector<double> u = gram && gram->size() == n * n ? inverse_factor(*gram, n) : std::vector<double>{};
+  // one n x n block per group of rows (a grouped convolution's), each group rows / groups rows
+  const std::size_t groups = gram && n > 0 && gram->size() % (n * n) == 0 ? gram->size() / (n * n) : 0;
+  const bool fits = groups > 0 && static_cast<std::size_t>(rows) % groups == 0;
+  const std::size_t per_group = fits ? static_cast<std::size_t>(rows) / groups : static_cast<std::size_t>(rows);
+  std::vector<double> u;
   std::vector<std::int64_t> out(static_cast<std::size_t>(rows * cols));
   std::vector<double> row(n);
   for (std::int64_t r = 0; r < rows; ++r) {
+    if (static_cast<std::size_t>(r) % per_group == 0) {  // a group's first row: its block's factor
+      const std::size_t g = static_cast<std::size_t>(r) / per_group;
+      u = fits ? inverse_factor(std::vector<double>(gram->begin() + static_cast<std::ptrdiff_t>(g * n * n),
+                                                    gram->begin() + static_cast<std::ptrdiff_t>((g + 1) * n * n)),
+                                n)
+               : std::vector<double>{};
+    }
     const double sc = scales[static_cast<std::size_t>(r)];
     std::copy(w + r * cols, w + (r + 1) * cols, row.begin());
     for (std::size_t c = 0; c < n; ++c) {

@@ -18,7 +18,9 @@ std::int64_t quantize_to(double x, double scale, std::int32_t zero, Elem elem);
 /// layer's calibration inputs, cols x cols), column by column with error feedback: the
 /// rounding error e of column c moves the columns after it by -e U[c, k] / U[c, c], U the
 /// upper Cholesky factor of (x^T x + 1% of its mean diagonal)^-1, so that x W^T moves least
-/// on those inputs; to nearest when that matrix is not positive definite.
+/// on those inputs; to nearest when that matrix is not positive definite. `gram` may hold
+/// one cols x cols block per group of rows (a grouped convolution's: rows / groups rows each,
+/// in order), each group rounded with its own.
 std::vector<std::int64_t> round_rows(const double* w, std::int64_t rows, std::int64_t cols,
                                      const std::vector<double>& scales, Elem elem, const std::vector<double>* gram);
 

@@ -72,6 +72,11 @@ struct Calibration {
   /// major; empty for other values), which weight rounding uses to place rounding errors
   /// where the inputs do not see them.
   std::vector<std::vector<double>> gram;
+  /// For the outputs of convolutions: per group, the sum over calibration samples and output
+  /// positions of p p^T for the patch p of the input that the group's weight rows read
+  /// ([groups, taps, taps], taps = in_channels / groups x kernel size, in the weights' order;
+  /// empty for other values), for the same rounding.
+  std::vector<std::vector<double>> patch_gram;
   std::int64_t samples = 0;  ///< how many inputs the graph ran on
 };
 
@@ -129,7 +134,9 @@ struct LayerPrecision {
 enum class WeightRounding {
   Nearest,        ///< each weight to the nearest step
   ErrorFeedback,  ///< GPTQ: column by column, each rounding error compensated in the columns
-                  ///< not yet rounded using the calibration inputs' correlations (linear layers)
+                  ///< not yet rounded using the calibration inputs' correlations (linear
+                  ///< layers; convolutions on their patches' covariance, with the error left
+                  ///< in the patches' mean taken back by the bias: bias correction)
 };
 
 /// Options of quantize(): precision, number formats, ranges, the attention kernel and the

@@ -28,9 +28,32 @@ ConvPadding float_padding(const Node& n, int spatial) {
   return spatial == 1 ? ConvPadding(p[0]) : ConvPadding(p[0], p[1]);
 }
 
+// From the patch grams of a convolution with `taps` taps per group: per group, the patches'
+// mean (`mean`, [groups, taps]) and their covariance sum_a (p - mean)(p - mean)^T ([groups,
+// taps, taps]), which the weights' rounding with error feedback minimises the output error on
+// (Lowering::weight_rows); what rounding leaves in the mean, (W - W_q) mean, the bias takes
+// back (bias correction, Nagel et al. 2019): the output's error is then zero on average.
+std::vector<double> centered_patches(const std::vector<double>& gram, std::size_t taps, std::vector<double>& mean) {
+  const std::size_t m = taps + 1, groups = gram.size() / (m * m);
+  std::vector<double> cov(groups * taps * taps);
+  mean.assign(groups * taps, 0.0);
+  for (std::size_t g = 0; g < groups; ++g) {
+    const double* h = gram.data() + g * m * m;
+    const double count = h[taps * m + taps];
+    for (std::size_t i = 0; i < taps; ++i) mean[g * taps + i] = count > 0 ? h[i * m + taps] / count : 0.0;
+    for (std::size_t i = 0; i < taps; ++i) {
+      for (std::size_t j = 0; j < taps; ++j) {
+        cov[(g * taps + i) * taps + j] = h[i * m + j] - count * mean[g * taps + i] * mean[g * taps + j];
+      }
+    }
+  }
+  return cov;
+}
+
 // y = conv(x, W) + b: mt_conv_*. W [O, C / groups, (KH,) KW] and b constant, folded with a
 // batch_norm after the layer (Lowering::fold_norm). As lower_linear: weights symmetric with a
-// scale per output channel, b in the accumulator's scale scale_x scale_w[o], per-channel
+// scale per output channel, rounded with error feedback from the patches' grams
+// (accumulate_patch_gram), b in the accumulator's scale scale_x scale_w[o], per-channel
 // multipliers scale_x scale_w[o] / scale_y, a fused relu clamping at the output's zero
 // point. x is read in place (packed), symmetric: the padding's zeros are the integer 0.
 void lower_conv(Lowering& L, const Node& n, int spatial) {
@@ -79,13 +102,26 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
   if (be == Elem::S32 && b64.defined()) {
     for (std::int64_t o = 0; o < O; ++o) min_scale.push_back(std::abs(b64.data<double>()[o]) / (x.scale * 2147483646.0));
   }
-  const std::int64_t wb = L.weight_rows(w, we, wname, min_scale);
+  const std::vector<double>* gram = L.patch_gram(n.output);
+  std::vector<double> cov, mean;
+  if (L.options().rounding == WeightRounding::ErrorFeedback && gram &&
+      gram->size() == static_cast<std::size_t>(groups * (taps + 1) * (taps + 1))) {
+    cov = centered_patches(*gram, static_cast<std::size_t>(taps), mean);
+  }
+  const std::int64_t wb = L.weight_rows(w, we, wname, min_scale, cov.empty() ? nullptr : &cov);
   const Buffer wbuf = L.program().buffer(wb);  // a copy: the tables added below may move the buffers
   std::int64_t bb = -1;
   if (b64.defined()) {
+    const Tensor wf = w.to(Dtype::Float64).contiguous();
     std::vector<std::int64_t> b_q;
     for (std::int64_t o = 0; o < O; ++o) {
-      b_q.push_back(std::llround(b64.data<double>()[o] / (x.scale * row_scale(wbuf, o))));
+      double b = b64.data<double>()[o];
+      for (std::int64_t t = 0; !mean.empty() && t < taps; ++t) {  // bias correction: - (W_q - W) mean
+        const auto k = static_cast<std::size_t>(o * taps + t);
+        b -= (static_cast<double>(wbuf.data[k]) * row_scale(wbuf, o) - wf.data<double>()[k]) *
+             mean[static_cast<std::size_t>(o / (O / groups) * taps + t)];
+      }
+      b_q.push_back(std::llround(b / (x.scale * row_scale(wbuf, o))));
     }
     bb = L.table(be, std::move(b_q), TableRole::Bias, "b_" + c_name(b_id >= 0 ? L.const_name(b_id) + sfx : wname));
   }
@@ -119,6 +155,54 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
   L.set(top, y);
 }
 
+// Calibration's patch grams (OpRule::patch_gram): for each output position and group g, the
+// patch p the group's weight rows read, p[(c, kh, kw)] = x[g C/groups + c, oh sh - ph + kh dh,
+// ow sw - pw + kw dw] (0 in the padding), extended by a 1, a = (p, 1), added as a a^T into
+// block g of `gram` ([groups, taps + 1, taps + 1]): the last column holds the sums of the
+// patches and, last, their count (centered_patches).
+void accumulate_patch_gram(const Node& n, const Tensor& x_in, const Tensor& w, std::vector<double>& gram, int spatial) {
+  const Tensor x = x_in.to(Dtype::Float64).contiguous();
+  const int rank = x.dim();
+  const std::int64_t C = x.size(rank - spatial - 1), H = spatial == 2 ? x.size(rank - 2) : 1, W = x.size(rank - 1);
+  const std::int64_t N = x.numel() / (C * H * W), groups = node_attr<std::int64_t>(n, "groups");
+  const std::int64_t KH = spatial == 2 ? w.size(2) : 1, KW = w.size(w.dim() - 1), CG = C / groups;
+  const auto [sh, sw] = hw(n, "stride", spatial);
+  const auto [ph, pw] = hw(n, "padding", spatial, 0);
+  const auto [dh, dw] = hw(n, "dilation", spatial);
+  const auto [eh, ew] = hw(n, "padding_end", spatial, 0);
+  const std::int64_t OH = (H + ph + eh - dh * (KH - 1) - 1) / sh + 1, OW = (W + pw + ew - dw * (KW - 1) - 1) / sw + 1;
+  const auto taps = static_cast<std::size_t>(CG * KH * KW), m = taps + 1;
+  gram.resize(static_cast<std::size_t>(groups) * m * m, 0.0);
+  const double* px = x.data<double>();
+  std::vector<double> p(m, 1.0);
+  for (std::int64_t b = 0; b < N; ++b) {
+    for (std::int64_t g = 0; g < groups; ++g) {
+      double* h = gram.data() + static_cast<std::size_t>(g) * m * m;
+      for (std::int64_t oh = 0; oh < OH; ++oh) {
+        for (std::int64_t ow = 0; ow < OW; ++ow) {
+          std::size_t t = 0;
+          for (std::int64_t c = 0; c < CG; ++c) {
+            const double* plane = px + ((b * C + g * CG + c) * H) * W;
+            for (std::int64_t kh = 0; kh < KH; ++kh) {
+              const std::int64_t ih = oh * sh - ph + kh * dh;
+              for (std::int64_t kw = 0; kw < KW; ++kw, ++t) {
+                const std::int64_t iw = ow * sw - pw + kw * dw;
+                p[t] = ih >= 0 && ih < H && iw >= 0 && iw < W ? plane[ih * W + iw] : 0.0;
+              }
+            }
+          }
+          for (std::size_t i = 0; i < m; ++i) {
+            for (std::size_t j = 0; j <= i; ++j) h[i * m + j] += p[i] * p[j];
+          }
+        }
+      }
+      for (std::size_t i = 0; i < m; ++i) {
+        for (std::size_t j = i + 1; j < m; ++j) h[i * m + j] = h[j * m + i];
+      }
+    }
+  }
+}
+
 OpRule conv_rule(int spatial) {
   OpRule r;
   r.op = spatial == 1 ? "conv1d" : "conv2d";
@@ -140,6 +224,9 @@ OpRule conv_rule(int spatial) {
     const std::int64_t groups = node_attr<std::int64_t>(n, "groups");
     if (spatial == 1) return microtorch::conv1d(in[0], in[1], b, sw, float_padding(n, 1), dw, groups);
     return microtorch::conv2d(in[0], in[1], b, Sizes2d(sh, sw), float_padding(n, 2), Sizes2d(dh, dw), groups);
+  };
+  r.patch_gram = [spatial](const Node& n, const Tensor& x, const Tensor& w, std::vector<double>& gram) {
+    accumulate_patch_gram(n, x, w, gram, spatial);
   };
   r.lower = [spatial](Lowering& L, const Node& n) { lower_conv(L, n, spatial); };
   return r;
