@@ -1,9 +1,12 @@
-// microtorch-lower-bench — the lowering schemes side by side on two transformers trained in
-// PyTorch 1.13 (tools/torch_lowering_models.py; state dicts and data in tests/fixtures) and
-// the Iris demo model (trained here, seed 42): accuracy against float on held-out data, the
-// share of weight bytes at int8, flash, arena and Cortex-M4 instructions per inference.
+// microtorch-lower-bench — the lowering schemes side by side on five models trained in
+// PyTorch 1.13 (state dicts and data in tests/fixtures): two transformers on token ids
+// (tools/torch_lowering_models.py), two on raw real-valued inputs, a post-LN sensor encoder
+// and a digits classifier (tools/torch_lowering_raw_inputs.py), and a Conv1d + attention
+// sensor CNN (tools/torch_sensor_model.py); and the Iris demo model (trained here, seed 42):
+// accuracy against float on held-out data, the share of weight bytes at int8, flash, arena
+// and Cortex-M4 instructions per inference.
 //
-//   microtorch-lower-bench [--work DIR] [--out FILE] [--no-mcu] [--source DIR]
+//   microtorch-lower-bench [--work DIR] [--out FILE] [--no-mcu] [--filter TEXT] [--source DIR]
 //
 // Schemes (lower::QuantOptions):
 //   pow2 int8   every value int8 with a power-of-two scale (shifts, no multiplies), weights
@@ -32,7 +35,10 @@
 
 #include <fmt/format.h>
 
+#include "../../examples/models/digits_classifier.hpp"
 #include "../../examples/models/iris_transformer.hpp"
+#include "../../examples/models/sensor_cnn.hpp"
+#include "../../examples/models/sensor_encoder.hpp"
 #include "../../examples/models/sequence_classifier.hpp"
 #include "../../examples/models/token_tagger.hpp"
 #include "microtorch/io.hpp"
@@ -64,14 +70,14 @@ Tensor member(const std::string& npz, const std::string& name) {
   throw mt::IoError(fmt::format("{} has no member {}", npz, name));
 }
 
-// A model trained in PyTorch: its C++ twin, the state dict, calibration and evaluation data.
-template <class M>
-Model pytorch_model(const std::string& source, const std::string& label, const std::string& id, std::int64_t length) {
+// A model trained in PyTorch: its C++ twin `m`, the state dict, calibration and evaluation
+// data; traced on `example` (one input: token ids or real values).
+Model pytorch_model(const std::string& source, const std::string& label, const std::string& id,
+                    std::shared_ptr<mt::nn::Module> m, const Tensor& example) {
   const std::string fixtures = source + "/tests/fixtures/lower_" + id;
-  auto m = std::make_shared<M>();
   mt::nn::load(*m, fixtures + ".npz");
   m->eval();
-  return {label, id, m, lower::trace(*m, mt::zeros({1, length}, mt::kInt64)), member(fixtures + "_data.npz", "calib_x"),
+  return {label, id, m, lower::trace(*m, example), member(fixtures + "_data.npz", "calib_x"),
           member(fixtures + "_data.npz", "eval_x")};
 }
 
@@ -116,6 +122,8 @@ int main(int argc, char** argv) {
                       "<tmp>/microtorch-lower-bench)"},
        {"--out FILE", "also write the markdown table to FILE"},
        {"--no-mcu", "accuracy, arena and weights only (no cross-builds, no QEMU)"},
+       {"--filter TEXT", "only the models whose id contains TEXT (sequence_classifier, token_tagger, sensor_encoder, "
+                         "digits_classifier, sensor_cnn, iris)"},
        {"--source DIR", "microtorch source tree (fixtures, tools/mcu; default: " MICROTORCH_SOURCE_DIR ")"}});
   const std::string &work = args.work, &source = args.source, &out_file = args.out_file;
   const bool mcu = args.mcu;
@@ -123,11 +131,37 @@ int main(int argc, char** argv) {
     if (mcu && !require_tools(program, {"arm-none-eabi-gcc", "qemu-system-arm"}, "; or --no-mcu")) return 2;
     if (!prepare_work_folder(args.work, program)) return 2;
     std::vector<Model> models;
-    models.push_back(pytorch_model<sequence_classifier::SequenceClassifier>(
-        source, "causal MHA sequence classifier (PyTorch)", "sequence_classifier", sequence_classifier::kLength));
-    models.push_back(pytorch_model<token_tagger::TokenTagger>(source, "2-layer pre-LN encoder tagger (PyTorch)",
-                                                              "token_tagger", token_tagger::kLength));
-    models.push_back(iris_model());
+    auto wanted = [&](const std::string& id) { return args.filter.empty() || id.find(args.filter) != std::string::npos; };
+    if (wanted("sequence_classifier")) {
+      models.push_back(pytorch_model(source, "causal MHA sequence classifier (PyTorch)", "sequence_classifier",
+                                     std::make_shared<sequence_classifier::SequenceClassifier>(),
+                                     mt::zeros({1, sequence_classifier::kLength}, mt::kInt64)));
+    }
+    if (wanted("token_tagger")) {
+      models.push_back(pytorch_model(source, "2-layer pre-LN encoder tagger (PyTorch)", "token_tagger",
+                                     std::make_shared<token_tagger::TokenTagger>(),
+                                     mt::zeros({1, token_tagger::kLength}, mt::kInt64)));
+    }
+    if (wanted("sensor_encoder")) {
+      models.push_back(pytorch_model(source, "post-LN encoder on raw sensor windows (PyTorch)", "sensor_encoder",
+                                     std::make_shared<sensor_encoder::SensorEncoder>(),
+                                     mt::zeros({1, sensor_encoder::kWindow, sensor_encoder::kAxes})));
+    }
+    if (wanted("digits_classifier")) {
+      models.push_back(pytorch_model(source, "pre-LN GELU digits classifier (PyTorch)", "digits_classifier",
+                                     std::make_shared<digits_classifier::DigitsClassifier>(),
+                                     mt::zeros({1, digits_classifier::kRows, digits_classifier::kRows})));
+    }
+    if (wanted("sensor_cnn")) {
+      models.push_back(pytorch_model(source, "Conv1d + attention sensor CNN (PyTorch)", "sensor_cnn",
+                                     std::make_shared<sensor_cnn::SensorCNN>(6),  // six gestures
+                                     mt::zeros({1, sensor_cnn::kAxes, sensor_cnn::kWindow})));
+    }
+    if (wanted("iris")) models.push_back(iris_model());
+    if (models.empty()) {
+      std::cerr << "microtorch-lower-bench: no model id contains --filter " << args.filter << "\n";
+      return 2;
+    }
 
     std::string table =
         "| model | scheme | max error % of range | agreement | weight bytes int8 | flash B | arena B | Cortex-M4 "
