@@ -537,13 +537,65 @@ static __attribute__((noinline)) void mt_conv_sums_rv(const int8_t *pa, const in
   s[6] = a6, s[7] = a7, s[8] = a8, s[9] = a9, s[10] = a10, s[11] = a11;
 }
 
+/* Depthwise layers of a 3-tap 'same' kernel along one axis (stride and dilation 1, padding 1
+ * at both ends): the n outputs of one line along that axis slide over its n inputs, each input
+ * step (T contiguous taps at x, the next step xs further) read once and multiplied by the
+ * three weight rows k0, k1, k2 (T each) kept in registers: it ends output r - 1 (k2), adds to
+ * output r (k1) and starts output r + 1 from the bias (k0), so the padding's taps are never
+ * computed and the border outputs take the same pass. Per step T loads, 3 T MUL, 3 T ADD and
+ * one output (mt_rv_rq_out_h: every channel's mt_rv_rq_h_ok is 1), unrolled by three so the
+ * three sums rotate by name. T = 3 and T = 2: the columns of a 3 x 3 kernel down H (the
+ * first and last column T = 2, their padding's taps left out); T = 1: a row of a 1-D kernel
+ * along W. The same integers as mt_rv_rq_out_h (the clamp as one unsigned compare). */
+#define MT_DW_DOT(xp, K) \
+  ((T) == 1 ? (int32_t)(xp)[0] * K##0 \
+            : (T) == 2 ? (int32_t)(xp)[0] * K##0 + (int32_t)(xp)[1] * K##1 \
+                       : (int32_t)(xp)[0] * K##0 + (int32_t)(xp)[1] * K##1 + (int32_t)(xp)[2] * K##2)
+#define MT_DW_OUT(yp, acc)                                                                                \
+  do {                                                                                                    \
+    int32_t v_ = (int32_t)((uint32_t)(int32_t)(((int64_t)(acc) * m) >> 32) + (uint32_t)c_hi) >> sh;    \
+    if ((uint32_t)(v_ - lo) > span) v_ = v_ < lo ? lo : lo + (int32_t)span;                            \
+    if (y16) *(int16_t *)(void *)(yp) = (int16_t)v_;                                                   \
+    else *(int8_t *)(void *)(yp) = (int8_t)v_;                                                         \
+  } while (0)
+static inline __attribute__((always_inline)) void mt_dw_slide_rv(const int8_t *x, long xs, int T, const int8_t *k0,
+                                                                const int8_t *k1, const int8_t *k2, int32_t bias,
+                                                                const mt_rv_rq *q, int32_t lo, int32_t hi, char *y,
+                                                                long ys, int n, int y16) {
+  const int32_t a0 = k0[0], a1 = T > 1 ? k0[1] : 0, a2 = T > 2 ? k0[2] : 0;
+  const int32_t b0 = k1[0], b1 = T > 1 ? k1[1] : 0, b2 = T > 2 ? k1[2] : 0;
+  const int32_t c0 = k2[0], c1 = T > 1 ? k2[1] : 0, c2 = T > 2 ? k2[2] : 0;
+  const int32_t m = q->m, c_hi = q->c_hi;
+  const int sh = q->sh;
+  const uint32_t span = (uint32_t)(hi - lo);
+  int32_t s0 = bias + MT_DW_DOT(x, b), s1 = bias + MT_DW_DOT(x, a), s2; /* outputs 0, 1 */
+  int r = n - 1; /* steps left */
+  (void)a1, (void)a2, (void)b1, (void)b2, (void)c1, (void)c2;
+  x += xs;
+  for (; r >= 3; r -= 3, x += 3 * xs, y += 3 * ys) { /* steps r, r + 1, r + 2: outputs r - 1 .. r + 1 end */
+    s0 += MT_DW_DOT(x, c), s1 += MT_DW_DOT(x, b), s2 = bias + MT_DW_DOT(x, a);
+    MT_DW_OUT(y, s0);
+    s1 += MT_DW_DOT(x + xs, c), s2 += MT_DW_DOT(x + xs, b), s0 = bias + MT_DW_DOT(x + xs, a);
+    MT_DW_OUT(y + ys, s1);
+    s2 += MT_DW_DOT(x + 2 * xs, c), s0 += MT_DW_DOT(x + 2 * xs, b), s1 = bias + MT_DW_DOT(x + 2 * xs, a);
+    MT_DW_OUT(y + 2 * ys, s2);
+  }
+  for (; r > 0; --r, x += xs, y += ys) {
+    s0 += MT_DW_DOT(x, c), s1 += MT_DW_DOT(x, b), s2 = bias + MT_DW_DOT(x, a);
+    MT_DW_OUT(y, s0);
+    s0 = s1, s1 = s2;
+  }
+  MT_DW_OUT(y, s0); /* the last output: no step below it */
+}
+
 /* Depthwise int8 x int8 convolutions of kernel width 3, stride and dilation 1 along W (one
  * input and one output channel per group; any KH, stride and dilation along H, padding): four
  * outputs (q .. q + 3) per pass over each kernel row i inside the input, from the six inputs
  * they cover: 3 + 6 loads, 12 MUL, 12 ADD for 12 MACs; an output whose pass would leave the row
  * alone, its three taps unrolled where they are inside, else the taps inside only. Sums in
  * int32 from the bias, requantized by mt_rv_rq (MULH when HQ is 1, as above); the caller checked
- * the channels and biases. */
+ * the channels and biases. With HQ 1, 'same' 3 x 3 layers (stride 1) and 1-D ones (kernel 3,
+ * padding 1) take mt_dw_slide_rv instead, down each column or along each row. */
 #define MT_DEFINE_CONV_DW3_RV(NAME, YT, YLO, YHI)                                                         \
   static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int hq) {         \
@@ -553,6 +605,31 @@ static __attribute__((noinline)) void mt_conv_sums_rv(const int8_t *pa, const in
     const int32_t lo = y_min > (YLO) ? y_min : (YLO);                                                     \
     int n, o, p, q, i;                                                                                    \
     if (g[MT_CONV_KW] != 3 || g[MT_CONV_DW] != 1 || g[MT_CONV_SW] != 1) return 0;                         \
+    if (hq == 1 && PW == 1 && OW == W && W >= 2 && OH == H &&                                             \
+        ((KH == 3 && SH == 1 && DH == 1 && PH == 1) || (KH == 1 && SH == 1 && PH == 0))) {                \
+      for (n = 0; n < N; ++n) /* mt_dw_slide_rv down each column (3 x 3) or along each row (1-D) */       \
+        for (o = 0; o < G; ++o) {                                                                         \
+          const int8_t *xc = x + ((long)n * G + o) * H * W, *wc = w + o * KH * 3;                         \
+          const mt_rv_rq qc = mt_rv_rq_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                  \
+          const int32_t bias = b ? b[o] : 0;                                                              \
+          char *yc = (char *)(y + ((long)n * G + o) * H * W);                                             \
+          const long ys = (long)sizeof(YT) * W;                                                           \
+          if (KH == 1)                                                                                    \
+            for (p = 0; p < H; ++p)                                                                       \
+              mt_dw_slide_rv(xc + (long)p * W, 1, 1, wc, wc + 1, wc + 2, bias, &qc, lo, YHI,              \
+                             yc + p * ys, (long)sizeof(YT), W, sizeof(YT) == 2);                          \
+          else {                                                                                          \
+            mt_dw_slide_rv(xc, W, 2, wc + 1, wc + 4, wc + 7, bias, &qc, lo, YHI, yc, ys, H,               \
+                           sizeof(YT) == 2);                                                              \
+            for (q = 1; q < W - 1; ++q)                                                                   \
+              mt_dw_slide_rv(xc + q - 1, W, 3, wc, wc + 3, wc + 6, bias, &qc, lo, YHI,                    \
+                             yc + q * (long)sizeof(YT), ys, H, sizeof(YT) == 2);                          \
+            mt_dw_slide_rv(xc + W - 2, W, 2, wc, wc + 3, wc + 6, bias, &qc, lo, YHI,                      \
+                           yc + (W - 1) * (long)sizeof(YT), ys, H, sizeof(YT) == 2);                      \
+          }                                                                                               \
+        }                                                                                                 \
+      return 1;                                                                                           \
+    }                                                                                                     \
     for (n = 0; n < N; ++n)                                                                               \
       for (o = 0; o < G; ++o) {                                                                           \
         const int8_t *xc = x + ((long)n * G + o) * H * W, *wc = w + o * KH * 3;                           \
@@ -601,6 +678,74 @@ static __attribute__((noinline)) void mt_conv_sums_rv(const int8_t *pa, const in
 MT_DEFINE_CONV_DW3_RV(mt_conv_dw3_rv_s8_s8_s8, int8_t, -128, 127)
 MT_DEFINE_CONV_DW3_RV(mt_conv_dw3_rv_s8_s8_s16, int16_t, -32768, 32767)
 
+/* Pointwise layers (kernel 1 x 1, stride 1, no padding) with every channel's mt_rv_rq_h_ok 1:
+ * no im2col. The taps of output positions k, k + 1, k + 2 are x[c HW + k + r] for the CG
+ * channels c: one pointer reaches the three with immediate offsets and moves HW per tap. Each
+ * group of four output channels has its requantization set up once per call (mt_pw_ctx_rv)
+ * and its weights copied into col interleaved (tap t of channel j at 4 t + j: one pointer,
+ * immediate offsets; 4 CG of col's 8 ((CG + 3) & ~3) bytes), then runs over the positions,
+ * three per pass (mt_pw_pass_*: the twelve sums of mt_conv_sums_rv and their twelve outputs in
+ * one call, each by MULH, an ADD, a shift and one unsigned compare for the clamp: the integers
+ * of mt_rv_rq_out_h; ctx restrict, so that the int8 stores do not reload it). A last pass of
+ * fewer than three positions takes the three last positions (P >= 3), some stored twice with
+ * the same values. */
+typedef struct {
+  int32_t b[4], m[4], c_hi[4], sh[4], lo;
+  uint32_t span;
+  long hw;
+  int taps;
+  void *y[4];
+} mt_pw_ctx_rv;
+
+static inline int32_t mt_pw_out_rv(int32_t acc, const mt_pw_ctx_rv *c, int j) {
+  int32_t v = (int32_t)((uint32_t)(int32_t)(((int64_t)acc * c->m[j]) >> 32) + (uint32_t)c->c_hi[j]) >> c->sh[j];
+  if ((uint32_t)(v - c->lo) > c->span) v = v < c->lo ? c->lo : c->lo + (int32_t)c->span;
+  return v;
+}
+
+#define MT_DEFINE_PW_PASS_RV(NAME, YT)                                                                    \
+  static __attribute__((noinline)) void NAME(const int8_t *pa, const int8_t *pw, const mt_pw_ctx_rv *restrict ctx, int k) { \
+    const long hw = ctx->hw;                                                                              \
+    const int8_t *pb = pa + 1, *pc = pa + 2, *p0 = pw, *p1 = pw + 1, *p2 = pw + 2, *p3 = pw + 3;          \
+    int32_t a0 = ctx->b[0], a1 = ctx->b[1], a2 = ctx->b[2], a3 = ctx->b[3];                               \
+    int32_t a4 = a0, a5 = a1, a6 = a2, a7 = a3, a8 = a0, a9 = a1, a10 = a2, a11 = a3;                     \
+    int j;                                                                                                \
+    YT *y_;                                                                                               \
+    for (j = ctx->taps >> 3; j > 0; --j) {                                                                \
+      MT_RV_STEP12(0, 0);                                                                                 \
+      pa += hw, pb += hw, pc += hw;                                                                       \
+      MT_RV_STEP12(0, 4);                                                                                 \
+      pa += hw, pb += hw, pc += hw;                                                                       \
+      MT_RV_STEP12(0, 8);                                                                                 \
+      pa += hw, pb += hw, pc += hw;                                                                       \
+      MT_RV_STEP12(0, 12);                                                                                \
+      pa += hw, pb += hw, pc += hw;                                                                       \
+      MT_RV_STEP12(0, 16);                                                                                \
+      pa += hw, pb += hw, pc += hw;                                                                       \
+      MT_RV_STEP12(0, 20);                                                                                \
+      pa += hw, pb += hw, pc += hw;                                                                       \
+      MT_RV_STEP12(0, 24);                                                                                \
+      pa += hw, pb += hw, pc += hw;                                                                       \
+      MT_RV_STEP12(0, 28);                                                                                \
+      pa += hw, pb += hw, pc += hw;                                                                       \
+      p0 += 32, p1 += 32, p2 += 32, p3 += 32;                                                             \
+    }                                                                                                     \
+    for (j = ctx->taps & 7; j > 0; --j) {                                                                 \
+      MT_RV_STEP12(0, 0);                                                                                 \
+      pa += hw, pb += hw, pc += hw, p0 += 4, p1 += 4, p2 += 4, p3 += 4;                                   \
+    }                                                                                                     \
+    y_ = (YT *)ctx->y[0] + k;                                                                             \
+    y_[0] = (YT)mt_pw_out_rv(a0, ctx, 0), y_[1] = (YT)mt_pw_out_rv(a4, ctx, 0), y_[2] = (YT)mt_pw_out_rv(a8, ctx, 0); \
+    y_ = (YT *)ctx->y[1] + k;                                                                             \
+    y_[0] = (YT)mt_pw_out_rv(a1, ctx, 1), y_[1] = (YT)mt_pw_out_rv(a5, ctx, 1), y_[2] = (YT)mt_pw_out_rv(a9, ctx, 1); \
+    y_ = (YT *)ctx->y[2] + k;                                                                             \
+    y_[0] = (YT)mt_pw_out_rv(a2, ctx, 2), y_[1] = (YT)mt_pw_out_rv(a6, ctx, 2), y_[2] = (YT)mt_pw_out_rv(a10, ctx, 2); \
+    y_ = (YT *)ctx->y[3] + k;                                                                             \
+    y_[0] = (YT)mt_pw_out_rv(a3, ctx, 3), y_[1] = (YT)mt_pw_out_rv(a7, ctx, 3), y_[2] = (YT)mt_pw_out_rv(a11, ctx, 3); \
+  }
+MT_DEFINE_PW_PASS_RV(mt_pw_pass_s8_rv, int8_t)
+MT_DEFINE_PW_PASS_RV(mt_pw_pass_s16_rv, int16_t)
+
 /* The outputs of channel J of a pass (sums A, B, C of its three positions) */
 #define MT_RV_CONV_OUT3(YT, YHI, J, A, B, C)                                                                      \
   do {                                                                                                    \
@@ -620,7 +765,7 @@ MT_DEFINE_CONV_DW3_RV(mt_conv_dw3_rv_s8_s8_s16, int16_t, -32768, 32767)
     }                                                                                                     \
   } while (0)
 
-#define MT_DEFINE_CONV_RV(NAME, YT, YLO, YHI, DW3)                                                        \
+#define MT_DEFINE_CONV_RV(NAME, YT, YLO, YHI, DW3, PW)                                                        \
   static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col) {   \
     const int N = g[MT_CONV_N], CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W];                   \
@@ -641,6 +786,32 @@ MT_DEFINE_CONV_DW3_RV(mt_conv_dw3_rv_s8_s8_s16, int16_t, -32768, 32767)
       }                                                                                                   \
     }                                                                                                     \
     if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min, hq);             \
+    if (hq == 1 && col && OG > 1 && g[MT_CONV_KH] == 1 && g[MT_CONV_KW] == 1 && g[MT_CONV_SH] == 1 &&          \
+        g[MT_CONV_SW] == 1 && g[MT_CONV_PH] == 0 && g[MT_CONV_PW] == 0 && P >= 3) {                       \
+      mt_pw_ctx_rv c_; /* pointwise: x read in place (mt_pw_pass_*) */                                    \
+      c_.lo = lo, c_.span = (uint32_t)((YHI) - lo), c_.hw = (long)P, c_.taps = CG;                        \
+      for (n = 0; n < N; ++n)                                                                             \
+        for (grp = 0; grp < G; ++grp) {                                                                   \
+          const int8_t *x0 = x + ((long)n * CG * G + (long)grp * CG) * P;                                 \
+          const int end = (grp + 1) * OG;                                                                 \
+          for (o = grp * OG; o < end; o += 4) {                                                           \
+            const int8_t *wr_;                                                                            \
+            int t;                                                                                        \
+            for (r = 0; r < 4; ++r) {                                                                     \
+              const int cj = o + r < end ? o + r : end - 1;                                               \
+              const mt_rv_rq q_ = mt_rv_rq_init(rq + (rq_per_channel ? 2 * cj : 0), y_zero);              \
+              c_.b[r] = b ? b[cj] : 0, c_.m[r] = q_.m, c_.c_hi[r] = q_.c_hi, c_.sh[r] = q_.sh;            \
+              c_.y[r] = y + ((long)n * O + cj) * P, wr_ = w + (long)cj * CG;                              \
+              for (t = 0; t < CG; ++t) cv[4 * t + r] = wr_[t];                                            \
+            }                                                                                             \
+            for (k = 0; k < P; k += 3) {                                                                  \
+              const int kk = k + 3 <= P ? k : P - 3;                                                      \
+              PW(x0 + kk, cv, &c_, kk);                                                                   \
+            }                                                                                             \
+          }                                                                                               \
+        }                                                                                                 \
+      return 1;                                                                                           \
+    }                                                                                                     \
     if (!col || OG == 1) return 0; /* one channel per group: a column would serve one channel */          \
     for (n = 0; n < N; ++n)                                                                               \
       for (grp = 0; grp < G; ++grp) {                                                                     \
@@ -670,8 +841,8 @@ MT_DEFINE_CONV_DW3_RV(mt_conv_dw3_rv_s8_s8_s16, int16_t, -32768, 32767)
       }                                                                                                   \
     return 1;                                                                                             \
   }
-MT_DEFINE_CONV_RV(mt_conv_rv_s8_s8_s8, int8_t, -128, 127, mt_conv_dw3_rv_s8_s8_s8)
-MT_DEFINE_CONV_RV(mt_conv_rv_s8_s8_s16, int16_t, -32768, 32767, mt_conv_dw3_rv_s8_s8_s16)
+MT_DEFINE_CONV_RV(mt_conv_rv_s8_s8_s8, int8_t, -128, 127, mt_conv_dw3_rv_s8_s8_s8, mt_pw_pass_s8_rv)
+MT_DEFINE_CONV_RV(mt_conv_rv_s8_s8_s16, int16_t, -32768, 32767, mt_conv_dw3_rv_s8_s8_s16, mt_pw_pass_s16_rv)
 #undef MT_RV_CONV_OUT3
 /* the dispatch's variant (MT_DEFINE_CONV below) */
 #undef mt_conv_dsp_s8_s8_s8
