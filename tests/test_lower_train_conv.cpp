@@ -255,3 +255,36 @@ TEST_CASE("lower train: errors name the op that blocks a float32 step, and what 
                                          "step runs through it; train with Numeric::Integer"),
                        mt::ValueError);
 }
+
+TEST_CASE("lower train integer: the classifier head over a frozen conv stem trains (integer forward); a conv does not") {
+  SensorCnn m(36);
+  lower::TrainOptions t;  // integer (the default): the last linear layer's weight and bias
+  t.lr = 0.2, t.batch = 4;
+  lower::QuantOptions q = named("head");
+  q.activation_bits = q.weight_bits = 16;
+  const lower::Program p = lower::train_program(m.graph, m.calibration, q, t);
+  CHECK(p.training->numeric == "integer");
+  lower::Simulator sim(p);
+  const Tensor w0 = sim.parameter("8.weight"), b0 = sim.parameter("8.bias");
+  const Tensor x = m.xs.slice(0, 0, 4), y = m.ys.slice(0, 0, 4);
+  const double loss = sim.train_step(x, y);
+  // the host's step on the head alone: autograd through the float model
+  const Tensor host = mt::nn::functional::cross_entropy(m.model->forward(x), y);
+  host.backward();
+  const auto params = m.model->named_parameters();
+  Tensor gw, gb;
+  for (const auto& [name, w] : params) {
+    if (name == "8.weight") gw = w.grad();
+    if (name == "8.bias") gb = w.grad();
+  }
+  MESSAGE("integer step loss " << loss << ", float " << host.item());
+  CHECK(std::abs(loss - host.item()) <= 0.01);
+  // the step moved the head by lr times autograd's gradient, within the int16 formats' rounding
+  const Tensor dw = (w0 - sim.parameter("8.weight")) / t.lr, db = (b0 - sim.parameter("8.bias")) / t.lr;
+  CHECK(max_abs_diff(dw, gw) <= 0.01 * (mt::max(mt::abs(gw)).item() + 1e-3));
+  CHECK(max_abs_diff(db, gb) <= 0.01 * (mt::max(mt::abs(gb)).item() + 1e-3));
+  // a conv's parameters need the float32 mode
+  t.parameters = {"0.bias"};
+  CHECK_THROWS_WITH_AS(lower::train_program(m.graph, m.calibration, q, t),
+                       doctest::Contains("Numeric::Float32 trains this parameter of a conv1d"), mt::ValueError);
+}
