@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../examples/models/sensor_cnn.hpp"
 #include "helpers.hpp"
 #include "lower_firmware.hpp"
 #include "lower_train_testing.hpp"
@@ -87,6 +88,20 @@ TEST_CASE("lower train float32: a sensor CNN's steps (conv, batch norm, depthwis
   lower::Simulator sim(lower::train_program(m.graph, m.calibration, named("fwd"), t));
   mt::NoGradGuard no_grad;
   CHECK(max_abs_diff(sim.forward(m.xs.slice(0, 0, 1)), m.model->forward(m.xs.slice(0, 0, 1))) <= 1e-5);
+}
+
+TEST_CASE("lower train float32: the sensor pipeline's model (conv stem, encoder, mean, head) trains whole as autograd") {
+  mt::manual_seed(37);
+  sensor_cnn::SensorCNN model(4);
+  randomize(*model.bn);
+  model.eval();
+  const Tensor xs = mt::randn({4, sensor_cnn::kAxes, sensor_cnn::kWindow}), ys = mt::randint(0, 4, {4});
+  const lower::Graph g = lower::trace(model, {1, sensor_cnn::kAxes, sensor_cnn::kWindow});
+  lower::TrainOptions t;
+  t.numeric = lower::Numeric::Float32;
+  t.parameters = {"*"};
+  t.lr = 0.02, t.momentum = 0.9, t.batch = 2;
+  compare_steps(model, g, lower::calibrate(g, xs), t, xs, ys, 2, 1e-5);
 }
 
 namespace {
