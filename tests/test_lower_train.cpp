@@ -10,6 +10,7 @@
 
 #include "helpers.hpp"
 #include "lower_firmware.hpp"
+#include "lower_train_testing.hpp"
 #include "microtorch/lower/emit.hpp"
 #include "microtorch/lower/firmware.hpp"
 #include "microtorch/lower/quantize.hpp"
@@ -25,16 +26,6 @@ using mt::Tensor;
 using namespace lower_testing;
 
 namespace {
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  return mt::max(mt::abs(a.to(mt::Dtype::Float64) - b.to(mt::Dtype::Float64))).item();
-}
-
-lower::QuantOptions named(const std::string& name) {
-  lower::QuantOptions q;
-  q.name = name;
-  return q;
-}
 
 struct Mlp {
   std::shared_ptr<nn::Sequential> model;
@@ -52,25 +43,6 @@ struct Mlp {
   }
 };
 
-// One torch.optim.SGD step written out (weight decay, momentum with PyTorch's first step
-// m = d) on the host model's parameters named in `names`, momentum buffers in `bufs`.
-void host_sgd(nn::Module& model, const std::vector<std::string>& names, const lower::TrainOptions& t,
-              std::map<std::string, Tensor>& bufs) {
-  mt::NoGradGuard no_grad;
-  for (auto& [name, p] : model.named_parameters()) {
-    if (std::find(names.begin(), names.end(), name) == names.end()) continue;
-    Tensor d = p.grad().clone();
-    if (t.weight_decay > 0) d = d + p * t.weight_decay;
-    if (t.momentum > 0) {
-      auto it = bufs.find(name);
-      d = it == bufs.end() ? d : it->second * t.momentum + d;
-      bufs[name] = d.clone();
-    }
-    p.copy_(p - d * t.lr);
-  }
-  model.zero_grad();
-}
-
 }  // namespace
 
 TEST_CASE("lower train float32: the lowered forward equals the float model") {
@@ -85,39 +57,6 @@ TEST_CASE("lower train float32: the lowered forward equals the float model") {
     CHECK(max_abs_diff(sim.forward(x), m.model->forward(x)) <= 1e-5);
   }
 }
-
-namespace {
-
-// Takes `steps` training steps on the simulator and on the host model (autograd, the SGD
-// step written out), on batches of `batch` rows of `xs` with targets `ys`; checks that each
-// step's loss and every trained parameter agree within `tol` after each step.
-void compare_steps(nn::Module& model, const lower::Graph& graph, const lower::Calibration& cal,
-                   const lower::TrainOptions& t, const Tensor& xs, const Tensor& ys, std::int64_t steps,
-                   double tol) {
-  const lower::Program p = lower::train_program(graph, cal, named("step"), t);
-  lower::Simulator sim(p);
-  const std::vector<std::string> names = lower::trained_parameters(graph, t);
-  std::map<std::string, Tensor> bufs;
-  for (std::int64_t s = 0; s < steps; ++s) {
-    const std::int64_t lo = (s * t.batch) % xs.size(0);
-    const Tensor x = xs.slice(0, lo, lo + t.batch), y = ys.slice(0, lo, lo + t.batch);
-    const double loss = sim.train_step(x, y);
-    const Tensor out = model.forward(x);
-    const Tensor host_loss = y.is_floating_point() ? F::mse_loss(out, y)
-                                                   : F::cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape({-1}));
-    host_loss.backward();
-    host_sgd(model, names, t, bufs);
-    INFO("step " << s);
-    CHECK(std::abs(loss - host_loss.item()) <= tol);
-    for (auto& [name, w] : model.named_parameters()) {
-      if (std::find(names.begin(), names.end(), name) == names.end()) continue;
-      INFO(name);
-      CHECK(max_abs_diff(sim.parameter(name), w) <= tol);
-    }
-  }
-}
-
-}  // namespace
 
 TEST_CASE("lower train float32: an MLP's steps (cross entropy, every parameter) equal autograd and SGD") {
   for (const double momentum : {0.0, 0.9}) {

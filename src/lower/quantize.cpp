@@ -74,7 +74,10 @@ void lower_nodes(Lowering& L) {
     if (L.absorbed(i)) continue;  // folded into the linear layer that reads it
     const auto& lower = L.float32() ? rule->lower_f32 : rule->lower;
     if (!lower) {
-      L.fail(n, L.float32() ? fmt::format("{} has no float32 kernel", n.op)
+      L.fail(n, L.float32() ? fmt::format("{} has no float32 kernel, so neither a float32 program nor its training "
+                                          "step runs through it; train with Numeric::Integer, or replace it by an op "
+                                          "that trains in float32 (docs/lowering.md lists them)",
+                                          n.op)
                             : fmt::format("the fixed-point runtime has no kernel for {}. Lowerable ops: {}", n.op,
                                           lowerable_ops()));
     }

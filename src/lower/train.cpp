@@ -55,6 +55,13 @@ std::string parameter_input(const Graph& g, const Node& n, std::size_t k) {
 }
 
 
+// Is parameter `name` the running mean or variance of a batch_norm (inputs 1, 2)?
+bool running_statistic(const Graph& g, const std::string& name) {
+  return std::any_of(g.nodes.begin(), g.nodes.end(), [&](const Node& n) {
+    return n.op == "batch_norm" && (parameter_input(g, n, 1) == name || parameter_input(g, n, 2) == name);
+  });
+}
+
 }  // namespace
 
 std::int64_t parameter_value(const Graph& g, const std::string& name) {
@@ -106,8 +113,10 @@ std::vector<std::string> trained_parameters(const Graph& graph, const TrainOptio
         if (n.op == "layer_norm") pick(parameter_input(graph, n, 1)), pick(parameter_input(graph, n, 2));
       }
     } else {
+      // a pattern leaves out the running statistics of a batch_norm (frozen on the device)
+      const bool pattern = entry.find('*') != std::string::npos;
       for (const std::string& name : all) {
-        if (glob_match(entry, name)) pick(name);
+        if (glob_match(entry, name) && !(pattern && running_statistic(graph, name))) pick(name);
       }
     }
     if (picked.size() == before && std::none_of(all.begin(), all.end(), [&](const std::string& n) {
@@ -250,7 +259,9 @@ Program train_program(const Graph& graph, const Calibration& calibration, const 
     if (std::none_of(n.inputs.begin(), n.inputs.end(), [&L](std::int64_t v) { return L.needs_grad(v); })) continue;
     L.begin_node(static_cast<std::int64_t>(i));
     const OpRule* rule = find_rule(n.op);
-    if (!rule || !rule->backward_f32) L.fail(n, "its gradient is not lowered, so the parameters before it cannot train");
+    if (!rule || !rule->backward_f32) L.fail(n, fmt::format("the gradient of {} is not lowered, so the parameters before it cannot train; "
+                                                               "train only parameters after it (TrainOptions::parameters)",
+                                                               n.op));
     rule->backward_f32(L, n);
   }
   for (const TrainedParameter& tp : t.parameters) {

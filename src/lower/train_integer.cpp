@@ -133,11 +133,15 @@ Program train_program_integer(const Graph& graph, const Calibration& calibration
     const std::int64_t k = chain_at(id, is_w);
     if (k < 0) {
       const std::string through = stop >= 0 ? L.line(graph.nodes[static_cast<std::size_t>(stop)]) : "the graph input";
+      std::string reader;  // the op that reads the parameter (a conv1d's weight: "conv1d")
+      for (const Node& n : graph.nodes) {
+        if (reader.empty() && std::find(n.inputs.begin(), n.inputs.end(), id) != n.inputs.end()) reader = n.op;
+      }
       throw ValueError(fmt::format(
           "train: {} cannot train in Numeric::Integer: its gradient would flow back through {}, and the integer "
           "backward runs only through linear layers (with constant weights) and the relus fused into them; "
-          "Numeric::Float32 trains it",
-          name, through));
+          "Numeric::Float32 trains this parameter of a {}",
+          name, through, reader));
     }
     if (is_w && k > 0) {
       throw ValueError(fmt::format(

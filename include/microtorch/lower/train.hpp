@@ -60,6 +60,8 @@ struct TrainOptions {
   /// `"@biases"` (every parameter a linear layer or a layer norm reads as its bias) and
   /// `"@layer_norms"` (every layer norm's weight and bias). Empty: the last linear layer's
   /// weight and bias. An entry that selects nothing is a ValueError listing the parameters.
+  /// A pattern with `*` leaves out the running statistics of batch norms (the state_dict's
+  /// running_mean and running_var): they are frozen on the device.
   std::vector<std::string> parameters = {};
   double lr = 0.01;            ///< learning rate
   double momentum = 0.0;       ///< SGD momentum (0: none; the momentum buffers take no bytes)

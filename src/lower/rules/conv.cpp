@@ -1,6 +1,9 @@
 // Rules: conv1d and conv2d (mt_conv_<x>_<w>_<y>), and batch_norm, which lowers folded into
-// the convolution or linear layer before it (Lowering::fold_norm).
+// the convolution or linear layer before it (Lowering::fold_norm); in float32 (training on
+// the device) mt_conv_f32 and mt_batchnorm_f32, with their backward.
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -50,6 +53,42 @@ std::vector<double> centered_patches(const std::vector<double>& gram, std::size_
   return cov;
 }
 
+// The geometry table of n (MT_CONV_*) for an input of shape xs and a weight of shape ws,
+// checked: the sizes must make one convolution.
+std::vector<std::int64_t> conv_geometry(Lowering& L, const Node& n, int spatial, const Shape& xs, const Shape& ws) {
+  const auto rank = static_cast<int>(xs.size());
+  const bool batched = rank == spatial + 2;
+  const std::int64_t N = batched ? xs[0] : 1, C = xs[static_cast<std::size_t>(batched)];
+  const std::int64_t H = spatial == 2 ? xs[static_cast<std::size_t>(rank - 2)] : 1, W = xs.back();
+  const std::int64_t O = ws[0], KH = spatial == 2 ? ws[2] : 1, KW = ws.back();
+  const std::int64_t groups = node_attr<std::int64_t>(n, "groups");
+  const auto [sh, sw] = hw(n, "stride", spatial);
+  const auto [ph, pw] = hw(n, "padding", spatial, 0);
+  const auto [dh, dw] = hw(n, "dilation", spatial);
+  const auto [eh, ew] = hw(n, "padding_end", spatial, 0);
+  const Shape& ys = L.out_shape(n);
+  const std::int64_t OH = spatial == 2 ? ys[ys.size() - 2] : 1, OW = ys.back();
+  // the windows the kernel walks: (size + padding - dilation (kernel - 1) - 1) / stride + 1
+  if (C % groups != 0 || O % groups != 0 || ws[1] != C / groups ||
+      OH != (H + ph + eh - dh * (KH - 1) - 1) / sh + 1 || OW != (W + pw + ew - dw * (KW - 1) - 1) / sw + 1) {
+    L.fail(n, "the weight, groups, padding and output do not fit one convolution");
+  }
+  std::vector<std::int64_t> g(MT_CONV_FIELDS);
+  g[MT_CONV_N] = N, g[MT_CONV_CG] = C / groups, g[MT_CONV_H] = H, g[MT_CONV_W] = W, g[MT_CONV_OG] = O / groups;
+  g[MT_CONV_KH] = KH, g[MT_CONV_KW] = KW, g[MT_CONV_OH] = OH, g[MT_CONV_OW] = OW;
+  g[MT_CONV_SH] = sh, g[MT_CONV_SW] = sw, g[MT_CONV_PH] = ph, g[MT_CONV_PW] = pw;
+  g[MT_CONV_DH] = dh, g[MT_CONV_DW] = dw, g[MT_CONV_GROUPS] = groups;
+  return g;
+}
+
+// The geometry table in flash.
+std::int64_t conv_table(Lowering& L, std::vector<std::int64_t> g, const std::string& wname) {
+  return L.table(Elem::S32, std::move(g), TableRole::Parameters, "geom_" + c_name(wname),
+                 {"MT_CONV_N", "MT_CONV_CG", "MT_CONV_H", "MT_CONV_W", "MT_CONV_OG", "MT_CONV_KH", "MT_CONV_KW",
+                  "MT_CONV_OH", "MT_CONV_OW", "MT_CONV_SH", "MT_CONV_SW", "MT_CONV_PH", "MT_CONV_PW", "MT_CONV_DH",
+                  "MT_CONV_DW", "MT_CONV_GROUPS"});
+}
+
 // y = conv(x, W) + b: mt_conv_*. W [O, C / groups, (KH,) KW] and b constant, folded with a
 // batch_norm after the layer (Lowering::fold_norm). As lower_linear: weights symmetric with a
 // scale per output channel, rounded with error feedback from the patches' grams
@@ -65,24 +104,9 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
   const std::string wname = L.const_name(n.inputs[1]) + sfx;
   const View x = L.packed(n, L.act(n, n.inputs[0]));
   if (x.zero != 0 || !x.segments.empty()) L.fail(n, "the input must be symmetric with one scale");
-  const auto rank = static_cast<int>(x.shape.size());
-  const bool batched = rank == spatial + 2;
-  const std::int64_t N = batched ? x.shape[0] : 1, C = x.shape[static_cast<std::size_t>(batched)];
-  const std::int64_t H = spatial == 2 ? x.shape[static_cast<std::size_t>(rank - 2)] : 1, W = x.shape.back();
-  const std::int64_t O = w.size(0), KH = spatial == 2 ? w.size(2) : 1, KW = w.size(w.dim() - 1);
-  const std::int64_t groups = node_attr<std::int64_t>(n, "groups");
-  const auto [sh, sw] = hw(n, "stride", spatial);
-  const auto [ph, pw] = hw(n, "padding", spatial, 0);
-  const auto [dh, dw] = hw(n, "dilation", spatial);
-  const auto [eh, ew] = hw(n, "padding_end", spatial, 0);
-  const Shape& ys = L.out_shape(n);
-  const std::int64_t OH = spatial == 2 ? ys[ys.size() - 2] : 1, OW = ys.back();
-  // the windows the kernel walks: (size + padding - dilation (kernel - 1) - 1) / stride + 1
-  if (C % groups != 0 || O % groups != 0 || w.size(1) != C / groups ||
-      OH != (H + ph + eh - dh * (KH - 1) - 1) / sh + 1 || OW != (W + pw + ew - dw * (KW - 1) - 1) / sw + 1) {
-    L.fail(n, "the weight, groups, padding and output do not fit one convolution");
-  }
-  const std::int64_t taps = C / groups * KH * KW;
+  std::vector<std::int64_t> g = conv_geometry(L, n, spatial, x.shape, w.shape());
+  const std::int64_t N = g[MT_CONV_N], O = g[MT_CONV_OG] * g[MT_CONV_GROUPS], OH = g[MT_CONV_OH], OW = g[MT_CONV_OW];
+  const std::int64_t taps = g[MT_CONV_CG] * g[MT_CONV_KH] * g[MT_CONV_KW], groups = g[MT_CONV_GROUPS];
   const Elem we = L.weight_elem(n);
   if (x.elem == Elem::S8 && we == Elem::S8 && taps > 131071) {
     L.fail(n, fmt::format("{} taps per output are too many for the int32 accumulator of int8 (at most 131071); use "
@@ -135,15 +159,7 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
     rq.push_back(m.m), rq.push_back(m.s);
   }
   const std::int64_t rqb = L.table(Elem::S32, std::move(rq), TableRole::Requantization, "rq_" + c_name(wname));
-  std::vector<std::int64_t> g(MT_CONV_FIELDS);
-  g[MT_CONV_N] = N, g[MT_CONV_CG] = C / groups, g[MT_CONV_H] = H, g[MT_CONV_W] = W, g[MT_CONV_OG] = O / groups;
-  g[MT_CONV_KH] = KH, g[MT_CONV_KW] = KW, g[MT_CONV_OH] = OH, g[MT_CONV_OW] = OW;
-  g[MT_CONV_SH] = sh, g[MT_CONV_SW] = sw, g[MT_CONV_PH] = ph, g[MT_CONV_PW] = pw;
-  g[MT_CONV_DH] = dh, g[MT_CONV_DW] = dw, g[MT_CONV_GROUPS] = groups;
-  const std::int64_t gb = L.table(Elem::S32, std::move(g), TableRole::Parameters, "geom_" + c_name(wname),
-                                  {"MT_CONV_N", "MT_CONV_CG", "MT_CONV_H", "MT_CONV_W", "MT_CONV_OG", "MT_CONV_KH",
-                                   "MT_CONV_KW", "MT_CONV_OH", "MT_CONV_OW", "MT_CONV_SH", "MT_CONV_SW", "MT_CONV_PH",
-                                   "MT_CONV_PW", "MT_CONV_DH", "MT_CONV_DW", "MT_CONV_GROUPS"});
+  const std::int64_t gb = conv_table(L, std::move(g), wname);
   // int8 x int8: four im2col columns of scratch for the Armv7E-M variant (mt_kernels.h)
   const std::int64_t col = x.elem == Elem::S8 && we == Elem::S8
                                ? L.new_act({4 * ((taps + 3) / 4 * 4)}, Elem::S16, Format{}, -1, false).buffer
@@ -203,6 +219,104 @@ void accumulate_patch_gram(const Node& n, const Tensor& x_in, const Tensor& w, s
   }
 }
 
+// ---- float32 ----
+
+// An optional float view: NULL when there is none.
+Arg buf_or_null(const std::optional<Lowering::GradTarget>& t) {
+  return t ? Arg::buf(t->view.buffer, t->view.offset) : Arg::buf(-1);
+}
+
+// y = conv(x, W) + b in float (mt_conv_f32): the integer rule's geometry, x packed.
+void lower_conv_f32(Lowering& L, const Node& n, int spatial) {
+  const View x = L.packed(n, L.act(n, n.inputs[0]));
+  const View w = L.constant_f32(n, n.inputs[1]);
+  const View b = n.inputs.size() > 2 && n.inputs[2] >= 0 ? L.constant_f32(n, n.inputs[2]) : View{};
+  std::vector<std::int64_t> g = conv_geometry(L, n, spatial, x.shape, w.shape);
+  const std::int64_t macs = g[MT_CONV_N] * g[MT_CONV_OG] * g[MT_CONV_GROUPS] * g[MT_CONV_OH] * g[MT_CONV_OW] *
+                            g[MT_CONV_CG] * g[MT_CONV_KH] * g[MT_CONV_KW];
+  const std::int64_t gb = conv_table(L, std::move(g), L.const_name(n.inputs[1]));
+  const View y = L.out_act(n, Elem::F32, Format{});
+  L.step("mt_conv_f32", {Arg::buf(x.buffer, x.offset), Arg::buf(w.buffer), Arg::buf(b.buffer), Arg::buf(y.buffer),
+                         Arg::buf(gb)},
+         macs);
+  if (L.keeps(n)) L.save(n, {x, w, b}, {gb, macs});
+  L.set(n, y);
+}
+
+// dx (the transposed convolution of dy), dW (dy against x's windows), db (dy's sums per
+// channel): mt_conv_backward_f32.
+void backward_conv_f32(Lowering& L, const Node& n) {
+  const Lowering::Saved& s = L.saved(n);
+  const View &x = s.views[0], &w = s.views[1], &b = s.views[2], &dy = L.grad(n.output);
+  auto dx = L.grad_out(n.inputs[0]);
+  auto dw = L.grad_out(n.inputs[1]);
+  auto db = b.buffer >= 0 ? L.grad_out(n.inputs[2]) : std::nullopt;
+  const int acc = L.acc_flags({&dx}, {&dw, &db});
+  L.step("mt_conv_backward_f32",
+         {Arg::buf(x.buffer, x.offset), Arg::buf(w.buffer), Arg::buf(dy.buffer, dy.offset), buf_or_null(dx),
+          buf_or_null(dw), buf_or_null(db), Arg::buf(s.ints[0]), Arg::num(acc)},
+         s.ints[1] * ((dx ? 1 : 0) + (dw ? 1 : 0)));
+}
+
+// The running statistics of batch_norm n as float arrays: the mean and 1 / sqrt(var + eps)
+// (in double, rounded once).
+std::pair<View, View> batch_norm_stats(Lowering& L, const Node& n, std::int64_t channels) {
+  if (n.inputs.size() < 3 || n.inputs[1] < 0 || n.inputs[2] < 0) {
+    L.fail(n, "batch_norm lowers in float32 only with its running statistics (track_running_stats)");
+  }
+  for (std::size_t k = 1; k < 3; ++k) {
+    if (L.needs_grad(n.inputs[k]) || !L.is_const(n.inputs[k])) {
+      L.fail(n, "a batch_norm's running statistics are frozen on the device (a step never updates them); train its "
+                "weight and bias instead");
+    }
+  }
+  const Tensor mean = L.data(n.inputs[1]).to(Dtype::Float64).contiguous();
+  const Tensor var = L.data(n.inputs[2]).to(Dtype::Float64).contiguous();
+  if (mean.numel() != channels || var.numel() != channels) {
+    L.fail(n, fmt::format("its statistics must have {} channels (dim 1 of the input)", channels));
+  }
+  const double eps = node_attr<double>(n, "eps");
+  Tensor rstd = empty({channels}, Dtype::Float64);
+  for (std::int64_t k = 0; k < channels; ++k) rstd.data<double>()[k] = 1.0 / std::sqrt(var.data<double>()[k] + eps);
+  const std::string name = L.const_name(n.inputs[1]);
+  return {L.tensor_f32(mean, "bn_mean_" + c_name(name)), L.tensor_f32(rstd, "bn_rstd_" + c_name(name))};
+}
+
+// batch_norm in eval in float (mt_batchnorm_f32): the channels at dim 1 of [N, C, ...].
+void lower_batch_norm_f32(Lowering& L, const Node& n) {
+  if (node_attr<bool>(n, "training")) {
+    L.fail(n, "batch_norm was recorded in training mode (batch statistics); call model.eval() before tracing");
+  }
+  const View x = L.packed(n, L.act(n, n.inputs[0]));
+  if (x.shape.size() < 2) L.fail(n, "the input must be [N, C, ...]");
+  const std::int64_t N = x.shape[0], C = x.shape[1], inner = numel_of(x.shape) / std::max<std::int64_t>(N * C, 1);
+  const auto [mean, rstd] = batch_norm_stats(L, n, C);
+  const View g = n.inputs.size() > 3 && n.inputs[3] >= 0 ? L.constant_f32(n, n.inputs[3]) : View{};
+  const View b = n.inputs.size() > 4 && n.inputs[4] >= 0 ? L.constant_f32(n, n.inputs[4]) : View{};
+  const View y = L.out_act(n, Elem::F32, Format{});
+  L.step("mt_batchnorm_f32", {Arg::buf(x.buffer, x.offset), Arg::buf(mean.buffer), Arg::buf(rstd.buffer),
+                              Arg::buf(g.buffer), Arg::buf(b.buffer), Arg::buf(y.buffer), Arg::num(N), Arg::num(C),
+                              Arg::num(inner)},
+         2 * numel_of(x.shape));
+  if (L.keeps(n)) L.save(n, {x, mean, rstd, g}, {N, C, inner});
+  L.set(n, y);
+}
+
+// dx = g rstd dy (the statistics are constants); dg += sum dy xhat, db += sum dy.
+void backward_batch_norm_f32(Lowering& L, const Node& n) {
+  const Lowering::Saved& s = L.saved(n);
+  const View &x = s.views[0], &mean = s.views[1], &rstd = s.views[2], &g = s.views[3], &dy = L.grad(n.output);
+  auto dx = L.grad_out(n.inputs[0]);
+  auto dg = n.inputs.size() > 3 && n.inputs[3] >= 0 ? L.grad_out(n.inputs[3]) : std::nullopt;
+  auto db = n.inputs.size() > 4 && n.inputs[4] >= 0 ? L.grad_out(n.inputs[4]) : std::nullopt;
+  const int acc = L.acc_flags({&dx}, {&dg, &db});
+  L.step("mt_batchnorm_backward_f32",
+         {Arg::buf(x.buffer, x.offset), Arg::buf(mean.buffer), Arg::buf(rstd.buffer), Arg::buf(g.buffer),
+          Arg::buf(dy.buffer, dy.offset), buf_or_null(dx), buf_or_null(dg), buf_or_null(db), Arg::num(s.ints[0]),
+          Arg::num(s.ints[1]), Arg::num(s.ints[2]), Arg::num(acc)},
+         3 * numel_of(x.shape));
+}
+
 OpRule conv_rule(int spatial) {
   OpRule r;
   r.op = spatial == 1 ? "conv1d" : "conv2d";
@@ -229,6 +343,8 @@ OpRule conv_rule(int spatial) {
     accumulate_patch_gram(n, x, w, gram, spatial);
   };
   r.lower = [spatial](Lowering& L, const Node& n) { lower_conv(L, n, spatial); };
+  r.lower_f32 = [spatial](Lowering& L, const Node& n) { lower_conv_f32(L, n, spatial); };
+  r.backward_f32 = backward_conv_f32;
   return r;
 }
 
@@ -257,6 +373,8 @@ std::vector<OpRule> conv_rules() {
               "weights, its output read by the norm alone, channels at dim 1 of a batched output); put the norm "
               "right after such a layer, or replace it by a layer_norm");
   };
+  bn.lower_f32 = lower_batch_norm_f32;
+  bn.backward_f32 = backward_batch_norm_f32;
   return {conv_rule(1), conv_rule(2), bn};
 }
 

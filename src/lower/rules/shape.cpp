@@ -117,7 +117,7 @@ void view_backward_f32(Lowering& L, const Node& n, std::int64_t id, std::int64_t
   if (!dx) return;
   const View& dy = L.grad(n.output);
   if (!dx->add && !covers_once) L.zero(dx->view), dx->add = true;
-  const std::string what = fmt::format("d%{}", n.output);
+  const std::string what = fmt::format("grad{}", n.output);  // a C name: the tables are arrays of the firmware
   Strides src = packed_strides(dy.shape);
   std::vector<std::int64_t> shape(dy.shape.begin(), dy.shape.end()), ss(src.begin(), src.end()), ds(dst.begin(), dst.end());
   if (shape.empty()) shape = {1}, ss = {1}, ds = {1};

@@ -926,3 +926,191 @@ MT_DEFINE_MAX_POOL(mt_max_pool_s16, int16_t)
   }
 MT_DEFINE_AVG_POOL(mt_avg_pool_s8, int8_t, mt_out_s8)
 MT_DEFINE_AVG_POOL(mt_avg_pool_s16, int16_t, mt_out_s16)
+
+#if MT_F32
+/* ==================================================================================== */
+/* Float32 (training in float): convolution and pooling, and their backward             */
+/* ==================================================================================== */
+/* The same geometry tables as the integer kernels (MT_CONV_*, MT_POOL_*); every output one
+ * sum in the order mt_kernels.h states. */
+
+/* Output position p reads input row p S - P + i D for tap i: for input row h and tap i, the
+ * p with p S = h + P - i D when there is one in [0, O), else -1. */
+static int mt_conv_source(int h, int i, int S, int P, int D, int O) {
+  const int t = h + P - i * D;
+  int p;
+  if (t < 0) return -1;
+  p = (int)mt_udiv_u32((uint32_t)t, (uint32_t)S);
+  return p * S == t && p < O ? p : -1;
+}
+
+void mt_conv_f32(const float *x, const float *w, const float *b, float *y, const int32_t *g) {
+  const int CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W], OG = g[MT_CONV_OG], KH = g[MT_CONV_KH];
+  const int KW = g[MT_CONV_KW], OH = g[MT_CONV_OH], OW = g[MT_CONV_OW], G = g[MT_CONV_GROUPS];
+  const int C = CG * G, O = OG * G;
+  int n, o, p, q, c, i, j;
+  for (n = 0; n < g[MT_CONV_N]; ++n)
+    for (o = 0; o < O; ++o) {
+      const float *xg = x + (long)(n * C + (o / OG) * CG) * H * W, *wo = w + (long)o * CG * KH * KW;
+      for (p = 0; p < OH; ++p)
+        for (q = 0; q < OW; ++q) {
+          float s = b ? b[o] : 0.0f;
+          for (c = 0; c < CG; ++c)
+            for (i = 0; i < KH; ++i) {
+              const int h = p * g[MT_CONV_SH] - g[MT_CONV_PH] + i * g[MT_CONV_DH];
+              if (h < 0 || h >= H) continue;
+              for (j = 0; j < KW; ++j) {
+                const int v = q * g[MT_CONV_SW] - g[MT_CONV_PW] + j * g[MT_CONV_DW];
+                if (v >= 0 && v < W) s += xg[(long)(c * H + h) * W + v] * wo[(c * KH + i) * KW + j];
+              }
+            }
+          y[((long)(n * O + o) * OH + p) * OW + q] = s;
+        }
+    }
+}
+
+void mt_conv_backward_f32(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                          const int32_t *g, int acc) {
+  const int N = g[MT_CONV_N], CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W], OG = g[MT_CONV_OG];
+  const int KH = g[MT_CONV_KH], KW = g[MT_CONV_KW], OH = g[MT_CONV_OH], OW = g[MT_CONV_OW], G = g[MT_CONV_GROUPS];
+  const int SH = g[MT_CONV_SH], SW = g[MT_CONV_SW], PH = g[MT_CONV_PH], PW = g[MT_CONV_PW];
+  const int DH = g[MT_CONV_DH], DW = g[MT_CONV_DW], C = CG * G, O = OG * G;
+  int n, o, c, h, v, t, i, j, p, q;
+  if (dx) /* dx[n, c, h, v] = sum over t, i, j of dy[n, o, p, q] w[o, c mod CG, i, j], o = (c / CG) OG + t */
+    for (n = 0; n < N; ++n)
+      for (c = 0; c < C; ++c)
+        for (h = 0; h < H; ++h)
+          for (v = 0; v < W; ++v) {
+            float s = 0.0f;
+            for (t = 0; t < OG; ++t) {
+              o = (c / CG) * OG + t;
+              for (i = 0; i < KH; ++i) {
+                p = mt_conv_source(h, i, SH, PH, DH, OH);
+                if (p < 0) continue;
+                for (j = 0; j < KW; ++j) {
+                  q = mt_conv_source(v, j, SW, PW, DW, OW);
+                  if (q >= 0)
+                    s += dy[((long)(n * O + o) * OH + p) * OW + q] * w[((long)(o * CG + c % CG) * KH + i) * KW + j];
+                }
+              }
+            }
+            mt_put_f32(dx + ((long)(n * C + c) * H + h) * W + v, s, acc & 1);
+          }
+  if (dw) /* dw[o, c, i, j] = sum over n, p, q of dy[n, o, p, q] x[n, (o / OG) CG + c, p SH - PH + i DH, q SW - PW + j DW] */
+    for (o = 0; o < O; ++o)
+      for (c = 0; c < CG; ++c)
+        for (i = 0; i < KH; ++i)
+          for (j = 0; j < KW; ++j) {
+            float s = 0.0f;
+            for (n = 0; n < N; ++n) {
+              const float *xc = x + (long)(n * C + (o / OG) * CG + c) * H * W, *dyo = dy + (long)(n * O + o) * OH * OW;
+              for (p = 0; p < OH; ++p) {
+                h = p * SH - PH + i * DH;
+                if (h < 0 || h >= H) continue;
+                for (q = 0; q < OW; ++q) {
+                  v = q * SW - PW + j * DW;
+                  if (v >= 0 && v < W) s += dyo[p * OW + q] * xc[h * W + v];
+                }
+              }
+            }
+            mt_put_f32(dw + ((long)(o * CG + c) * KH + i) * KW + j, s, acc & 2);
+          }
+  if (db) /* db[o] = sum over n, p, q of dy[n, o, p, q] */
+    for (o = 0; o < O; ++o) {
+      float s = 0.0f;
+      for (n = 0; n < N; ++n) s = mt_sumf(s, dy + (long)(n * O + o) * OH * OW, 1, OH * OW);
+      mt_put_f32(db + o, s, acc & 2);
+    }
+}
+
+void mt_max_pool_f32(const float *x, float *y, int32_t *idx, const int32_t *g) {
+  const int H = g[MT_POOL_H], W = g[MT_POOL_W], OH = g[MT_POOL_OH], OW = g[MT_POOL_OW];
+  int t, p, q, i, j, h0, h1, w0, w1;
+  for (t = 0; t < g[MT_POOL_PLANES]; ++t) {
+    const float *xp = x + (long)t * H * W;
+    for (p = 0; p < OH; ++p)
+      for (q = 0; q < OW; ++q) {
+        int at;
+        mt_pool_window(g, p, q, &h0, &h1, &w0, &w1);
+        at = h0 * W + w0;
+        for (i = h0; i < h1; ++i)
+          for (j = w0; j < w1; ++j)
+            if (xp[i * W + j] > xp[at]) at = i * W + j; /* strictly greater: the first maximum stays */
+        y[(long)t * OH * OW + p * OW + q] = xp[at];
+        if (idx) idx[(long)t * OH * OW + p * OW + q] = at;
+      }
+  }
+}
+
+/* The windows (p, q) of table g that hold input element (h, v): within [*p0, *p1) x [*q0, *q1)
+ * (a superset for the adaptive mode: the caller tests each with mt_pool_window). */
+static void mt_pool_span(const int32_t *g, int h, int v, int *p0, int *p1, int *q0, int *q1) {
+  if (g[MT_POOL_MODE] == 2) {
+    *p0 = 0, *p1 = g[MT_POOL_OH], *q0 = 0, *q1 = g[MT_POOL_OW];
+    return;
+  }
+  /* window p holds rows [p SH - PH, p SH - PH + KH): p SH in (h + PH - KH, h + PH] */
+  {
+    const int th = h + g[MT_POOL_PH], tv = v + g[MT_POOL_PW];
+    const int lh = th - g[MT_POOL_KH] + 1, lv = tv - g[MT_POOL_KW] + 1;
+    *p1 = (int)mt_udiv_u32((uint32_t)th, (uint32_t)g[MT_POOL_SH]) + 1;
+    *q1 = (int)mt_udiv_u32((uint32_t)tv, (uint32_t)g[MT_POOL_SW]) + 1;
+    *p0 = lh <= 0 ? 0 : (int)mt_udiv_u32((uint32_t)(lh + g[MT_POOL_SH] - 1), (uint32_t)g[MT_POOL_SH]);
+    *q0 = lv <= 0 ? 0 : (int)mt_udiv_u32((uint32_t)(lv + g[MT_POOL_SW] - 1), (uint32_t)g[MT_POOL_SW]);
+    if (*p1 > g[MT_POOL_OH]) *p1 = g[MT_POOL_OH];
+    if (*q1 > g[MT_POOL_OW]) *q1 = g[MT_POOL_OW];
+  }
+}
+
+void mt_max_pool_backward_f32(const int32_t *idx, const float *dy, float *dx, const int32_t *g, int acc) {
+  const int H = g[MT_POOL_H], W = g[MT_POOL_W], OH = g[MT_POOL_OH], OW = g[MT_POOL_OW];
+  int t, h, v, p, q, p0, p1, q0, q1;
+  for (t = 0; t < g[MT_POOL_PLANES]; ++t)
+    for (h = 0; h < H; ++h)
+      for (v = 0; v < W; ++v) {
+        float s = 0.0f;
+        mt_pool_span(g, h, v, &p0, &p1, &q0, &q1);
+        for (p = p0; p < p1; ++p)
+          for (q = q0; q < q1; ++q)
+            if (idx[(long)t * OH * OW + p * OW + q] == h * W + v) s += dy[(long)t * OH * OW + p * OW + q];
+        mt_put_f32(dx + (long)t * H * W + h * W + v, s, acc & 1);
+      }
+}
+
+void mt_avg_pool_f32(const float *x, float *y, const int32_t *g) {
+  const int H = g[MT_POOL_H], W = g[MT_POOL_W], OH = g[MT_POOL_OH], OW = g[MT_POOL_OW];
+  int t, p, q, i, h0, h1, w0, w1;
+  for (t = 0; t < g[MT_POOL_PLANES]; ++t) {
+    const float *xp = x + (long)t * H * W;
+    for (p = 0; p < OH; ++p)
+      for (q = 0; q < OW; ++q) {
+        float s = 0.0f;
+        int d;
+        mt_pool_window(g, p, q, &h0, &h1, &w0, &w1);
+        for (i = h0; i < h1; ++i) s = mt_sumf(s, xp + i * W + w0, 1, w1 - w0);
+        d = g[MT_POOL_MODE] == 0 ? g[MT_POOL_KH] * g[MT_POOL_KW] : (h1 - h0) * (w1 - w0);
+        y[(long)t * OH * OW + p * OW + q] = s / (float)d;
+      }
+  }
+}
+
+void mt_avg_pool_backward_f32(const float *dy, float *dx, const int32_t *g, int acc) {
+  const int H = g[MT_POOL_H], W = g[MT_POOL_W], OH = g[MT_POOL_OH], OW = g[MT_POOL_OW];
+  int t, h, v, p, q, p0, p1, q0, q1, h0, h1, w0, w1;
+  for (t = 0; t < g[MT_POOL_PLANES]; ++t)
+    for (h = 0; h < H; ++h)
+      for (v = 0; v < W; ++v) {
+        float s = 0.0f;
+        mt_pool_span(g, h, v, &p0, &p1, &q0, &q1);
+        for (p = p0; p < p1; ++p)
+          for (q = q0; q < q1; ++q) {
+            int d;
+            mt_pool_window(g, p, q, &h0, &h1, &w0, &w1);
+            if (h < h0 || h >= h1 || v < w0 || v >= w1) continue;
+            d = g[MT_POOL_MODE] == 0 ? g[MT_POOL_KH] * g[MT_POOL_KW] : (h1 - h0) * (w1 - w0);
+            s += dy[(long)t * OH * OW + p * OW + q] / (float)d;
+          }
+        mt_put_f32(dx + (long)t * H * W + h * W + v, s, acc & 1);
+      }
+}
+#endif

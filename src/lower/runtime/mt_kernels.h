@@ -569,6 +569,18 @@ void mt_layernorm_f32(const float *x, const float *g, const float *b, float *y, 
 void mt_layernorm_backward_f32(const float *x, const float *g, const float *stats, const float *dy, float *dx,
                                float *dg, float *db, int rows, int n, int acc);
 
+/* Float32 batch norm in eval over x [n, c, inner] (channels at dim 1; training in float, see
+ * "Float32 kernels" above): a per-channel affine map from the running statistics, which the
+ * step never changes: y = ((x - mean[k]) rstd[k]) g[k] + b[k] for channel k, rstd[k] =
+ * 1 / sqrt(running_var[k] + eps) (computed by the lowering; g, b NULL: 1, 0). y may alias x.
+ * mt_batchnorm_backward_f32: with xhat = (x - mean[k]) rstd[k],
+ *     dx = (g[k] dy) rstd[k]   (dy rstd[k] when g is NULL; acc bit 0)
+ *     dg[k] = sum over n, inner (ascending) of dy xhat, db[k] = sum of dy (acc bit 1). */
+void mt_batchnorm_f32(const float *x, const float *mean, const float *rstd, const float *g, const float *b, float *y,
+                      int n, int c, int inner);
+void mt_batchnorm_backward_f32(const float *x, const float *mean, const float *rstd, const float *g, const float *dy,
+                               float *dx, float *dg, float *db, int n, int c, int inner, int acc);
+
 /* ------------------------------------------------------------------------------------ */
 /* Sums and argmax (mt_reduce.c)                                                         */
 /* ------------------------------------------------------------------------------------ */
@@ -857,6 +869,33 @@ void mt_max_pool_s8(const int8_t *x, int8_t *y, const int32_t *g);
 void mt_max_pool_s16(const int16_t *x, int16_t *y, const int32_t *g);
 void mt_avg_pool_s8(const int8_t *x, int8_t *y, const int32_t *g, int32_t zero);
 void mt_avg_pool_s16(const int16_t *x, int16_t *y, const int32_t *g, int32_t zero);
+
+/* Float32 (training in float; see "Float32 kernels" above), with the tables above.
+ * mt_conv_f32: y[n, o, p, q] = b[o] + sum over c < CG, i < KH, j < KW (ascending, from b[o] or
+ *   0) of x[n, g CG + c, p SH - PH + i DH, q SW - PW + j DW] w[o, c, i, j], the taps outside
+ *   the input left out (zero padding), o = g OG + t.
+ * mt_conv_backward_f32: the gradients of that cross-correlation from dy [N, O, OH, OW]:
+ *     dx[n, g CG + c, h, v] = sum over t < OG, i, j (ascending) of dy[n, o, p, q] w[o, c, i, j]
+ *       for the (p, q) in [0, OH) x [0, OW) with p SH - PH + i DH = h, q SW - PW + j DW = v
+ *       (x's positions that no window reads get 0; acc bit 0)
+ *     dw[o, c, i, j] = sum over n, p, q (ascending) of dy[n, o, p, q] x[n, g CG + c, p SH - PH
+ *       + i DH, q SW - PW + j DW] (taps inside the input; acc bit 1)
+ *     db[o] = sum over n, p, q (ascending) of dy[n, o, p, q] (acc bit 1)
+ * mt_max_pool_f32: y = the first largest x of each window in row-major order (PyTorch's tie
+ *   rule); idx (NULL: not kept) = its index h W + v within the plane, for the backward.
+ * mt_max_pool_backward_f32: dx[t, h, v] = sum over the windows (p, q ascending) whose idx is
+ *   h W + v of dy[t, p, q] (acc bit 0).
+ * mt_avg_pool_f32: y = (sum of the window, rows then columns ascending) / d, d as the integer
+ *   kernels' (KH KW in mode 0: count_include_pad; the window's elements in modes 1, 2).
+ * mt_avg_pool_backward_f32: dx[t, h, v] = sum over the windows (p, q ascending) that hold
+ *   (h, v) of dy[t, p, q] / d(p, q) (acc bit 0). */
+void mt_conv_f32(const float *x, const float *w, const float *b, float *y, const int32_t *g);
+void mt_conv_backward_f32(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,
+                          const int32_t *g, int acc);
+void mt_max_pool_f32(const float *x, float *y, int32_t *idx, const int32_t *g);
+void mt_max_pool_backward_f32(const int32_t *idx, const float *dy, float *dx, const int32_t *g, int acc);
+void mt_avg_pool_f32(const float *x, float *y, const int32_t *g);
+void mt_avg_pool_backward_f32(const float *dy, float *dx, const int32_t *g, int acc);
 
 /* ------------------------------------------------------------------------------------ */
 /* Integer training (mt_loss.c: the cross entropy; mt_optim.c: the rest)                */

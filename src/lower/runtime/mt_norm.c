@@ -262,6 +262,46 @@ void mt_layernorm_backward_f32(const float *x, const float *g, const float *stat
   if (db)
     for (j = 0; j < n; ++j) mt_put_f32(db + j, mt_sumf(0.0f, dy + j, n, rows), acc & 2);
 }
+
+/* Batch norm in eval: the per-channel affine map of the running statistics (mt_kernels.h). */
+void mt_batchnorm_f32(const float *x, const float *mean, const float *rstd, const float *g, const float *b, float *y,
+                      int n, int c, int inner) {
+  int r, k, i;
+  for (r = 0; r < n; ++r)
+    for (k = 0; k < c; ++k) {
+      const long at = ((long)r * c + k) * inner;
+      for (i = 0; i < inner; ++i) {
+        float v = (x[at + i] - mean[k]) * rstd[k];
+        if (g) v = v * g[k];
+        if (b) v = v + b[k];
+        y[at + i] = v;
+      }
+    }
+}
+
+/* dy/dx = g rstd (the statistics are constants); dg = sum dy xhat, db = sum dy. */
+void mt_batchnorm_backward_f32(const float *x, const float *mean, const float *rstd, const float *g, const float *dy,
+                               float *dx, float *dg, float *db, int n, int c, int inner, int acc) {
+  int r, k, i;
+  if (dx)
+    for (r = 0; r < n; ++r)
+      for (k = 0; k < c; ++k) {
+        const long at = ((long)r * c + k) * inner;
+        for (i = 0; i < inner; ++i) mt_put_f32(dx + at + i, (g ? g[k] * dy[at + i] : dy[at + i]) * rstd[k], acc & 1);
+      }
+  for (k = 0; k < c && (dg || db); ++k) {
+    float sg = 0.0f, sb = 0.0f;
+    for (r = 0; r < n; ++r) {
+      const long at = ((long)r * c + k) * inner;
+      for (i = 0; i < inner; ++i) {
+        sg += dy[at + i] * ((x[at + i] - mean[k]) * rstd[k]);
+        sb += dy[at + i];
+      }
+    }
+    if (dg) mt_put_f32(dg + k, sg, acc & 2);
+    if (db) mt_put_f32(db + k, sb, acc & 2);
+  }
+}
 #endif
 
 /* ==================================================================================== */
