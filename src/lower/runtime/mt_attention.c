@@ -764,28 +764,35 @@ static int64_t mt_mulq16_s64(int64_t a, uint32_t alpha) {
 #define mt_attn_rescale_row_s8(acc, alpha, Dv) MT_ATTN_RESCALE_ROW(acc, alpha, Dv, mt_mulq16_s32)
 #define mt_attn_rescale_row_s16(acc, alpha, Dv) MT_ATTN_RESCALE_ROW(acc, alpha, Dv, mt_mulq16_s64)
 #if MT_RV32
-/* RISC-V: the logits of head dimension 16 with q's row in 16 registers, when the logit's
- * multiplier m > 0, its shift 2 <= s <= 31 and q's row has no -32768: then |q_i k_i| < 2^30, a
- * pair's sum x = q_i k_i + q_{i+1} k_{i+1} is exact in int32, and the score S = sum x wraps to
- * w = S mod 2^32 while u = sum (x >> 8) (arithmetic: floor) lies in (S / 2^8 - 8, S / 2^8];
- * -2^22 <= u < 2^22 bounds -2^30 <= S < 2^30 + 2^11, so S = w. The logit rq(w, m, s) as
- * mt_rv_rq_out (mt_linear.c) forms it: sign mask g, h = MULHU(|w|, m), ((h ^ g) + 2^(s-2)) >>
- * (s - 1) is floor((w m + 2^(30+s) - [w < 0]) / 2^(31+s)), ties away from zero as mt_rq32. A
- * key with u out of range takes the exact 64-bit sum and mt_rq. Each pair's loads stay in
- * their step (MT_RV_PAIR_END: GCC otherwise hoists all 16 and spills q). Returns the max. */
+/* RISC-V: the logits of head dimension D = 4, 8 or 16 with q's row in D registers, when the
+ * logit's multiplier m > 0, its shift 2 <= s <= 31 and q's row has no -32768: then
+ * |q_i k_i| < 2^30, a pair's sum x = q_i k_i + q_{i+1} k_{i+1} is exact in int32, and the score
+ * S = sum x (D / 2 <= 8 pairs) wraps to w = S mod 2^32 while u = sum (x >> 8) (arithmetic:
+ * floor) lies in (S / 2^8 - 8, S / 2^8]; -2^22 <= u < 2^22 bounds -2^30 <= S < 2^30 + 2^11,
+ * so S = w. The logit rq(w, m, s) as mt_rv_rq_out (mt_linear.c) forms it: sign mask g,
+ * h = MULHU(|w|, m), ((h ^ g) + 2^(s-2)) >> (s - 1) is floor((w m + 2^(30+s) - [w < 0]) /
+ * 2^(31+s)), ties away from zero as mt_rq32. A key with u out of range takes the exact 64-bit
+ * sum and mt_rq. Each pair's loads stay in their step (MT_RV_PAIR_END: GCC otherwise hoists all
+ * of them and spills q). One body (D a constant: the pairs beyond it and their q vanish),
+ * mt_attn_logits{4,8,16}_rv. Returns the max. */
 #define MT_RV_PAIR_END __asm__ volatile("" ::: "memory")
 #define MT_RV_QK(i)                                   \
   do {                                                \
-    x = q##i * kj[i] + q##i##b * kj[(i) + 1];         \
-    w += x;                                           \
-    u += x >> 8;                                      \
-    MT_RV_PAIR_END;                                   \
+    if ((i) < D) {                                    \
+      x = q##i * kj[i] + q##i##b * kj[(i) + 1];       \
+      w += x;                                         \
+      u += x >> 8;                                    \
+      MT_RV_PAIR_END;                                 \
+    }                                                 \
   } while (0)
-static __attribute__((noinline)) int32_t mt_attn_logits16_rv(const mt_attn *a, const int16_t *qi,
-                                                             const int16_t *kj, int ks, int n, int32_t *t) {
-  const int32_t q0 = qi[0], q0b = qi[1], q2 = qi[2], q2b = qi[3], q4 = qi[4], q4b = qi[5], q6 = qi[6];
-  const int32_t q6b = qi[7], q8 = qi[8], q8b = qi[9], q10 = qi[10], q10b = qi[11], q12 = qi[12];
-  const int32_t q12b = qi[13], q14 = qi[14], q14b = qi[15];
+#define MT_RV_Q(i) ((i) < D ? (int32_t)qi[i] : 0)
+static inline __attribute__((always_inline)) int32_t mt_attn_logits_rv(const mt_attn *a, const int16_t *qi,
+                                                                      const int16_t *kj, int ks, int n,
+                                                                      int32_t *t, const int D) {
+  const int32_t q0 = MT_RV_Q(0), q0b = MT_RV_Q(1), q2 = MT_RV_Q(2), q2b = MT_RV_Q(3), q4 = MT_RV_Q(4);
+  const int32_t q4b = MT_RV_Q(5), q6 = MT_RV_Q(6), q6b = MT_RV_Q(7), q8 = MT_RV_Q(8), q8b = MT_RV_Q(9);
+  const int32_t q10 = MT_RV_Q(10), q10b = MT_RV_Q(11), q12 = MT_RV_Q(12), q12b = MT_RV_Q(13);
+  const int32_t q14 = MT_RV_Q(14), q14b = MT_RV_Q(15);
   const uint32_t m = (uint32_t)a->p[MT_ATTN_LOGIT_M];
   const int sh = a->p[MT_ATTN_LOGIT_S] - 1;
   const uint32_t c_hi = 1u << (sh - 1);
@@ -807,7 +814,7 @@ static __attribute__((noinline)) int32_t mt_attn_logits16_rv(const mt_attn *a, c
     } else {
       int64_t sc = 0;
       int i;
-      for (i = 0; i < 16; ++i) sc += qi[i] * kj[i];
+      for (i = 0; i < D; ++i) sc += qi[i] * kj[i];
       y = mt_attn_logit(a, sc);
     }
     *t = y;
@@ -815,8 +822,19 @@ static __attribute__((noinline)) int32_t mt_attn_logits16_rv(const mt_attn *a, c
   }
   return mx;
 }
+#undef MT_RV_Q
 #undef MT_RV_QK
 #undef MT_RV_PAIR_END
+#define MT_DEFINE_ATTN_LOGITS_RV(D)                                                                     \
+  static __attribute__((noinline)) int32_t mt_attn_logits##D##_rv(const mt_attn *a, const int16_t *qi, \
+                                                                  const int16_t *kj, int ks, int n,     \
+                                                                  int32_t *t) {                         \
+    return mt_attn_logits_rv(a, qi, kj, ks, n, t, D);                                                   \
+  }
+MT_DEFINE_ATTN_LOGITS_RV(4)
+MT_DEFINE_ATTN_LOGITS_RV(8)
+MT_DEFINE_ATTN_LOGITS_RV(16)
+#undef MT_DEFINE_ATTN_LOGITS_RV
 #endif
 static __attribute__((noinline)) int32_t mt_attn_logits_s16(const mt_attn *a, const int16_t *qi,
                                                             const int16_t *kj, int ks, int n, int D, int32_t *t) {
@@ -825,9 +843,12 @@ static __attribute__((noinline)) int32_t mt_attn_logits_s16(const mt_attn *a, co
 #if MT_RV32
   {
     const int32_t lm = a->p[MT_ATTN_LOGIT_M], ls = a->p[MT_ATTN_LOGIT_S];
-    int fit = D == 16 && lm > 0 && ls >= 2 && ls <= 31;
-    for (i = 0; fit && i < 16; ++i) fit = qi[i] != INT16_MIN;
-    if (fit) return mt_attn_logits16_rv(a, qi, kj, ks, n, t);
+    int fit = (D == 4 || D == 8 || D == 16) && lm > 0 && ls >= 2 && ls <= 31;
+    for (i = 0; fit && i < D; ++i) fit = qi[i] != INT16_MIN;
+    if (fit)
+      return D == 16 ? mt_attn_logits16_rv(a, qi, kj, ks, n, t)
+             : D == 8 ? mt_attn_logits8_rv(a, qi, kj, ks, n, t)
+                      : mt_attn_logits4_rv(a, qi, kj, ks, n, t);
   }
 #endif
   for (j = 0; j < n; ++j, kj += ks) {
