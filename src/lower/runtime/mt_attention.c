@@ -76,6 +76,10 @@ typedef struct {
 #if MT_DSP
   mt_attn_logit_q lq;
 #endif
+#if MT_RV32
+  uint32_t pv_cap; /* the RISC-V int16 P.V: a set of keys whose weights sum to at most pv_cap
+                      has sum w v[d] within int32 (mt_attn_pv_cap_rv) */
+#endif
 } mt_attn;
 
 static mt_attn mt_attn_init(const int32_t *p, const uint8_t *keep) {
@@ -89,6 +93,9 @@ static mt_attn mt_attn_init(const int32_t *p, const uint8_t *keep) {
                   : -1;
 #if MT_DSP
   a.lq = mt_attn_logit_q_init(p);
+#endif
+#if MT_RV32
+  a.pv_cap = 65536u;
 #endif
   return a;
 }
@@ -336,7 +343,7 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
 #define MT_ATTN_PV4_ROW_s8(N) _Pragma("GCC unroll 16") for (; d < (N); ++d) MT_ATTN_PV4_ONE_s8
 MT_DEFINE_ATTN_PV4(mt_attn_pv4_s8, s8, int8_t, int32_t, 4, mt_attn_pv4_step_s8)
 #define MT_ATTN_GROUP_s8 4
-#define mt_attn_pvg_s8 mt_attn_pv4_s8
+#define mt_attn_pvg_s8(a, acc, pv, w, Dv) mt_attn_pv4_s8(acc, pv, w, Dv)
 
 static __attribute__((noinline)) int32_t mt_attn_logit_q_wide(const mt_attn_logit_q *q, int64_t score) {
   const uint64_t x = mt_abs_u64(score), u = (uint64_t)(uint32_t)x * q->mu + q->half;
@@ -743,7 +750,7 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_next_s16(int64_t *
   } while (0)
 MT_DEFINE_ATTN_PV4(mt_attn_pv4_s16, s16, int16_t, int64_t, 2, mt_attn_pv4_step_s16)
 #define MT_ATTN_GROUP_s16 4
-#define mt_attn_pvg_s16 mt_attn_pv4_s16
+#define mt_attn_pvg_s16(a, acc, pv, w, Dv) mt_attn_pv4_s16(acc, pv, w, Dv)
 
 /* mt_attn_rescale_row_*: the int16 sums' rounding in 64-bit steps: mt_mulq16_s64's
  * round(a alpha / 2^16), ties away from zero, is floor((a alpha + 2^15 - [a < 0]) / 2^16);
@@ -915,10 +922,10 @@ static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int32_t a, c
     __asm__ volatile("" ::: "memory");                                                                    \
   } while (0)
 static __attribute__((noinline)) void mt_attn_pv4_rv_s16(int64_t *acc, const int16_t *const *pv, const int32_t *w,
-                                                         int Dv) {
+                                                         int Dv, uint32_t cap) {
   const int16_t *const v0 = pv[0], *const v1 = pv[1], *const v2 = pv[2], *const v3 = pv[3];
   const int32_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
-  const int pairs = (w0 | w1 | w2 | w3) <= 32767;
+  const int pairs = (uint32_t)(w0 + w1) <= cap && (uint32_t)(w2 + w3) <= cap;
   int d;
   if (Dv == 16 && pairs) {
 #pragma GCC unroll 16
@@ -985,25 +992,26 @@ static __attribute__((noinline)) void mt_attn_pv8w6_rv_s16(int64_t *acc, const i
     for (d = 0; d < 16; ++d) MT_RV_PV8_ONE(d, 6);
   }
 }
-static __attribute__((noinline)) void mt_attn_pv8_rv_s16(int64_t *acc, const int16_t *const *pv, const int32_t *w) {
+static __attribute__((noinline)) void mt_attn_pv8_rv_s16(int64_t *acc, const int16_t *const *pv, const int32_t *w,
+                                                         uint32_t cap) {
   const int32_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6], w7 = w[7];
   const uint32_t s01 = (uint32_t)(w0 + w1), s23 = (uint32_t)(w2 + w3), s45 = (uint32_t)(w4 + w5);
   const uint32_t s67 = (uint32_t)(w6 + w7), s03 = s01 + s23, s47 = s45 + s67;
   const int16_t *const v0 = pv[0], *const v1 = pv[1], *const v2 = pv[2], *const v3 = pv[3];
   const int16_t *const v4 = pv[4], *const v5 = pv[5], *const v6 = pv[6], *const v7 = pv[7];
   int d;
-  if ((s01 | s23 | s45 | s67) > 65536u) {
-    const int b0 = s01 > 65536u, b1 = s23 > 65536u, b2 = s45 > 65536u, b3 = s67 > 65536u;
+  const int b0 = s01 > cap, b1 = s23 > cap, b2 = s45 > cap, b3 = s67 > cap;
+  if (b0 | b1 | b2 | b3) {
     if (b0 + b1 + b2 + b3 <= 2)
       mt_attn_pv8w6_rv_s16(acc, pv, w, b0 | b1 << 1 | b2 << 2 | b3 << 3);
     else {
-      mt_attn_pv4_rv_s16(acc, pv, w, 16);
-      mt_attn_pv4_rv_s16(acc, pv + 4, w + 4, 16);
+      mt_attn_pv4_rv_s16(acc, pv, w, 16, cap);
+      mt_attn_pv4_rv_s16(acc, pv + 4, w + 4, 16, cap);
     }
-  } else if (s03 + s47 <= 65536u) {
+  } else if (s03 + s47 <= cap) {
 #pragma GCC unroll 16
     for (d = 0; d < 16; ++d) MT_RV_PV8_ONE(d, 1);
-  } else if ((s03 | s47) <= 65536u) {
+  } else if (s03 <= cap && s47 <= cap) {
 #pragma GCC unroll 16
     for (d = 0; d < 16; ++d) MT_RV_PV8_ONE(d, 2);
   } else {
@@ -1016,9 +1024,27 @@ static __attribute__((noinline)) void mt_attn_pv8_rv_s16(int64_t *acc, const int
 #undef MT_RV_ADDU
 #define MT_ATTN_GROUP_s16 8
 #define MT_ATTN_TAIL_PAIRS while /* up to seven keys left: pairs, then one */
-#define mt_attn_pvg_s16(acc, pv, w, Dv)                                                                    \
-  ((Dv) == 16 ? mt_attn_pv8_rv_s16(acc, pv, w)                                                             \
-              : (mt_attn_pv4_rv_s16(acc, pv, w, Dv), mt_attn_pv4_rv_s16(acc, (pv) + 4, (w) + 4, Dv)))
+#define mt_attn_pvg_s16(a, acc, pv, w, Dv)                                                                 \
+  ((Dv) == 16 ? mt_attn_pv8_rv_s16(acc, pv, w, (a)->pv_cap)                                                \
+              : (mt_attn_pv4_rv_s16(acc, pv, w, Dv, (a)->pv_cap),                                          \
+                 mt_attn_pv4_rv_s16(acc, (pv) + 4, (w) + 4, Dv, (a)->pv_cap)))
+/* mt_attn's pv_cap for int16 v rows (the stream's MT_ATTN_PV_SETUP): with V = max |v| over
+ * the call's S rows (at least 1), weights summing to at most floor((2^31 - 1) / V) give
+ * |sum w v| <= 2^31 - 1; at least 2^16, the bound for any int16 v ([-2^31, 2^31 - 2^16] when
+ * the weights sum to at most 2^16, every partial sum too). One pass over v per call. */
+static uint32_t mt_attn_pv_cap_rv(const int16_t *v, int vs, int S, int Dv) {
+  uint32_t vm = 1, cap;
+  int j, d;
+  for (j = 0; j < S; ++j, v += vs)
+    for (d = 0; d < Dv; ++d) {
+      const uint32_t m = mt_mag32(v[d]);
+      vm = m > vm ? m : vm;
+    }
+  cap = 0x7FFFFFFFu / vm;
+  return cap > 65536u ? cap : 65536u;
+}
+#define MT_ATTN_PV_SETUP(a, v, vs, S, Dv)                                                                  \
+  ((a)->pv_cap = sizeof(*(v)) == 2 ? mt_attn_pv_cap_rv((const int16_t *)(const void *)(v), vs, S, Dv) : 65536u)
 #endif
 
 /* The keys added in one pass over the sums, MT_ATTN_GROUP_* keys by mt_attn_pvg_*(acc, their
@@ -1028,11 +1054,14 @@ static __attribute__((noinline)) void mt_attn_pv8_rv_s16(int64_t *acc, const int
 #endif
 #ifndef MT_ATTN_GROUP_s16
 #define MT_ATTN_GROUP_s16 2
-#define mt_attn_pvg_s16(acc, pv, w, Dv) mt_attn_pv2_s16(acc, (pv)[0], (w)[0], (pv)[1], (w)[1], Dv)
+#define mt_attn_pvg_s16(a, acc, pv, w, Dv) mt_attn_pv2_s16(acc, (pv)[0], (w)[0], (pv)[1], (w)[1], Dv)
+#endif
+#ifndef MT_ATTN_PV_SETUP /* what the RISC-V grouping learns of v once per call (mt_attn_pv_cap_rv) */
+#define MT_ATTN_PV_SETUP(a, v, vs, S, Dv) ((void)0)
 #endif
 #ifndef MT_ATTN_GROUP_s8
 #define MT_ATTN_GROUP_s8 2
-#define mt_attn_pvg_s8(acc, pv, w, Dv) mt_attn_pv2_s8(acc, (pv)[0], (w)[0], (pv)[1], (w)[1], Dv)
+#define mt_attn_pvg_s8(a, acc, pv, w, Dv) mt_attn_pv2_s8(acc, (pv)[0], (w)[0], (pv)[1], (w)[1], Dv)
 #endif
 
 /* acc[d] += w v[d] for one key (a block's last listed key) */
@@ -1257,7 +1286,7 @@ MT_DEFINE_ATTN_WEIGHTS(mt_attn_weights_s16, int16_t)
 #define MT_DEFINE_ATTENTION_STREAM(NAME, CT, ACC, LOGITS, RESCALE_ROW, WEIGHTS, GROUP, PVG, PV2, PV1, OUT) \
   void NAME(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k, const CT *v, CT *out,         \
             ACC *acc) {                                                                                    \
-    const mt_attn a = mt_attn_init(p, keep);                                                               \
+    mt_attn a = mt_attn_init(p, keep);                                                                     \
     const int L = p[MT_ATTN_L], S = p[MT_ATTN_S], D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];                    \
     const int qs = mt_stride(p[MT_ATTN_Q_STRIDE], D), ks = mt_stride(p[MT_ATTN_K_STRIDE], D);              \
     const int vs = mt_stride(p[MT_ATTN_V_STRIDE], Dv), os = mt_stride(p[MT_ATTN_OUT_STRIDE], Dv);          \
@@ -1265,6 +1294,7 @@ MT_DEFINE_ATTN_WEIGHTS(mt_attn_weights_s16, int16_t)
     int32_t tb[MT_ATTN_KEYS + 1]; /* a block's logits, then weights (one more: an odd block's pair) */     \
     const CT *pv[MT_ATTN_KEYS];   /* the weighted keys' rows */                                            \
     int i, j, u, n, d;                                                                                     \
+    MT_ATTN_PV_SETUP(&a, v, vs, S, Dv);                                                                    \
     for (i = 0; i < L; ++i) {                                                                              \
       const CT *qi = q + i * qs;                                                                           \
       const int jend = mt_attn_key_end(&a, i);                                                             \
@@ -1288,7 +1318,7 @@ MT_DEFINE_ATTN_WEIGHTS(mt_attn_weights_s16, int16_t)
         }                                                                                                  \
         n = WEIGHTS(&a, i, j, mx, g, tb, nk, vb, vs, pv, &l);                                              \
         for (u = 0; u + GROUP <= n; u += GROUP)                                                            \
-          PVG(acc, pv + u, tb + u, Dv);                                                                    \
+          PVG(&a, acc, pv + u, tb + u, Dv);                                                                    \
         MT_ATTN_TAIL_PAIRS (n - u >= 2) {                                                                  \
           PV2(acc, pv[u], tb[u], pv[u + 1], tb[u + 1], Dv);                                                \
           u += 2;                                                                                          \
