@@ -79,6 +79,7 @@ typedef struct {
 #if MT_RV32
   uint32_t pv_cap; /* the RISC-V int16 P.V: a set of keys whose weights sum to at most pv_cap
                       has sum w v[d] within int32 (mt_attn_pv_cap_rv) */
+  uint32_t kmax;   /* max |k| over the call's keys (int16; else 2^15), mt_attn_logits_s16 */
 #endif
 } mt_attn;
 
@@ -96,6 +97,7 @@ static mt_attn mt_attn_init(const int32_t *p, const uint8_t *keep) {
 #endif
 #if MT_RV32
   a.pv_cap = 65536u;
+  a.kmax = 32768u;
 #endif
   return a;
 }
@@ -788,14 +790,15 @@ static int64_t mt_mulq16_s64(int64_t a, uint32_t alpha) {
     if ((i) < D) {                                    \
       x = q##i * kj[i] + q##i##b * kj[(i) + 1];       \
       w += x;                                         \
-      u += x >> 8;                                    \
+      if (CHECK) u += x >> 8;                         \
       MT_RV_PAIR_END;                                 \
     }                                                 \
   } while (0)
 #define MT_RV_Q(i) ((i) < D ? (int32_t)qi[i] : 0)
 static inline __attribute__((always_inline)) int32_t mt_attn_logits_rv(const mt_attn *a, const int16_t *qi,
                                                                       const int16_t *kj, int ks, int n,
-                                                                      int32_t *t, const int D) {
+                                                                      int32_t *t, const int D,
+                                                                      const int CHECK) {
   const int32_t q0 = MT_RV_Q(0), q0b = MT_RV_Q(1), q2 = MT_RV_Q(2), q2b = MT_RV_Q(3), q4 = MT_RV_Q(4);
   const int32_t q4b = MT_RV_Q(5), q6 = MT_RV_Q(6), q6b = MT_RV_Q(7), q8 = MT_RV_Q(8), q8b = MT_RV_Q(9);
   const int32_t q10 = MT_RV_Q(10), q10b = MT_RV_Q(11), q12 = MT_RV_Q(12), q12b = MT_RV_Q(13);
@@ -814,7 +817,7 @@ static inline __attribute__((always_inline)) int32_t mt_attn_logits_rv(const mt_
     MT_RV_QK(10);
     MT_RV_QK(12);
     MT_RV_QK(14);
-    if ((uint32_t)u + 0x400000u < 0x800000u) {
+    if (!CHECK || (uint32_t)u + 0x400000u < 0x800000u) {
       const uint32_t g = (uint32_t)(w >> 31);
       const uint32_t h = (uint32_t)(((uint64_t)(((uint32_t)w ^ g) - g) * m) >> 32); /* MULHU */
       y = (int32_t)((h ^ g) + c_hi) >> sh;
@@ -832,11 +835,11 @@ static inline __attribute__((always_inline)) int32_t mt_attn_logits_rv(const mt_
 #undef MT_RV_Q
 #undef MT_RV_QK
 #undef MT_RV_PAIR_END
-#define MT_DEFINE_ATTN_LOGITS_RV(D)                                                                     \
-  static __attribute__((noinline)) int32_t mt_attn_logits##D##_rv(const mt_attn *a, const int16_t *qi, \
-                                                                  const int16_t *kj, int ks, int n,     \
-                                                                  int32_t *t) {                         \
-    return mt_attn_logits_rv(a, qi, kj, ks, n, t, D);                                                   \
+#define MT_DEFINE_ATTN_LOGITS_RV(D)                                                                      \
+  static __attribute__((noinline)) int32_t mt_attn_logits##D##_rv(const mt_attn *a, const int16_t *qi,  \
+                                                                  const int16_t *kj, int ks, int n,      \
+                                                                  int32_t *t, int check) {               \
+    return check ? mt_attn_logits_rv(a, qi, kj, ks, n, t, D, 1) : mt_attn_logits_rv(a, qi, kj, ks, n, t, D, 0); \
   }
 MT_DEFINE_ATTN_LOGITS_RV(4)
 MT_DEFINE_ATTN_LOGITS_RV(8)
@@ -850,12 +853,15 @@ static __attribute__((noinline)) int32_t mt_attn_logits_s16(const mt_attn *a, co
 #if MT_RV32
   {
     const int32_t lm = a->p[MT_ATTN_LOGIT_M], ls = a->p[MT_ATTN_LOGIT_S];
-    int fit = (D == 4 || D == 8 || D == 16) && lm > 0 && ls >= 2 && ls <= 31;
-    for (i = 0; fit && i < D; ++i) fit = qi[i] != INT16_MIN;
+    int fit = (D == 4 || D == 8 || D == 16) && lm > 0 && ls >= 2 && ls <= 31, check;
+    uint32_t qsum = 0; /* sum |q_i| <= 16 2^15 */
+    for (i = 0; fit && i < D; ++i) qsum += mt_mag32(qi[i]);
+    check = (uint64_t)qsum * a->kmax >= 0x80000000u; /* else |every partial sum| < 2^31 */
+    for (i = 0; fit && check && i < D; ++i) fit = qi[i] != INT16_MIN;
     if (fit)
-      return D == 16 ? mt_attn_logits16_rv(a, qi, kj, ks, n, t)
-             : D == 8 ? mt_attn_logits8_rv(a, qi, kj, ks, n, t)
-                      : mt_attn_logits4_rv(a, qi, kj, ks, n, t);
+      return D == 16 ? mt_attn_logits16_rv(a, qi, kj, ks, n, t, check)
+             : D == 8 ? mt_attn_logits8_rv(a, qi, kj, ks, n, t, check)
+                      : mt_attn_logits4_rv(a, qi, kj, ks, n, t, check);
   }
 #endif
   for (j = 0; j < n; ++j, kj += ks) {
@@ -1028,23 +1034,33 @@ static __attribute__((noinline)) void mt_attn_pv8_rv_s16(int64_t *acc, const int
   ((Dv) == 16 ? mt_attn_pv8_rv_s16(acc, pv, w, (a)->pv_cap)                                                \
               : (mt_attn_pv4_rv_s16(acc, pv, w, Dv, (a)->pv_cap),                                          \
                  mt_attn_pv4_rv_s16(acc, (pv) + 4, (w) + 4, Dv, (a)->pv_cap)))
-/* mt_attn's pv_cap for int16 v rows (the stream's MT_ATTN_PV_SETUP): with V = max |v| over
- * the call's S rows (at least 1), weights summing to at most floor((2^31 - 1) / V) give
- * |sum w v| <= 2^31 - 1; at least 2^16, the bound for any int16 v ([-2^31, 2^31 - 2^16] when
- * the weights sum to at most 2^16, every partial sum too). One pass over v per call. */
-static uint32_t mt_attn_pv_cap_rv(const int16_t *v, int vs, int S, int Dv) {
-  uint32_t vm = 1, cap;
+/* What the stream learns of its int16 k and v rows once per call (MT_ATTN_SETUP): kmax =
+ * max |k|, for mt_attn_logits_s16 (a query row with sum |q_i| kmax < 2^31 has every partial
+ * sum of every score within int32, no check per key), and pv_cap: with V = max |v| (at least
+ * 1), weights summing to at most floor((2^31 - 1) / V) give |sum w v| <= 2^31 - 1; at least
+ * 2^16, the bound for any int16 v ([-2^31, 2^31 - 2^16] when the weights sum to at most 2^16,
+ * every partial sum too). */
+static uint32_t mt_max_mag_rv(const int16_t *x, int xs, int rows, int cols) {
+  uint32_t mx = 0;
   int j, d;
-  for (j = 0; j < S; ++j, v += vs)
-    for (d = 0; d < Dv; ++d) {
-      const uint32_t m = mt_mag32(v[d]);
-      vm = m > vm ? m : vm;
+  for (j = 0; j < rows; ++j, x += xs)
+    for (d = 0; d < cols; ++d) {
+      const uint32_t m = mt_mag32(x[d]);
+      mx = m > mx ? m : mx;
     }
-  cap = 0x7FFFFFFFu / vm;
-  return cap > 65536u ? cap : 65536u;
+  return mx;
 }
-#define MT_ATTN_PV_SETUP(a, v, vs, S, Dv)                                                                  \
-  ((a)->pv_cap = sizeof(*(v)) == 2 ? mt_attn_pv_cap_rv((const int16_t *)(const void *)(v), vs, S, Dv) : 65536u)
+static void mt_attn_setup_rv(mt_attn *a, const int16_t *k, int ks, const int16_t *v, int vs, int S, int D, int Dv) {
+  const uint32_t vm = mt_max_mag_rv(v, vs, S, Dv), cap = 0x7FFFFFFFu / (vm ? vm : 1u);
+  a->kmax = mt_max_mag_rv(k, ks, S, D);
+  a->pv_cap = cap > 65536u ? cap : 65536u;
+}
+#define MT_ATTN_SETUP(a, k, ks, v, vs, S, D, Dv)                                                               \
+  do {                                                                                                     \
+    if (sizeof(*(v)) == 2)                                                                                 \
+      mt_attn_setup_rv(a, (const int16_t *)(const void *)(k), ks, (const int16_t *)(const void *)(v), vs, S, D, \
+                       Dv);                                                                                \
+  } while (0)
 #endif
 
 /* The keys added in one pass over the sums, MT_ATTN_GROUP_* keys by mt_attn_pvg_*(acc, their
@@ -1056,8 +1072,8 @@ static uint32_t mt_attn_pv_cap_rv(const int16_t *v, int vs, int S, int Dv) {
 #define MT_ATTN_GROUP_s16 2
 #define mt_attn_pvg_s16(a, acc, pv, w, Dv) mt_attn_pv2_s16(acc, (pv)[0], (w)[0], (pv)[1], (w)[1], Dv)
 #endif
-#ifndef MT_ATTN_PV_SETUP /* what the RISC-V grouping learns of v once per call (mt_attn_pv_cap_rv) */
-#define MT_ATTN_PV_SETUP(a, v, vs, S, Dv) ((void)0)
+#ifndef MT_ATTN_SETUP /* what the RISC-V variants learn of k and v once per call (mt_attn_setup_rv) */
+#define MT_ATTN_SETUP(a, k, ks, v, vs, S, D, Dv) ((void)0)
 #endif
 #ifndef MT_ATTN_GROUP_s8
 #define MT_ATTN_GROUP_s8 2
@@ -1294,7 +1310,7 @@ MT_DEFINE_ATTN_WEIGHTS(mt_attn_weights_s16, int16_t)
     int32_t tb[MT_ATTN_KEYS + 1]; /* a block's logits, then weights (one more: an odd block's pair) */     \
     const CT *pv[MT_ATTN_KEYS];   /* the weighted keys' rows */                                            \
     int i, j, u, n, d;                                                                                     \
-    MT_ATTN_PV_SETUP(&a, v, vs, S, Dv);                                                                    \
+    MT_ATTN_SETUP(&a, k, ks, v, vs, S, D, Dv);                                                             \
     for (i = 0; i < L; ++i) {                                                                              \
       const CT *qi = q + i * qs;                                                                           \
       const int jend = mt_attn_key_end(&a, i);                                                             \
