@@ -906,10 +906,10 @@ static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int32_t a, c
 /* RISC-V: four keys into the int64 sums, rows pv[0..3], weights w[0..3] <= 2^16: a product
  * p = w v lies in [-2^31, 2^31 - 2^16], so u = p + 2^31 = p XOR 2^31 is an unsigned word and
  * acc + p = acc + u - 2^31: each word u is added to the low word with its carry (SLTU) into the
- * high word, and the offsets (n 2^31 for n words) leave the high word once. When the four
- * weights fit int16 (w <= 32767: all but the keys within one unit of the max) a pair's sum
- * w0 v0 + w1 v1 lies within +-2^31 and is one such word (two words per feature, offset 2^32),
- * else each product is (four words, offset 2 2^32); exact, as the reference. Value dim 16
+ * high word, and the offsets (n 2^31 for n words) leave the high word once. When both pairs'
+ * weights sum to at most cap (mt_attn's pv_cap, at least 2^16) a pair's sum w0 v0 + w1 v1 lies
+ * within int32 and is one such word (two words per feature, offset 2^32), else each product is
+ * (four words, offset 2 2^32); exact, as the reference. Value dim 16
  * unrolled (fixed offsets, no pointer steps per feature), each feature's loads kept in its
  * step by an empty asm that clobbers memory (GCC otherwise hoists them and spills). */
 #define MT_RV_ADDU(x) (u_ = (uint32_t)(x) ^ 0x80000000u, lo_ += u_, hi_ += lo_ < u_)
@@ -943,12 +943,12 @@ static __attribute__((noinline)) void mt_attn_pv4_rv_s16(int64_t *acc, const int
     for (d = 0; d < Dv; ++d) MT_RV_PV4_ONE(d, pairs);
   }
 }
-/* Eight keys, their products in fewer words: a set of keys whose weights sum to at most 2^16
- * has sum_k w_k v_k[d] in [-2^31, 2^31 - 2^16] (|v| <= 2^15; every partial sum too), one int32
- * word. WORDS = 1: all eight (a block of spread logits, every key but those near the row's
+/* Eight keys, their products in fewer words: a set of keys whose weights sum to at most cap
+ * (mt_attn's pv_cap: 2^16 for any int16 v, more when the call's v are narrower) has
+ * sum_k w_k v_k[d] within int32 (every partial sum too), one int32 word. WORDS = 1: all eight (a block of spread logits, every key but those near the row's
  * max), added to the int64 sum as its low word plus the carry (SLTU) and the sign word (x >> 31,
  * arithmetic) to the high word; WORDS = 2: each four, WORDS = 4: each pair (every pair sum at
- * most 2^16: all pairs but one with a key near the max), as offset words (MT_RV_ADDU, offset
+ * most cap: with cap = 2^16 all pairs but one with a key near the max), as offset words (MT_RV_ADDU, offset
  * WORDS 2^31). Per feature 8 loads, 8 MUL, 7 ADD (4 for WORDS = 4) and 5, 9 or 17 for the int64
  * with its load and store: 3.1, 3.6 or 4.9 instructions per MAC where four keys in two words
  * took 5.75. Else the two halves by mt_attn_pv4_rv_s16, as other value dims are (mt_attn_pvg_s16).
@@ -977,7 +977,7 @@ static __attribute__((noinline)) void mt_attn_pv4_rv_s16(int64_t *acc, const int
     acc[d] = (int64_t)((uint64_t)hi_ << 32 | lo_);                                                        \
     __asm__ volatile("" ::: "memory");                                                                    \
   } while (0)
-/* Keys near the max in two pairs or fewer: the pairs whose sums are within 2^16 first (two of
+/* Keys near the max in two pairs or fewer: the pairs whose sums are within cap first (two of
  * them in two words), the other four keys a word each (six words, offset 6 2^31): per feature
  * 8 loads, 8 MUL, 2 ADD and 25 for the int64 where the halves by mt_attn_pv4_rv_s16 took 52 */
 static __attribute__((noinline)) void mt_attn_pv8w6_rv_s16(int64_t *acc, const int16_t *const *pv, const int32_t *w,
