@@ -781,9 +781,12 @@ static int64_t mt_mulq16_s64(int64_t a, uint32_t alpha) {
  * so S = w. The logit rq(w, m, s) as mt_rv_rq_out (mt_linear.c) forms it: sign mask g,
  * h = MULHU(|w|, m), ((h ^ g) + 2^(s-2)) >> (s - 1) is floor((w m + 2^(30+s) - [w < 0]) /
  * 2^(31+s)), ties away from zero as mt_rq32. A key with u out of range takes the exact 64-bit
- * sum and mt_rq. Each pair's loads stay in their step (MT_RV_PAIR_END: GCC otherwise hoists all
- * of them and spills q). One body (D a constant: the pairs beyond it and their q vanish),
- * mt_attn_logits{4,8,16}_rv. Returns the max. */
+ * sum and mt_rq. CHECK = 0 leaves out u and its test, for a query row with sum |q_i| kmax <
+ * 2^31 (mt_attn's kmax = max |k| over the call's keys, 2^15 when not known): every partial sum
+ * of every score is then within int32 (any q). Each pair's loads stay in their step
+ * (MT_RV_PAIR_END: GCC otherwise hoists all of them and spills q). One body (D and CHECK
+ * constants: the pairs beyond D and their q vanish), mt_attn_logits{4,8,16}_rv(..., check).
+ * Returns the max. */
 #define MT_RV_PAIR_END __asm__ volatile("" ::: "memory")
 #define MT_RV_QK(i)                                   \
   do {                                                \
@@ -1297,7 +1300,8 @@ MT_DEFINE_ATTN_WEIGHTS(mt_attn_weights_s16, int16_t)
  * setups and rescalings of 32 (0.91x to 0.96x the instructions at L = S = 128 on Cortex-M4),
  * the working memory under 1 KB. The steps of a type: LOGITS (mt_attn_logits_*), RESCALE_ROW
  * (mt_attn_rescale_row_*), WEIGHTS (mt_attn_weights_*), GROUP keys by PVG (MT_ATTN_GROUP_*,
- * mt_attn_pvg_*), the rest by PV2 and PV1 (mt_attn_pv2_*, mt_attn_pv1_*), OUT (mt_attn_out_*). */
+ * mt_attn_pvg_*), the rest by PV2 and PV1 (mt_attn_pv2_*, mt_attn_pv1_*), OUT (mt_attn_out_*);
+ * MT_ATTN_SETUP: what a variant learns of k and v once per call (RISC-V: mt_attn_setup_rv). */
 #define MT_ATTN_KEYS 64
 #define MT_DEFINE_ATTENTION_STREAM(NAME, CT, ACC, LOGITS, RESCALE_ROW, WEIGHTS, GROUP, PVG, PV2, PV1, OUT) \
   void NAME(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k, const CT *v, CT *out,         \
