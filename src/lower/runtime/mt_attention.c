@@ -78,7 +78,7 @@ typedef struct {
 #endif
 #if MT_RV32
   uint32_t pv_cap; /* the RISC-V int16 P.V: a set of keys whose weights sum to at most pv_cap
-                      has sum w v[d] within int32 (mt_attn_pv_cap_rv) */
+                      has sum w v[d] within int32 (mt_attn_setup_rv; else 2^16) */
   uint32_t kmax;   /* max |k| over the call's keys (int16; else 2^15), mt_attn_logits_s16 */
 #endif
 } mt_attn;
@@ -842,7 +842,8 @@ static inline __attribute__((always_inline)) int32_t mt_attn_logits_rv(const mt_
   static __attribute__((noinline)) int32_t mt_attn_logits##D##_rv(const mt_attn *a, const int16_t *qi,  \
                                                                   const int16_t *kj, int ks, int n,      \
                                                                   int32_t *t, int check) {               \
-    return check ? mt_attn_logits_rv(a, qi, kj, ks, n, t, D, 1) : mt_attn_logits_rv(a, qi, kj, ks, n, t, D, 0); \
+    return check ? mt_attn_logits_rv(a, qi, kj, ks, n, t, D, 1)                                          \
+                 : mt_attn_logits_rv(a, qi, kj, ks, n, t, D, 0);                                         \
   }
 MT_DEFINE_ATTN_LOGITS_RV(4)
 MT_DEFINE_ATTN_LOGITS_RV(8)
@@ -948,13 +949,14 @@ static __attribute__((noinline)) void mt_attn_pv4_rv_s16(int64_t *acc, const int
 }
 /* Eight keys, their products in fewer words: a set of keys whose weights sum to at most cap
  * (mt_attn's pv_cap: 2^16 for any int16 v, more when the call's v are narrower) has
- * sum_k w_k v_k[d] within int32 (every partial sum too), one int32 word. WORDS = 1: all eight (a block of spread logits, every key but those near the row's
- * max), added to the int64 sum as its low word plus the carry (SLTU) and the sign word (x >> 31,
- * arithmetic) to the high word; WORDS = 2: each four, WORDS = 4: each pair (every pair sum at
- * most cap: with cap = 2^16 all pairs but one with a key near the max), as offset words (MT_RV_ADDU, offset
- * WORDS 2^31). Per feature 8 loads, 8 MUL, 7 ADD (4 for WORDS = 4) and 5, 9 or 17 for the int64
- * with its load and store: 3.1, 3.6 or 4.9 instructions per MAC where four keys in two words
- * took 5.75. Else the two halves by mt_attn_pv4_rv_s16, as other value dims are (mt_attn_pvg_s16).
+ * sum_k w_k v_k[d] within int32 (every partial sum too), one int32 word. WORDS = 1: all
+ * eight (a block of spread logits, every key but those near the row's max), added to the int64
+ * sum as its low word plus the carry (SLTU) and the sign word (x >> 31, arithmetic) to the high
+ * word; WORDS = 2: each four, WORDS = 4: each pair (every pair sum at most cap: with cap = 2^16
+ * all pairs but one with a key near the max), as offset words (MT_RV_ADDU, offset WORDS 2^31).
+ * Per feature 8 loads, 8 MUL, 7 ADD (4 for WORDS = 4) and 5, 9 or 17 for the int64 with its load
+ * and store: 3.1, 3.6 or 4.9 instructions per MAC where four keys in two words took 5.75. Else
+ * the two halves by mt_attn_pv4_rv_s16, as other value dims are (mt_attn_pvg_s16).
  * Exact, as the reference. */
 #define MT_RV_PV8_ONE(d, WORDS)                                                                           \
   do {                                                                                                    \
@@ -1058,11 +1060,11 @@ static void mt_attn_setup_rv(mt_attn *a, const int16_t *k, int ks, const int16_t
   a->kmax = mt_max_mag_rv(k, ks, S, D);
   a->pv_cap = cap > 65536u ? cap : 65536u;
 }
-#define MT_ATTN_SETUP(a, k, ks, v, vs, S, D, Dv)                                                               \
+#define MT_ATTN_SETUP(a, k, ks, v, vs, S, D, Dv)                                                           \
   do {                                                                                                     \
-    if (sizeof(*(v)) == 2)                                                                                 \
-      mt_attn_setup_rv(a, (const int16_t *)(const void *)(k), ks, (const int16_t *)(const void *)(v), vs, S, D, \
-                       Dv);                                                                                \
+    if (sizeof(*(v)) == 2) /* int16 k and v */                                                             \
+      mt_attn_setup_rv(a, (const int16_t *)(const void *)(k), ks, (const int16_t *)(const void *)(v), vs, \
+                       S, D, Dv);                                                                          \
   } while (0)
 #endif
 
@@ -1338,7 +1340,7 @@ MT_DEFINE_ATTN_WEIGHTS(mt_attn_weights_s16, int16_t)
         }                                                                                                  \
         n = WEIGHTS(&a, i, j, mx, g, tb, nk, vb, vs, pv, &l);                                              \
         for (u = 0; u + GROUP <= n; u += GROUP)                                                            \
-          PVG(&a, acc, pv + u, tb + u, Dv);                                                                    \
+          PVG(&a, acc, pv + u, tb + u, Dv);                                                                \
         MT_ATTN_TAIL_PAIRS (n - u >= 2) {                                                                  \
           PV2(acc, pv[u], tb[u], pv[u + 1], tb[u + 1], Dv);                                                \
           u += 2;                                                                                          \
