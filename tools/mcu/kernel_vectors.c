@@ -767,6 +767,31 @@ static void attention(void) {
     mt_attention_stream_s16(p, 0, a16, b16, y16 + 2048, y16, acc64), h16(y16, 24);
   }
   h_end("attention s16 wide scores");
+  /* int16 v within +-V below 2^15 (the RISC-V sums take keys whose weights add up to
+   * floor((2^31 - 1) / V)): equal logits (q = 0: every weight 2^16) with v = +-V at the bound
+   * (V = 16383: two keys in one word, |sum| = 2^31 - 2^17; 16384: not), then spread logits
+   * (q, k within +-400 and +-3000: sum |q| max |k| below 2^31, no check per key) with v within
+   * +-V for several V; head dims 16, 8 and 4 */
+  h_begin();
+  for (c = 0; c < 12; ++c) {
+    static const int vmax[4] = {16383, 16384, 3000, 21000};
+    static const int dims[3] = {16, 8, 4};
+    const int D = dims[c % 3], V = vmax[c / 3], S = 72;
+    for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;
+    p[MT_ATTN_L] = 6, p[MT_ATTN_S] = S, p[MT_ATTN_D] = D, p[MT_ATTN_DV] = D;
+    p[MT_ATTN_LOGIT_M] = 1548970010, p[MT_ATTN_LOGIT_S] = 11 + (D == 16 ? 0 : -1);
+    p[MT_ATTN_OUT_M] = rnd_m(), p[MT_ATTN_OUT_S] = 0;
+    if (c < 6) {
+      for (i = 0; i < 6 * D; ++i) a16[i] = 0;
+      fill16(b16, S * D, -12000, 12000);
+      for (i = 0; i < S * D; ++i) y16[2048 + i] = (int16_t)((lcg() >> 31) ? V : -V);
+    } else {
+      fill16(a16, 6 * D, -400, 400), fill16(b16, S * D, -3000, 3000);
+      fill16(y16 + 2048, S * D, -V, V);
+    }
+    mt_attention_stream_s16(p, 0, a16, b16, y16 + 2048, y16, acc64), h16(y16, 6 * D);
+  }
+  h_end("attention s16 narrow v");
 }
 
 static void copy_embedding(void) {

@@ -76,6 +76,11 @@ typedef struct {
 #if MT_DSP
   mt_attn_logit_q lq;
 #endif
+#if MT_RV32
+  uint32_t pv_cap; /* the RISC-V int16 P.V: a set of keys whose weights sum to at most pv_cap
+                      has sum w v[d] within int32 (mt_attn_setup_rv; else 2^16) */
+  uint32_t kmax;   /* max |k| over the call's keys (int16; else 2^15), mt_attn_logits_s16 */
+#endif
 } mt_attn;
 
 static mt_attn mt_attn_init(const int32_t *p, const uint8_t *keep) {
@@ -89,6 +94,10 @@ static mt_attn mt_attn_init(const int32_t *p, const uint8_t *keep) {
                   : -1;
 #if MT_DSP
   a.lq = mt_attn_logit_q_init(p);
+#endif
+#if MT_RV32
+  a.pv_cap = 65536u;
+  a.kmax = 32768u;
 #endif
   return a;
 }
@@ -336,7 +345,7 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
 #define MT_ATTN_PV4_ROW_s8(N) _Pragma("GCC unroll 16") for (; d < (N); ++d) MT_ATTN_PV4_ONE_s8
 MT_DEFINE_ATTN_PV4(mt_attn_pv4_s8, s8, int8_t, int32_t, 4, mt_attn_pv4_step_s8)
 #define MT_ATTN_GROUP_s8 4
-#define mt_attn_pvg_s8 mt_attn_pv4_s8
+#define mt_attn_pvg_s8(a, acc, pv, w, Dv) mt_attn_pv4_s8(acc, pv, w, Dv)
 
 static __attribute__((noinline)) int32_t mt_attn_logit_q_wide(const mt_attn_logit_q *q, int64_t score) {
   const uint64_t x = mt_abs_u64(score), u = (uint64_t)(uint32_t)x * q->mu + q->half;
@@ -743,7 +752,7 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_next_s16(int64_t *
   } while (0)
 MT_DEFINE_ATTN_PV4(mt_attn_pv4_s16, s16, int16_t, int64_t, 2, mt_attn_pv4_step_s16)
 #define MT_ATTN_GROUP_s16 4
-#define mt_attn_pvg_s16 mt_attn_pv4_s16
+#define mt_attn_pvg_s16(a, acc, pv, w, Dv) mt_attn_pv4_s16(acc, pv, w, Dv)
 
 /* mt_attn_rescale_row_*: the int16 sums' rounding in 64-bit steps: mt_mulq16_s64's
  * round(a alpha / 2^16), ties away from zero, is floor((a alpha + 2^15 - [a < 0]) / 2^16);
@@ -764,28 +773,39 @@ static int64_t mt_mulq16_s64(int64_t a, uint32_t alpha) {
 #define mt_attn_rescale_row_s8(acc, alpha, Dv) MT_ATTN_RESCALE_ROW(acc, alpha, Dv, mt_mulq16_s32)
 #define mt_attn_rescale_row_s16(acc, alpha, Dv) MT_ATTN_RESCALE_ROW(acc, alpha, Dv, mt_mulq16_s64)
 #if MT_RV32
-/* RISC-V: the logits of head dimension 16 with q's row in 16 registers, when the logit's
- * multiplier m > 0, its shift 2 <= s <= 31 and q's row has no -32768: then |q_i k_i| < 2^30, a
- * pair's sum x = q_i k_i + q_{i+1} k_{i+1} is exact in int32, and the score S = sum x wraps to
- * w = S mod 2^32 while u = sum (x >> 8) (arithmetic: floor) lies in (S / 2^8 - 8, S / 2^8];
- * -2^22 <= u < 2^22 bounds -2^30 <= S < 2^30 + 2^11, so S = w. The logit rq(w, m, s) as
- * mt_rv_rq_out (mt_linear.c) forms it: sign mask g, h = MULHU(|w|, m), ((h ^ g) + 2^(s-2)) >>
- * (s - 1) is floor((w m + 2^(30+s) - [w < 0]) / 2^(31+s)), ties away from zero as mt_rq32. A
- * key with u out of range takes the exact 64-bit sum and mt_rq. Each pair's loads stay in
- * their step (MT_RV_PAIR_END: GCC otherwise hoists all 16 and spills q). Returns the max. */
+/* RISC-V: the logits of head dimension D = 4, 8 or 16 with q's row in D registers, when the
+ * logit's multiplier m > 0, its shift 2 <= s <= 31 and q's row has no -32768: then
+ * |q_i k_i| < 2^30, a pair's sum x = q_i k_i + q_{i+1} k_{i+1} is exact in int32, and the score
+ * S = sum x (D / 2 <= 8 pairs) wraps to w = S mod 2^32 while u = sum (x >> 8) (arithmetic:
+ * floor) lies in (S / 2^8 - 8, S / 2^8]; -2^22 <= u < 2^22 bounds -2^30 <= S < 2^30 + 2^11,
+ * so S = w. The logit rq(w, m, s) as mt_rv_rq_out (mt_linear.c) forms it: sign mask g,
+ * h = MULHU(|w|, m), ((h ^ g) + 2^(s-2)) >> (s - 1) is floor((w m + 2^(30+s) - [w < 0]) /
+ * 2^(31+s)), ties away from zero as mt_rq32. A key with u out of range takes the exact 64-bit
+ * sum and mt_rq. CHECK = 0 leaves out u and its test, for a query row with sum |q_i| kmax <
+ * 2^31 (mt_attn's kmax = max |k| over the call's keys, 2^15 when not known): every partial sum
+ * of every score is then within int32 (any q). Each pair's loads stay in their step
+ * (MT_RV_PAIR_END: GCC otherwise hoists all of them and spills q). One body (D and CHECK
+ * constants: the pairs beyond D and their q vanish), mt_attn_logits{4,8,16}_rv(..., check).
+ * Returns the max. */
 #define MT_RV_PAIR_END __asm__ volatile("" ::: "memory")
 #define MT_RV_QK(i)                                   \
   do {                                                \
-    x = q##i * kj[i] + q##i##b * kj[(i) + 1];         \
-    w += x;                                           \
-    u += x >> 8;                                      \
-    MT_RV_PAIR_END;                                   \
+    if ((i) < D) {                                    \
+      x = q##i * kj[i] + q##i##b * kj[(i) + 1];       \
+      w += x;                                         \
+      if (CHECK) u += x >> 8;                         \
+      MT_RV_PAIR_END;                                 \
+    }                                                 \
   } while (0)
-static __attribute__((noinline)) int32_t mt_attn_logits16_rv(const mt_attn *a, const int16_t *qi,
-                                                             const int16_t *kj, int ks, int n, int32_t *t) {
-  const int32_t q0 = qi[0], q0b = qi[1], q2 = qi[2], q2b = qi[3], q4 = qi[4], q4b = qi[5], q6 = qi[6];
-  const int32_t q6b = qi[7], q8 = qi[8], q8b = qi[9], q10 = qi[10], q10b = qi[11], q12 = qi[12];
-  const int32_t q12b = qi[13], q14 = qi[14], q14b = qi[15];
+#define MT_RV_Q(i) ((i) < D ? (int32_t)qi[i] : 0)
+static inline __attribute__((always_inline)) int32_t mt_attn_logits_rv(const mt_attn *a, const int16_t *qi,
+                                                                      const int16_t *kj, int ks, int n,
+                                                                      int32_t *t, const int D,
+                                                                      const int CHECK) {
+  const int32_t q0 = MT_RV_Q(0), q0b = MT_RV_Q(1), q2 = MT_RV_Q(2), q2b = MT_RV_Q(3), q4 = MT_RV_Q(4);
+  const int32_t q4b = MT_RV_Q(5), q6 = MT_RV_Q(6), q6b = MT_RV_Q(7), q8 = MT_RV_Q(8), q8b = MT_RV_Q(9);
+  const int32_t q10 = MT_RV_Q(10), q10b = MT_RV_Q(11), q12 = MT_RV_Q(12), q12b = MT_RV_Q(13);
+  const int32_t q14 = MT_RV_Q(14), q14b = MT_RV_Q(15);
   const uint32_t m = (uint32_t)a->p[MT_ATTN_LOGIT_M];
   const int sh = a->p[MT_ATTN_LOGIT_S] - 1;
   const uint32_t c_hi = 1u << (sh - 1);
@@ -800,14 +820,14 @@ static __attribute__((noinline)) int32_t mt_attn_logits16_rv(const mt_attn *a, c
     MT_RV_QK(10);
     MT_RV_QK(12);
     MT_RV_QK(14);
-    if ((uint32_t)u + 0x400000u < 0x800000u) {
+    if (!CHECK || (uint32_t)u + 0x400000u < 0x800000u) {
       const uint32_t g = (uint32_t)(w >> 31);
       const uint32_t h = (uint32_t)(((uint64_t)(((uint32_t)w ^ g) - g) * m) >> 32); /* MULHU */
       y = (int32_t)((h ^ g) + c_hi) >> sh;
     } else {
       int64_t sc = 0;
       int i;
-      for (i = 0; i < 16; ++i) sc += qi[i] * kj[i];
+      for (i = 0; i < D; ++i) sc += qi[i] * kj[i];
       y = mt_attn_logit(a, sc);
     }
     *t = y;
@@ -815,8 +835,20 @@ static __attribute__((noinline)) int32_t mt_attn_logits16_rv(const mt_attn *a, c
   }
   return mx;
 }
+#undef MT_RV_Q
 #undef MT_RV_QK
 #undef MT_RV_PAIR_END
+#define MT_DEFINE_ATTN_LOGITS_RV(D)                                                                      \
+  static __attribute__((noinline)) int32_t mt_attn_logits##D##_rv(const mt_attn *a, const int16_t *qi,  \
+                                                                  const int16_t *kj, int ks, int n,      \
+                                                                  int32_t *t, int check) {               \
+    return check ? mt_attn_logits_rv(a, qi, kj, ks, n, t, D, 1)                                          \
+                 : mt_attn_logits_rv(a, qi, kj, ks, n, t, D, 0);                                         \
+  }
+MT_DEFINE_ATTN_LOGITS_RV(4)
+MT_DEFINE_ATTN_LOGITS_RV(8)
+MT_DEFINE_ATTN_LOGITS_RV(16)
+#undef MT_DEFINE_ATTN_LOGITS_RV
 #endif
 static __attribute__((noinline)) int32_t mt_attn_logits_s16(const mt_attn *a, const int16_t *qi,
                                                             const int16_t *kj, int ks, int n, int D, int32_t *t) {
@@ -825,9 +857,15 @@ static __attribute__((noinline)) int32_t mt_attn_logits_s16(const mt_attn *a, co
 #if MT_RV32
   {
     const int32_t lm = a->p[MT_ATTN_LOGIT_M], ls = a->p[MT_ATTN_LOGIT_S];
-    int fit = D == 16 && lm > 0 && ls >= 2 && ls <= 31;
-    for (i = 0; fit && i < 16; ++i) fit = qi[i] != INT16_MIN;
-    if (fit) return mt_attn_logits16_rv(a, qi, kj, ks, n, t);
+    int fit = (D == 4 || D == 8 || D == 16) && lm > 0 && ls >= 2 && ls <= 31, check;
+    uint32_t qsum = 0; /* sum |q_i| <= 16 2^15 */
+    for (i = 0; fit && i < D; ++i) qsum += mt_mag32(qi[i]);
+    check = (uint64_t)qsum * a->kmax >= 0x80000000u; /* else |every partial sum| < 2^31 */
+    for (i = 0; fit && check && i < D; ++i) fit = qi[i] != INT16_MIN;
+    if (fit)
+      return D == 16 ? mt_attn_logits16_rv(a, qi, kj, ks, n, t, check)
+             : D == 8 ? mt_attn_logits8_rv(a, qi, kj, ks, n, t, check)
+                      : mt_attn_logits4_rv(a, qi, kj, ks, n, t, check);
   }
 #endif
   for (j = 0; j < n; ++j, kj += ks) {
@@ -872,10 +910,10 @@ static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int32_t a, c
 /* RISC-V: four keys into the int64 sums, rows pv[0..3], weights w[0..3] <= 2^16: a product
  * p = w v lies in [-2^31, 2^31 - 2^16], so u = p + 2^31 = p XOR 2^31 is an unsigned word and
  * acc + p = acc + u - 2^31: each word u is added to the low word with its carry (SLTU) into the
- * high word, and the offsets (n 2^31 for n words) leave the high word once. When the four
- * weights fit int16 (w <= 32767: all but the keys within one unit of the max) a pair's sum
- * w0 v0 + w1 v1 lies within +-2^31 and is one such word (two words per feature, offset 2^32),
- * else each product is (four words, offset 2 2^32); exact, as the reference. Value dim 16
+ * high word, and the offsets (n 2^31 for n words) leave the high word once. When both pairs'
+ * weights sum to at most cap (mt_attn's pv_cap, at least 2^16) a pair's sum w0 v0 + w1 v1 lies
+ * within int32 and is one such word (two words per feature, offset 2^32), else each product is
+ * (four words, offset 2 2^32); exact, as the reference. Value dim 16
  * unrolled (fixed offsets, no pointer steps per feature), each feature's loads kept in its
  * step by an empty asm that clobbers memory (GCC otherwise hoists them and spills). */
 #define MT_RV_ADDU(x) (u_ = (uint32_t)(x) ^ 0x80000000u, lo_ += u_, hi_ += lo_ < u_)
@@ -894,10 +932,10 @@ static inline void mt_attn_pv2_s16(int64_t *acc, const int16_t *v0, int32_t a, c
     __asm__ volatile("" ::: "memory");                                                                    \
   } while (0)
 static __attribute__((noinline)) void mt_attn_pv4_rv_s16(int64_t *acc, const int16_t *const *pv, const int32_t *w,
-                                                         int Dv) {
+                                                         int Dv, uint32_t cap) {
   const int16_t *const v0 = pv[0], *const v1 = pv[1], *const v2 = pv[2], *const v3 = pv[3];
   const int32_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
-  const int pairs = (w0 | w1 | w2 | w3) <= 32767;
+  const int pairs = (uint32_t)(w0 + w1) <= cap && (uint32_t)(w2 + w3) <= cap;
   int d;
   if (Dv == 16 && pairs) {
 #pragma GCC unroll 16
@@ -909,15 +947,16 @@ static __attribute__((noinline)) void mt_attn_pv4_rv_s16(int64_t *acc, const int
     for (d = 0; d < Dv; ++d) MT_RV_PV4_ONE(d, pairs);
   }
 }
-/* Eight keys, their products in fewer words: a set of keys whose weights sum to at most 2^16
- * has sum_k w_k v_k[d] in [-2^31, 2^31 - 2^16] (|v| <= 2^15; every partial sum too), one int32
- * word. WORDS = 1: all eight (a block of spread logits, every key but those near the row's
- * max), added to the int64 sum as its low word plus the carry (SLTU) and the sign word (x >> 31,
- * arithmetic) to the high word; WORDS = 2: each four, WORDS = 4: each pair (every pair sum at
- * most 2^16: all pairs but one with a key near the max), as offset words (MT_RV_ADDU, offset
- * WORDS 2^31). Per feature 8 loads, 8 MUL, 7 ADD (4 for WORDS = 4) and 5, 9 or 17 for the int64
- * with its load and store: 3.1, 3.6 or 4.9 instructions per MAC where four keys in two words
- * took 5.75. Else the two halves by mt_attn_pv4_rv_s16, as other value dims are (mt_attn_pvg_s16).
+/* Eight keys, their products in fewer words: a set of keys whose weights sum to at most cap
+ * (mt_attn's pv_cap: 2^16 for any int16 v, more when the call's v are narrower) has
+ * sum_k w_k v_k[d] within int32 (every partial sum too), one int32 word. WORDS = 1: all
+ * eight (a block of spread logits, every key but those near the row's max), added to the int64
+ * sum as its low word plus the carry (SLTU) and the sign word (x >> 31, arithmetic) to the high
+ * word; WORDS = 2: each four, WORDS = 4: each pair (every pair sum at most cap: with cap = 2^16
+ * all pairs but one with a key near the max), as offset words (MT_RV_ADDU, offset WORDS 2^31).
+ * Per feature 8 loads, 8 MUL, 7 ADD (4 for WORDS = 4) and 5, 9 or 17 for the int64 with its load
+ * and store: 3.1, 3.6 or 4.9 instructions per MAC where four keys in two words took 5.75. Else
+ * the two halves by mt_attn_pv4_rv_s16, as other value dims are (mt_attn_pvg_s16).
  * Exact, as the reference. */
 #define MT_RV_PV8_ONE(d, WORDS)                                                                           \
   do {                                                                                                    \
@@ -943,7 +982,7 @@ static __attribute__((noinline)) void mt_attn_pv4_rv_s16(int64_t *acc, const int
     acc[d] = (int64_t)((uint64_t)hi_ << 32 | lo_);                                                        \
     __asm__ volatile("" ::: "memory");                                                                    \
   } while (0)
-/* Keys near the max in two pairs or fewer: the pairs whose sums are within 2^16 first (two of
+/* Keys near the max in two pairs or fewer: the pairs whose sums are within cap first (two of
  * them in two words), the other four keys a word each (six words, offset 6 2^31): per feature
  * 8 loads, 8 MUL, 2 ADD and 25 for the int64 where the halves by mt_attn_pv4_rv_s16 took 52 */
 static __attribute__((noinline)) void mt_attn_pv8w6_rv_s16(int64_t *acc, const int16_t *const *pv, const int32_t *w,
@@ -964,25 +1003,26 @@ static __attribute__((noinline)) void mt_attn_pv8w6_rv_s16(int64_t *acc, const i
     for (d = 0; d < 16; ++d) MT_RV_PV8_ONE(d, 6);
   }
 }
-static __attribute__((noinline)) void mt_attn_pv8_rv_s16(int64_t *acc, const int16_t *const *pv, const int32_t *w) {
+static __attribute__((noinline)) void mt_attn_pv8_rv_s16(int64_t *acc, const int16_t *const *pv, const int32_t *w,
+                                                         uint32_t cap) {
   const int32_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6], w7 = w[7];
   const uint32_t s01 = (uint32_t)(w0 + w1), s23 = (uint32_t)(w2 + w3), s45 = (uint32_t)(w4 + w5);
   const uint32_t s67 = (uint32_t)(w6 + w7), s03 = s01 + s23, s47 = s45 + s67;
   const int16_t *const v0 = pv[0], *const v1 = pv[1], *const v2 = pv[2], *const v3 = pv[3];
   const int16_t *const v4 = pv[4], *const v5 = pv[5], *const v6 = pv[6], *const v7 = pv[7];
   int d;
-  if ((s01 | s23 | s45 | s67) > 65536u) {
-    const int b0 = s01 > 65536u, b1 = s23 > 65536u, b2 = s45 > 65536u, b3 = s67 > 65536u;
+  const int b0 = s01 > cap, b1 = s23 > cap, b2 = s45 > cap, b3 = s67 > cap;
+  if (b0 | b1 | b2 | b3) {
     if (b0 + b1 + b2 + b3 <= 2)
       mt_attn_pv8w6_rv_s16(acc, pv, w, b0 | b1 << 1 | b2 << 2 | b3 << 3);
     else {
-      mt_attn_pv4_rv_s16(acc, pv, w, 16);
-      mt_attn_pv4_rv_s16(acc, pv + 4, w + 4, 16);
+      mt_attn_pv4_rv_s16(acc, pv, w, 16, cap);
+      mt_attn_pv4_rv_s16(acc, pv + 4, w + 4, 16, cap);
     }
-  } else if (s03 + s47 <= 65536u) {
+  } else if (s03 + s47 <= cap) {
 #pragma GCC unroll 16
     for (d = 0; d < 16; ++d) MT_RV_PV8_ONE(d, 1);
-  } else if ((s03 | s47) <= 65536u) {
+  } else if (s03 <= cap && s47 <= cap) {
 #pragma GCC unroll 16
     for (d = 0; d < 16; ++d) MT_RV_PV8_ONE(d, 2);
   } else {
@@ -995,9 +1035,37 @@ static __attribute__((noinline)) void mt_attn_pv8_rv_s16(int64_t *acc, const int
 #undef MT_RV_ADDU
 #define MT_ATTN_GROUP_s16 8
 #define MT_ATTN_TAIL_PAIRS while /* up to seven keys left: pairs, then one */
-#define mt_attn_pvg_s16(acc, pv, w, Dv)                                                                    \
-  ((Dv) == 16 ? mt_attn_pv8_rv_s16(acc, pv, w)                                                             \
-              : (mt_attn_pv4_rv_s16(acc, pv, w, Dv), mt_attn_pv4_rv_s16(acc, (pv) + 4, (w) + 4, Dv)))
+#define mt_attn_pvg_s16(a, acc, pv, w, Dv)                                                                 \
+  ((Dv) == 16 ? mt_attn_pv8_rv_s16(acc, pv, w, (a)->pv_cap)                                                \
+              : (mt_attn_pv4_rv_s16(acc, pv, w, Dv, (a)->pv_cap),                                          \
+                 mt_attn_pv4_rv_s16(acc, (pv) + 4, (w) + 4, Dv, (a)->pv_cap)))
+/* What the stream learns of its int16 k and v rows once per call (MT_ATTN_SETUP): kmax =
+ * max |k|, for mt_attn_logits_s16 (a query row with sum |q_i| kmax < 2^31 has every partial
+ * sum of every score within int32, no check per key), and pv_cap: with V = max |v| (at least
+ * 1), weights summing to at most floor((2^31 - 1) / V) give |sum w v| <= 2^31 - 1; at least
+ * 2^16, the bound for any int16 v ([-2^31, 2^31 - 2^16] when the weights sum to at most 2^16,
+ * every partial sum too). */
+static uint32_t mt_max_mag_rv(const int16_t *x, int xs, int rows, int cols) {
+  uint32_t mx = 0;
+  int j, d;
+  for (j = 0; j < rows; ++j, x += xs)
+    for (d = 0; d < cols; ++d) {
+      const uint32_t m = mt_mag32(x[d]);
+      mx = m > mx ? m : mx;
+    }
+  return mx;
+}
+static void mt_attn_setup_rv(mt_attn *a, const int16_t *k, int ks, const int16_t *v, int vs, int S, int D, int Dv) {
+  const uint32_t vm = mt_max_mag_rv(v, vs, S, Dv), cap = 0x7FFFFFFFu / (vm ? vm : 1u);
+  a->kmax = mt_max_mag_rv(k, ks, S, D);
+  a->pv_cap = cap > 65536u ? cap : 65536u;
+}
+#define MT_ATTN_SETUP(a, k, ks, v, vs, S, D, Dv)                                                           \
+  do {                                                                                                     \
+    if (sizeof(*(v)) == 2) /* int16 k and v */                                                             \
+      mt_attn_setup_rv(a, (const int16_t *)(const void *)(k), ks, (const int16_t *)(const void *)(v), vs, \
+                       S, D, Dv);                                                                          \
+  } while (0)
 #endif
 
 /* The keys added in one pass over the sums, MT_ATTN_GROUP_* keys by mt_attn_pvg_*(acc, their
@@ -1007,11 +1075,14 @@ static __attribute__((noinline)) void mt_attn_pv8_rv_s16(int64_t *acc, const int
 #endif
 #ifndef MT_ATTN_GROUP_s16
 #define MT_ATTN_GROUP_s16 2
-#define mt_attn_pvg_s16(acc, pv, w, Dv) mt_attn_pv2_s16(acc, (pv)[0], (w)[0], (pv)[1], (w)[1], Dv)
+#define mt_attn_pvg_s16(a, acc, pv, w, Dv) mt_attn_pv2_s16(acc, (pv)[0], (w)[0], (pv)[1], (w)[1], Dv)
+#endif
+#ifndef MT_ATTN_SETUP /* what the RISC-V variants learn of k and v once per call (mt_attn_setup_rv) */
+#define MT_ATTN_SETUP(a, k, ks, v, vs, S, D, Dv) ((void)0)
 #endif
 #ifndef MT_ATTN_GROUP_s8
 #define MT_ATTN_GROUP_s8 2
-#define mt_attn_pvg_s8(acc, pv, w, Dv) mt_attn_pv2_s8(acc, (pv)[0], (w)[0], (pv)[1], (w)[1], Dv)
+#define mt_attn_pvg_s8(a, acc, pv, w, Dv) mt_attn_pv2_s8(acc, (pv)[0], (w)[0], (pv)[1], (w)[1], Dv)
 #endif
 
 /* acc[d] += w v[d] for one key (a block's last listed key) */
@@ -1231,12 +1302,13 @@ MT_DEFINE_ATTN_WEIGHTS(mt_attn_weights_s16, int16_t)
  * setups and rescalings of 32 (0.91x to 0.96x the instructions at L = S = 128 on Cortex-M4),
  * the working memory under 1 KB. The steps of a type: LOGITS (mt_attn_logits_*), RESCALE_ROW
  * (mt_attn_rescale_row_*), WEIGHTS (mt_attn_weights_*), GROUP keys by PVG (MT_ATTN_GROUP_*,
- * mt_attn_pvg_*), the rest by PV2 and PV1 (mt_attn_pv2_*, mt_attn_pv1_*), OUT (mt_attn_out_*). */
+ * mt_attn_pvg_*), the rest by PV2 and PV1 (mt_attn_pv2_*, mt_attn_pv1_*), OUT (mt_attn_out_*);
+ * MT_ATTN_SETUP: what a variant learns of k and v once per call (RISC-V: mt_attn_setup_rv). */
 #define MT_ATTN_KEYS 64
 #define MT_DEFINE_ATTENTION_STREAM(NAME, CT, ACC, LOGITS, RESCALE_ROW, WEIGHTS, GROUP, PVG, PV2, PV1, OUT) \
   void NAME(const int32_t *p, const uint8_t *keep, const CT *q, const CT *k, const CT *v, CT *out,         \
             ACC *acc) {                                                                                    \
-    const mt_attn a = mt_attn_init(p, keep);                                                               \
+    mt_attn a = mt_attn_init(p, keep);                                                                     \
     const int L = p[MT_ATTN_L], S = p[MT_ATTN_S], D = p[MT_ATTN_D], Dv = p[MT_ATTN_DV];                    \
     const int qs = mt_stride(p[MT_ATTN_Q_STRIDE], D), ks = mt_stride(p[MT_ATTN_K_STRIDE], D);              \
     const int vs = mt_stride(p[MT_ATTN_V_STRIDE], Dv), os = mt_stride(p[MT_ATTN_OUT_STRIDE], Dv);          \
@@ -1244,6 +1316,7 @@ MT_DEFINE_ATTN_WEIGHTS(mt_attn_weights_s16, int16_t)
     int32_t tb[MT_ATTN_KEYS + 1]; /* a block's logits, then weights (one more: an odd block's pair) */     \
     const CT *pv[MT_ATTN_KEYS];   /* the weighted keys' rows */                                            \
     int i, j, u, n, d;                                                                                     \
+    MT_ATTN_SETUP(&a, k, ks, v, vs, S, D, Dv);                                                             \
     for (i = 0; i < L; ++i) {                                                                              \
       const CT *qi = q + i * qs;                                                                           \
       const int jend = mt_attn_key_end(&a, i);                                                             \
@@ -1267,7 +1340,7 @@ MT_DEFINE_ATTN_WEIGHTS(mt_attn_weights_s16, int16_t)
         }                                                                                                  \
         n = WEIGHTS(&a, i, j, mx, g, tb, nk, vb, vs, pv, &l);                                              \
         for (u = 0; u + GROUP <= n; u += GROUP)                                                            \
-          PVG(acc, pv + u, tb + u, Dv);                                                                    \
+          PVG(&a, acc, pv + u, tb + u, Dv);                                                                \
         MT_ATTN_TAIL_PAIRS (n - u >= 2) {                                                                  \
           PV2(acc, pv[u], tb[u], pv[u + 1], tb[u + 1], Dv);                                                \
           u += 2;                                                                                          \
