@@ -9,8 +9,9 @@
 // not the error: 3.62%. The error comes from the stem's int8 activations: the folded
 // conv + BatchNorm + ReLU output (SNR 29.5 dB) and the depthwise output; with those two layers
 // at 16 bits it is 1.62%, and the automatic mode meets 2% by raising conv to 16 and
-// depthwise to 16x8. The checks below hold the measured int8 error (<= 4%) and the automatic
-// mode's 2%.
+// depthwise to 16x8. Range calibration does not close the gap (the quiet windows carry the
+// error; percentile 4.96%, MSE 7.58%: docs/lowering.md). The checks below hold the measured
+// int8 error (<= 3.7%) and the automatic mode's 2%.
 #include "../examples/models/sensor_cnn.hpp"
 #include "helpers.hpp"
 #include "lower_firmware.hpp"
@@ -29,7 +30,7 @@ namespace {
 
 constexpr std::int64_t kClasses = 6;
 // the max error's bound, a share of the float logits' range (see the top of this file)
-constexpr double kInt8Error = 0.04, kInt16Error = 0.0005;
+constexpr double kInt8Error = 0.037, kInt16Error = 0.0005;
 
 Tensor member(const std::string& npz, const std::string& name) {
   for (auto& [k, t] : mt::load_npz(npz)) {
