@@ -193,6 +193,13 @@ static void linear(void) {
     mt_linear_s16_s8_s8(a16, b8, 0, y8, 2, i + 3, 4, i + 5, rq, 0, 1, -128), h8(y8, 8);
     mt_linear_s8_s16_s8(a8, b16, bias32, y8, 3, i, 9, 0, rq, 1, 2, -128), h8(y8, 27);
     mt_linear_s8_s16_s16(a8, b16, 0, y16, 2, i + 1, 3, i + 1, rq, 1, 0, -32768), h16(y16, 6);
+    /* one row (a decoder's step): every output by the one-row variant's requantization, the
+     * int64 sums within int32 and beyond it (full-range int16 x int16 from about 8 inputs), in a
+     * multiple of 8 (the two-word loads) and not */
+    mt_linear_s16_s16_s16(a16, b16, bias64, y16, 1, 4 * i + 4, 15, 0, rq, 1, 3, -32768), h16(y16, 15);
+    mt_linear_s16_s16_s8(a16, b16, 0, y8, 1, 4 * i + 2, 15, 0, rq, 1, -2, -100), h8(y8, 15);
+    mt_linear_s16_s8_s16(a16, b8, bias64, y16, 1, i + 4, 15, 0, rq, 1, 0, -32768), h16(y16, 15);
+    mt_linear_s8_s16_s8(a8, b16, bias32, y8, 1, i + 4, 15, 0, rq, 1, 5, -128), h8(y8, 15);
   }
   h_end("linear odd shapes");
 }

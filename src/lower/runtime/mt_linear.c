@@ -71,7 +71,9 @@ MT_DEFINE_LINEAR_OUT(mt_linear_out_s16, int16_t, mt_out_s16)
 /* One output of a DSP layer from its exact sum acc (bias included): y_zero + rq(acc) saturated
  * (QADD, then SSAT), at least y_min; mt_rq32_common inline when the channel's shift allows it.
  * The same integers as mt_linear_out_*: |rq| <= 2^31, and the saturations agree in sign.
- * NAME64: the reference's REF (mt_linear_out_*) for the int64 sums. */
+ * NAME64, for the int64 sums: a sum that fits int32 (all but the widest) by NAME32, the same
+ * integer, inline (the one-row layers of a decoder's step: the call of mt_rq per output cost
+ * as much again as its requantization); a wider one by the reference's REF (mt_linear_out_*). */
 #define MT_DEFINE_LINEAR_OUT_DSP(NAME32, NAME64, YT, BITS, REF)                                         \
   static inline YT NAME32(int32_t acc, const int32_t *rq, int32_t y_zero, int32_t y_min) {              \
     const int32_t r = rq[1] >= 1 && rq[1] <= 31 && rq[0] != 0 ? mt_rq32_common(acc, rq[0], rq[1])       \
@@ -80,7 +82,7 @@ MT_DEFINE_LINEAR_OUT(mt_linear_out_s16, int16_t, mt_out_s16)
     return (YT)(v < y_min ? y_min : v);                                                                 \
   }                                                                                                     \
   static inline YT NAME64(int64_t acc, const int32_t *rq, int32_t y_zero, int32_t y_min) {              \
-    return REF(acc, rq, y_zero, y_min);                                                                 \
+    return acc == (int32_t)acc ? NAME32((int32_t)acc, rq, y_zero, y_min) : REF(acc, rq, y_zero, y_min); \
   }
 MT_DEFINE_LINEAR_OUT_DSP(mt_linear_out32_s8, mt_linear_out64_s8, int8_t, 8, mt_linear_out_s8)
 MT_DEFINE_LINEAR_OUT_DSP(mt_linear_out32_s16, mt_linear_out64_s16, int16_t, 16, mt_linear_out_s16)
