@@ -171,11 +171,16 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
   L.set(top, y);
 }
 
+// The most taps per group a convolution's patch gram is gathered for: the matrix grows as
+// taps^2 (2049^2 doubles: 33 MB) and its factorisation as taps^3.
+constexpr std::int64_t kMaxGramTaps = 2048;
+
 // Calibration's patch grams (OpRule::patch_gram): for each output position and group g, the
 // patch p the group's weight rows read, p[(c, kh, kw)] = x[g C/groups + c, oh sh - ph + kh dh,
 // ow sw - pw + kw dw] (0 in the padding), extended by a 1, a = (p, 1), added as a a^T into
 // block g of `gram` ([groups, taps + 1, taps + 1]): the last column holds the sums of the
-// patches and, last, their count (centered_patches).
+// patches and, last, their count (centered_patches). A layer of more than kMaxGramTaps taps
+// per group gets none (its weights round to nearest).
 void accumulate_patch_gram(const Node& n, const Tensor& x_in, const Tensor& w, std::vector<double>& gram, int spatial) {
   const Tensor x = x_in.to(Dtype::Float64).contiguous();
   const int rank = x.dim();
@@ -187,6 +192,7 @@ void accumulate_patch_gram(const Node& n, const Tensor& x_in, const Tensor& w, s
   const auto [dh, dw] = hw(n, "dilation", spatial);
   const auto [eh, ew] = hw(n, "padding_end", spatial, 0);
   const std::int64_t OH = (H + ph + eh - dh * (KH - 1) - 1) / sh + 1, OW = (W + pw + ew - dw * (KW - 1) - 1) / sw + 1;
+  if (CG * KH * KW > kMaxGramTaps) return;
   const auto taps = static_cast<std::size_t>(CG * KH * KW), m = taps + 1;
   gram.resize(static_cast<std::size_t>(groups) * m * m, 0.0);
   const double* px = x.data<double>();
