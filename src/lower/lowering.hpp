@@ -374,6 +374,10 @@ std::string c_name(std::string s);
 inline double row_scale(const Buffer& b, std::int64_t r) {
   return b.channel_scales.empty() ? b.scale : b.channel_scales[static_cast<std::size_t>(r)];
 }
+/// A gradient target as a kernel argument: its view, or NULL when there is none.
+inline Arg buf_or_null(const std::optional<Lowering::GradTarget>& t) {
+  return t ? Arg::buf(t->view.buffer, t->view.offset) : Arg::buf(-1);
+}
 /// Largest and smallest integer of a type.
 inline std::int64_t qmax(Elem e) { return elem_max(e); }
 inline std::int64_t qmin(Elem e) { return elem_min(e); }

@@ -227,11 +227,6 @@ void accumulate_patch_gram(const Node& n, const Tensor& x_in, const Tensor& w, s
 
 // ---- float32 ----
 
-// An optional float view: NULL when there is none.
-Arg buf_or_null(const std::optional<Lowering::GradTarget>& t) {
-  return t ? Arg::buf(t->view.buffer, t->view.offset) : Arg::buf(-1);
-}
-
 // y = conv(x, W) + b in float (mt_conv_f32): the integer rule's geometry, x packed.
 void lower_conv_f32(Lowering& L, const Node& n, int spatial) {
   const View x = L.packed(n, L.act(n, n.inputs[0]));

@@ -157,10 +157,6 @@ void lower_div(Lowering& L, const Node& n) {
 
 // ---- float32 ----
 
-Arg buf_or_null(const std::optional<Lowering::GradTarget>& t) {
-  return t ? Arg::buf(t->view.buffer, t->view.offset) : Arg::buf(-1);
-}
-
 // The other operand of a float binary op: a packed view and the trailing block it repeats
 // over `out`; a constant that does not broadcast as a trailing block is expanded (it then
 // takes no gradient).

@@ -226,11 +226,6 @@ void lower_matmul(Lowering& L, const Node& n) {
 
 // ---- float32 ----
 
-// An optional float view: NULL when there is none.
-Arg buf_or_null(const std::optional<Lowering::GradTarget>& t) {
-  return t ? Arg::buf(t->view.buffer, t->view.offset) : Arg::buf(-1);
-}
-
 // y = x W^T + b in float (mt_linear_f32); x read in place through its row stride.
 void lower_linear_f32(Lowering& L, const Node& n) {
   const auto [x, xs] = L.strided_rows(n, L.act(n, n.inputs[0]));

@@ -116,12 +116,9 @@ void backward_layer_norm_f32(Lowering& L, const Node& n) {
   auto dg = n.inputs.size() > 1 && n.inputs[1] >= 0 ? L.grad_out(n.inputs[1]) : std::nullopt;
   auto db = n.inputs.size() > 2 && n.inputs[2] >= 0 ? L.grad_out(n.inputs[2]) : std::nullopt;
   const int acc = L.acc_flags({&dx}, {&dg, &db});
-  auto ptr = [](const std::optional<Lowering::GradTarget>& t) {
-    return t ? Arg::buf(t->view.buffer, t->view.offset) : Arg::buf(-1);
-  };
   L.step("mt_layernorm_backward_f32",
          {Arg::buf(x.buffer, x.offset), Arg::buf(g.buffer), Arg::buf(stats.buffer), Arg::buf(dy.buffer, dy.offset),
-          ptr(dx), ptr(dg), ptr(db), Arg::num(s.ints[0]), Arg::num(s.ints[1]), Arg::num(acc)},
+          buf_or_null(dx), buf_or_null(dg), buf_or_null(db), Arg::num(s.ints[0]), Arg::num(s.ints[1]), Arg::num(acc)},
          3 * numel_of(x.shape));
 }
 
