@@ -877,7 +877,18 @@ static void conv(void) {
   static const int32_t grouped[MT_CONV_FIELDS] = {1, 2, 7, 6, 3, 3, 2, 3, 7, 2, 1, 1, 1, 2, 1, 2};
   static const int32_t dw2d[MT_CONV_FIELDS] = {1, 1, 6, 5, 1, 3, 3, 3, 3, 2, 2, 1, 1, 1, 1, 8};
   static const int32_t dw3x3[MT_CONV_FIELDS] = {1, 1, 5, 7, 1, 3, 3, 5, 7, 1, 1, 1, 1, 1, 1, 8};
-  static const int32_t *const geoms[6] = {stem, depthwise, pointwise, grouped, dw2d, dw3x3};
+  /* the RISC-V variant's taps read in place: 1-D rows of stride 1 and 2 (padding at both ends, a
+   * padding row, dilation, channels not a multiple of 4, odd lengths, 9 taps a row), pointwise
+   * maps of 3 and 5 positions, 1-D depthwise rows of 2 and 5 */
+  static const int32_t row1[MT_CONV_FIELDS] = {1, 3, 2, 13, 5, 1, 3, 2, 13, 1, 1, 0, 1, 1, 1, 1};
+  static const int32_t row2[MT_CONV_FIELDS] = {2, 2, 3, 17, 6, 1, 3, 3, 8, 2, 2, 1, 1, 1, 2, 1};
+  static const int32_t row9[MT_CONV_FIELDS] = {1, 2, 1, 40, 5, 1, 9, 1, 20, 1, 2, 0, 4, 1, 1, 1};
+  static const int32_t pw3[MT_CONV_FIELDS] = {1, 5, 1, 3, 6, 1, 1, 1, 3, 1, 1, 0, 0, 1, 1, 1};
+  static const int32_t pw5[MT_CONV_FIELDS] = {1, 9, 5, 1, 7, 1, 1, 5, 1, 1, 1, 0, 0, 1, 1, 1};
+  static const int32_t dw1w2[MT_CONV_FIELDS] = {1, 1, 1, 2, 1, 1, 3, 1, 2, 1, 1, 0, 1, 1, 1, 3};
+  static const int32_t dw1w5[MT_CONV_FIELDS] = {2, 1, 2, 5, 1, 1, 3, 2, 5, 1, 1, 0, 1, 1, 1, 4};
+  static const int32_t *const geoms[] = {stem, depthwise, pointwise, grouped, dw2d, dw3x3, row1, row2, row9, pw3,
+                                         pw5, dw1w2, dw1w5};
   /* PLANES H W OH OW KH KW SH SW PH PW MODE */
   static const int32_t pools[4][MT_POOL_FIELDS] = {{16, 1, 16, 1, 8, 1, 2, 1, 2, 0, 0, 0},
                                                    {6, 5, 6, 3, 4, 3, 2, 2, 2, 1, 1, 0},
@@ -892,7 +903,7 @@ static void conv(void) {
   fill8(a8, 2 * 3 * 32 + 16 * 16, -128, 127);
   fill8(b8, 16 * 16, -128, 127);
   h_begin();
-  for (i = 0; i < 6; ++i) {
+  for (i = 0; i < (int)(sizeof geoms / sizeof geoms[0]); ++i) {
     const int32_t *g = geoms[i];
     const int n = g[MT_CONV_N] * g[MT_CONV_OG] * g[MT_CONV_GROUPS] * g[MT_CONV_OH] * g[MT_CONV_OW];
     mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -3, -128, col), h8(y8, n);

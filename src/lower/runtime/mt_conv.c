@@ -588,6 +588,63 @@ static inline __attribute__((always_inline)) void mt_dw_slide_rv(const int8_t *x
   MT_DW_OUT(y, s0); /* the last output: no step below it */
 }
 
+/* The largest requantized output of a channel whose sums stay at most amax (mt_rv_rq_out_h
+ * unclamped: MULH, ADD and the arithmetic shift are nondecreasing in the sum for m > 0), and
+ * the bound amax of bias + the taps k[0 .. n) against int8 inputs (each tap at most
+ * max(127 k, -128 k), a padding's tap 0). A variant leaves the upper clamp out where that
+ * output is at most hi: the same integers, one compare less per output. */
+static inline int32_t mt_rv_rq_top(const mt_rv_rq *q, int32_t amax) {
+  return (int32_t)((uint32_t)(int32_t)(((int64_t)amax * q->m) >> 32) + (uint32_t)q->c_hi) >> q->sh;
+}
+static int32_t mt_rv_amax_s8(int32_t bias, const int8_t *k, int n) {
+  int32_t a = bias;
+  int j;
+  for (j = 0; j < n; ++j) a += k[j] > 0 ? 127 * k[j] : -128 * k[j];
+  return a;
+}
+
+/* A row of a 1-D depthwise layer of kernel 3, stride 1, padding 1: y[r] = the requantized
+ * bias + x[r - 1] k0 + x[r] k1 + x[r + 1] k2 for r < n (x[-1] = x[n] = 0; n >= 2), sliding as
+ * mt_dw_slide_rv with T = 1 (each input loaded once, its three products ending, continuing and
+ * starting a sum), unrolled by three with the sums rotating by name; an output by MULH, ADD,
+ * SRA (mt_rv_rq_out_h), the clamp at lo as one compare (and at hi as another where CHK), and
+ * the store. Per output 1 load, 3 MUL, 3 ADD and 5 or 6 instructions of output. */
+#define MT_DW1_OUT(YT, CHK, YP, ACC)                                                                         \
+  do {                                                                                                    \
+    int32_t v_ = (int32_t)((uint32_t)(int32_t)(((int64_t)(ACC) * m) >> 32) + (uint32_t)c_hi) >> sh;    \
+    if (v_ < lo) v_ = lo;                                                                                 \
+    if (CHK && v_ > hi) v_ = hi;                                                                          \
+    *(YP) = (YT)v_;                                                                                       \
+  } while (0)
+#define MT_DEFINE_DW1_ROW_RV(NAME, YT, CHK)                                                               \
+  static __attribute__((noinline)) void NAME(const int8_t *x, int n, const int8_t *k, int32_t bias,      \
+                                             const mt_rv_rq *q, int32_t lo, int32_t hi, YT *y) {         \
+    const int32_t k0 = k[0], k1 = k[1], k2 = k[2], m = q->m, c_hi = q->c_hi;                              \
+    const int sh = q->sh;                                                                                 \
+    const int8_t *const xe = x + n; /* steps 1 .. n - 1 */                                                \
+    int32_t s0 = bias + x[0] * k1, s1 = bias + x[0] * k0, s2, t;                                          \
+    (void)hi;                                                                                             \
+    for (++x; x + 3 <= xe; x += 3, y += 3) {                                                              \
+      t = x[0], s0 += t * k2, s1 += t * k1, s2 = bias + t * k0;                                           \
+      MT_DW1_OUT(YT, CHK, y, s0);                                                                                  \
+      t = x[1], s1 += t * k2, s2 += t * k1, s0 = bias + t * k0;                                           \
+      MT_DW1_OUT(YT, CHK, y + 1, s1);                                                                              \
+      t = x[2], s2 += t * k2, s0 += t * k1, s1 = bias + t * k0;                                           \
+      MT_DW1_OUT(YT, CHK, y + 2, s2);                                                                              \
+    }                                                                                                     \
+    for (; x < xe; ++x, ++y) {                                                                            \
+      t = x[0], s0 += t * k2, s1 += t * k1, s2 = bias + t * k0;                                           \
+      MT_DW1_OUT(YT, CHK, y, s0);                                                                                  \
+      s0 = s1, s1 = s2;                                                                                   \
+    }                                                                                                     \
+    MT_DW1_OUT(YT, CHK, y, s0); /* the last output: no step below it */                                            \
+  }
+MT_DEFINE_DW1_ROW_RV(mt_dw1_row_s8_rv, int8_t, 0)
+MT_DEFINE_DW1_ROW_RV(mt_dw1_row_s8c_rv, int8_t, 1)
+MT_DEFINE_DW1_ROW_RV(mt_dw1_row_s16_rv, int16_t, 0)
+MT_DEFINE_DW1_ROW_RV(mt_dw1_row_s16c_rv, int16_t, 1)
+#undef MT_DW1_OUT
+
 /* Depthwise int8 x int8 convolutions of kernel width 3, stride and dilation 1 along W (one
  * input and one output channel per group; any KH, stride and dilation along H, padding): four
  * outputs (q .. q + 3) per pass over each kernel row i inside the input, from the six inputs
@@ -596,7 +653,7 @@ static inline __attribute__((always_inline)) void mt_dw_slide_rv(const int8_t *x
  * int32 from the bias, requantized by mt_rv_rq (MULH when HQ is 1, as above); the caller checked
  * the channels and biases. With HQ 1, 'same' 3 x 3 layers (stride 1) and 1-D ones (kernel 3,
  * padding 1) take mt_dw_slide_rv instead, down each column or along each row. */
-#define MT_DEFINE_CONV_DW3_RV(NAME, YT, YLO, YHI)                                                         \
+#define MT_DEFINE_CONV_DW3_RV(NAME, YT, YLO, YHI, ROW, ROWC)                                                       \
   static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int hq) {         \
     const int N = g[MT_CONV_N], H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH];                   \
@@ -614,11 +671,11 @@ static inline __attribute__((always_inline)) void mt_dw_slide_rv(const int8_t *x
           const int32_t bias = b ? b[o] : 0;                                                              \
           char *yc = (char *)(y + ((long)n * G + o) * H * W);                                             \
           const long ys = (long)sizeof(YT) * W;                                                           \
-          if (KH == 1)                                                                                    \
+          if (KH == 1) { /* mt_dw1_row_*: without the upper clamp where no sum reaches past YHI */       \
+            const int chk = mt_rv_rq_top(&qc, mt_rv_amax_s8(bias, wc, 3)) > (YHI);                        \
             for (p = 0; p < H; ++p)                                                                       \
-              mt_dw_slide_rv(xc + (long)p * W, 1, 1, wc, wc + 1, wc + 2, bias, &qc, lo, YHI,              \
-                             yc + p * ys, (long)sizeof(YT), W, sizeof(YT) == 2);                          \
-          else {                                                                                          \
+              (chk ? ROWC : ROW)(xc + (long)p * W, W, wc, bias, &qc, lo, YHI, (YT *)(void *)(yc + p * ys)); \
+          } else {                                                                                          \
             mt_dw_slide_rv(xc, W, 2, wc + 1, wc + 4, wc + 7, bias, &qc, lo, YHI, yc, ys, H,               \
                            sizeof(YT) == 2);                                                              \
             for (q = 1; q < W - 1; ++q)                                                                   \
@@ -675,76 +732,133 @@ static inline __attribute__((always_inline)) void mt_dw_slide_rv(const int8_t *x
       }                                                                                                   \
     return 1;                                                                                             \
   }
-MT_DEFINE_CONV_DW3_RV(mt_conv_dw3_rv_s8_s8_s8, int8_t, -128, 127)
-MT_DEFINE_CONV_DW3_RV(mt_conv_dw3_rv_s8_s8_s16, int16_t, -32768, 32767)
+MT_DEFINE_CONV_DW3_RV(mt_conv_dw3_rv_s8_s8_s8, int8_t, -128, 127, mt_dw1_row_s8_rv, mt_dw1_row_s8c_rv)
+MT_DEFINE_CONV_DW3_RV(mt_conv_dw3_rv_s8_s8_s16, int16_t, -32768, 32767, mt_dw1_row_s16_rv, mt_dw1_row_s16c_rv)
 
-/* Pointwise layers (kernel 1 x 1, stride 1, no padding) with every channel's mt_rv_rq_h_ok 1:
- * no im2col. The taps of output positions k, k + 1, k + 2 are x[c HW + k + r] for the CG
- * channels c: one pointer reaches the three with immediate offsets and moves HW per tap. Each
- * group of four output channels has its requantization set up once per call (mt_pw_ctx_rv)
- * and its weights copied into col interleaved (tap t of channel j at 4 t + j: one pointer,
- * immediate offsets; 4 CG of col's 8 ((CG + 3) & ~3) bytes), then runs over the positions,
- * three per pass (mt_pw_pass_*: the twelve sums of mt_conv_sums_rv and their twelve outputs in
- * one call, each by MULH, an ADD, a shift and one unsigned compare for the clamp: the integers
- * of mt_rv_rq_out_h; ctx restrict, so that the int8 stores do not reload it). A last pass of
- * fewer than three positions takes the three last positions (P >= 3), some stored twice with
- * the same values. */
+/* Layers whose taps are read in place, no im2col, with every channel's mt_rv_rq_h_ok 1:
+ * pointwise ones (kernel 1 x 1, stride 1, no padding: the positions k, k + 1, k + 2 of the
+ * flattened map, tap c at x[c HW + k + r]) and 1-D ones (KH 1, stride S = 1 or 2 along W:
+ * positions q, q + 1, q + 2 of a row, tap (c, j) at x[c HW + h W + (q + r) S - PW + j DW], away
+ * from the padding). One pointer reaches a tap's three positions with immediate offsets 0, S,
+ * 2 S and moves DW per tap (HW per tap of a pointwise layer, a row of KW = CG taps), a row
+ * step between the channels. Each group of four output channels has its requantization set
+ * up once (mt_pw_ctx_rv) and its weights copied into col interleaved (tap t of channel j at
+ * 4 t + j: one pointer, immediate offsets; 4 taps of col's 8 ((taps + 3) & ~3) bytes), then
+ * runs over the positions of a row, three per pass (mt_pw_run_*: the twelve sums of
+ * mt_conv_sums_rv, 8 or 4 taps per loop iteration, and their twelve outputs, each by MULH, ADD,
+ * SRA and the clamp as two compares: the integers of mt_rv_rq_out_h; every pass of a row in one
+ * call; ctx restrict, so that the int8 stores do not reload it). A last pass of fewer than
+ * three positions takes the three last positions of the run (n >= 3), some stored twice with
+ * the same values. The positions of a 1-D layer whose taps reach into the padding (a few at
+ * each end of a row) take mt_pos4_*: one position, the four channels, the taps inside. */
 typedef struct {
-  int32_t b[4], m[4], c_hi[4], sh[4], lo;
-  uint32_t span;
-  long hw;
-  int taps;
+  int32_t b[4], m[4], c_hi[4], sh[4], lo, hi;
+  long ds, rs; /* a tap's step, a row's step after its kw taps */
+  int kw, rows;
   void *y[4];
 } mt_pw_ctx_rv;
 
-static inline int32_t mt_pw_out_rv(int32_t acc, const mt_pw_ctx_rv *c, int j) {
+/* y_zero + rq(acc) of channel j (mt_rv_rq_out_h), at least lo, and at most hi where CHK */
+static inline __attribute__((always_inline)) int32_t mt_pw_out_rv(int32_t acc, const mt_pw_ctx_rv *c, int j,
+                                                                  int32_t lo, int32_t hi, int chk) {
   int32_t v = (int32_t)((uint32_t)(int32_t)(((int64_t)acc * c->m[j]) >> 32) + (uint32_t)c->c_hi[j]) >> c->sh[j];
-  if ((uint32_t)(v - c->lo) > c->span) v = v < c->lo ? c->lo : c->lo + (int32_t)c->span;
+  if (v < lo) v = lo;
+  if (chk && v > hi) v = hi;
   return v;
 }
+/* The twelve outputs of a pass: channel j's three positions from the sums A, B, C at y[j] + k */
+#define MT_PW_OUT3(YT, J, A, B, C, CHK)                                                                   \
+  do {                                                                                                    \
+    YT *const y_ = (YT *)ctx->y[J] + k;                                                                   \
+    y_[0] = (YT)mt_pw_out_rv(A, ctx, J, lo_, hi_, CHK), y_[1] = (YT)mt_pw_out_rv(B, ctx, J, lo_, hi_, CHK); \
+    y_[2] = (YT)mt_pw_out_rv(C, ctx, J, lo_, hi_, CHK);                                                   \
+  } while (0)
+#define MT_PW_OUT12(YT, CHK)                                                                              \
+  do {                                                                                                    \
+    MT_PW_OUT3(YT, 0, a0, a4, a8, CHK);                                                                   \
+    MT_PW_OUT3(YT, 1, a1, a5, a9, CHK);                                                                   \
+    MT_PW_OUT3(YT, 2, a2, a6, a10, CHK);                                                                  \
+    MT_PW_OUT3(YT, 3, a3, a7, a11, CHK);                                                                  \
+  } while (0)
 
-#define MT_DEFINE_PW_PASS_RV(NAME, YT)                                                                    \
-  static __attribute__((noinline)) void NAME(const int8_t *pa, const int8_t *pw, const mt_pw_ctx_rv *restrict ctx, int k) { \
-    const long hw = ctx->hw;                                                                              \
-    const int8_t *pb = pa + 1, *pc = pa + 2, *p0 = pw, *p1 = pw + 1, *p2 = pw + 2, *p3 = pw + 3;          \
-    int32_t a0 = ctx->b[0], a1 = ctx->b[1], a2 = ctx->b[2], a3 = ctx->b[3];                               \
-    int32_t a4 = a0, a5 = a1, a6 = a2, a7 = a3, a8 = a0, a9 = a1, a10 = a2, a11 = a3;                     \
-    int j;                                                                                                \
-    YT *y_;                                                                                               \
-    for (j = ctx->taps >> 3; j > 0; --j) {                                                                \
-      MT_RV_STEP12(0, 0);                                                                                 \
-      pa += hw, pb += hw, pc += hw;                                                                       \
-      MT_RV_STEP12(0, 4);                                                                                 \
-      pa += hw, pb += hw, pc += hw;                                                                       \
-      MT_RV_STEP12(0, 8);                                                                                 \
-      pa += hw, pb += hw, pc += hw;                                                                       \
-      MT_RV_STEP12(0, 12);                                                                                \
-      pa += hw, pb += hw, pc += hw;                                                                       \
-      MT_RV_STEP12(0, 16);                                                                                \
-      pa += hw, pb += hw, pc += hw;                                                                       \
-      MT_RV_STEP12(0, 20);                                                                                \
-      pa += hw, pb += hw, pc += hw;                                                                       \
-      MT_RV_STEP12(0, 24);                                                                                \
-      pa += hw, pb += hw, pc += hw;                                                                       \
-      MT_RV_STEP12(0, 28);                                                                                \
-      pa += hw, pb += hw, pc += hw;                                                                       \
-      p0 += 32, p1 += 32, p2 += 32, p3 += 32;                                                             \
+/* Positions [k, k + n) of a run (n >= 3; the first's taps from pa, the next S further): three
+ * per pass, outputs to y[j] + k of ctx */
+/* One tap of a pass: MT_RV_STEP12 from px (positions S apart) and the interleaved weights wq + u */
+#define MT_PW_STEP(S, u)                                                                                  \
+  do {                                                                                                    \
+    const int8_t *const pa = px, *const pb = px + (S), *const pc = px + 2 * (S);                          \
+    const int8_t *const p0 = wq, *const p1 = wq + 1, *const p2 = wq + 2, *const p3 = wq + 3;              \
+    MT_RV_STEP12(0, u);                                                                                   \
+    px += ds;                                                                                             \
+  } while (0)
+#define MT_DEFINE_PW_RUN_RV(NAME, YT, S)                                                                  \
+  static __attribute__((noinline)) void NAME(const int8_t *x0, const int8_t *pw, const mt_pw_ctx_rv *restrict ctx, \
+                                             int k, int n) {                                              \
+    const int kend = k + n - 3;                                                                           \
+    for (;; k += 3, x0 += 3 * (S)) {                                                                      \
+      const long ds = ctx->ds;                                                                            \
+      const int8_t *px, *wq = pw;                                                                         \
+      int32_t a0 = ctx->b[0], a1 = ctx->b[1], a2 = ctx->b[2], a3 = ctx->b[3];                             \
+      int32_t a4 = a0, a5 = a1, a6 = a2, a7 = a3, a8 = a0, a9 = a1, a10 = a2, a11 = a3;                   \
+      int j, r;                                                                                           \
+      if (k > kend) x0 -= (k - kend) * (S), k = kend; /* the last three */                                \
+      for (px = x0, r = ctx->rows; r > 0; --r, px += ctx->rs) {                                           \
+        for (j = ctx->kw >> 3; j > 0; --j, wq += 32) {                                                    \
+          MT_PW_STEP(S, 0);                                                                               \
+          MT_PW_STEP(S, 4);                                                                               \
+          MT_PW_STEP(S, 8);                                                                               \
+          MT_PW_STEP(S, 12);                                                                              \
+          MT_PW_STEP(S, 16);                                                                              \
+          MT_PW_STEP(S, 20);                                                                              \
+          MT_PW_STEP(S, 24);                                                                              \
+          MT_PW_STEP(S, 28);                                                                              \
+        }                                                                                                 \
+        if (ctx->kw & 4) {                                                                                \
+          MT_PW_STEP(S, 0);                                                                               \
+          MT_PW_STEP(S, 4);                                                                               \
+          MT_PW_STEP(S, 8);                                                                               \
+          MT_PW_STEP(S, 12);                                                                              \
+          wq += 16;                                                                                       \
+        }                                                                                                 \
+        for (j = ctx->kw & 3; j > 0; --j, wq += 4) MT_PW_STEP(S, 0);                                      \
+      }                                                                                                   \
+      {                                                                                                   \
+        const int32_t lo_ = ctx->lo, hi_ = ctx->hi;                                                       \
+        MT_PW_OUT12(YT, 1);                                                                               \
+      }                                                                                                   \
+      if (k == kend) break;                                                                               \
     }                                                                                                     \
-    for (j = ctx->taps & 7; j > 0; --j) {                                                                 \
-      MT_RV_STEP12(0, 0);                                                                                 \
-      pa += hw, pb += hw, pc += hw, p0 += 4, p1 += 4, p2 += 4, p3 += 4;                                   \
-    }                                                                                                     \
-    y_ = (YT *)ctx->y[0] + k;                                                                             \
-    y_[0] = (YT)mt_pw_out_rv(a0, ctx, 0), y_[1] = (YT)mt_pw_out_rv(a4, ctx, 0), y_[2] = (YT)mt_pw_out_rv(a8, ctx, 0); \
-    y_ = (YT *)ctx->y[1] + k;                                                                             \
-    y_[0] = (YT)mt_pw_out_rv(a1, ctx, 1), y_[1] = (YT)mt_pw_out_rv(a5, ctx, 1), y_[2] = (YT)mt_pw_out_rv(a9, ctx, 1); \
-    y_ = (YT *)ctx->y[2] + k;                                                                             \
-    y_[0] = (YT)mt_pw_out_rv(a2, ctx, 2), y_[1] = (YT)mt_pw_out_rv(a6, ctx, 2), y_[2] = (YT)mt_pw_out_rv(a10, ctx, 2); \
-    y_ = (YT *)ctx->y[3] + k;                                                                             \
-    y_[0] = (YT)mt_pw_out_rv(a3, ctx, 3), y_[1] = (YT)mt_pw_out_rv(a7, ctx, 3), y_[2] = (YT)mt_pw_out_rv(a11, ctx, 3); \
   }
-MT_DEFINE_PW_PASS_RV(mt_pw_pass_s8_rv, int8_t)
-MT_DEFINE_PW_PASS_RV(mt_pw_pass_s16_rv, int16_t)
+MT_DEFINE_PW_RUN_RV(mt_pw_run_s8_rv, int8_t, 1)
+MT_DEFINE_PW_RUN_RV(mt_pw_run_s16_rv, int16_t, 1)
+MT_DEFINE_PW_RUN_RV(mt_pw_run2_s8_rv, int8_t, 2)
+MT_DEFINE_PW_RUN_RV(mt_pw_run2_s16_rv, int16_t, 2)
+
+/* Output position q of row p of a 1-D layer (KH 1) for the four channels of ctx (their weights
+ * interleaved at cw), the taps inside the input only; the row's input h, its output k */
+#define MT_DEFINE_POS4_RV(NAME, YT)                                                                       \
+  static __attribute__((noinline)) void NAME(const int8_t *x0, const int32_t *g, int h, int q, int k,     \
+                                             const int8_t *cw, const mt_pw_ctx_rv *ctx) {                 \
+    const int CG = g[MT_CONV_CG], W = g[MT_CONV_W], KW = g[MT_CONV_KW], DW = g[MT_CONV_DW];               \
+    const int w0 = q * g[MT_CONV_SW] - g[MT_CONV_PW];                                                     \
+    const int j0 = mt_tap_begin(w0, DW, KW), j1 = mt_tap_end(w0, DW, W, KW);                              \
+    int32_t a0 = ctx->b[0], a1 = ctx->b[1], a2 = ctx->b[2], a3 = ctx->b[3];                               \
+    int c, j;                                                                                             \
+    for (c = 0; h >= 0 && h < g[MT_CONV_H] && c < CG; ++c) {                                              \
+      const int8_t *xr = x0 + ((long)c * g[MT_CONV_H] + h) * W + w0, *wr = cw + 4 * c * KW;               \
+      for (j = j0; j < j1; ++j) {                                                                         \
+        const int32_t v = xr[j * DW];                                                                     \
+        a0 += v * wr[4 * j], a1 += v * wr[4 * j + 1], a2 += v * wr[4 * j + 2], a3 += v * wr[4 * j + 3];   \
+      }                                                                                                   \
+    }                                                                                                     \
+    const int32_t lo_ = ctx->lo, hi_ = ctx->hi;                                                           \
+    ((YT *)ctx->y[0])[k] = (YT)mt_pw_out_rv(a0, ctx, 0, lo_, hi_, 1);                                     \
+    ((YT *)ctx->y[1])[k] = (YT)mt_pw_out_rv(a1, ctx, 1, lo_, hi_, 1);                                     \
+    ((YT *)ctx->y[2])[k] = (YT)mt_pw_out_rv(a2, ctx, 2, lo_, hi_, 1);                                     \
+    ((YT *)ctx->y[3])[k] = (YT)mt_pw_out_rv(a3, ctx, 3, lo_, hi_, 1);                                     \
+  }
+MT_DEFINE_POS4_RV(mt_pos4_s8_rv, int8_t)
+MT_DEFINE_POS4_RV(mt_pos4_s16_rv, int16_t)
 
 /* The outputs of channel J of a pass (sums A, B, C of its three positions) */
 #define MT_RV_CONV_OUT3(YT, YHI, J, A, B, C)                                                                      \
@@ -765,7 +879,7 @@ MT_DEFINE_PW_PASS_RV(mt_pw_pass_s16_rv, int16_t)
     }                                                                                                     \
   } while (0)
 
-#define MT_DEFINE_CONV_RV(NAME, YT, YLO, YHI, DW3, PW)                                                        \
+#define MT_DEFINE_CONV_RV(NAME, YT, YLO, YHI, DW3, RUN, RUN2, POS4)                                                   \
   static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col) {   \
     const int N = g[MT_CONV_N], CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W];                   \
@@ -786,27 +900,49 @@ MT_DEFINE_PW_PASS_RV(mt_pw_pass_s16_rv, int16_t)
       }                                                                                                   \
     }                                                                                                     \
     if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min, hq);             \
-    if (hq == 1 && col && OG > 1 && g[MT_CONV_KH] == 1 && g[MT_CONV_KW] == 1 && g[MT_CONV_SH] == 1 &&          \
-        g[MT_CONV_SW] == 1 && g[MT_CONV_PH] == 0 && g[MT_CONV_PW] == 0 && P >= 3) {                       \
-      mt_pw_ctx_rv c_; /* pointwise: x read in place (mt_pw_pass_*) */                                    \
-      c_.lo = lo, c_.span = (uint32_t)((YHI) - lo), c_.hw = (long)P, c_.taps = CG;                        \
+    if (hq == 1 && col && OG > 1 && g[MT_CONV_KH] == 1 &&                                                 \
+        ((g[MT_CONV_KW] == 1 && g[MT_CONV_SH] == 1 && g[MT_CONV_SW] == 1 && g[MT_CONV_PH] == 0 &&          \
+          g[MT_CONV_PW] == 0 && P >= 3) ||                                                                \
+         ((g[MT_CONV_SW] == 1 || g[MT_CONV_SW] == 2) && OW >= 3))) {                                      \
+      const int pw_ = g[MT_CONV_KW] == 1 && g[MT_CONV_SW] == 1 && g[MT_CONV_PW] == 0 && g[MT_CONV_PH] == 0 \
+                      && g[MT_CONV_SH] == 1;                                                              \
+      const int SW = g[MT_CONV_SW], PW = g[MT_CONV_PW], KW = g[MT_CONV_KW], DW = g[MT_CONV_DW];           \
+      const int lw = W - 1 - (KW - 1) * DW + PW; /* q SW <= lw: the taps end inside the row */           \
+      const int qa = SW == 2 ? (PW + 1) >> 1 : PW, qb_ = lw < 0 ? -1 : SW == 2 ? lw >> 1 : lw;           \
+      const int qb = qb_ < OW - 1 ? qb_ : OW - 1; /* positions [qa, qb] read no padding */                \
+      mt_pw_ctx_rv c_; /* x read in place (mt_pw_run_*) */                                                \
+      c_.lo = lo, c_.hi = (YHI);                                                                          \
+      if (pw_) c_.ds = (long)P, c_.kw = CG, c_.rows = 1, c_.rs = 0;                                        \
+      else c_.ds = DW, c_.kw = KW, c_.rows = CG, c_.rs = (long)H * W - (long)KW * DW;                     \
       for (n = 0; n < N; ++n)                                                                             \
         for (grp = 0; grp < G; ++grp) {                                                                   \
-          const int8_t *x0 = x + ((long)n * CG * G + (long)grp * CG) * P;                                 \
+          const int8_t *x0 = x + ((long)n * CG * G + (long)grp * CG) * H * W;                             \
           const int end = (grp + 1) * OG;                                                                 \
           for (o = grp * OG; o < end; o += 4) {                                                           \
             const int8_t *wr_;                                                                            \
-            int t;                                                                                        \
+            int t, p, q;                                                                                  \
             for (r = 0; r < 4; ++r) {                                                                     \
               const int cj = o + r < end ? o + r : end - 1;                                               \
               const mt_rv_rq q_ = mt_rv_rq_init(rq + (rq_per_channel ? 2 * cj : 0), y_zero);              \
               c_.b[r] = b ? b[cj] : 0, c_.m[r] = q_.m, c_.c_hi[r] = q_.c_hi, c_.sh[r] = q_.sh;            \
-              c_.y[r] = y + ((long)n * O + cj) * P, wr_ = w + (long)cj * CG;                              \
-              for (t = 0; t < CG; ++t) cv[4 * t + r] = wr_[t];                                            \
+              c_.y[r] = y + ((long)n * O + cj) * P, wr_ = w + (long)cj * taps;                            \
+              for (t = 0; t < taps; ++t) cv[4 * t + r] = wr_[t];                                          \
             }                                                                                             \
-            for (k = 0; k < P; k += 3) {                                                                  \
-              const int kk = k + 3 <= P ? k : P - 3;                                                      \
-              PW(x0 + kk, cv, &c_, kk);                                                                   \
+            if (pw_) {                                                                                    \
+              RUN(x0, cv, &c_, 0, P);                                                                     \
+              continue;                                                                                   \
+            }                                                                                             \
+            for (p = 0; p < OH; ++p) { /* the rows: the positions [qa, qb] in place, the others alone */  \
+              const int h = p * g[MT_CONV_SH] - g[MT_CONV_PH];                                            \
+              const int in = h >= 0 && h < H && qb - qa >= 2;                                             \
+              for (q = 0; q < OW; ++q) {                                                                  \
+                if (in && q == qa) {                                                                      \
+                  if (SW == 2) RUN2(x0 + (long)h * W + 2 * qa - PW, cv, &c_, p * OW + qa, qb - qa + 1);   \
+                  else RUN(x0 + (long)h * W + qa - PW, cv, &c_, p * OW + qa, qb - qa + 1);                 \
+                  q = qb;                                                                                 \
+                } else                                                                                    \
+                  POS4(x0, g, h, q, p * OW + q, cv, &c_);                                                 \
+              }                                                                                           \
             }                                                                                             \
           }                                                                                               \
         }                                                                                                 \
@@ -841,8 +977,8 @@ MT_DEFINE_PW_PASS_RV(mt_pw_pass_s16_rv, int16_t)
       }                                                                                                   \
     return 1;                                                                                             \
   }
-MT_DEFINE_CONV_RV(mt_conv_rv_s8_s8_s8, int8_t, -128, 127, mt_conv_dw3_rv_s8_s8_s8, mt_pw_pass_s8_rv)
-MT_DEFINE_CONV_RV(mt_conv_rv_s8_s8_s16, int16_t, -32768, 32767, mt_conv_dw3_rv_s8_s8_s16, mt_pw_pass_s16_rv)
+MT_DEFINE_CONV_RV(mt_conv_rv_s8_s8_s8, int8_t, -128, 127, mt_conv_dw3_rv_s8_s8_s8, mt_pw_run_s8_rv, mt_pw_run2_s8_rv, mt_pos4_s8_rv)
+MT_DEFINE_CONV_RV(mt_conv_rv_s8_s8_s16, int16_t, -32768, 32767, mt_conv_dw3_rv_s8_s8_s16, mt_pw_run_s16_rv, mt_pw_run2_s16_rv, mt_pos4_s16_rv)
 #undef MT_RV_CONV_OUT3
 /* the dispatch's variant (MT_DEFINE_CONV below) */
 #undef mt_conv_dsp_s8_s8_s8
