@@ -753,8 +753,8 @@ MT_DEFINE_CONV_DW3_RV(mt_conv_dw3_rv_s8_s8_s16, int16_t, -32768, 32767, mt_dw1_r
  * each end of a row) take mt_pos4_*: one position, the four channels, the taps inside. */
 typedef struct {
   int32_t b[4], m[4], c_hi[4], sh[4], lo, hi;
-  long ds, rs; /* a tap's step, a row's step after its kw taps */
-  int kw, rows;
+  long ds; /* a pointwise layer's tap step */
+  int kw;  /* taps */
   void *y[4];
 } mt_pw_ctx_rv;
 
@@ -783,45 +783,47 @@ static inline __attribute__((always_inline)) int32_t mt_pw_out_rv(int32_t acc, c
 
 /* Positions [k, k + n) of a run (n >= 3; the first's taps from pa, the next S further): three
  * per pass, outputs to y[j] + k of ctx */
-/* One tap of a pass: MT_RV_STEP12 from px (positions S apart) and the interleaved weights wq + u */
-#define MT_PW_STEP(S, u)                                                                                  \
+/* One tap of a pass: MT_RV_STEP12 from px (positions S apart) and the interleaved weights at
+ * wq + u; px then moves ds (DT 0: a pointwise layer), or by the tap's step stored after its
+ * weights (DT 1: a 1-D layer, tap t's four weights and step at wq + 8 t: DW, and a row's step
+ * after each row's last tap) */
+#define MT_PW_STEP(S, DT, u)                                                                              \
   do {                                                                                                    \
     const int8_t *const pa = px, *const pb = px + (S), *const pc = px + 2 * (S);                          \
     const int8_t *const p0 = wq, *const p1 = wq + 1, *const p2 = wq + 2, *const p3 = wq + 3;              \
-    MT_RV_STEP12(0, u);                                                                                   \
-    px += ds;                                                                                             \
+    MT_RV_STEP12(0, (DT) ? 2 * (u) : (u));                                                                \
+    px += (DT) ? *(const int32_t *)(const void *)(wq + 2 * (u) + 4) : ds;                                 \
   } while (0)
-#define MT_DEFINE_PW_RUN_RV(NAME, YT, S)                                                                  \
+#define MT_DEFINE_PW_RUN_RV(NAME, YT, S, DT)                                                              \
   static __attribute__((noinline)) void NAME(const int8_t *x0, const int8_t *pw, const mt_pw_ctx_rv *restrict ctx, \
                                              int k, int n) {                                              \
     const int kend = k + n - 3;                                                                           \
     for (;; k += 3, x0 += 3 * (S)) {                                                                      \
       const long ds = ctx->ds;                                                                            \
-      const int8_t *px, *wq = pw;                                                                         \
+      const int8_t *px = x0, *wq = pw;                                                                    \
       int32_t a0 = ctx->b[0], a1 = ctx->b[1], a2 = ctx->b[2], a3 = ctx->b[3];                             \
       int32_t a4 = a0, a5 = a1, a6 = a2, a7 = a3, a8 = a0, a9 = a1, a10 = a2, a11 = a3;                   \
-      int j, r;                                                                                           \
-      if (k > kend) x0 -= (k - kend) * (S), k = kend; /* the last three */                                \
-      for (px = x0, r = ctx->rows; r > 0; --r, px += ctx->rs) {                                           \
-        for (j = ctx->kw >> 3; j > 0; --j, wq += 32) {                                                    \
-          MT_PW_STEP(S, 0);                                                                               \
-          MT_PW_STEP(S, 4);                                                                               \
-          MT_PW_STEP(S, 8);                                                                               \
-          MT_PW_STEP(S, 12);                                                                              \
-          MT_PW_STEP(S, 16);                                                                              \
-          MT_PW_STEP(S, 20);                                                                              \
-          MT_PW_STEP(S, 24);                                                                              \
-          MT_PW_STEP(S, 28);                                                                              \
-        }                                                                                                 \
-        if (ctx->kw & 4) {                                                                                \
-          MT_PW_STEP(S, 0);                                                                               \
-          MT_PW_STEP(S, 4);                                                                               \
-          MT_PW_STEP(S, 8);                                                                               \
-          MT_PW_STEP(S, 12);                                                                              \
-          wq += 16;                                                                                       \
-        }                                                                                                 \
-        for (j = ctx->kw & 3; j > 0; --j, wq += 4) MT_PW_STEP(S, 0);                                      \
+      int j;                                                                                              \
+      (void)ds;                                                                                           \
+      if (k > kend) px = x0 -= (k - kend) * (S), k = kend; /* the last three */                           \
+      for (j = ctx->kw >> 3; j > 0; --j, wq += 32 << (DT)) {                                              \
+        MT_PW_STEP(S, DT, 0);                                                                             \
+        MT_PW_STEP(S, DT, 4);                                                                             \
+        MT_PW_STEP(S, DT, 8);                                                                             \
+        MT_PW_STEP(S, DT, 12);                                                                            \
+        MT_PW_STEP(S, DT, 16);                                                                            \
+        MT_PW_STEP(S, DT, 20);                                                                            \
+        MT_PW_STEP(S, DT, 24);                                                                            \
+        MT_PW_STEP(S, DT, 28);                                                                            \
       }                                                                                                   \
+      if (ctx->kw & 4) {                                                                                  \
+        MT_PW_STEP(S, DT, 0);                                                                             \
+        MT_PW_STEP(S, DT, 4);                                                                             \
+        MT_PW_STEP(S, DT, 8);                                                                             \
+        MT_PW_STEP(S, DT, 12);                                                                            \
+        wq += 16 << (DT);                                                                                 \
+      }                                                                                                   \
+      for (j = ctx->kw & 3; j > 0; --j, wq += 4 << (DT)) MT_PW_STEP(S, DT, 0);                            \
       {                                                                                                   \
         const int32_t lo_ = ctx->lo, hi_ = ctx->hi;                                                       \
         MT_PW_OUT12(YT, 1);                                                                               \
@@ -829,10 +831,12 @@ static inline __attribute__((always_inline)) int32_t mt_pw_out_rv(int32_t acc, c
       if (k == kend) break;                                                                               \
     }                                                                                                     \
   }
-MT_DEFINE_PW_RUN_RV(mt_pw_run_s8_rv, int8_t, 1)
-MT_DEFINE_PW_RUN_RV(mt_pw_run_s16_rv, int16_t, 1)
-MT_DEFINE_PW_RUN_RV(mt_pw_run2_s8_rv, int8_t, 2)
-MT_DEFINE_PW_RUN_RV(mt_pw_run2_s16_rv, int16_t, 2)
+MT_DEFINE_PW_RUN_RV(mt_pw_run_s8_rv, int8_t, 1, 0)
+MT_DEFINE_PW_RUN_RV(mt_pw_run_s16_rv, int16_t, 1, 0)
+MT_DEFINE_PW_RUN_RV(mt_row_run_s8_rv, int8_t, 1, 1)
+MT_DEFINE_PW_RUN_RV(mt_row_run_s16_rv, int16_t, 1, 1)
+MT_DEFINE_PW_RUN_RV(mt_row_run2_s8_rv, int8_t, 2, 1)
+MT_DEFINE_PW_RUN_RV(mt_row_run2_s16_rv, int16_t, 2, 1)
 
 /* Output position q of row p of a 1-D layer (KH 1) for the four channels of ctx (their weights
  * interleaved at cw), the taps inside the input only; the row's input h, its output k */
@@ -845,10 +849,10 @@ MT_DEFINE_PW_RUN_RV(mt_pw_run2_s16_rv, int16_t, 2)
     int32_t a0 = ctx->b[0], a1 = ctx->b[1], a2 = ctx->b[2], a3 = ctx->b[3];                               \
     int c, j;                                                                                             \
     for (c = 0; h >= 0 && h < g[MT_CONV_H] && c < CG; ++c) {                                              \
-      const int8_t *xr = x0 + ((long)c * g[MT_CONV_H] + h) * W + w0, *wr = cw + 4 * c * KW;               \
+      const int8_t *xr = x0 + ((long)c * g[MT_CONV_H] + h) * W + w0, *wr = cw + 8 * c * KW;               \
       for (j = j0; j < j1; ++j) {                                                                         \
         const int32_t v = xr[j * DW];                                                                     \
-        a0 += v * wr[4 * j], a1 += v * wr[4 * j + 1], a2 += v * wr[4 * j + 2], a3 += v * wr[4 * j + 3];   \
+        a0 += v * wr[8 * j], a1 += v * wr[8 * j + 1], a2 += v * wr[8 * j + 2], a3 += v * wr[8 * j + 3];   \
       }                                                                                                   \
     }                                                                                                     \
     const int32_t lo_ = ctx->lo, hi_ = ctx->hi;                                                           \
@@ -879,7 +883,7 @@ MT_DEFINE_POS4_RV(mt_pos4_s16_rv, int16_t)
     }                                                                                                     \
   } while (0)
 
-#define MT_DEFINE_CONV_RV(NAME, YT, YLO, YHI, DW3, RUN, RUN2, POS4)                                                   \
+#define MT_DEFINE_CONV_RV(NAME, YT, YLO, YHI, DW3, RUN, ROW1, ROW2, POS4)                                             \
   static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col) {   \
     const int N = g[MT_CONV_N], CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W];                   \
@@ -912,8 +916,7 @@ MT_DEFINE_POS4_RV(mt_pos4_s16_rv, int16_t)
       const int qb = qb_ < OW - 1 ? qb_ : OW - 1; /* positions [qa, qb] read no padding */                \
       mt_pw_ctx_rv c_; /* x read in place (mt_pw_run_*) */                                                \
       c_.lo = lo, c_.hi = (YHI);                                                                          \
-      if (pw_) c_.ds = (long)P, c_.kw = CG, c_.rows = 1, c_.rs = 0;                                        \
-      else c_.ds = DW, c_.kw = KW, c_.rows = CG, c_.rs = (long)H * W - (long)KW * DW;                     \
+      c_.ds = (long)P, c_.kw = taps;                                                                      \
       for (n = 0; n < N; ++n)                                                                             \
         for (grp = 0; grp < G; ++grp) {                                                                   \
           const int8_t *x0 = x + ((long)n * CG * G + (long)grp * CG) * H * W;                             \
@@ -926,8 +929,13 @@ MT_DEFINE_POS4_RV(mt_pos4_s16_rv, int16_t)
               const mt_rv_rq q_ = mt_rv_rq_init(rq + (rq_per_channel ? 2 * cj : 0), y_zero);              \
               c_.b[r] = b ? b[cj] : 0, c_.m[r] = q_.m, c_.c_hi[r] = q_.c_hi, c_.sh[r] = q_.sh;            \
               c_.y[r] = y + ((long)n * O + cj) * P, wr_ = w + (long)cj * taps;                            \
-              for (t = 0; t < taps; ++t) cv[4 * t + r] = wr_[t];                                          \
+              if (pw_)                                                                                    \
+                for (t = 0; t < taps; ++t) cv[4 * t + r] = wr_[t];                                        \
+              else                                                                                        \
+                for (t = 0; t < taps; ++t) cv[8 * t + r] = wr_[t];                                        \
             }                                                                                             \
+            for (t = 0, q = 1; !pw_ && t < taps; ++t, q = q == KW ? 1 : q + 1) /* a tap's step: DW, */  \
+              *(int32_t *)(void *)(cv + 8 * t + 4) = q < KW ? DW : H * W - (KW - 1) * DW; /* or a row's */ \
             if (pw_) {                                                                                    \
               RUN(x0, cv, &c_, 0, P);                                                                     \
               continue;                                                                                   \
@@ -937,8 +945,8 @@ MT_DEFINE_POS4_RV(mt_pos4_s16_rv, int16_t)
               const int in = h >= 0 && h < H && qb - qa >= 2;                                             \
               for (q = 0; q < OW; ++q) {                                                                  \
                 if (in && q == qa) {                                                                      \
-                  if (SW == 2) RUN2(x0 + (long)h * W + 2 * qa - PW, cv, &c_, p * OW + qa, qb - qa + 1);   \
-                  else RUN(x0 + (long)h * W + qa - PW, cv, &c_, p * OW + qa, qb - qa + 1);                 \
+                  if (SW == 2) ROW2(x0 + (long)h * W + 2 * qa - PW, cv, &c_, p * OW + qa, qb - qa + 1);   \
+                  else ROW1(x0 + (long)h * W + qa - PW, cv, &c_, p * OW + qa, qb - qa + 1);                \
                   q = qb;                                                                                 \
                 } else                                                                                    \
                   POS4(x0, g, h, q, p * OW + q, cv, &c_);                                                 \
@@ -977,8 +985,8 @@ MT_DEFINE_POS4_RV(mt_pos4_s16_rv, int16_t)
       }                                                                                                   \
     return 1;                                                                                             \
   }
-MT_DEFINE_CONV_RV(mt_conv_rv_s8_s8_s8, int8_t, -128, 127, mt_conv_dw3_rv_s8_s8_s8, mt_pw_run_s8_rv, mt_pw_run2_s8_rv, mt_pos4_s8_rv)
-MT_DEFINE_CONV_RV(mt_conv_rv_s8_s8_s16, int16_t, -32768, 32767, mt_conv_dw3_rv_s8_s8_s16, mt_pw_run_s16_rv, mt_pw_run2_s16_rv, mt_pos4_s16_rv)
+MT_DEFINE_CONV_RV(mt_conv_rv_s8_s8_s8, int8_t, -128, 127, mt_conv_dw3_rv_s8_s8_s8, mt_pw_run_s8_rv, mt_row_run_s8_rv, mt_row_run2_s8_rv, mt_pos4_s8_rv)
+MT_DEFINE_CONV_RV(mt_conv_rv_s8_s8_s16, int16_t, -32768, 32767, mt_conv_dw3_rv_s8_s8_s16, mt_pw_run_s16_rv, mt_row_run_s16_rv, mt_row_run2_s16_rv, mt_pos4_s16_rv)
 #undef MT_RV_CONV_OUT3
 /* the dispatch's variant (MT_DEFINE_CONV below) */
 #undef mt_conv_dsp_s8_s8_s8
