@@ -457,10 +457,11 @@ MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s16, int16_t, 16, mt_conv_dw3_s8_s8_s16)
  * mt_rv_rq of mt_linear.c, set up after the sums (no register held through the loop): in one
  * MULH when every channel of the call passes mt_rv_rq_h_ok (no rounding tie can occur), else
  * mt_rv_rq_out. A last group of fewer than four channels repeats its last channel, a last
- * chunk of fewer than three positions its last column (neither stored twice). Depthwise layers
- * of kernel width 3 take mt_conv_dw3_rv; other calls (no col, other layers of one output
- * channel per group, a larger bias, a channel not mt_rv_rq's) go to the reference. The same
- * integers. */
+ * chunk of fewer than three positions its last column (neither stored twice). Pointwise layers
+ * and 1-D ones (KH 1, stride 1 or 2 along W) with every channel's MULH read their taps in place
+ * instead (mt_pw_run_*, mt_row_run*_*, below); depthwise layers of kernel width 3 take
+ * mt_conv_dw3_rv; other calls (no col, other layers of one output channel per group, a larger
+ * bias, a channel not mt_rv_rq's) go to the reference. The same integers. */
 
 /* Tap t of output position (p, q) of a group (its CG channels from x0) at dst[3 t]. */
 static void mt_conv_column_rv(const int8_t *x0, const int32_t *g, int p, int q, int8_t *dst) {
@@ -546,7 +547,7 @@ static __attribute__((noinline)) void mt_conv_sums_rv(const int8_t *pa, const in
  * one output (mt_rv_rq_out_h: every channel's mt_rv_rq_h_ok is 1), unrolled by three so the
  * three sums rotate by name. T = 3 and T = 2: the columns of a 3 x 3 kernel down H (the
  * first and last column T = 2, their padding's taps left out); T = 1: a row of a 1-D kernel
- * along W. The same integers as mt_rv_rq_out_h (the clamp as one unsigned compare). */
+ * along W. The same integers as mt_rv_rq_out_h (the clamp as two compares, one below lo). */
 #define MT_DW_DOT(xp, K) \
   ((T) == 1 ? (int32_t)(xp)[0] * K##0 \
             : (T) == 2 ? (int32_t)(xp)[0] * K##0 + (int32_t)(xp)[1] * K##1 \
@@ -554,7 +555,8 @@ static __attribute__((noinline)) void mt_conv_sums_rv(const int8_t *pa, const in
 #define MT_DW_OUT(yp, acc)                                                                                \
   do {                                                                                                    \
     int32_t v_ = (int32_t)((uint32_t)(int32_t)(((int64_t)(acc) * m) >> 32) + (uint32_t)c_hi) >> sh;    \
-    if ((uint32_t)(v_ - lo) > span) v_ = v_ < lo ? lo : lo + (int32_t)span;                            \
+    if (v_ < lo) v_ = lo;                                                                                 \
+    else if (v_ > hi) v_ = hi;                                                                            \
     if (y16) *(int16_t *)(void *)(yp) = (int16_t)v_;                                                   \
     else *(int8_t *)(void *)(yp) = (int8_t)v_;                                                         \
   } while (0)
@@ -567,7 +569,6 @@ static inline __attribute__((always_inline)) void mt_dw_slide_rv(const int8_t *x
   const int32_t c0 = k2[0], c1 = T > 1 ? k2[1] : 0, c2 = T > 2 ? k2[2] : 0;
   const int32_t m = q->m, c_hi = q->c_hi;
   const int sh = q->sh;
-  const uint32_t span = (uint32_t)(hi - lo);
   int32_t s0 = bias + MT_DW_DOT(x, b), s1 = bias + MT_DW_DOT(x, a), s2; /* outputs 0, 1 */
   int r = n - 1; /* steps left */
   (void)a1, (void)a2, (void)b1, (void)b2, (void)c1, (void)c2;
@@ -616,6 +617,16 @@ static int32_t mt_rv_amax_s8(int32_t bias, const int8_t *k, int n) {
     if (CHK && v_ > hi) v_ = hi;                                                                          \
     *(YP) = (YT)v_;                                                                                       \
   } while (0)
+/* Steps J, J + 1, J + 2 (outputs J - 1 .. J + 1 end) */
+#define MT_DW1_STEP3(YT, CHK, J)                                                                          \
+  do {                                                                                                    \
+    t = x[J], s0 += t * k2, s1 += t * k1, s2 = bias + t * k0;                                             \
+    MT_DW1_OUT(YT, CHK, y + (J), s0);                                                                     \
+    t = x[(J) + 1], s1 += t * k2, s2 += t * k1, s0 = bias + t * k0;                                       \
+    MT_DW1_OUT(YT, CHK, y + (J) + 1, s1);                                                                 \
+    t = x[(J) + 2], s2 += t * k2, s0 += t * k1, s1 = bias + t * k0;                                       \
+    MT_DW1_OUT(YT, CHK, y + (J) + 2, s2);                                                                 \
+  } while (0)
 #define MT_DEFINE_DW1_ROW_RV(NAME, YT, CHK)                                                               \
   static __attribute__((noinline)) void NAME(const int8_t *x, int n, const int8_t *k, int32_t bias,      \
                                              const mt_rv_rq *q, int32_t lo, int32_t hi, YT *y) {         \
@@ -624,13 +635,13 @@ static int32_t mt_rv_amax_s8(int32_t bias, const int8_t *k, int n) {
     const int8_t *const xe = x + n; /* steps 1 .. n - 1 */                                                \
     int32_t s0 = bias + x[0] * k1, s1 = bias + x[0] * k0, s2, t;                                          \
     (void)hi;                                                                                             \
-    for (++x; x + 3 <= xe; x += 3, y += 3) {                                                              \
-      t = x[0], s0 += t * k2, s1 += t * k1, s2 = bias + t * k0;                                           \
-      MT_DW1_OUT(YT, CHK, y, s0);                                                                                  \
-      t = x[1], s1 += t * k2, s2 += t * k1, s0 = bias + t * k0;                                           \
-      MT_DW1_OUT(YT, CHK, y + 1, s1);                                                                              \
-      t = x[2], s2 += t * k2, s0 += t * k1, s1 = bias + t * k0;                                           \
-      MT_DW1_OUT(YT, CHK, y + 2, s2);                                                                              \
+    for (++x; x + 6 <= xe; x += 6, y += 6) {                                                              \
+      MT_DW1_STEP3(YT, CHK, 0);                                                                           \
+      MT_DW1_STEP3(YT, CHK, 3);                                                                           \
+    }                                                                                                     \
+    if (x + 3 <= xe) {                                                                                    \
+      MT_DW1_STEP3(YT, CHK, 0);                                                                           \
+      x += 3, y += 3;                                                                                     \
     }                                                                                                     \
     for (; x < xe; ++x, ++y) {                                                                            \
       t = x[0], s0 += t * k2, s1 += t * k1, s2 = bias + t * k0;                                           \
@@ -643,6 +654,7 @@ MT_DEFINE_DW1_ROW_RV(mt_dw1_row_s8_rv, int8_t, 0)
 MT_DEFINE_DW1_ROW_RV(mt_dw1_row_s8c_rv, int8_t, 1)
 MT_DEFINE_DW1_ROW_RV(mt_dw1_row_s16_rv, int16_t, 0)
 MT_DEFINE_DW1_ROW_RV(mt_dw1_row_s16c_rv, int16_t, 1)
+#undef MT_DW1_STEP3
 #undef MT_DW1_OUT
 
 /* Depthwise int8 x int8 convolutions of kernel width 3, stride and dilation 1 along W (one
@@ -740,17 +752,20 @@ MT_DEFINE_CONV_DW3_RV(mt_conv_dw3_rv_s8_s8_s16, int16_t, -32768, 32767, mt_dw1_r
  * flattened map, tap c at x[c HW + k + r]) and 1-D ones (KH 1, stride S = 1 or 2 along W:
  * positions q, q + 1, q + 2 of a row, tap (c, j) at x[c HW + h W + (q + r) S - PW + j DW], away
  * from the padding). One pointer reaches a tap's three positions with immediate offsets 0, S,
- * 2 S and moves DW per tap (HW per tap of a pointwise layer, a row of KW = CG taps), a row
- * step between the channels. Each group of four output channels has its requantization set
- * up once (mt_pw_ctx_rv) and its weights copied into col interleaved (tap t of channel j at
- * 4 t + j: one pointer, immediate offsets; 4 taps of col's 8 ((taps + 3) & ~3) bytes), then
- * runs over the positions of a row, three per pass (mt_pw_run_*: the twelve sums of
- * mt_conv_sums_rv, 8 or 4 taps per loop iteration, and their twelve outputs, each by MULH, ADD,
- * SRA and the clamp as two compares: the integers of mt_rv_rq_out_h; every pass of a row in one
- * call; ctx restrict, so that the int8 stores do not reload it). A last pass of fewer than
+ * 2 S; it moves HW per tap of a pointwise layer (mt_pw_run_*), and per tap of a 1-D layer by
+ * the step stored after the tap's weights (mt_row_run*_*: DW, and from a channel's last tap to
+ * the next channel's first), so that the taps of every channel run as one loop. Each group of
+ * four output channels has its requantization set up once (mt_pw_ctx_rv) and its weights
+ * copied into col interleaved (tap t of channel j at 4 t + j, or 8 t + j with the tap's step
+ * as an int32 at 8 t + 4: one pointer, immediate offsets; at most col's 8 ((taps + 3) & ~3)
+ * bytes), then runs over the positions of a row, three per pass: the twelve sums of
+ * mt_conv_sums_rv (8, 4 or 1 taps per loop iteration) and their twelve outputs, each by MULH,
+ * ADD, SRA and the clamp as two compares (the integers of mt_rv_rq_out_h); every pass of a row
+ * in one call, ctx restrict, so that the int8 stores do not reload it. A last pass of fewer than
  * three positions takes the three last positions of the run (n >= 3), some stored twice with
  * the same values. The positions of a 1-D layer whose taps reach into the padding (a few at
- * each end of a row) take mt_pos4_*: one position, the four channels, the taps inside. */
+ * each end of a row, every position of a padding row) take mt_pos4_*: one position, the four
+ * channels, the taps inside. */
 typedef struct {
   int32_t b[4], m[4], c_hi[4], sh[4], lo, hi;
   long ds; /* a pointwise layer's tap step */
