@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <random>
 #include <set>
@@ -1001,14 +1002,21 @@ TEST_CASE("lower: a conv stem (Conv1d + BatchNorm + ReLU, depthwise, pointwise, 
     CHECK(has_kernel(p, "mt_conv_" + sfx));
     // the pool's output joins the residual stream, which int8 models keep at 16 bits
     CHECK(has_kernel(p, "mt_max_pool_s16"));
-    // the norm and both relus fold into the convolutions: three conv steps before the pool
-    std::int64_t convs = 0;
+    // the norm and both relus fold into the convolutions: three conv steps before the pool;
+    // at int8 the padded convolutions' inputs carry zero points (the input's, the ReLU's) and
+    // are padded with them first
+    std::int64_t convs = 0, pads = 0;
     for (const lower::Step& s : p.steps) {
       if (s.kernel.rfind("mt_max_pool", 0) == 0) break;
+      if (s.kernel == "mt_pad_s8") {
+        ++pads;
+        continue;
+      }
       CHECK(s.kernel.rfind("mt_conv_", 0) == 0);
       ++convs;
     }
     CHECK(convs == 3);
+    CHECK(pads == (bits == 8 ? 2 : 0));
     lower::Simulator sim(p);
     mt::NoGradGuard no_grad;
     double err = 0, lo = 1e300, hi = -1e300;
@@ -1093,6 +1101,49 @@ TEST_CASE("lower: Conv2d + BatchNorm2d + ReLU, depthwise 3x3 stride 2, pointwise
   for (std::int64_t i = 32; i < 40; ++i) {
     const Tensor x = xs.slice(0, i, i + 1);
     CHECK_CLOSE(sim.forward(x), fn(x), 0.0, 0.05 * 2.04);
+  }
+}
+
+TEST_CASE("lower: an int8 convolution reads a ReLU's output with its zero point: padded with it, or folded into the "
+          "bias, within the formats' rounding and bit-exact on host, UBSan, QEMU Cortex-M0, M4, M7, M33") {
+  mt::manual_seed(25);
+  nn::Conv1d stem(2, 6, 3);                                // no padding: its input's zero point folds into the bias
+  nn::Conv1d padded(6, 6, 3, nn::Conv1dOptions{1, 1, 1, 3});  // padding 1, groups 3
+  nn::Conv2d stem2(2, 4, 1);
+  nn::Conv2d padded2(4, 5, 3, nn::Conv2dOptions{2, 2});       // stride 2, padding 2
+  auto fn1 = [&](const Tensor& x) { return padded.forward(mt::relu(stem.forward(x))); };
+  auto fn2 = [&](const Tensor& x) { return padded2.forward(mt::relu(stem2.forward(x))); };
+  const Tensor xs1 = mt::randn({40, 2, 16}) + 1.5, xs2 = mt::randn({40, 2, 7, 6});
+  for (const bool two_d : {false, true}) {
+    CAPTURE(two_d);
+    const std::function<Tensor(const Tensor&)> fn = two_d ? std::function<Tensor(const Tensor&)>(fn2) : fn1;
+    const Tensor xs = two_d ? xs2 : xs1;
+    const lower::Graph g = lower::trace(fn, two_d ? mt::zeros({1, 2, 7, 6}) : mt::zeros({1, 2, 16}));
+    const lower::Calibration cal = lower::calibrate(g, xs.slice(0, 0, 32));
+    const lower::Program p = lower::quantize(g, cal, options(8, two_d ? "relu_pad2" : "relu_pad1"));
+    INFO(p.to_string());
+    // the ReLU's output (fused into the first convolution) uses all of int8: zero point -128
+    std::int64_t pads = 0;
+    for (const lower::Step& s : p.steps) {
+      if (s.kernel != "mt_pad_s8") continue;
+      ++pads;
+      const lower::Buffer& in = p.buffer(s.args[0].buffer);
+      CHECK(s.args[9].value == in.zero_point);
+      CHECK(in.zero_point == -128);
+    }
+    CHECK(pads == 1);  // the second convolution's input; the first has no padding
+    lower::Simulator sim(p);
+    mt::NoGradGuard no_grad;
+    double err = 0, lo = 1e300, hi = -1e300;
+    for (std::int64_t i = 32; i < 40; ++i) {
+      const Tensor x = xs.slice(0, i, i + 1);
+      const Tensor yf = fn(x), yq = sim.forward(x);
+      err = std::max(err, mt::max(mt::abs(yf - yq)).item());
+      lo = std::min(lo, mt::min(yf).item()), hi = std::max(hi, mt::max(yf).item());
+    }
+    MESSAGE("relu -> padded conv" << (two_d ? "2d" : "1d") << " int8: max error " << err << " of range " << hi - lo);
+    CHECK(err / (hi - lo) <= 0.04);  // 3.4% (1-D), 0.6% (2-D); a border of the integer 0 would be 128 steps off
+    if (have_tool("arm-none-eabi-gcc") && have_tool("qemu-system-arm")) check_firmware(p, quantized_rows(p, xs, 40));
   }
 }
 

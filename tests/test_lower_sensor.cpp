@@ -6,13 +6,16 @@
 //
 // The targets: >= 99.5% top-1 agreement with float, max error <= 2% of the logits' range at
 // int8 and <= 0.05% at int16. int16 meets them (0.020%), int8 meets the agreement (100%) but
-// not the error: 3.86%. The error comes from the int8 activations of the stem: the input, the
+// not the error: 3.79%. The error comes from the int8 activations of the stem: the input, the
 // folded conv + BatchNorm + ReLU output and the depthwise output (the weights are not it: at
 // int16 activations with int8 weights it is 0.54%, the convolutions' weights rounded on their
-// patches' covariance with bias correction); the automatic mode meets 2% with every weight
-// byte int8 by raising the depthwise output and the input to 16 bits (1.54%). Range
+// patches' covariance with bias correction). The ReLU output and the input carry zero points
+// (all 256 levels; the padded convolutions read them padded with their zero points): 3.86%
+// before, when a convolution's input was symmetric; the depthwise output's range is nearly
+// symmetric, which a zero point does not help. The automatic mode meets 2% with every weight
+// byte int8 by raising the depthwise output and the input to 16 bits (0.77%). Range
 // calibration does not close the gap (the quiet windows carry the error; percentile 4.96%,
-// MSE 7.58%: docs/lowering.md). The checks below hold the measured int8 error (<= 4%), the
+// MSE 7.58%: docs/lowering.md). The checks below hold the measured int8 error (<= 3.8%), the
 // int16x8 error (<= 0.6%) and the automatic mode's 2%.
 #include "../examples/models/sensor_cnn.hpp"
 #include "helpers.hpp"
@@ -33,7 +36,7 @@ namespace {
 
 constexpr std::int64_t kClasses = 6;
 // the max error's bound, a share of the float logits' range (see the top of this file)
-constexpr double kInt8Error = 0.04, kInt16x8Error = 0.006, kInt16Error = 0.0005;
+constexpr double kInt8Error = 0.038, kInt16x8Error = 0.006, kInt16Error = 0.0005;
 
 Tensor member(const std::string& npz, const std::string& name) {
   for (auto& [k, t] : mt::load_npz(npz)) {
@@ -100,10 +103,13 @@ TEST_CASE("lower: the PyTorch-trained sensor CNN - int8 and int16 >= 99.5% agree
     CHECK(a.samples == m.eval_x.size(0));
     CHECK(a.relative_error() <= (b == 8 ? kInt8Error : kInt16Error));
     CHECK(a.agreement >= 0.995);
-    // the norm and the relus fold into the convolutions: three conv steps, then the pool
-    std::int64_t convs = 0;
-    for (const lower::Step& s : p.steps) convs += s.kernel.rfind("mt_conv_", 0) == 0;
+    // the norm and the relus fold into the convolutions: three conv steps, then the pool; at
+    // int8 the stem's input and the ReLU's output carry zero points, and the two padded
+    // convolutions reading them pad them with it first
+    std::int64_t convs = 0, pads = 0;
+    for (const lower::Step& s : p.steps) convs += s.kernel.rfind("mt_conv_", 0) == 0, pads += s.kernel == "mt_pad_s8";
     CHECK(convs == 3);
+    CHECK(pads == (b == 8 ? 2 : 0));
   }
   // int16 activations with int8 weights: the weights cost little
   lower::QuantOptions o16x8 = bits(16, "sensor16x8");

@@ -1,6 +1,9 @@
 // The shape family of the runtime (src/lower/runtime/mt_shape.c): the strided copy against a
 // naive index walk on random permute / slice / concat / expand layouts of 1 to 6 dims, and the
-// embedding lookup (bits copied; out-of-range ids counted).
+// embedding lookup (bits copied; out-of-range ids counted), and the padding of a convolution's
+// input with its zero point.
+#include <array>
+
 #include "kernel_reference.hpp"
 
 using namespace kernel_ref;
@@ -167,4 +170,34 @@ TEST_CASE("lower kernels: embedding copies table rows; out-of-range ids give zer
   CHECK(mt_embedding_s16(ids.data(), n, t16.data(), num, 0, o16.data()) == 4);  // dim 0: counts only
   CHECK(mt_embedding_s8(ids.data(), n, t8.data(), 0, dim, o8.data()) == n);      // empty table
   for (auto v : o8) CHECK(v == 0);
+}
+
+TEST_CASE("lower kernels: padding puts each plane inside a border of the fill value, saturated to int8") {
+  std::mt19937 g(92);
+  // {planes, h, w, top, left, bottom, right, fill}: conv1d's, conv2d's, one side, none, a fill beyond int8
+  const std::vector<std::array<int, 8>> cases = {{16, 1, 20, 0, 1, 0, 1, -128}, {3, 7, 9, 2, 1, 1, 2, 5},
+                                                 {2, 5, 5, 0, 0, 3, 0, 127},    {4, 6, 6, 0, 0, 0, 0, -7},
+                                                 {2, 4, 4, 1, 1, 1, 1, 300},    {1, 3, 2, 0, 3, 0, 0, -300}};
+  for (const auto& c : cases) {
+    const int planes = c[0], h = c[1], w = c[2], top = c[3], left = c[4], bottom = c[5], right = c[6];
+    const int oh = top + h + bottom, ow = left + w + right;
+    const auto x = random_ints<std::int8_t>(g, static_cast<std::size_t>(planes * h * w));
+    std::vector<std::int8_t> y(static_cast<std::size_t>(planes * oh * ow + 1), 99);  // one past: not written
+    mt_pad_s8(x.data(), y.data(), planes, h, w, top, left, bottom, right, c[7]);
+    const auto fill = static_cast<std::int8_t>(std::clamp(c[7], -128, 127));
+    for (int p = 0; p < planes; ++p) {
+      for (int i = 0; i < oh; ++i) {
+        for (int j = 0; j < ow; ++j) {
+          const bool inside = i >= top && i < top + h && j >= left && j < left + w;
+          REQUIRE(y[static_cast<std::size_t>((p * oh + i) * ow + j)] ==
+                  (inside ? x[static_cast<std::size_t>((p * h + i - top) * w + j - left)] : fill));
+        }
+      }
+    }
+    CHECK(y.back() == 99);
+  }
+  std::vector<std::int8_t> x(4, 1), y(16, 99);
+  mt_pad_s8(x.data(), y.data(), 0, 2, 2, 1, 1, 1, 1, 0);   // no planes
+  mt_pad_s8(x.data(), y.data(), 1, 2, 2, -1, 1, 1, 1, 0);  // a negative border
+  for (auto v : y) CHECK(v == 99);
 }

@@ -835,6 +835,19 @@ static void copy_embedding(void) {
     }
   }
   h_end("copy_strided");
+  h_begin(); /* {planes, h, w, top, left, bottom, right, fill}: conv1d, conv2d, one side, none */
+  {
+    static const int32_t pad[][8] = {{16, 1, 64, 0, 1, 0, 1, -128}, {3, 7, 9, 2, 1, 1, 2, 5},
+                                     {2, 5, 5, 0, 0, 3, 0, 127},    {4, 6, 6, 0, 0, 0, 0, -7},
+                                     {2, 4, 4, 1, 1, 1, 1, 300}}; /* fill saturates to 127 */
+    for (c = 0; c < (int)(sizeof pad / sizeof pad[0]); ++c) {
+      for (i = 0; i < 2048; ++i) y8[i] = -1;
+      mt_pad_s8(a8, y8, (int)pad[c][0], (int)pad[c][1], (int)pad[c][2], (int)pad[c][3], (int)pad[c][4],
+                (int)pad[c][5], (int)pad[c][6], pad[c][7]);
+      h8(y8, 2048);
+    }
+  }
+  h_end("pad");
   h_begin(); /* table [200, 16]; 64 ids, some outside [0, 200) */
   fill16(a16, 200 * 16, -32768, 32767);
   fill8(a8, 200 * 16, -128, 127);

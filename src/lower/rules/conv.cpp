@@ -89,12 +89,37 @@ std::int64_t conv_table(Lowering& L, std::vector<std::int64_t> g, const std::str
                   "MT_CONV_DW", "MT_CONV_GROUPS"});
 }
 
+// x (packed, int8, zero point z) with its padding made explicit: a copy with a border of z
+// (mt_pad_s8), the real 0 the float model pads with; g (the geometry table) becomes the padded
+// input's, with no padding. x itself when the convolution has no padding.
+View pad_input(Lowering& L, const Node& n, int spatial, const View& x, std::vector<std::int64_t>& g) {
+  const auto [eh, ew] = hw(n, "padding_end", spatial, 0);
+  const std::int64_t ph = g[MT_CONV_PH], pw = g[MT_CONV_PW];
+  if (ph == 0 && pw == 0 && eh == 0 && ew == 0) return x;
+  const std::int64_t H = g[MT_CONV_H], W = g[MT_CONV_W];
+  Shape shape = x.shape;
+  shape.back() += pw + ew;
+  if (spatial == 2) shape[shape.size() - 2] += ph + eh;
+  const Buffer& xb = L.buf(x);
+  const View y = L.new_act(shape, Elem::S8, Format{x.scale, x.zero, xb.lo, xb.hi}, -1, true);
+  L.program().buffer(y.buffer).origin = fmt::format("%{}'s input padded with its zero point", n.output);
+  L.step("mt_pad_s8", {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel_of(x.shape) / (H * W)),
+                       Arg::num(H), Arg::num(W), Arg::num(ph), Arg::num(pw), Arg::num(eh), Arg::num(ew),
+                       Arg::num(x.zero)});
+  g[MT_CONV_H] = H + ph + eh, g[MT_CONV_W] = W + pw + ew, g[MT_CONV_PH] = 0, g[MT_CONV_PW] = 0;
+  return y;
+}
+
 // y = conv(x, W) + b: mt_conv_*. W [O, C / groups, (KH,) KW] and b constant, folded with a
 // batch_norm after the layer (Lowering::fold_norm). As lower_linear: weights symmetric with a
 // scale per output channel, rounded with error feedback from the patches' grams
 // (accumulate_patch_gram), b in the accumulator's scale scale_x scale_w[o], per-channel
 // multipliers scale_x scale_w[o] / scale_y, a fused relu clamping at the output's zero
-// point. x is read in place (packed), symmetric: the padding's zeros are the integer 0.
+// point. x is read in place (packed). An int8 x may carry a zero point z (x = scale_x (q - z)):
+// sum_t w_q[o, t] (q_t - z) = sum_t w_q[o, t] q_t - z sum_t w_q[o, t], the last term folded
+// into the bias (as lower_linear); the kernels pad with the integer 0, which is then not the
+// real 0, so a padded convolution first copies x into a buffer with a border of z
+// (pad_input) and runs with no padding on it.
 void lower_conv(Lowering& L, const Node& n, int spatial) {
   if (!L.is_const(n.inputs[1])) L.fail(n, "the weight must be a parameter or constant");
   const std::int64_t b_id = n.inputs.size() > 2 ? n.inputs[2] : -1;
@@ -102,9 +127,10 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
   const auto [w, bias] = L.fold_norm(n, L.data(n.inputs[1]), b_id >= 0 ? L.data(b_id) : Tensor());
   const std::string sfx = L.folded_norm(n) ? "_bn" : "";
   const std::string wname = L.const_name(n.inputs[1]) + sfx;
-  const View x = L.packed(n, L.act(n, n.inputs[0]));
-  if (x.zero != 0 || !x.segments.empty()) L.fail(n, "the input must be symmetric with one scale");
+  View x = L.packed(n, L.act(n, n.inputs[0]));
+  if (!x.segments.empty()) L.fail(n, "the input must have one scale");
   std::vector<std::int64_t> g = conv_geometry(L, n, spatial, x.shape, w.shape());
+  if (x.zero != 0) x = pad_input(L, n, spatial, x, g);
   const std::int64_t N = g[MT_CONV_N], O = g[MT_CONV_OG] * g[MT_CONV_GROUPS], OH = g[MT_CONV_OH], OW = g[MT_CONV_OW];
   const std::int64_t taps = g[MT_CONV_CG] * g[MT_CONV_KH] * g[MT_CONV_KW], groups = g[MT_CONV_GROUPS];
   const Elem we = L.weight_elem(n);
@@ -123,8 +149,10 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
   // an int32 bias must hold b / (scale_x scale_w): a tiny scale_x then costs the weights
   // resolution rather than the bias saturating (as lower_linear)
   std::vector<double> min_scale;
+  // and the zero point's term z sum_t w_q[o, t]
   if (be == Elem::S32 && b64.defined()) {
-    for (std::int64_t o = 0; o < O; ++o) min_scale.push_back(std::abs(b64.data<double>()[o]) / (x.scale * 2147483646.0));
+    const double room = 2147483646.0 - std::abs(static_cast<double>(x.zero)) * static_cast<double>(taps * qmax(we));
+    for (std::int64_t o = 0; o < O; ++o) min_scale.push_back(std::abs(b64.data<double>()[o]) / (x.scale * room));
   }
   const std::vector<double>* gram = L.patch_gram(n.output);
   std::vector<double> cov, mean;
@@ -135,19 +163,22 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
   const std::int64_t wb = L.weight_rows(w, we, wname, min_scale, cov.empty() ? nullptr : &cov);
   const Buffer wbuf = L.program().buffer(wb);  // a copy: the tables added below may move the buffers
   std::int64_t bb = -1;
-  if (b64.defined()) {
+  if (b64.defined() || x.zero != 0) {
     const Tensor wf = w.to(Dtype::Float64).contiguous();
     std::vector<std::int64_t> b_q;
     for (std::int64_t o = 0; o < O; ++o) {
-      double b = b64.data<double>()[o];
+      double b = b64.defined() ? b64.data<double>()[o] : 0.0;
       for (std::int64_t t = 0; !mean.empty() && t < taps; ++t) {  // bias correction: - (W_q - W) mean
         const auto k = static_cast<std::size_t>(o * taps + t);
         b -= (static_cast<double>(wbuf.data[k]) * row_scale(wbuf, o) - wf.data<double>()[k]) *
              mean[static_cast<std::size_t>(o / (O / groups) * taps + t)];
       }
-      b_q.push_back(std::llround(b / (x.scale * row_scale(wbuf, o))));
+      std::int64_t zsum = 0;  // sum_t w_q[o, t]
+      for (std::int64_t t = 0; t < taps; ++t) zsum += wbuf.data[static_cast<std::size_t>(o * taps + t)];
+      b_q.push_back(std::llround(b / (x.scale * row_scale(wbuf, o))) - x.zero * zsum);
     }
-    bb = L.table(be, std::move(b_q), TableRole::Bias, "b_" + c_name(b_id >= 0 ? L.const_name(b_id) + sfx : wname));
+    bb = L.table(be, std::move(b_q), TableRole::Bias,
+                 "b_" + c_name(b_id >= 0 ? L.const_name(b_id) + sfx : wname + (b64.defined() ? "" : "_zero")));
   }
   // power-of-two scales: the relu keeps its input's format (lower_relu), the layer's
   const Format f = L.out_format(relu && L.options().scheme != Scheme::PowerOfTwo ? *relu : norm ? *norm : n, ye);
@@ -328,7 +359,6 @@ OpRule conv_rule(int spatial) {
              {"padding_end", AttrSpec::Type::Shape},
              {"dilation", AttrSpec::Type::Shape},
              {"groups", AttrSpec::Type::Int}};
-  r.zero_point_in = false;  // the padding's zeros are the integer 0
   r.weight_input = 1;
   r.fuses_activation = true;
   r.folds_norm_rank = spatial + 2;  // batched: [N, O, ...]

@@ -460,7 +460,7 @@ void mt_sigmoid_f32(const float *x, float *y, int n);
 void mt_sigmoid_backward_f32(const float *y, const float *dy, float *dx, int n, int acc);
 
 /* ------------------------------------------------------------------------------------ */
-/* Data movement: strided copy, embedding lookup (mt_shape.c)                            */
+/* Data movement: strided copy, padding, embedding lookup (mt_shape.c)                   */
 /* ------------------------------------------------------------------------------------ */
 
 #define MT_MAX_DIMS 6
@@ -481,6 +481,17 @@ void mt_copy_strided_s16(const int16_t *src, int16_t *dst, int ndim, const int32
                          const int32_t *src_strides, const int32_t *dst_strides);
 void mt_copy_strided_s32(const int32_t *src, int32_t *dst, int ndim, const int32_t *shape,
                          const int32_t *src_strides, const int32_t *dst_strides);
+
+/* Padding with a value: y [planes, top + h + bottom, left + w + right] holds x [planes, h, w]
+ * at rows top.., columns left.., and `fill` everywhere else:
+ *   y[p, i, j] = x[p, i - top, j - left] inside, fill outside.
+ * The input of an int8 convolution whose input carries a zero point z (real value
+ * s (q - z)): its padding's real zeros are the integer z, which the convolution kernels,
+ * padding with the integer 0, do not take; they run on y with no padding (conv.cpp). fill
+ * saturates to int8. Nothing is written when a size is <= 0 or a border negative. y must not
+ * overlap x. Exact (a copy). */
+void mt_pad_s8(const int8_t *x, int8_t *y, int planes, int h, int w, int top, int left, int bottom, int right,
+               int32_t fill);
 
 /* Embedding lookup: out [n, dim] row i = table [num, dim] row ids[i], copied (same scale).
  * An id outside [0, num) gives an all-zero row and is counted: the return value is the

@@ -1,6 +1,7 @@
 /* mt_shape.c - data movement (the shape family, src/lower/rules/shape.cpp):
- * the strided copy behind permute, slice, concat and expand (mt_copy_strided_*) and the
- * embedding lookup (mt_embedding_*). Portable C only. Part of mt_kernels.c. */
+ * the strided copy behind permute, slice, concat and expand (mt_copy_strided_*), the padding
+ * of a convolution's input that carries a zero point (mt_pad_s8, conv.cpp) and the embedding
+ * lookup (mt_embedding_*). Portable C only. Part of mt_kernels.c. */
 #include "mt_internal.h"
 
 /* Walk over the runs of an N-d index space with one counter per outer dim (no division).
@@ -91,6 +92,25 @@ void mt_copy_strided_s8(const int8_t *src, int8_t *dst, int ndim, const int32_t 
 void mt_copy_strided_s32(const int32_t *src, int32_t *dst, int ndim, const int32_t *shape,
                          const int32_t *src_strides, const int32_t *dst_strides) {
   MT_COPY_STRIDED_BODY(int32_t);
+}
+
+/* A plane at a time: the top rows, then per row the left border, the row, the right border,
+ * then the bottom rows (y written once, in order). */
+void mt_pad_s8(const int8_t *x, int8_t *y, int planes, int h, int w, int top, int left, int bottom, int right,
+               int32_t fill) {
+  const int8_t v = (int8_t)(fill < -128 ? -128 : fill > 127 ? 127 : fill); /* saturated */
+  const int32_t ow = left + w + right;
+  int p, i, j;
+  if (planes <= 0 || h <= 0 || w <= 0 || top < 0 || left < 0 || bottom < 0 || right < 0) return;
+  for (p = 0; p < planes; ++p) {
+    for (i = 0; i < top * ow; ++i) *y++ = v;
+    for (i = 0; i < h; ++i) {
+      for (j = 0; j < left; ++j) *y++ = v;
+      for (j = 0; j < w; ++j) *y++ = *x++;
+      for (j = 0; j < right; ++j) *y++ = v;
+    }
+    for (i = 0; i < bottom * ow; ++i) *y++ = v;
+  }
 }
 
 /* One body for both types: row ids[i] of the table, or zeros for an id outside [0, num). */
