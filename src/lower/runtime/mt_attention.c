@@ -229,14 +229,43 @@ static inline int32_t mt_attn_logits16_s8(const mt_attn *a, const int8_t *qi, co
   return mx;
 }
 
-/* The logits of a block of n keys: head dimension 16 one key per pass (above), else two at a
- * time (an odd last key is computed twice, into t[n]). Not inlined into the attention body
- * (one call per block of keys), so that its loops keep their values in registers. */
+/* Head dimensions 4 and 8 (constant D; a decoder's heads at d_model 64 and 8 heads: 8) with the
+ * one-SMLAL logit (lk >= 0) in the same way: q's D/4 words split by SXTB16 once per block, then
+ * one key per pass: D/4 LDR, D/2 SXTB16, D/2 SMLAD, the logit and the block's max (about 20
+ * instructions per key at D = 8, where the two-key loop of mt_attn_logit2_s8 over a D not
+ * known to the compiler took 46). The same integers. */
+static inline __attribute__((always_inline)) int32_t mt_attn_logits1_s8(const mt_attn *a, const int8_t *qi,
+                                                                       const int8_t *kj, int ks, int n, int D,
+                                                                       int32_t *t) {
+  const int32_t m = a->p[MT_ATTN_LOGIT_M];
+  const int lk = a->logit_k;
+  const int32_t q0 = mt_ld32(qi), q1 = D > 4 ? mt_ld32(qi + 4) : 0;
+  const int32_t e0 = __sxtb16(q0), o0 = mt_odd_bytes(q0), e1 = __sxtb16(q1), o1 = mt_odd_bytes(q1);
+  const int32_t *const end = t + n;
+  int32_t mx = INT32_MIN;
+  for (; t != end; ++t, kj += ks) {
+    const int32_t k0 = mt_ld32(kj);
+    int32_t s = __smlad(e0, __sxtb16(k0), __smuad(o0, mt_odd_bytes(k0)));
+    if (D > 4) {
+      const int32_t k1 = mt_ld32(kj + 4);
+      s = __smlad(e1, __sxtb16(k1), __smlad(o1, mt_odd_bytes(k1), s));
+    }
+    *t = s = mt_attn_logit_smlal(s, m, lk);
+    mx = s > mx ? s : mx;
+  }
+  return mx;
+}
+
+/* The logits of a block of n keys: head dimensions 4, 8 and 16 one key per pass (above), else
+ * two at a time (an odd last key is computed twice, into t[n]). Not inlined into the attention
+ * body (one call per block of keys), so that its loops keep their values in registers. */
 static __attribute__((noinline)) int32_t mt_attn_logits_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj,
                                                            int ks, int n, int D, int32_t *t) {
   int j;
   int32_t mx = INT32_MIN;
   if (D == 16 && a->logit_k >= 0) return mt_attn_logits16_s8(a, qi, kj, ks, n, t);
+  if (D == 8 && a->logit_k >= 0) return mt_attn_logits1_s8(a, qi, kj, ks, n, 8, t);
+  if (D == 4 && a->logit_k >= 0) return mt_attn_logits1_s8(a, qi, kj, ks, n, 4, t);
   for (j = 0; j < n; j += 2, kj += 2 * ks) {
     const int8_t *k1 = j + 1 < n ? kj + ks : kj;
     if (D == 16)
