@@ -14,7 +14,7 @@
 // Cortex-M4); the int16 weights (about 600 KB) do not fit the 512 KB of flash of QEMU's
 // Cortex-M55 board (mps3-an547) and are not run there.
 //
-//   microtorch-mcu-decoder-bench [--out FILE] [--work DIR] [--jobs N] [--source DIR]
+//   microtorch-mcu-decoder-bench [--out FILE] [--work DIR] [--jobs N] [--filter TEXT] [--source DIR]
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
        {"--work DIR", "work folder, emptied first (refused if it holds other files; default: "
                      "<tmp>/microtorch-mcu-decoder-bench)"},
        {"--jobs N", "parallel builds and emulator runs (default 2)"},
+       {"--filter TEXT", "only the configurations whose id contains TEXT (stories_w16_c8, ..._w8_c16, ...)"},
        {"--source DIR", "microtorch source tree, for src/lower/firmware/insncount.c (default: " MICROTORCH_SOURCE_DIR ")"}});
   if (!require_tools(program, {"gcc", "arm-none-eabi-gcc", "arm-none-eabi-size", "qemu-system-arm", "timeout"})) return 2;
   if (!prepare_work_folder(args.work, program)) return 2;
@@ -119,6 +120,7 @@ int main(int argc, char** argv) {
   mt::NoGradGuard no_grad;
   std::vector<Job> all;
   for (const auto& [wb, cb] : {std::pair{16, 16}, std::pair{8, 16}, std::pair{16, 8}, std::pair{8, 8}}) {
+    if (!args.filter.empty() && fmt::format("stories_w{}_c{}", wb, cb).find(args.filter) == std::string::npos) continue;
     mt::manual_seed(11);
     nn::DecoderLM model(stories260k());
     mt::manual_seed(7);
@@ -142,6 +144,10 @@ int main(int argc, char** argv) {
     sim.reset();  // the check program's printed line: the first token's step from a reset
     j.expected = lower::expected_check_output(sim, {{tokens[0]}});
     all.push_back(std::move(j));
+  }
+  if (all.empty()) {
+    std::cerr << program << ": no configuration matches --filter " << args.filter << "\n";
+    return 2;
   }
   std::vector<std::size_t> order(all.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;

@@ -479,6 +479,33 @@ static void elementwise(void) {
   mt_lut_s8_s8(a8, y8, 2048, b8), h8(y8, 2048);
   mt_lut_s8_s16(a8, y16, 2048, b16), h16(y16, 2048);
   h_end("requant lut");
+  /* the Armv7E-M loop of the usual format (shifts 2 to 31, m != 0, |y_zero| <= 2^15) and its
+   * edges: shifts 1, 2, 3, 16, 31 and 32; both signs of m, INT32_MIN, 2^30 (ties at every
+   * eighth x for s = 2), 0; zero points +-2^15 (inside) and +-(2^15 + 1) (the general loop),
+   * and x's zero point; relu; inputs over the whole range with their limits */
+  fill16(a16, 2048, -32768, 32767);
+  a16[0] = -32768, a16[1] = 32767, a16[2] = 0, a16[3] = -1, a16[4] = 4, a16[5] = -4, a16[6] = 12, a16[7] = -12;
+  fill8(a8, 2048, -128, 127);
+  a8[0] = -128, a8[1] = 127, a8[2] = 0;
+  h_begin();
+  {
+    static const int sh[6] = {1, 2, 3, 16, 31, 32};
+    static const int32_t zs[5] = {0, 32768, -32768, 32769, -32769};
+    int f, z;
+    for (f = 0; f < 6; ++f)
+      for (z = 0; z < 5; ++z)
+        for (c = 0; c < 2; ++c) {
+          const int32_t r1 = rnd_m() | 1, r2 = -(rnd_m() | 1); /* one draw per declaration */
+          const int32_t ms[5] = {1073741824, r1, r2, INT32_MIN, 0};
+          const int32_t m = ms[(f + z + c) % 5], zy = zs[z] + (z == 0 ? rnd(-128, 127) : 0);
+          mt_requant_s16_s8(a16, y8, 2048, 0, m, sh[f], zy, c), h8(y8, 2048);
+          mt_requant_s16_s8(a16, y8, 2048, rnd(-300, 300), (int32_t)(0u - (uint32_t)m), sh[f], zy, c), h8(y8, 2048);
+          mt_requant_s16_s16(a16, y16, 2048, 0, m, sh[f], zy, c), h16(y16, 2048);
+          mt_requant_s8_s8(a8, y8, 2048, rnd(-128, 127), m, sh[f], zy, c), h8(y8, 2048);
+          mt_requant_s8_s16(a8, y16, 2048, 0, m, sh[f] - 8, zy, c), h16(y16, 2048);
+        }
+  }
+  h_end("requant usual format");
 }
 
 static void activations(void) {
@@ -719,6 +746,37 @@ static void attention(void) {
         }
     }
     h_end("attention s8 formats");
+  }
+  /* int8 head dims 4 and 8 (one key per pass with q's lanes times 2^k, k = 1 - s): shifts 1, 0,
+   * -7, -8 (k = 0, 1, 8, 9: k = 9 takes the two-key loop), both signs of m; q, k over the whole
+   * range, all at -128 (q 2^8 = -2^15 in a lane: the largest score), and within +-3 (ties with
+   * the max); keys contiguous (stride D, word-aligned rows) and at stride 17; one key and 70
+   * (two blocks, an odd last one) */
+  {
+    static const int32_t lm[][2] = {{1548970010, 1}, {-1548970010, 0}, {1073741824, -7}, {2147483647, -8},
+                                    {-1548970010, -7}, {1548970010, -3}};
+    static const int dims[2] = {4, 8}, keys[2] = {1, 70};
+    int f, r, d, sk, st;
+    h_begin();
+    for (r = 0; r < 3; ++r) {
+      if (r == 1) {
+        for (i = 0; i < 6 * 8; ++i) a8[i] = -128;
+        for (i = 0; i < 70 * 17; ++i) b8[i] = -128;
+      } else {
+        fill8(a8, 6 * 8, r ? -3 : -128, r ? 3 : 127);
+        fill8(b8, 70 * 17, r ? -3 : -128, r ? 3 : 127);
+      }
+      fill8(y8 + 2048, 70 * 17, -128, 127);
+      for (d = 0; d < 2; ++d)
+        for (sk = 0; sk < 2; ++sk)
+          for (st = 0; st < 2; ++st)
+            for (f = 0; f < 6; ++f) {
+              attn_format(p, dims[d], dims[d], 17, lm[f], f);
+              p[MT_ATTN_S] = keys[sk], p[MT_ATTN_K_STRIDE] = st ? 17 : dims[d];
+              mt_attention_stream_s8(p, f % 3 == 2 ? keep : 0, a8, b8, y8 + 2048, y8, acc32), h8(y8, 6 * dims[d]);
+            }
+    }
+    h_end("attention s8 head dims 4 8");
   }
   /* extremes: saturated logits, in place (out = q) */
   for (i = 0; i < MT_ATTN_PARAMS; ++i) p[i] = 0;

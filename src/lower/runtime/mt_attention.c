@@ -229,14 +229,53 @@ static inline int32_t mt_attn_logits16_s8(const mt_attn *a, const int8_t *qi, co
   return mx;
 }
 
-/* The logits of a block of n keys: head dimension 16 one key per pass (above), else two at a
- * time (an odd last key is computed twice, into t[n]). Not inlined into the attention body
- * (one call per block of keys), so that its loops keep their values in registers. */
+/* A word of two int16 lanes (SXTB16 of int8 values) with each lane times 2^k, 0 <= k <= 8:
+ * |x| <= 128 keeps x 2^k within int16 */
+static inline int32_t mt_lanes_shl(int32_t e, int k) {
+  const int32_t lo = (int32_t)(int16_t)e * ((int32_t)1 << k), hi = (e >> 16) * ((int32_t)1 << k);
+  return (int32_t)(((uint32_t)lo & 0xFFFFu) | (uint32_t)hi << 16);
+}
+
+/* Head dimensions 4 and 8 (constant D; a decoder's heads at d_model 64 and 8 heads: 8) with the
+ * one-SMLAL logit (0 <= lk <= 8): q's D/4 words split by SXTB16 once per block, each lane
+ * times 2^lk (mt_lanes_shl), then one key per pass: D/4 LDR, D/2 SXTB16, D/2 SMLAD give
+ * score 2^lk exactly (the check of logit_k bounds it by 2^30, every partial sum too), the
+ * logit of mt_attn_logit_smlal from it without the shift, and the block's max (22 Cortex-M4
+ * instructions per key at D = 8, where the two-key loop of mt_attn_logit2_s8 over a D not
+ * known to the compiler took 46). The same integers. */
+static inline __attribute__((always_inline)) int32_t mt_attn_logits1_s8(const mt_attn *a, const int8_t *qi,
+                                                                       const int8_t *kj, int ks, int n, int D,
+                                                                       int32_t *t) {
+  const int32_t m = a->p[MT_ATTN_LOGIT_M];
+  const int lk = a->logit_k;
+  const int32_t q0 = mt_ld32(qi), q1 = D > 4 ? mt_ld32(qi + 4) : 0;
+  const int32_t e0 = mt_lanes_shl(__sxtb16(q0), lk), o0 = mt_lanes_shl(mt_odd_bytes(q0), lk);
+  const int32_t e1 = mt_lanes_shl(__sxtb16(q1), lk), o1 = mt_lanes_shl(mt_odd_bytes(q1), lk);
+  const int32_t *const end = t + n;
+  int32_t mx = INT32_MIN;
+  for (; t != end; ++t, kj += ks) {
+    const int32_t k0 = mt_ld32(kj);
+    int32_t s = __smlad(e0, __sxtb16(k0), __smuad(o0, mt_odd_bytes(k0)));
+    if (D > 4) {
+      const int32_t k1 = mt_ld32(kj + 4);
+      s = __smlad(e1, __sxtb16(k1), __smlad(o1, mt_odd_bytes(k1), s));
+    }
+    *t = s = mt_smlal_hi(0x80000000u - ((uint32_t)(s ^ m) >> 31), 0, s, m); /* s holds score 2^lk */
+    mx = s > mx ? s : mx;
+  }
+  return mx;
+}
+
+/* The logits of a block of n keys: head dimensions 4, 8 and 16 one key per pass (above), else
+ * two at a time (an odd last key is computed twice, into t[n]). Not inlined into the attention
+ * body (one call per block of keys), so that its loops keep their values in registers. */
 static __attribute__((noinline)) int32_t mt_attn_logits_s8(const mt_attn *a, const int8_t *qi, const int8_t *kj,
                                                            int ks, int n, int D, int32_t *t) {
   int j;
   int32_t mx = INT32_MIN;
   if (D == 16 && a->logit_k >= 0) return mt_attn_logits16_s8(a, qi, kj, ks, n, t);
+  if (D == 8 && a->logit_k >= 0 && a->logit_k <= 8) return mt_attn_logits1_s8(a, qi, kj, ks, n, 8, t);
+  if (D == 4 && a->logit_k >= 0 && a->logit_k <= 8) return mt_attn_logits1_s8(a, qi, kj, ks, n, 4, t);
   for (j = 0; j < n; j += 2, kj += 2 * ks) {
     const int8_t *k1 = j + 1 < n ? kj + ks : kj;
     if (D == 16)

@@ -110,9 +110,42 @@ MT_DEFINE_ADD(mt_add_s16_s16_s16, int16_t, int16_t, int16_t, int64_t, mt_rshift_
 MT_DEFINE_MUL(mt_mul_s8, int8_t, mt_out_s8)
 MT_DEFINE_MUL(mt_mul_s16, int16_t, mt_out_s16)
 
+/* Armv7E-M, the usual format (2 <= s <= 31, m != 0: within mt_rq32_common's case, a ratio
+ * below 1/4) and |y_zero| <= 2^15: rq32(v, m, s), round(v m / 2^(31+s)) with ties away from
+ * zero, is floor((v m + c - [v m < 0]) / 2^(31+s)) for c = 2^(30+s) (|v m| < 2^62: no
+ * overflow): the high word of one SMLAL from {-n, 2^(s-2) - n} (n = [v m < 0], as
+ * -((v ^ m) >> 31); v = 0 gives 0 either way), shifted right by s - 1 (arithmetic: the floor).
+ * Then r + y_zero saturated by SSAT: |r| <= 2^30 and |y_zero| <= 2^15 make it the integer of
+ * mt_out_* (its clamp to +-2^16 or +-2^17 before the zero point changes no saturated output).
+ * The relu a constant of each loop (MT_REQUANT_LOOP). The same integers as the loop below,
+ * without its tests per element (the q, k and v of a decoder's step to int8 caches: 37
+ * Cortex-M4 instructions an element before). */
+#if MT_DSP
+#define MT_REQUANT_LOOP(RELU, YT)                                                                        \
+  for (i = 0; i < n; ++i) {                                                                              \
+    int32_t v = (int32_t)x[i] - x_zero, lo, hi;                                                          \
+    if ((RELU) && v < 0) v = 0;                                                                          \
+    lo = (v ^ m) >> 31; /* -[v m < 0] */                                                                 \
+    hi = c_hi + lo;                                                                                      \
+    __asm__("smlal %0, %1, %2, %3" : "+r"(lo), "+r"(hi) : "r"(v), "r"(m));                               \
+    y[i] = (YT)__builtin_arm_ssat((hi >> hs) + y_zero, 8 * sizeof(YT));                                  \
+  }
+#define MT_REQUANT_USUAL(YT)                                                                             \
+  if ((uint32_t)s - 2u < 30u && m != 0 && y_zero >= -32768 && y_zero <= 32768) {                        \
+    const int32_t c_hi = (int32_t)1 << (s - 2), hs = s - 1;                                              \
+    if (relu)                                                                                            \
+      MT_REQUANT_LOOP(1, YT)                                                                             \
+    else                                                                                                 \
+      MT_REQUANT_LOOP(0, YT)                                                                             \
+    return;                                                                                              \
+  }
+#else
+#define MT_REQUANT_USUAL(YT) (void)0
+#endif
 #define MT_DEFINE_REQUANT(NAME, XT, YT, OUT)                                                             \
   void NAME(const XT *x, YT *y, int n, int32_t x_zero, int32_t m, int s, int32_t y_zero, int relu) {     \
     int i;                                                                                               \
+    MT_REQUANT_USUAL(YT);                                                                                \
     for (i = 0; i < n; ++i) {                                                                            \
       int32_t v = (int32_t)x[i] - x_zero;                                                                \
       if (relu && v < 0) v = 0;                                                                          \
