@@ -973,6 +973,37 @@ static void conv_dw3s(void) {
   h_end("conv dw3 same");
 }
 
+/* The requantization of the Armv7E-M convolutions' four-column pass in one SMMLA (every channel
+ * of the call free of rounding ties) or exactly (a multiplier of many trailing zeros, shift 1,
+ * a tie): pointwise and standard layers of 5, 8 and 12 taps (an odd and even number of blocks
+ * of four, a last tap), positions not a multiple of four, relu above the type's minimum. */
+static void conv_rq_paths(void) {
+  static int32_t bias32[8], rq[16];
+  static MT_WORD_ALIGNED int16_t col[4 * 16];
+  /* N CG H W OG KH KW OH OW SH SW PH PW DH DW GROUPS */
+  static const int32_t geoms[3][MT_CONV_FIELDS] = {{1, 5, 3, 5, 7, 1, 1, 3, 5, 1, 1, 0, 0, 1, 1, 1},
+                                                   {2, 8, 2, 3, 6, 1, 1, 2, 3, 1, 1, 0, 0, 1, 1, 1},
+                                                   {1, 2, 4, 5, 8, 3, 2, 2, 3, 2, 2, 1, 1, 1, 1, 1}};
+  int i, c, k;
+  h_begin();
+  for (i = 0; i < 3; ++i) {
+    const int32_t *g = geoms[i];
+    const int n = g[MT_CONV_N] * g[MT_CONV_OG] * g[MT_CONV_OH] * g[MT_CONV_OW];
+    const int taps = g[MT_CONV_CG] * g[MT_CONV_KH] * g[MT_CONV_KW];
+    for (c = 0; c < 2; ++c) {
+      fill8(a8, 2 * 8 * 6, -128, 127), fill8(b8, 8 * 12, -128, 127), fill32(bias32, 8);
+      for (k = 0; k < 8; ++k) bias32[k] /= 256, rq[2 * k] = (int32_t)((1u << 30) | (lcg() >> 2)), rq[2 * k + 1] = rnd(6, 12);
+      if (c == 1) rq[2] = 1 << 30, rq[3] = 2, rq[6] = 1 << 30, rq[7] = 1, bias32[1] = -4;
+      if (c == 1) /* channel 1: every sum -4, a tie */
+        for (k = 0; k < taps; ++k) b8[taps + k] = 0;
+      mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -3, -128, col), h8(y8, n);
+      mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, 5, 5, col), h8(y8, n);
+      mt_conv_s8_s8_s16(a8, b8, bias32, y16, g, rq, 1, 0, -32768, col), h16(y16, n);
+    }
+  }
+  h_end("conv rq paths");
+}
+
 /* integer training: the cross entropy, a linear layer's gradients, SGD on int32 masters, the
  * weights and bias tables re-derived from them */
 static void train_int(void) {
@@ -1253,6 +1284,7 @@ int main(void) {
   div_rows();
   conv();
   conv_dw3s();
+  conv_rq_paths();
   train_int();
   decode();
   printf("%d cases\n", cases);

@@ -153,33 +153,37 @@ static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, 
 
 /* a0 .. a3 += the taps4 (a multiple of 4, > 0) first taps of the four columns of col times the
  * weights w (in order): per block, LDR of 4 weights, SXTB16 into (w0, w2) and (w1, w3), LDRD
- * of each column's two words and 2 SMLAD each; the end compared in a register. Inline
- * assembly: 17 instructions per 16 MACs, 11 registers. */
+ * of each column's two words and 2 SMLAD each; two blocks per iteration, the end compared in a
+ * register (an odd number of blocks enters at the second, CBNZ). Inline assembly: 16
+ * instructions per 16 MACs and the loop's 2 per 32, 11 registers. */
+#define MT_COLS4_BLOCK                                                                                    \
+  "ldr %[p], [%[wq]], #4\n\t"                                                                             \
+  "sxtb16 %[pe], %[p]\n\t"                                                                                \
+  "sxtb16 %[p], %[p], ror #8\n\t"                                                                         \
+  "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                                    \
+  "smlad %[a0], %[t0], %[pe], %[a0]\n\t"                                                                  \
+  "smlad %[a0], %[t1], %[p], %[a0]\n\t"                                                                   \
+  "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                                    \
+  "smlad %[a1], %[t0], %[pe], %[a1]\n\t"                                                                  \
+  "smlad %[a1], %[t1], %[p], %[a1]\n\t"                                                                   \
+  "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                                    \
+  "smlad %[a2], %[t0], %[pe], %[a2]\n\t"                                                                  \
+  "smlad %[a2], %[t1], %[p], %[a2]\n\t"                                                                   \
+  "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                                    \
+  "smlad %[a3], %[t0], %[pe], %[a3]\n\t"                                                                  \
+  "smlad %[a3], %[t1], %[p], %[a3]\n\t"
 #define MT_COLS4_MAC(col, w, taps4, a0, a1, a2, a3)                                                       \
   do {                                                                                                    \
     const int16_t *x_ = (col), *const end_ = (col) + MT_CONV_COLS * (taps4);                              \
     const int8_t *w_ = (w);                                                                               \
-    int32_t p_, pe_, t0_, t1_;                                                                            \
-    __asm__("1:\n\t"                                                                                       \
-            "ldr %[p], [%[wq]], #4\n\t"                                                                    \
-            "sxtb16 %[pe], %[p]\n\t"                                                                      \
-            "sxtb16 %[p], %[p], ror #8\n\t"                                                               \
-            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
-            "smlad %[a0], %[t0], %[pe], %[a0]\n\t"                                                        \
-            "smlad %[a0], %[t1], %[p], %[a0]\n\t"                                                         \
-            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
-            "smlad %[a1], %[t0], %[pe], %[a1]\n\t"                                                        \
-            "smlad %[a1], %[t1], %[p], %[a1]\n\t"                                                         \
-            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
-            "smlad %[a2], %[t0], %[pe], %[a2]\n\t"                                                        \
-            "smlad %[a2], %[t1], %[p], %[a2]\n\t"                                                         \
-            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
-            "smlad %[a3], %[t0], %[pe], %[a3]\n\t"                                                        \
-            "smlad %[a3], %[t1], %[p], %[a3]\n\t"                                                         \
-            "cmp %[xq], %[end]\n\t"                                                                        \
+    int32_t p_, pe_, t0_, t1_, odd_ = (taps4) & 4;                                                        \
+    __asm__("cbnz %[odd], 2f\n"                                                                           \
+            "1:\n\t" MT_COLS4_BLOCK                                                                       \
+            "2:\n\t" MT_COLS4_BLOCK                                                                       \
+            "cmp %[xq], %[end]\n\t"                                                                       \
             "bne 1b"                                                                                      \
             : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xq] "+r"(x_), [wq] "+r"(w_),      \
-              [p] "=&r"(p_), [pe] "=&r"(pe_), [t0] "=&r"(t0_), [t1] "=&r"(t1_)                            \
+              [p] "=&r"(p_), [pe] "=&r"(pe_), [t0] "=&r"(t0_), [t1] "=&r"(t1_), [odd] "+l"(odd_)          \
             : [end] "r"(end_)                                                                             \
             : "cc", "memory");                                                                            \
   } while (0)
@@ -343,16 +347,13 @@ MT_DEFINE_CONV_DW3_CHAN(mt_conv_dw3_chan_s16, int16_t, mt_dw3_out_s16)
 typedef struct {
   int32_t wp0, wp1, wp2, w101, w12; /* (w0, w2) of rows 0, 1, 2; (w1 of row 0, w1 of row 1); w1 of row 2 */
 } mt_dw3s_k;
-static mt_dw3s_k mt_dw3s_k_of(const int8_t *r0, const int8_t *r1, const int8_t *r2) { /* rows of 3, or 0: zeros */
-  static const int8_t z[3] = {0, 0, 0};
-  mt_dw3s_k k;
-  r0 = r0 ? r0 : z, r1 = r1 ? r1 : z, r2 = r2 ? r2 : z;
-  k.wp0 = (int32_t)(((uint32_t)(uint16_t)r0[2] << 16) | (uint16_t)r0[0]);
-  k.wp1 = (int32_t)(((uint32_t)(uint16_t)r1[2] << 16) | (uint16_t)r1[0]);
-  k.wp2 = (int32_t)(((uint32_t)(uint16_t)r2[2] << 16) | (uint16_t)r2[0]);
-  k.w101 = (int32_t)(((uint32_t)(uint16_t)r1[1] << 16) | (uint16_t)r0[1]);
-  k.w12 = r2[1];
-  return k;
+static inline int32_t mt_pair16(int32_t lo, int32_t hi) { return (int32_t)(((uint32_t)hi << 16) | (uint16_t)lo); }
+/* the kernel (mid), and the same moved up a row (top: rows 1, 2, zeros) and down (bot: zeros, rows 0, 1) */
+static inline void mt_dw3s_k_of(const int8_t *w, mt_dw3s_k *top, mt_dw3s_k *mid, mt_dw3s_k *bot) {
+  mid->wp0 = mt_pair16(w[0], w[2]), mid->wp1 = mt_pair16(w[3], w[5]), mid->wp2 = mt_pair16(w[6], w[8]);
+  mid->w101 = mt_pair16(w[1], w[4]), mid->w12 = w[7];
+  top->wp0 = mid->wp1, top->wp1 = mid->wp2, top->wp2 = 0, top->w101 = mt_pair16(w[4], w[7]), top->w12 = 0;
+  bot->wp0 = 0, bot->wp1 = mid->wp0, bot->wp2 = mid->wp1, bot->w101 = mt_pair16(0, w[1]), bot->w12 = w[4];
 }
 
 /* The requantization of a channel whose sums cannot meet a rounding tie, in one SMMLA: with
@@ -362,7 +363,7 @@ static mt_dw3s_k mt_dw3s_k_of(const int8_t *r0, const int8_t *r1, const int8_t *
  * m's lowest set bit 2^t: never when amax 2^t < 2^(30+s), amax a bound on |acc| (as
  * mt_rv_rq_h_ok). Then y_zero + rq(acc) = (the high word of acc m + c_hi 2^32, SMMLA) >> (s -
  * 1): SMMLA, ASR, SSAT and the store per output. */
-static inline int mt_dw3s_h_ok(const int32_t *rq, uint32_t amax) {
+static inline int mt_rq_chan_h_ok(const int32_t *rq, uint32_t amax) {
   const uint32_t m = (uint32_t)rq[0], low = m & (0u - m);
   return rq[1] >= 2 && (((uint64_t)amax * low) >> (30 + rq[1])) == 0;
 }
@@ -490,11 +491,11 @@ static inline __attribute__((always_inline)) void mt_dw3s_row5(const int8_t *xr,
 static inline __attribute__((always_inline)) void mt_dw3s_plane(const int8_t *xc, const int8_t *wc, int H, int W,
                                                                int32_t bias, const mt_rq_chan *qc, char *y,
                                                                int HQ, int Y16) {
-  const mt_dw3s_k top = mt_dw3s_k_of(wc + 3, wc + 6, 0), mid = mt_dw3s_k_of(wc, wc + 3, wc + 6);
-  const mt_dw3s_k bot = mt_dw3s_k_of(0, wc, wc + 3);
+  mt_dw3s_k top, mid, bot;
   const int32_t m = qc->m, c_hi = qc->c_hi;
   const int sh = qc->sh, ys = Y16 ? 2 * W : W;
   const int8_t *xr = xc, *const end = xc + (H - 2) * W;
+  mt_dw3s_k_of(wc, &top, &mid, &bot);
   MT_DW3S_ROW_W(xr, W, top, bias, qc, m, c_hi, sh, y, HQ, Y16);
   for (y += ys; xr != end; xr += W, y += ys) MT_DW3S_ROW_W(xr, W, mid, bias, qc, m, c_hi, sh, y, HQ, Y16);
   MT_DW3S_ROW_W(end - W, W, bot, bias, qc, m, c_hi, sh, y, HQ, Y16);
@@ -513,7 +514,8 @@ MT_DEFINE_DW3S_CHAN(mt_dw3s_chan_h_s16, 1, 1)
 MT_DEFINE_DW3S_CHAN(mt_dw3s_chan_x_s16, 0, 1)
 
 /* Depthwise layers of kernel width 3 (above): the 'same' 3 x 3 ones by mt_dw3s_chan_* (SMMLA
- * for each channel that mt_dw3s_h_ok allows, amax = mt_bound_s8 of its nine weights and bias;
+ * for each channel that mt_rq_chan_h_ok allows, amax = 9 2^14 + |b| or, when that is too coarse,
+ * mt_bound_s8 of its nine weights and bias;
  * a y_min above the type's minimum applied afterwards by RAISE, as the linear layers do), the
  * others a row at a time by CHAN */
 #define MT_DEFINE_CONV_DW3_DSP(NAME, YT, CHAN, SAME_H, SAME_X, RAISE, BITS)                               \
@@ -531,7 +533,9 @@ MT_DEFINE_DW3S_CHAN(mt_dw3s_chan_x_s16, 0, 1)
         for (o = 0; o < G; ++o) {                                                                         \
           const int32_t *r_ = rq + (rq_per_channel ? 2 * o : 0), bias = b ? b[o] : 0;                     \
           const mt_rq_chan qc = mt_rq_chan_init(r_, y_zero);                                              \
-          (mt_dw3s_h_ok(r_, mt_bound_s8(w + 9 * o, 9, bias)) ? SAME_H : SAME_X)(                          \
+          const int h_ = mt_rq_chan_h_ok(r_, (9u << 14) + mt_mag32(bias)) || /* |x w| <= 2^14, else the weights' */ \
+                         mt_rq_chan_h_ok(r_, mt_bound_s8(w + 9 * o, 9, bias));                               \
+          (h_ ? SAME_H : SAME_X)(                                                                         \
               x + ((long)n * G + o) * HW, w + 9 * o, H, W, bias, &qc, (char *)(y + ((long)n * G + o) * HW)); \
         }                                                                                                 \
       if (y_min > -(1 << ((BITS) - 1))) RAISE(y, N * G * HW, y_min);                                      \
@@ -587,16 +591,19 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16, mt_
   } while (0)
 #endif
 
-/* The outputs [0, n) of four positions of a channel: y[j] = the requantized a_j, at least y_min
- * (CLAMP 1) or saturated alone (CLAMP 0: y_min at the type's minimum or below) */
-#define MT_CONV_OUT1(BITS, YT, q, a, y_min, CLAMP)                                                        \
-  ((YT)((CLAMP) ? MT_CHAN_OUT(BITS, q, a, y_min) : MT_CHAN_SAT(BITS, q, a)))
-#define MT_CONV_OUT4(BITS, YT, q, y, n, a0, a1, a2, a3, y_min, CLAMP)                                     \
+/* The outputs [0, n) of four positions of a channel: y[j] = the requantized a_j (HQ 1: by SMMLA,
+ * every channel of the call mt_rq_chan_h_ok; else mt_rq_chan_apply), at least y_min (CLAMP 1) or
+ * saturated alone (CLAMP 0: y_min at the type's minimum or below) */
+#define MT_CONV_OUT1(BITS, YT, q, a, y_min, CLAMP, HQ)                                                    \
+  ((YT)mt_max32((HQ) ? (int32_t)__builtin_arm_ssat(mt_smmla(a, (q)->m, (q)->c_hi) >> (q)->sh, BITS)       \
+                     : MT_CHAN_SAT(BITS, q, a),                                                           \
+                (CLAMP) ? y_min : INT32_MIN))
+#define MT_CONV_OUT4(BITS, YT, q, y, n, a0, a1, a2, a3, y_min, CLAMP, HQ)                                 \
   do {                                                                                                    \
-    y[0] = MT_CONV_OUT1(BITS, YT, q, a0, y_min, CLAMP);                                                   \
-    if (n > 1) y[1] = MT_CONV_OUT1(BITS, YT, q, a1, y_min, CLAMP);                                        \
-    if (n > 2) y[2] = MT_CONV_OUT1(BITS, YT, q, a2, y_min, CLAMP);                                        \
-    if (n > 3) y[3] = MT_CONV_OUT1(BITS, YT, q, a3, y_min, CLAMP);                                        \
+    y[0] = MT_CONV_OUT1(BITS, YT, q, a0, y_min, CLAMP, HQ);                                               \
+    if (n > 1) y[1] = MT_CONV_OUT1(BITS, YT, q, a1, y_min, CLAMP, HQ);                                    \
+    if (n > 2) y[2] = MT_CONV_OUT1(BITS, YT, q, a2, y_min, CLAMP, HQ);                                    \
+    if (n > 3) y[3] = MT_CONV_OUT1(BITS, YT, q, a3, y_min, CLAMP, HQ);                                    \
   } while (0)
 #define MT_DEFINE_CONV_DSP(NAME, YT, BITS, DW3)                                                            \
   static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
@@ -606,14 +613,20 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16, mt_
     const int taps = CG * g[MT_CONV_KH] * g[MT_CONV_KW], taps4 = taps & ~3;                               \
     const int O = OG * G, P = OH * OW;                                                                    \
     const int16_t *const tail = col + MT_CONV_COLS * taps4 - taps4; /* tap j >= taps4 of column c: tail[j + 4 c] */ \
-    int n, grp, o, k, j, c;                                                                               \
+    uint32_t bmax = 0;                                                                                    \
+    int n, grp, o, k, j, c, hq = 1;                                                                       \
     if (taps > 65536) return 0;                                                                           \
     for (o = 0; o < (rq_per_channel ? O : 1); ++o)                                                        \
       if (!mt_rq_chan_fast(rq + 2 * o, y_zero)) return 0;                                                 \
-    for (o = 0; b && o < O; ++o)                                                                          \
-      if (mt_mag32(b[o]) >= 1u << 30) return 0;                                                           \
+    for (o = 0; b && o < O; ++o) {                                                                        \
+      const uint32_t m_ = mt_mag32(b[o]);                                                                 \
+      if (m_ >= 1u << 30) return 0;                                                                       \
+      bmax = m_ > bmax ? m_ : bmax;                                                                       \
+    }                                                                                                     \
     if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min);                 \
     if (!col || OG == 1) return 0; /* one channel per group: a column would serve one channel */          \
+    for (o = 0; o < (rq_per_channel ? O : 1); ++o) /* |sum| <= taps 2^14 + |b| */                         \
+      hq = hq && mt_rq_chan_h_ok(rq + 2 * o, ((uint32_t)taps << 14) + bmax);                              \
     for (n = 0; n < N; ++n)                                                                               \
       for (grp = 0; grp < G; ++grp) {                                                                     \
         const int8_t *x0 = x + ((long)n * CG * G + (long)grp * CG) * H * W;                               \
@@ -631,10 +644,14 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16, mt_
             int32_t a0 = b ? b[o] : 0, a1 = a0, a2 = a0, a3 = a0;                                         \
             YT *yo = y + ((long)n * O + o) * P + k;                                                       \
             MT_COLS4_SUMS(col, tail, wo, taps, taps4, j, a0, a1, a2, a3);                                 \
-            if (y_min <= -(1 << ((BITS) - 1)))                                                            \
-              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 0);                             \
+            if (hq && y_min <= -(1 << ((BITS) - 1)))                                                      \
+              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 0, 1);                          \
+            else if (hq)                                                                                  \
+              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 1, 1);                          \
+            else if (y_min <= -(1 << ((BITS) - 1)))                                                       \
+              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 0, 0);                          \
             else                                                                                          \
-              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 1);                             \
+              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 1, 0);                          \
           }                                                                                               \
         }                                                                                                 \
       }                                                                                                   \
