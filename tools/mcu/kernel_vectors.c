@@ -975,18 +975,21 @@ static void conv_dw3s(void) {
 
 /* The requantization of the Armv7E-M convolutions' four-column pass in one SMMLA (every channel
  * of the call free of rounding ties) or exactly (a multiplier of many trailing zeros, shift 1,
- * a tie): pointwise and standard layers of 5, 8 and 12 taps (an odd and even number of blocks
- * of four, a last tap), positions not a multiple of four, relu above the type's minimum. */
+ * a tie): pointwise and standard layers of 3, 5, 8 and 12 taps (no block of four, an odd and
+ * even number of them, a last tap), positions not a multiple of four (the last block moved
+ * back) and fewer than four (3 and 1), relu above the type's minimum. */
 static void conv_rq_paths(void) {
   static int32_t bias32[8], rq[16];
   static MT_WORD_ALIGNED int16_t col[4 * 16];
   /* N CG H W OG KH KW OH OW SH SW PH PW DH DW GROUPS */
-  static const int32_t geoms[3][MT_CONV_FIELDS] = {{1, 5, 3, 5, 7, 1, 1, 3, 5, 1, 1, 0, 0, 1, 1, 1},
+  static const int32_t geoms[5][MT_CONV_FIELDS] = {{1, 5, 3, 5, 7, 1, 1, 3, 5, 1, 1, 0, 0, 1, 1, 1},
                                                    {2, 8, 2, 3, 6, 1, 1, 2, 3, 1, 1, 0, 0, 1, 1, 1},
-                                                   {1, 2, 4, 5, 8, 3, 2, 2, 3, 2, 2, 1, 1, 1, 1, 1}};
+                                                   {1, 2, 4, 5, 8, 3, 2, 2, 3, 2, 2, 1, 1, 1, 1, 1},
+                                                   {1, 3, 1, 3, 5, 1, 1, 1, 3, 1, 1, 0, 0, 1, 1, 1},
+                                                   {2, 8, 1, 1, 4, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1}};
   int i, c, k;
   h_begin();
-  for (i = 0; i < 3; ++i) {
+  for (i = 0; i < 5; ++i) {
     const int32_t *g = geoms[i];
     const int n = g[MT_CONV_N] * g[MT_CONV_OG] * g[MT_CONV_OH] * g[MT_CONV_OW];
     const int taps = g[MT_CONV_CG] * g[MT_CONV_KH] * g[MT_CONV_KW];

@@ -605,6 +605,24 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16, mt_
     if (n > 2) y[2] = MT_CONV_OUT1(BITS, YT, q, a2, y_min, CLAMP, HQ);                                    \
     if (n > 3) y[3] = MT_CONV_OUT1(BITS, YT, q, a3, y_min, CLAMP, HQ);                                    \
   } while (0)
+/* The output channels of a group against the four columns of col (MT_DEFINE_CONV_DSP's names),
+ * the outputs of positions k .. k + CNT - 1 */
+#define MT_CONV_CHANNELS(YT, BITS, CNT)                                                                   \
+  for (o = grp * OG; o < (grp + 1) * OG; ++o) {                                                           \
+    const mt_rq_chan qo = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                     \
+    const int8_t *wo = w + (long)o * taps;                                                                \
+    int32_t a0 = b ? b[o] : 0, a1 = a0, a2 = a0, a3 = a0;                                                 \
+    YT *yo = y + ((long)n * O + o) * P + k;                                                               \
+    MT_COLS4_SUMS(col, tail, wo, taps, taps4, j, a0, a1, a2, a3);                                         \
+    if (hq && y_min <= -(1 << ((BITS) - 1)))                                                              \
+      MT_CONV_OUT4(BITS, YT, &qo, yo, CNT, a0, a1, a2, a3, y_min, 0, 1);                                  \
+    else if (hq)                                                                                          \
+      MT_CONV_OUT4(BITS, YT, &qo, yo, CNT, a0, a1, a2, a3, y_min, 1, 1);                                  \
+    else if (y_min <= -(1 << ((BITS) - 1)))                                                               \
+      MT_CONV_OUT4(BITS, YT, &qo, yo, CNT, a0, a1, a2, a3, y_min, 0, 0);                                  \
+    else                                                                                                  \
+      MT_CONV_OUT4(BITS, YT, &qo, yo, CNT, a0, a1, a2, a3, y_min, 1, 0);                                  \
+  }
 #define MT_DEFINE_CONV_DSP(NAME, YT, BITS, DW3)                                                            \
   static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col) {   \
@@ -632,26 +650,19 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16, mt_
         const int8_t *x0 = x + ((long)n * CG * G + (long)grp * CG) * H * W;                               \
         int p = 0, q = 0; /* position k = p OW + q */                                                     \
         for (k = 0; k < P; k += MT_CONV_COLS) {                                                           \
-          const int cnt = P - k < MT_CONV_COLS ? P - k : MT_CONV_COLS; /* a last block of fewer: its last column again */ \
+          int cnt = P - k < MT_CONV_COLS ? P - k : MT_CONV_COLS; /* a last block of fewer: its last column again */ \
+          if (cnt < MT_CONV_COLS && P >= MT_CONV_COLS) /* or, P >= 4, the last four positions (some again) */ \
+            for (; cnt < MT_CONV_COLS; ++cnt, --k)                                                        \
+              if (q-- == 0) q = OW - 1, --p;                                                              \
           for (c = 0; c < MT_CONV_COLS; ++c) {                                                            \
             mt_conv_column_s8(x0, g, p, q, col, c);                                                       \
             if (c + 1 < cnt && ++q == OW) q = 0, ++p;                                                     \
           }                                                                                               \
           if (++q == OW) q = 0, ++p;                                                                      \
-          for (o = grp * OG; o < (grp + 1) * OG; ++o) {                                                   \
-            const mt_rq_chan qo = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);             \
-            const int8_t *wo = w + (long)o * taps;                                                        \
-            int32_t a0 = b ? b[o] : 0, a1 = a0, a2 = a0, a3 = a0;                                         \
-            YT *yo = y + ((long)n * O + o) * P + k;                                                       \
-            MT_COLS4_SUMS(col, tail, wo, taps, taps4, j, a0, a1, a2, a3);                                 \
-            if (hq && y_min <= -(1 << ((BITS) - 1)))                                                      \
-              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 0, 1);                          \
-            else if (hq)                                                                                  \
-              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 1, 1);                          \
-            else if (y_min <= -(1 << ((BITS) - 1)))                                                       \
-              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 0, 0);                          \
-            else                                                                                          \
-              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 1, 0);                          \
+          if (cnt == MT_CONV_COLS) { /* the outputs without a test of cnt */                              \
+            MT_CONV_CHANNELS(YT, BITS, MT_CONV_COLS);                                                     \
+          } else {                                                                                        \
+            MT_CONV_CHANNELS(YT, BITS, cnt);                                                              \
           }                                                                                               \
         }                                                                                                 \
       }                                                                                                   \
