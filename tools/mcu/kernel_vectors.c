@@ -1005,6 +1005,90 @@ static void conv(void) {
   h_end("pool");
 }
 
+/* 'Same' 3 x 3 depthwise layers (stride, dilation and padding 1: the Armv7E-M variant's row
+ * pass): widths 4 to 7 and the DS-CNN's 5 (a row's first words, pairs, last one or two
+ * outputs), heights 3 to 25 (top, middle and bottom rows), one and two images, channel counts
+ * 3 to 8; random, int8-extreme (-128 everywhere: the largest sums) and 127 inputs; per channel
+ * and per tensor; a zero point, y_min at the type's minimum and above it (relu), int8 and int16
+ * outputs; multipliers with many trailing zeros (a power of two: sums that can meet a rounding
+ * tie, its exact requantization), shifts 1 (a rounding constant in the low word), 2 and 28,
+ * and biases up to 2^30 - 1. */
+static void conv_dw3s(void) {
+  static int32_t bias32[8], rq[16];
+  /* N CG H W OG KH KW OH OW SH SW PH PW DH DW GROUPS */
+  static const int32_t geoms[6][MT_CONV_FIELDS] = {
+      {2, 1, 3, 4, 1, 3, 3, 3, 4, 1, 1, 1, 1, 1, 1, 5}, {1, 1, 4, 5, 1, 3, 3, 4, 5, 1, 1, 1, 1, 1, 1, 8},
+      {1, 1, 3, 6, 1, 3, 3, 3, 6, 1, 1, 1, 1, 1, 1, 3}, {2, 1, 5, 7, 1, 3, 3, 5, 7, 1, 1, 1, 1, 1, 1, 4},
+      {1, 1, 25, 5, 1, 3, 3, 25, 5, 1, 1, 1, 1, 1, 1, 3}, {1, 1, 6, 9, 1, 3, 3, 6, 9, 1, 1, 1, 1, 1, 1, 7}};
+  int i, c, k;
+  h_begin();
+  for (i = 0; i < 6; ++i) {
+    const int32_t *g = geoms[i];
+    const int n = g[MT_CONV_N] * g[MT_CONV_GROUPS] * g[MT_CONV_H] * g[MT_CONV_W];
+    for (c = 0; c < 4; ++c) {
+      fill8(b8, 9 * 8, -128, 127);
+      fill32(bias32, 8);
+      for (k = 0; k < 8; ++k) {
+        bias32[k] /= 256;
+        rq[2 * k] = (int32_t)((1u << 30) | (lcg() >> 2)), rq[2 * k + 1] = rnd(6, 12);
+      }
+      if (c == 0) fill8(a8, n, -128, 127);
+      if (c == 1) /* extremes: -128 inputs and weights, the largest biases */
+        for (k = 0; k < n; ++k) a8[k] = (int8_t)(k % 7 == 3 ? 127 : -128);
+      if (c == 1)
+        for (k = 0; k < 9 * 8; ++k) b8[k] = (int8_t)(k % 5 == 1 ? 127 : -128);
+      if (c == 1) bias32[0] = (1 << 30) - 1, bias32[1] = -(1 << 30) + 1;
+      if (c == 2) /* multipliers of many trailing zeros, shifts 1, 2 and 31 */
+        rq[0] = 1 << 30, rq[1] = 12, rq[2] = 1 << 30, rq[3] = 1, rq[4] = (int32_t)((1u << 30) | (lcg() >> 2)),
+        rq[5] = 1, rq[6] = 3 << 28, rq[7] = 2, rq[8] = (int32_t)((1u << 30) | (lcg() >> 2)), rq[9] = 28,
+        rq[10] = 1 << 30, rq[11] = 2;
+      if (c == 2) /* channel 5: every sum -4, a tie (-4 2^30 + 2^32 = 0), so y_zero - 1, not y_zero */
+        for (k = 0; k < 9; ++k) b8[45 + k] = 0, bias32[5] = -4;
+      if (c == 3) fill8(a8, n, 120, 127);
+      mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -3, -128, 0), h8(y8, n);
+      mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, 5, 5, 0), h8(y8, n); /* relu above the minimum */
+      mt_conv_s8_s8_s8(a8, b8, 0, y8, g, rq + 2, 0, -128, -128, 0), h8(y8, n); /* per tensor */
+      mt_conv_s8_s8_s16(a8, b8, bias32, y16, g, rq, 1, 7, -32768, 0), h16(y16, n);
+      mt_conv_s8_s8_s16(a8, b8, bias32, y16, g, rq, 1, 0, 0, 0), h16(y16, n);
+    }
+  }
+  h_end("conv dw3 same");
+}
+
+/* The requantization of the Armv7E-M convolutions' four-column pass in one SMMLA (every channel
+ * of the call free of rounding ties) or exactly (a multiplier of many trailing zeros, shift 1,
+ * a tie): pointwise and standard layers of 3, 5, 8 and 12 taps (no block of four, an odd and
+ * even number of them, a last tap), positions not a multiple of four (the last block moved
+ * back) and fewer than four (3 and 1), relu above the type's minimum. */
+static void conv_rq_paths(void) {
+  static int32_t bias32[8], rq[16];
+  static MT_WORD_ALIGNED int16_t col[4 * 16];
+  /* N CG H W OG KH KW OH OW SH SW PH PW DH DW GROUPS */
+  static const int32_t geoms[5][MT_CONV_FIELDS] = {{1, 5, 3, 5, 7, 1, 1, 3, 5, 1, 1, 0, 0, 1, 1, 1},
+                                                   {2, 8, 2, 3, 6, 1, 1, 2, 3, 1, 1, 0, 0, 1, 1, 1},
+                                                   {1, 2, 4, 5, 8, 3, 2, 2, 3, 2, 2, 1, 1, 1, 1, 1},
+                                                   {1, 3, 1, 3, 5, 1, 1, 1, 3, 1, 1, 0, 0, 1, 1, 1},
+                                                   {2, 8, 1, 1, 4, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1}};
+  int i, c, k;
+  h_begin();
+  for (i = 0; i < 5; ++i) {
+    const int32_t *g = geoms[i];
+    const int n = g[MT_CONV_N] * g[MT_CONV_OG] * g[MT_CONV_OH] * g[MT_CONV_OW];
+    const int taps = g[MT_CONV_CG] * g[MT_CONV_KH] * g[MT_CONV_KW];
+    for (c = 0; c < 2; ++c) {
+      fill8(a8, 2 * 8 * 6, -128, 127), fill8(b8, 8 * 12, -128, 127), fill32(bias32, 8);
+      for (k = 0; k < 8; ++k) bias32[k] /= 256, rq[2 * k] = (int32_t)((1u << 30) | (lcg() >> 2)), rq[2 * k + 1] = rnd(6, 12);
+      if (c == 1) rq[2] = 1 << 30, rq[3] = 2, rq[6] = 1 << 30, rq[7] = 1, bias32[1] = -4;
+      if (c == 1) /* channel 1: every sum -4, a tie */
+        for (k = 0; k < taps; ++k) b8[taps + k] = 0;
+      mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -3, -128, col), h8(y8, n);
+      mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, 5, 5, col), h8(y8, n);
+      mt_conv_s8_s8_s16(a8, b8, bias32, y16, g, rq, 1, 0, -32768, col), h16(y16, n);
+    }
+  }
+  h_end("conv rq paths");
+}
+
 /* integer training: the cross entropy, a linear layer's gradients, SGD on int32 masters, the
  * weights and bias tables re-derived from them */
 static void train_int(void) {
@@ -1284,6 +1368,8 @@ int main(void) {
   copy_embedding();
   div_rows();
   conv();
+  conv_dw3s();
+  conv_rq_paths();
   train_int();
   decode();
   printf("%d cases\n", cases);

@@ -153,33 +153,37 @@ static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, 
 
 /* a0 .. a3 += the taps4 (a multiple of 4, > 0) first taps of the four columns of col times the
  * weights w (in order): per block, LDR of 4 weights, SXTB16 into (w0, w2) and (w1, w3), LDRD
- * of each column's two words and 2 SMLAD each; the end compared in a register. Inline
- * assembly: 17 instructions per 16 MACs, 11 registers. */
+ * of each column's two words and 2 SMLAD each; two blocks per iteration, the end compared in a
+ * register (an odd number of blocks enters at the second, CBNZ). Inline assembly: 16
+ * instructions per 16 MACs and the loop's 2 per 32, 11 registers. */
+#define MT_COLS4_BLOCK                                                                                    \
+  "ldr %[p], [%[wq]], #4\n\t"                                                                             \
+  "sxtb16 %[pe], %[p]\n\t"                                                                                \
+  "sxtb16 %[p], %[p], ror #8\n\t"                                                                         \
+  "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                                    \
+  "smlad %[a0], %[t0], %[pe], %[a0]\n\t"                                                                  \
+  "smlad %[a0], %[t1], %[p], %[a0]\n\t"                                                                   \
+  "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                                    \
+  "smlad %[a1], %[t0], %[pe], %[a1]\n\t"                                                                  \
+  "smlad %[a1], %[t1], %[p], %[a1]\n\t"                                                                   \
+  "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                                    \
+  "smlad %[a2], %[t0], %[pe], %[a2]\n\t"                                                                  \
+  "smlad %[a2], %[t1], %[p], %[a2]\n\t"                                                                   \
+  "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                                    \
+  "smlad %[a3], %[t0], %[pe], %[a3]\n\t"                                                                  \
+  "smlad %[a3], %[t1], %[p], %[a3]\n\t"
 #define MT_COLS4_MAC(col, w, taps4, a0, a1, a2, a3)                                                       \
   do {                                                                                                    \
     const int16_t *x_ = (col), *const end_ = (col) + MT_CONV_COLS * (taps4);                              \
     const int8_t *w_ = (w);                                                                               \
-    int32_t p_, pe_, t0_, t1_;                                                                            \
-    __asm__("1:\n\t"                                                                                       \
-            "ldr %[p], [%[wq]], #4\n\t"                                                                    \
-            "sxtb16 %[pe], %[p]\n\t"                                                                      \
-            "sxtb16 %[p], %[p], ror #8\n\t"                                                               \
-            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
-            "smlad %[a0], %[t0], %[pe], %[a0]\n\t"                                                        \
-            "smlad %[a0], %[t1], %[p], %[a0]\n\t"                                                         \
-            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
-            "smlad %[a1], %[t0], %[pe], %[a1]\n\t"                                                        \
-            "smlad %[a1], %[t1], %[p], %[a1]\n\t"                                                         \
-            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
-            "smlad %[a2], %[t0], %[pe], %[a2]\n\t"                                                        \
-            "smlad %[a2], %[t1], %[p], %[a2]\n\t"                                                         \
-            "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                           \
-            "smlad %[a3], %[t0], %[pe], %[a3]\n\t"                                                        \
-            "smlad %[a3], %[t1], %[p], %[a3]\n\t"                                                         \
-            "cmp %[xq], %[end]\n\t"                                                                        \
+    int32_t p_, pe_, t0_, t1_, odd_ = (taps4) & 4;                                                        \
+    __asm__("cbnz %[odd], 2f\n"                                                                           \
+            "1:\n\t" MT_COLS4_BLOCK                                                                       \
+            "2:\n\t" MT_COLS4_BLOCK                                                                       \
+            "cmp %[xq], %[end]\n\t"                                                                       \
             "bne 1b"                                                                                      \
             : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xq] "+r"(x_), [wq] "+r"(w_),      \
-              [p] "=&r"(p_), [pe] "=&r"(pe_), [t0] "=&r"(t0_), [t1] "=&r"(t1_)                            \
+              [p] "=&r"(p_), [pe] "=&r"(pe_), [t0] "=&r"(t0_), [t1] "=&r"(t1_), [odd] "+l"(odd_)          \
             : [end] "r"(end_)                                                                             \
             : "cc", "memory");                                                                            \
   } while (0)
@@ -328,15 +332,215 @@ MT_DEFINE_DW3_OUT(mt_dw3_out_s16, int16_t, 16)
 MT_DEFINE_CONV_DW3_CHAN(mt_conv_dw3_chan_s8, int8_t, mt_dw3_out_s8)
 MT_DEFINE_CONV_DW3_CHAN(mt_conv_dw3_chan_s16, int16_t, mt_dw3_out_s16)
 
-#define MT_DEFINE_CONV_DW3_DSP(NAME, YT, CHAN)                                                            \
+/* 'Same' 3 x 3 depthwise layers (KH = KW = 3, stride, dilation and padding 1 both ways, the
+ * map's size kept, H >= 3, W >= 4: the DS-CNN's): one output row per pass over the three input
+ * rows it reads, the kernel in five registers (MT_DW3_ROW's pairs (w0, w2) of each row, w1 of
+ * rows 0 and 1 as the halves of one word, w1 of row 2), each output requantized as soon as its
+ * nine taps are in. Along the row, per kernel row: outputs 0 and 1 from the row's first word
+ * (x0 x1 x2 x3; output 0's padding tap left out: y0 += x0 w1 + x1 w2, SMLAB? and SMLABT), the
+ * pairs (q, q + 1) from bytes q - 1 .. q + 2 (MT_DW3_ROW), the last one or two outputs from the
+ * row's last word (x[W - 4 .. W - 1]): 1 LDR, 2 SXTB16 and 4 multiply-adds per pair and row,
+ * no byte outside the row read. The top and bottom output rows take the same pass over input
+ * rows 0 .. 2 and H - 3 .. H - 1 with the kernel's rows moved up or down a row and a zero row
+ * where the padding is (the added products are 0). A width of 5 (the DS-CNN's) compiled as a
+ * constant: each row's words at immediate offsets, no loop along the row. */
+typedef struct {
+  int32_t wp0, wp1, wp2, w101, w12; /* (w0, w2) of rows 0, 1, 2; (w1 of row 0, w1 of row 1); w1 of row 2 */
+} mt_dw3s_k;
+static inline int32_t mt_pair16(int32_t lo, int32_t hi) { return (int32_t)(((uint32_t)hi << 16) | (uint16_t)lo); }
+/* the kernel (mid), and the same moved up a row (top: rows 1, 2, zeros) and down (bot: zeros, rows 0, 1) */
+static inline void mt_dw3s_k_of(const int8_t *w, mt_dw3s_k *top, mt_dw3s_k *mid, mt_dw3s_k *bot) {
+  mid->wp0 = mt_pair16(w[0], w[2]), mid->wp1 = mt_pair16(w[3], w[5]), mid->wp2 = mt_pair16(w[6], w[8]);
+  mid->w101 = mt_pair16(w[1], w[4]), mid->w12 = w[7];
+  top->wp0 = mid->wp1, top->wp1 = mid->wp2, top->wp2 = 0, top->w101 = mt_pair16(w[4], w[7]), top->w12 = 0;
+  bot->wp0 = 0, bot->wp1 = mid->wp0, bot->wp2 = mid->wp1, bot->w101 = mt_pair16(0, w[1]), bot->w12 = w[4];
+}
+
+/* The requantization of a channel whose sums cannot meet a rounding tie, in one SMMLA: with
+ * c_lo = 0 (s >= 2), mt_rq_chan's floor((P + c - [P < 0]) / 2^(31+s)) (P = acc m) is
+ * floor((P + c) / 2^(31+s)) unless P < 0 and P + c is a multiple of 2^(31+s), that is (c =
+ * 2^(30+s) mod 2^(31+s)) P an odd multiple of 2^(30+s), which needs |acc| 2^t >= 2^(30+s) for
+ * m's lowest set bit 2^t: never when amax 2^t < 2^(30+s), amax a bound on |acc| (as
+ * mt_rv_rq_h_ok). Then y_zero + rq(acc) = (the high word of acc m + c_hi 2^32, SMMLA) >> (s -
+ * 1): SMMLA, ASR, SSAT and the store per output. */
+static inline int mt_rq_chan_h_ok(const int32_t *rq, uint32_t amax) {
+  const uint32_t m = (uint32_t)rq[0], low = m & (0u - m);
+  return rq[1] >= 2 && (((uint64_t)amax * low) >> (30 + rq[1])) == 0;
+}
+static inline int32_t mt_smmla(int32_t a, int32_t b, int32_t c) {
+  int32_t r;
+  __asm__("smmla %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+}
+
+/* Output (p, q)'s int8 or int16 (Y16) y_zero + rq(a) saturated: by SMMLA (H) or mt_rq_chan_apply */
+#define MT_DW3S_OUT(q_, a)                                                                                \
+  do {                                                                                                    \
+    const int32_t r_ = HQ ? mt_smmla(a, m, c_hi) >> sh : mt_rq_chan_apply(qc, a);                          \
+    if (Y16) ((int16_t *)y)[q_] = (int16_t)__builtin_arm_ssat(r_, 16);                                    \
+    else ((int8_t *)y)[q_] = (int8_t)__builtin_arm_ssat(r_, 8);                                           \
+  } while (0)
+/* (a0, a1) += one kernel row's taps for the outputs q and q + 1 from the word v of bytes q - 1
+ * .. q + 2 of its input row (MT_DW3_ROW), w1 in the bottom (B) or top (T) half of w1r */
+#define MT_DW3S_PAIR(v, wp, w1r, SMLAB, SMLAT)                                                            \
+  do {                                                                                                    \
+    const int32_t e_ = __sxtb16(v), o_ = mt_odd_bytes(v);                                                 \
+    a0 = SMLAB(o_, w1r, __smlad(e_, wp, a0));                                                             \
+    a1 = SMLAT(e_, w1r, __smlad(o_, wp, a1));                                                             \
+  } while (0)
+#define MT_DW3S_PAIR3(xs)                                                                                 \
+  do {                                                                                                    \
+    MT_DW3S_PAIR(mt_ld32(xs), k.wp0, k.w101, __smlabb, __smlatb);                                         \
+    MT_DW3S_PAIR(mt_ld32((xs) + W), k.wp1, k.w101, __smlabt, __smlatt);                                   \
+    MT_DW3S_PAIR(mt_ld32((xs) + 2 * W), k.wp2, k.w12, __smlabb, __smlatb);                                \
+  } while (0)
+/* outputs 0 and 1 from a row's first word (x0 x1 x2 x3) */
+#define MT_DW3S_FIRST(v, wp, w1r, SMLAB)                                                                  \
+  do {                                                                                                    \
+    const int32_t e_ = __sxtb16(v), o_ = mt_odd_bytes(v);                                                 \
+    a0 = __smlabt(o_, wp, SMLAB(e_, w1r, a0));                                                            \
+    a1 = SMLAB(o_, w1r, __smlad(e_, wp, a1));                                                             \
+  } while (0)
+/* the last two outputs (W even) from a row's last word (a b c d = x[W - 4 .. W - 1]):
+ * y[W - 2] += b w0 + c w1 + d w2, y[W - 1] += c w0 + d w1 */
+#define MT_DW3S_LAST2(v, wp, w1r, SMLAT)                                                                  \
+  do {                                                                                                    \
+    const int32_t e_ = __sxtb16(v), o_ = mt_odd_bytes(v);                                                 \
+    a0 = SMLAT(e_, w1r, __smlad(o_, wp, a0));                                                             \
+    a1 = SMLAT(o_, w1r, __smlatb(e_, wp, a1));                                                            \
+  } while (0)
+/* the last output (W odd) from the same word: y[W - 1] += c w0 + d w1 */
+#define MT_DW3S_LAST1(v, wp, w1r, SMLAT) a1 = SMLAT(mt_odd_bytes(v), w1r, __smlatb(__sxtb16(v), wp, a1))
+
+/* One output row from input rows xr, xr + W, xr + 2 W and the kernel k into y */
+static inline __attribute__((always_inline)) void mt_dw3s_row(const int8_t *xr, int W, mt_dw3s_k k, int32_t bias,
+                                                             const mt_rq_chan *qc, int32_t m, int32_t c_hi,
+                                                             int sh, void *y, int HQ, int Y16) {
+  int32_t a0 = bias, a1 = bias;
+  int q;
+  MT_DW3S_FIRST(mt_ld32(xr), k.wp0, k.w101, __smlabb);
+  MT_DW3S_FIRST(mt_ld32(xr + W), k.wp1, k.w101, __smlabt);
+  MT_DW3S_FIRST(mt_ld32(xr + 2 * W), k.wp2, k.w12, __smlabb);
+  MT_DW3S_OUT(0, a0);
+  MT_DW3S_OUT(1, a1);
+  for (q = 2; q + 3 <= W; q += 2) {
+    const int8_t *xs = xr + q - 1;
+    a0 = bias, a1 = bias;
+    MT_DW3S_PAIR3(xs);
+    MT_DW3S_OUT(q, a0);
+    MT_DW3S_OUT(q + 1, a1);
+  }
+  if (q < W) {
+    const int8_t *xs = xr + W - 4;
+    a0 = bias, a1 = bias;
+    if (q == W - 2) {
+      MT_DW3S_LAST2(mt_ld32(xs), k.wp0, k.w101, __smlatb);
+      MT_DW3S_LAST2(mt_ld32(xs + W), k.wp1, k.w101, __smlatt);
+      MT_DW3S_LAST2(mt_ld32(xs + 2 * W), k.wp2, k.w12, __smlatb);
+      MT_DW3S_OUT(W - 2, a0);
+    } else {
+      MT_DW3S_LAST1(mt_ld32(xs), k.wp0, k.w101, __smlatb);
+      MT_DW3S_LAST1(mt_ld32(xs + W), k.wp1, k.w101, __smlatt);
+      MT_DW3S_LAST1(mt_ld32(xs + 2 * W), k.wp2, k.w12, __smlatb);
+    }
+    MT_DW3S_OUT(W - 1, a1);
+  }
+}
+/* The same for W = 5 (the DS-CNN's), the five sums at once, kernel row by kernel row: from
+ * each input row's words at 0 (x0 x1 x2 x3) and 1 (x1 x2 x3 x4), whose even bytes (x1, x3) are
+ * the first's odd ones, (x0, x2), (x1, x3) and (x2, x4) by three SXTB16; y0 += x0 w1 + x1 w2,
+ * y1, y2, y3 as in MT_DW3S_PAIR, y4 += x3 w0 + x4 w1: 2 LDR, 3 SXTB16, 10 multiply-adds per
+ * kernel row */
+#define MT_DW3S_ROW5(xs, wp, w1r, SMLAB, SMLAT)                                                           \
+  do {                                                                                                    \
+    const int32_t u_ = mt_ld32(xs), v_ = mt_ld32((xs) + 1);                                               \
+    const int32_t e_ = __sxtb16(u_), o_ = mt_odd_bytes(u_), p_ = mt_odd_bytes(v_);                        \
+    a0 = __smlabt(o_, wp, SMLAB(e_, w1r, a0));                                                            \
+    a1 = SMLAB(o_, w1r, __smlad(e_, wp, a1));                                                             \
+    a2 = SMLAB(p_, w1r, __smlad(o_, wp, a2));                                                             \
+    a3 = SMLAT(o_, w1r, __smlad(p_, wp, a3));                                                             \
+    a4 = SMLAT(p_, w1r, __smlatb(o_, wp, a4));                                                            \
+  } while (0)
+static inline __attribute__((always_inline)) void mt_dw3s_row5(const int8_t *xr, const mt_dw3s_k *kp,
+                                                              const int32_t *bp, const mt_rq_chan *qc, void *y,
+                                                              int HQ, int Y16) {
+  int32_t a0, a1, a2, a3, a4, m, c_hi;
+  int sh;
+  /* the kernel, bias and requantization read from memory per row (an LDM or two): held through
+   * the loop they would take the registers the five sums and two split words need */
+  __asm__ volatile("" ::: "memory");
+  {
+    const mt_dw3s_k k = *kp;
+    a0 = a1 = a2 = a3 = a4 = *bp;
+    MT_DW3S_ROW5(xr, k.wp0, k.w101, __smlabb, __smlatb);
+    MT_DW3S_ROW5(xr + 5, k.wp1, k.w101, __smlabt, __smlatt);
+    MT_DW3S_ROW5(xr + 10, k.wp2, k.w12, __smlabb, __smlatb);
+  }
+  m = qc->m, c_hi = qc->c_hi, sh = qc->sh;
+  MT_DW3S_OUT(0, a0);
+  MT_DW3S_OUT(1, a1);
+  MT_DW3S_OUT(2, a2);
+  MT_DW3S_OUT(3, a3);
+  MT_DW3S_OUT(4, a4);
+}
+#define MT_DW3S_ROW_W(xr, W, k, bias, qc, m, c_hi, sh, y, HQ, Y16)                                        \
+  ((W) == 5 ? mt_dw3s_row5(xr, &k, &bias, qc, y, HQ, Y16) : mt_dw3s_row(xr, W, k, bias, qc, m, c_hi, sh, y, HQ, Y16))
+/* A channel's plane: the top row (kernel rows 1, 2 over input rows 0, 1, a zero row over row
+ * 2), the rows between, the bottom row (a zero row over input row H - 3, kernel rows 0, 1 over
+ * rows H - 2, H - 1) */
+static inline __attribute__((always_inline)) void mt_dw3s_plane(const int8_t *xc, const int8_t *wc, int H, int W,
+                                                               int32_t bias, const mt_rq_chan *qc, char *y,
+                                                               int HQ, int Y16) {
+  mt_dw3s_k top, mid, bot;
+  const int32_t m = qc->m, c_hi = qc->c_hi;
+  const int sh = qc->sh, ys = Y16 ? 2 * W : W;
+  const int8_t *xr = xc, *const end = xc + (H - 2) * W;
+  mt_dw3s_k_of(wc, &top, &mid, &bot);
+  MT_DW3S_ROW_W(xr, W, top, bias, qc, m, c_hi, sh, y, HQ, Y16);
+  for (y += ys; xr != end; xr += W, y += ys) MT_DW3S_ROW_W(xr, W, mid, bias, qc, m, c_hi, sh, y, HQ, Y16);
+  MT_DW3S_ROW_W(end - W, W, bot, bias, qc, m, c_hi, sh, y, HQ, Y16);
+}
+#define MT_DEFINE_DW3S_CHAN(NAME, HQ, Y16)                                                                \
+  static __attribute__((noinline)) void NAME(const int8_t *xc, const int8_t *wc, int H, int W, int32_t bias, \
+                                             const mt_rq_chan *qc, char *y) {                             \
+    if (W == 5)                                                                                           \
+      mt_dw3s_plane(xc, wc, H, 5, bias, qc, y, HQ, Y16);                                                  \
+    else                                                                                                  \
+      mt_dw3s_plane(xc, wc, H, W, bias, qc, y, HQ, Y16);                                                  \
+  }
+MT_DEFINE_DW3S_CHAN(mt_dw3s_chan_h_s8, 1, 0)
+MT_DEFINE_DW3S_CHAN(mt_dw3s_chan_x_s8, 0, 0)
+MT_DEFINE_DW3S_CHAN(mt_dw3s_chan_h_s16, 1, 1)
+MT_DEFINE_DW3S_CHAN(mt_dw3s_chan_x_s16, 0, 1)
+
+/* Depthwise layers of kernel width 3 (above): the 'same' 3 x 3 ones by mt_dw3s_chan_* (SMMLA
+ * for each channel that mt_rq_chan_h_ok allows, amax = 9 2^14 + |b| or, when that is too coarse,
+ * mt_bound_s8 of its nine weights and bias;
+ * a y_min above the type's minimum applied afterwards by RAISE, as the linear layers do), the
+ * others a row at a time by CHAN */
+#define MT_DEFINE_CONV_DW3_DSP(NAME, YT, CHAN, SAME_H, SAME_X, RAISE, BITS)                               \
   static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                 \
-    const int N = g[MT_CONV_N], HW = g[MT_CONV_H] * g[MT_CONV_W], KH = g[MT_CONV_KH], G = g[MT_CONV_GROUPS]; \
-    const int OHW = g[MT_CONV_OH] * g[MT_CONV_OW], W = g[MT_CONV_W], PW = g[MT_CONV_PW];                  \
+    const int N = g[MT_CONV_N], H = g[MT_CONV_H], HW = g[MT_CONV_H] * g[MT_CONV_W], KH = g[MT_CONV_KH];    \
+    const int G = g[MT_CONV_GROUPS], OHW = g[MT_CONV_OH] * g[MT_CONV_OW], W = g[MT_CONV_W];               \
+    const int PW = g[MT_CONV_PW];                                                                         \
     int n, o;                                                                                             \
     if (g[MT_CONV_KW] != 3 || g[MT_CONV_DW] != 1 || g[MT_CONV_SW] != 1 || KH > 8 || W < 4 || PW > 3 ||    \
         ((g[MT_CONV_OW] - 1) & ~1) - PW > W - 1)                                                          \
       return 0;                                                                                           \
+    if (KH == 3 && PW == 1 && g[MT_CONV_PH] == 1 && g[MT_CONV_SH] == 1 && g[MT_CONV_DH] == 1 && H >= 3) { \
+      for (n = 0; n < N; ++n) /* 'same' 3 x 3: OH = H, OW = W */                                          \
+        for (o = 0; o < G; ++o) {                                                                         \
+          const int32_t *r_ = rq + (rq_per_channel ? 2 * o : 0), bias = b ? b[o] : 0;                     \
+          const mt_rq_chan qc = mt_rq_chan_init(r_, y_zero);                                              \
+          const int h_ = mt_rq_chan_h_ok(r_, (9u << 14) + mt_mag32(bias)) || /* |x w| <= 2^14, else the weights' */ \
+                         mt_rq_chan_h_ok(r_, mt_bound_s8(w + 9 * o, 9, bias));                               \
+          (h_ ? SAME_H : SAME_X)(                                                                         \
+              x + ((long)n * G + o) * HW, w + 9 * o, H, W, bias, &qc, (char *)(y + ((long)n * G + o) * HW)); \
+        }                                                                                                 \
+      if (y_min > -(1 << ((BITS) - 1))) RAISE(y, N * G * HW, y_min);                                      \
+      return 1;                                                                                           \
+    }                                                                                                     \
     for (n = 0; n < N; ++n)                                                                               \
       for (o = 0; o < G; ++o) {                                                                           \
         const mt_rq_chan qc = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                 \
@@ -345,8 +549,10 @@ MT_DEFINE_CONV_DW3_CHAN(mt_conv_dw3_chan_s16, int16_t, mt_dw3_out_s16)
       }                                                                                                   \
     return 1;                                                                                             \
   }
-MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s8, int8_t, mt_conv_dw3_chan_s8)
-MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16)
+MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s8, int8_t, mt_conv_dw3_chan_s8, mt_dw3s_chan_h_s8, mt_dw3s_chan_x_s8,
+                       mt_raise_to_s8, 8)
+MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16, mt_dw3s_chan_h_s16,
+                       mt_dw3s_chan_x_s16, mt_raise_to_s16, 16)
 
 #if MT_MVE
 /* Armv8.1-M MVE: the four columns as int8 in order ((taps + 3) & ~3 bytes apart, from
@@ -385,17 +591,38 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16)
   } while (0)
 #endif
 
-/* The outputs [0, n) of four positions of a channel: y[j] = the requantized a_j, at least y_min
- * (CLAMP 1) or saturated alone (CLAMP 0: y_min at the type's minimum or below) */
-#define MT_CONV_OUT1(BITS, YT, q, a, y_min, CLAMP)                                                        \
-  ((YT)((CLAMP) ? MT_CHAN_OUT(BITS, q, a, y_min) : MT_CHAN_SAT(BITS, q, a)))
-#define MT_CONV_OUT4(BITS, YT, q, y, n, a0, a1, a2, a3, y_min, CLAMP)                                     \
+/* The outputs [0, n) of four positions of a channel: y[j] = the requantized a_j (HQ 1: by SMMLA,
+ * every channel of the call mt_rq_chan_h_ok; else mt_rq_chan_apply), at least y_min (CLAMP 1) or
+ * saturated alone (CLAMP 0: y_min at the type's minimum or below) */
+#define MT_CONV_OUT1(BITS, YT, q, a, y_min, CLAMP, HQ)                                                    \
+  ((YT)mt_max32((HQ) ? (int32_t)__builtin_arm_ssat(mt_smmla(a, (q)->m, (q)->c_hi) >> (q)->sh, BITS)       \
+                     : MT_CHAN_SAT(BITS, q, a),                                                           \
+                (CLAMP) ? y_min : INT32_MIN))
+#define MT_CONV_OUT4(BITS, YT, q, y, n, a0, a1, a2, a3, y_min, CLAMP, HQ)                                 \
   do {                                                                                                    \
-    y[0] = MT_CONV_OUT1(BITS, YT, q, a0, y_min, CLAMP);                                                   \
-    if (n > 1) y[1] = MT_CONV_OUT1(BITS, YT, q, a1, y_min, CLAMP);                                        \
-    if (n > 2) y[2] = MT_CONV_OUT1(BITS, YT, q, a2, y_min, CLAMP);                                        \
-    if (n > 3) y[3] = MT_CONV_OUT1(BITS, YT, q, a3, y_min, CLAMP);                                        \
+    y[0] = MT_CONV_OUT1(BITS, YT, q, a0, y_min, CLAMP, HQ);                                               \
+    if (n > 1) y[1] = MT_CONV_OUT1(BITS, YT, q, a1, y_min, CLAMP, HQ);                                    \
+    if (n > 2) y[2] = MT_CONV_OUT1(BITS, YT, q, a2, y_min, CLAMP, HQ);                                    \
+    if (n > 3) y[3] = MT_CONV_OUT1(BITS, YT, q, a3, y_min, CLAMP, HQ);                                    \
   } while (0)
+/* The output channels of a group against the four columns of col (MT_DEFINE_CONV_DSP's names),
+ * the outputs of positions k .. k + CNT - 1 */
+#define MT_CONV_CHANNELS(YT, BITS, CNT)                                                                   \
+  for (o = grp * OG; o < (grp + 1) * OG; ++o) {                                                           \
+    const mt_rq_chan qo = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                     \
+    const int8_t *wo = w + (long)o * taps;                                                                \
+    int32_t a0 = b ? b[o] : 0, a1 = a0, a2 = a0, a3 = a0;                                                 \
+    YT *yo = y + ((long)n * O + o) * P + k;                                                               \
+    MT_COLS4_SUMS(col, tail, wo, taps, taps4, j, a0, a1, a2, a3);                                         \
+    if (hq && y_min <= -(1 << ((BITS) - 1)))                                                              \
+      MT_CONV_OUT4(BITS, YT, &qo, yo, CNT, a0, a1, a2, a3, y_min, 0, 1);                                  \
+    else if (hq)                                                                                          \
+      MT_CONV_OUT4(BITS, YT, &qo, yo, CNT, a0, a1, a2, a3, y_min, 1, 1);                                  \
+    else if (y_min <= -(1 << ((BITS) - 1)))                                                               \
+      MT_CONV_OUT4(BITS, YT, &qo, yo, CNT, a0, a1, a2, a3, y_min, 0, 0);                                  \
+    else                                                                                                  \
+      MT_CONV_OUT4(BITS, YT, &qo, yo, CNT, a0, a1, a2, a3, y_min, 1, 0);                                  \
+  }
 #define MT_DEFINE_CONV_DSP(NAME, YT, BITS, DW3)                                                            \
   static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col) {   \
@@ -404,35 +631,38 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16)
     const int taps = CG * g[MT_CONV_KH] * g[MT_CONV_KW], taps4 = taps & ~3;                               \
     const int O = OG * G, P = OH * OW;                                                                    \
     const int16_t *const tail = col + MT_CONV_COLS * taps4 - taps4; /* tap j >= taps4 of column c: tail[j + 4 c] */ \
-    int n, grp, o, k, j, c;                                                                               \
+    uint32_t bmax = 0;                                                                                    \
+    int n, grp, o, k, j, c, hq = 1;                                                                       \
     if (taps > 65536) return 0;                                                                           \
     for (o = 0; o < (rq_per_channel ? O : 1); ++o)                                                        \
       if (!mt_rq_chan_fast(rq + 2 * o, y_zero)) return 0;                                                 \
-    for (o = 0; b && o < O; ++o)                                                                          \
-      if (mt_mag32(b[o]) >= 1u << 30) return 0;                                                           \
+    for (o = 0; b && o < O; ++o) {                                                                        \
+      const uint32_t m_ = mt_mag32(b[o]);                                                                 \
+      if (m_ >= 1u << 30) return 0;                                                                       \
+      bmax = m_ > bmax ? m_ : bmax;                                                                       \
+    }                                                                                                     \
     if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min);                 \
     if (!col || OG == 1) return 0; /* one channel per group: a column would serve one channel */          \
+    for (o = 0; o < (rq_per_channel ? O : 1); ++o) /* |sum| <= taps 2^14 + |b| */                         \
+      hq = hq && mt_rq_chan_h_ok(rq + 2 * o, ((uint32_t)taps << 14) + bmax);                              \
     for (n = 0; n < N; ++n)                                                                               \
       for (grp = 0; grp < G; ++grp) {                                                                     \
         const int8_t *x0 = x + ((long)n * CG * G + (long)grp * CG) * H * W;                               \
         int p = 0, q = 0; /* position k = p OW + q */                                                     \
         for (k = 0; k < P; k += MT_CONV_COLS) {                                                           \
-          const int cnt = P - k < MT_CONV_COLS ? P - k : MT_CONV_COLS; /* a last block of fewer: its last column again */ \
+          int cnt = P - k < MT_CONV_COLS ? P - k : MT_CONV_COLS; /* a last block of fewer: its last column again */ \
+          if (cnt < MT_CONV_COLS && P >= MT_CONV_COLS) /* or, P >= 4, the last four positions (some again) */ \
+            for (; cnt < MT_CONV_COLS; ++cnt, --k)                                                        \
+              if (q-- == 0) q = OW - 1, --p;                                                              \
           for (c = 0; c < MT_CONV_COLS; ++c) {                                                            \
             mt_conv_column_s8(x0, g, p, q, col, c);                                                       \
             if (c + 1 < cnt && ++q == OW) q = 0, ++p;                                                     \
           }                                                                                               \
           if (++q == OW) q = 0, ++p;                                                                      \
-          for (o = grp * OG; o < (grp + 1) * OG; ++o) {                                                   \
-            const mt_rq_chan qo = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);             \
-            const int8_t *wo = w + (long)o * taps;                                                        \
-            int32_t a0 = b ? b[o] : 0, a1 = a0, a2 = a0, a3 = a0;                                         \
-            YT *yo = y + ((long)n * O + o) * P + k;                                                       \
-            MT_COLS4_SUMS(col, tail, wo, taps, taps4, j, a0, a1, a2, a3);                                 \
-            if (y_min <= -(1 << ((BITS) - 1)))                                                            \
-              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 0);                             \
-            else                                                                                          \
-              MT_CONV_OUT4(BITS, YT, &qo, yo, cnt, a0, a1, a2, a3, y_min, 1);                             \
+          if (cnt == MT_CONV_COLS) { /* the outputs without a test of cnt */                              \
+            MT_CONV_CHANNELS(YT, BITS, MT_CONV_COLS);                                                     \
+          } else {                                                                                        \
+            MT_CONV_CHANNELS(YT, BITS, cnt);                                                              \
           }                                                                                               \
         }                                                                                                 \
       }                                                                                                   \
