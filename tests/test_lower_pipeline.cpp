@@ -36,14 +36,14 @@ struct Agreement {
   double relative() const { return max_abs_error / output_range; }
 };
 
-Agreement compare(nn::Module& model, lower::Simulator& sim, const Tensor& xs) {
+Agreement compare(const std::function<Tensor(const Tensor&)>& model, lower::Simulator& sim, const Tensor& xs) {
   mt::NoGradGuard no_grad;
   Agreement a;
   double lo = 1e300, hi = -1e300;
   std::int64_t agree = 0, total = 0;
   for (std::int64_t i = 0; i < xs.size(0); ++i) {
     const Tensor x = xs.slice(0, i, i + 1);
-    const Tensor yf = model.forward(x), yq = sim.forward(x);
+    const Tensor yf = model(x), yq = sim.forward(x);
     a.max_abs_error = std::max(a.max_abs_error, mt::max(mt::abs(yf - yq)).item());
     lo = std::min(lo, mt::min(yf).item()), hi = std::max(hi, mt::max(yf).item());
     const Tensor same = mt::argmax(yf, -1) == mt::argmax(yq, -1);
@@ -53,6 +53,10 @@ Agreement compare(nn::Module& model, lower::Simulator& sim, const Tensor& xs) {
   a.output_range = hi - lo;
   a.agreement = static_cast<double>(agree) / static_cast<double>(total);
   return a;
+}
+
+Agreement compare(nn::Module& model, lower::Simulator& sim, const Tensor& xs) {
+  return compare([&](const Tensor& x) { return model.forward(x); }, sim, xs);
 }
 
 std::vector<std::vector<std::int64_t>> quantized_rows(const lower::Program& p, const Tensor& xs, std::int64_t n) {
@@ -1018,16 +1022,9 @@ TEST_CASE("lower: a conv stem (Conv1d + BatchNorm + ReLU, depthwise, pointwise, 
     CHECK(convs == 3);
     CHECK(pads == (bits == 8 ? 2 : 0));
     lower::Simulator sim(p);
-    mt::NoGradGuard no_grad;
-    double err = 0, lo = 1e300, hi = -1e300;
-    for (std::int64_t i = 32; i < 48; ++i) {
-      const Tensor x = xs.slice(0, i, i + 1);
-      const Tensor yf = fn(x), yq = sim.forward(x);
-      err = std::max(err, mt::max(mt::abs(yf - yq)).item());
-      lo = std::min(lo, mt::min(yf).item()), hi = std::max(hi, mt::max(yf).item());
-    }
-    MESSAGE("conv stem int" << bits << ": max error " << err << " of range " << hi - lo);
-    CHECK(err / (hi - lo) <= (bits == 16 ? 0.005 : 0.03));
+    const Agreement a = compare(fn, sim, xs.slice(0, 32, 48));
+    MESSAGE("conv stem int" << bits << ": max error " << a.max_abs_error << " of range " << a.output_range);
+    CHECK(a.relative() <= (bits == 16 ? 0.005 : 0.03));
   }
   // folding the norm at lowering time left the model as it was
   CHECK(mt::equal(stem.bn.running_mean, mean_before));
@@ -1072,16 +1069,9 @@ TEST_CASE("lower: Conv2d + BatchNorm2d + ReLU, depthwise 3x3 stride 2, pointwise
     CHECK(has_kernel(p, "mt_conv_" + s + "_" + s + "_" + s));
     CHECK(has_kernel(p, "mt_avg_pool_" + s));
     lower::Simulator sim(p);
-    mt::NoGradGuard no_grad;
-    double err = 0, lo = 1e300, hi = -1e300;
-    for (std::int64_t i = 32; i < 40; ++i) {
-      const Tensor x = xs.slice(0, i, i + 1);
-      const Tensor yf = fn(x), yq = sim.forward(x);
-      err = std::max(err, mt::max(mt::abs(yf - yq)).item());
-      lo = std::min(lo, mt::min(yf).item()), hi = std::max(hi, mt::max(yf).item());
-    }
-    MESSAGE("conv2d model int" << bits << ": max error " << err << " of range " << hi - lo);
-    CHECK(err / (hi - lo) <= (bits == 16 ? 0.005 : 0.05));
+    const Agreement a = compare(fn, sim, xs.slice(0, 32, 40));
+    MESSAGE("conv2d model int" << bits << ": max error " << a.max_abs_error << " of range " << a.output_range);
+    CHECK(a.relative() <= (bits == 16 ? 0.005 : 0.05));
   }
   // mixed precision per layer: the pointwise convolution at int16 outputs, int8 weights, in an
   // int8 model (its input, the depthwise layer's output, stays int8)
@@ -1133,16 +1123,10 @@ TEST_CASE("lower: an int8 convolution reads a ReLU's output with its zero point:
     }
     CHECK(pads == 1);  // the second convolution's input; the first has no padding
     lower::Simulator sim(p);
-    mt::NoGradGuard no_grad;
-    double err = 0, lo = 1e300, hi = -1e300;
-    for (std::int64_t i = 32; i < 40; ++i) {
-      const Tensor x = xs.slice(0, i, i + 1);
-      const Tensor yf = fn(x), yq = sim.forward(x);
-      err = std::max(err, mt::max(mt::abs(yf - yq)).item());
-      lo = std::min(lo, mt::min(yf).item()), hi = std::max(hi, mt::max(yf).item());
-    }
-    MESSAGE("relu -> padded conv" << (two_d ? "2d" : "1d") << " int8: max error " << err << " of range " << hi - lo);
-    CHECK(err / (hi - lo) <= 0.04);  // 3.4% (1-D), 0.6% (2-D); a border of the integer 0 would be 128 steps off
+    const Agreement a = compare(fn, sim, xs.slice(0, 32, 40));
+    MESSAGE("relu -> padded conv" << (two_d ? "2d" : "1d") << " int8: max error " << a.max_abs_error << " of range "
+                                  << a.output_range);
+    CHECK(a.relative() <= 0.04);  // 3.4% (1-D), 0.6% (2-D); a border of the integer 0 would be 128 steps off
     if (have_tool("arm-none-eabi-gcc") && have_tool("qemu-system-arm")) check_firmware(p, quantized_rows(p, xs, 40));
   }
 }
