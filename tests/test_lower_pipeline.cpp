@@ -1150,6 +1150,30 @@ TEST_CASE("lower: a BatchNorm that no layer before it can absorb, or in training
                        doctest::Contains("call model.eval()"), mt::ValueError);
 }
 
+TEST_CASE("lower: a firmware's mt_kernels.c leaves out the 'same' 3 x 3 depthwise variant when no convolution of its model can take it") {
+  const auto kernels_c = [](const lower::Program& p) {
+    testing::TempDir dir;
+    lower::emit_c(p, dir.path);
+    std::ifstream in(dir / "mt_kernels.c");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string off = "#define MT_CONV_SAME3X3 0";
+  mt::manual_seed(24);
+  ConvStem stem;  // 1-D convolutions only
+  auto fn = [&](const Tensor& x) { return stem(x); };
+  const Tensor xs = mt::randn({8, 3, 32});
+  const lower::Graph g = lower::trace(fn, mt::zeros({1, 3, 32}));
+  const lower::Calibration cal = lower::calibrate(g, xs);
+  CHECK(kernels_c(lower::quantize(g, cal, options(8, "stem8"))).rfind(off, 200) != std::string::npos);
+  nn::Conv2d depthwise(4, 4, 3, nn::Conv2dOptions{1, 1, 1, 4});
+  auto fn2 = [&](const Tensor& x) { return depthwise.forward(x); };
+  const Tensor xs2 = mt::randn({8, 4, 6, 6});
+  const lower::Graph g2 = lower::trace(fn2, mt::zeros({1, 4, 6, 6}));
+  const std::string with = kernels_c(lower::quantize(g2, lower::calibrate(g2, xs2), options(8, "dw8")));
+  CHECK(with.find(off) == std::string::npos);
+  CHECK(with.find("mt_dw3s_chan_h_s8") != std::string::npos);
+}
+
 TEST_CASE("lower: an emitted conv stem's firmware (int8 and int16) is bit-exact on host, UBSan, QEMU Cortex-M0, M4, M7, M33") {
   if (!have_tool("arm-none-eabi-gcc") || !have_tool("qemu-system-arm")) {
     MESSAGE("skipped: arm-none-eabi-gcc or qemu-system-arm not installed (tools/install-deps.sh adds them)");

@@ -19,6 +19,7 @@
 #include "microtorch/io.hpp"
 #include "microtorch/lower/decoder.hpp"
 #include "microtorch/lower/quantize.hpp"
+#include "runtime/mt_kernels.h"
 #include "shell.hpp"
 
 namespace microtorch::lower {
@@ -476,6 +477,31 @@ std::string report(const Program& p) {
   return r;
 }
 
+namespace {
+
+// The runtime's variants that no step of p can take, turned off at the top of its
+// mt_kernels.c (mt_internal.h: the results are the same, their code is left out of the flash):
+// MT_CONV_SAME3X3 without an int8 x int8 depthwise convolution of a 3 x 3 kernel.
+std::string runtime_config(const Program& p) {
+  std::vector<const Step*> steps;
+  for (const Step& s : p.steps) steps.push_back(&s);
+  if (p.training) {
+    for (const auto* list : {&p.training->zero, &p.training->sample, &p.training->update, &p.training->derive})
+      for (const Step& s : *list) steps.push_back(&s);
+  }
+  bool same3x3 = false;
+  for (const Step* s : steps) {
+    if (s->kernel.rfind("mt_conv_s8_s8_", 0) != 0) continue;
+    const std::vector<std::int64_t>& g = p.buffer(s->args.at(4).buffer).data;
+    same3x3 = same3x3 || (g.at(MT_CONV_OG) == 1 && g.at(MT_CONV_CG) == 1 && g.at(MT_CONV_KH) == 3 && g.at(MT_CONV_KW) == 3);
+  }
+  if (same3x3) return "";
+  return fmt::format("/* {}: no 'same' 3 x 3 depthwise convolution (mt_internal.h) */\n#define MT_CONV_SAME3X3 0\n\n",
+                     p.name);
+}
+
+}  // namespace
+
 void emit_c(const Program& p, const std::string& dir) {
   check_firmware_name(p.name);
   std::error_code ec;
@@ -485,7 +511,7 @@ void emit_c(const Program& p, const std::string& dir) {
   microtorch::write_file((d / (p.name + ".h")).string(), header_text(p), "emit_c");
   microtorch::write_file((d / (p.name + ".c")).string(), source_text(p), "emit_c");
   microtorch::write_file((d / "mt_kernels.h").string(), runtime_header(), "emit_c");
-  microtorch::write_file((d / "mt_kernels.c").string(), runtime_source(), "emit_c");
+  microtorch::write_file((d / "mt_kernels.c").string(), runtime_config(p) + runtime_source(), "emit_c");
   microtorch::write_file((d / "Makefile").string(), makefile_text(p), "emit_c");
   microtorch::write_file((d / (p.name + "_report.txt")).string(), report(p) + "\n" + p.format_table() + "\n" + p.memory_plan(), "emit_c");
 }

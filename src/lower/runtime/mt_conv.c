@@ -528,7 +528,8 @@ MT_DEFINE_DW3S_CHAN(mt_dw3s_chan_x_s16, 0, 1)
     if (g[MT_CONV_KW] != 3 || g[MT_CONV_DW] != 1 || g[MT_CONV_SW] != 1 || KH > 8 || W < 4 || PW > 3 ||    \
         ((g[MT_CONV_OW] - 1) & ~1) - PW > W - 1)                                                          \
       return 0;                                                                                           \
-    if (KH == 3 && PW == 1 && g[MT_CONV_PH] == 1 && g[MT_CONV_SH] == 1 && g[MT_CONV_DH] == 1 && H >= 3) { \
+    if (MT_CONV_SAME3X3 && KH == 3 && PW == 1 && g[MT_CONV_PH] == 1 && g[MT_CONV_SH] == 1 &&              \
+        g[MT_CONV_DH] == 1 && H >= 3) {                                                                   \
       for (n = 0; n < N; ++n) /* 'same' 3 x 3: OH = H, OW = W */                                          \
         for (o = 0; o < G; ++o) {                                                                         \
           const int32_t *r_ = rq + (rq_per_channel ? 2 * o : 0), bias = b ? b[o] : 0;                     \

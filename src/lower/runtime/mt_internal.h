@@ -101,6 +101,14 @@ static uint32_t mt_rsh_u32(uint32_t m, int s) {
  * returns 1 when it computed the result; MT_NO_VARIANT leaves every call to the reference. */
 #define MT_NO_VARIANT(...) 0
 
+/* Variants a model can do without (a firmware folder's mt_kernels.c defines them 0 when no
+ * step of its model can take the path, src/lower/emit.cpp: their code then costs no flash;
+ * the results are the same either way). MT_CONV_SAME3X3: the Armv7E-M 'same' 3 x 3 depthwise
+ * convolutions (mt_dw3s_chan_*, about 11 KB of Cortex-M4 code for int8 and int16 outputs). */
+#ifndef MT_CONV_SAME3X3
+#define MT_CONV_SAME3X3 1
+#endif
+
 /* ==================================================================================== */
 /* Armv7E-M primitives of the DSP variants                                              */
 /* ==================================================================================== */
