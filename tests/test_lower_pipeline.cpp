@@ -842,10 +842,13 @@ TEST_CASE("microtorch-lower: a graph saved by a training script becomes the same
   lower::emit_c(p, dir + "/api");
   CHECK(read_file(dir + "/fw/iris_cli.c") == read_file(dir + "/api/iris_cli.c"));
   CHECK(read_file(dir + "/fw/iris_cli.h") == read_file(dir + "/api/iris_cli.h"));
-  // The runtime as one file: the amalgamation of src/lower/runtime (tools/embed_runtime.py), which
-  // includes nothing but mt_kernels.h and system headers.
+  // The runtime as one file: the model's variant switches (Iris has no convolution), then the
+  // amalgamation of src/lower/runtime (tools/embed_runtime.py), which includes nothing but
+  // mt_kernels.h and system headers.
+  CHECK(read_file(dir + "/fw/mt_kernels.c") == read_file(dir + "/api/mt_kernels.c"));
   const std::string kernels = read_file(dir + "/fw/mt_kernels.c");
-  CHECK(kernels == read_file(MICROTORCH_RUNTIME_AMALGAMATION));
+  const std::string switches = "/* iris_cli: no 'same' 3 x 3 depthwise convolution (mt_internal.h) */\n#define MT_CONV_SAME3X3 0\n\n";
+  CHECK(kernels == switches + read_file(MICROTORCH_RUNTIME_AMALGAMATION));
   for (std::size_t at = kernels.find("\n#include"); at != std::string::npos; at = kernels.find("\n#include", at + 1)) {
     const std::string line = kernels.substr(at + 1, kernels.find('\n', at + 1) - at - 1);
     CHECK_MESSAGE((line == "#include \"mt_kernels.h\"" || line.find('<') != std::string::npos), line);
@@ -900,8 +903,9 @@ TEST_CASE("lower: random small graphs - the emitted C compiles warning-free, run
   // the simulator computed.
   std::mt19937 rng(2024);
   const std::string dir = temp_dir("random");
-  // The kernels are the same file in every folder (the runtime's amalgamation): compiled once,
-  // then each graph in parallel.
+  // The kernels are the runtime's amalgamation in every folder (after switches of variants,
+  // which change no result and none of the host's code): compiled once, then each graph in
+  // parallel.
   const std::string flags = "-std=c99 -Wall -Wextra -Wconversion -Werror -O1 -fsanitize=undefined -fno-sanitize-recover=all";
   std::string script = fmt::format("set -e\ngcc {} -I{}/src/lower/runtime -c {} -o {}/kernels.o\n", flags,
                                    MICROTORCH_SOURCE_DIR, MICROTORCH_RUNTIME_AMALGAMATION, dir);
