@@ -506,6 +506,25 @@ static void elementwise(void) {
         }
   }
   h_end("requant usual format");
+  /* the Armv7E-M loop of a widening by a power of two (m = 0, -14 <= s <= 0, |x_zero| and
+   * |y_zero| <= 2^15) and its edges: shifts 1, 0, -1, -8, -14 and -15, zero points +-2^15
+   * (inside) and +-(2^15 + 1) (the general loop) on x and on y, relu, saturation at both ends */
+  h_begin();
+  {
+    static const int sh[6] = {1, 0, -1, -8, -14, -15};
+    static const int32_t zs[5] = {0, 32768, -32768, 32769, -32769};
+    int f, z;
+    for (f = 0; f < 6; ++f)
+      for (z = 0; z < 5; ++z)
+        for (c = 0; c < 2; ++c) {
+          const int32_t zx = zs[(z + c) % 5], zy = zs[z] + (z == 0 ? rnd(-128, 127) : 0);
+          mt_requant_s8_s16(a8, y16, 2048, zx, 0, sh[f], zy, c), h16(y16, 2048);
+          mt_requant_s8_s8(a8, y8, 2048, rnd(-128, 127), 0, sh[f], zy, c), h8(y8, 2048);
+          mt_requant_s16_s16(a16, y16, 2048, zx, 0, sh[f], zy, c), h16(y16, 2048);
+          mt_requant_s16_s8(a16, y8, 2048, zx, 0, sh[f], zy, c), h8(y8, 2048);
+        }
+  }
+  h_end("requant widening");
 }
 
 static void activations(void) {

@@ -139,13 +139,35 @@ MT_DEFINE_MUL(mt_mul_s16, int16_t, mt_out_s16)
       MT_REQUANT_LOOP(0, YT)                                                                             \
     return;                                                                                              \
   }
+/* Armv7E-M, a widening by a power of two (m = 0 and -14 <= s <= 0: rq32 is v 2^-s, exact, no
+ * rounding and, with |x_zero| <= 2^15, |v 2^-s| <= 2^16 2^14 = 2^30, no saturation) and
+ * |y_zero| <= 2^15: v 2^-s + y_zero saturated by SSAT is mt_out_*'s integer, as above. The
+ * int8 attention's q, k and v widened to int16 (times 2^8). */
+#define MT_REQUANT_SHIFT_LOOP(RELU, YT)                                                                  \
+  for (i = 0; i < n; ++i) {                                                                              \
+    int32_t v = (int32_t)x[i] - x_zero;                                                                  \
+    if ((RELU) && v < 0) v = 0;                                                                          \
+    y[i] = (YT)__builtin_arm_ssat((int32_t)((uint32_t)v << ls) + y_zero, 8 * sizeof(YT));                \
+  }
+#define MT_REQUANT_SHIFT(YT)                                                                             \
+  if (m == 0 && s <= 0 && s >= -14 && x_zero >= -32768 && x_zero <= 32768 && y_zero >= -32768 &&        \
+      y_zero <= 32768) {                                                                                 \
+    const int ls = -s;                                                                                   \
+    if (relu)                                                                                            \
+      MT_REQUANT_SHIFT_LOOP(1, YT)                                                                       \
+    else                                                                                                 \
+      MT_REQUANT_SHIFT_LOOP(0, YT)                                                                       \
+    return;                                                                                              \
+  }
 #else
 #define MT_REQUANT_USUAL(YT) (void)0
+#define MT_REQUANT_SHIFT(YT) (void)0
 #endif
 #define MT_DEFINE_REQUANT(NAME, XT, YT, OUT)                                                             \
   void NAME(const XT *x, YT *y, int n, int32_t x_zero, int32_t m, int s, int32_t y_zero, int relu) {     \
     int i;                                                                                               \
     MT_REQUANT_USUAL(YT);                                                                                \
+    MT_REQUANT_SHIFT(YT);                                                                                \
     for (i = 0; i < n; ++i) {                                                                            \
       int32_t v = (int32_t)x[i] - x_zero;                                                                \
       if (relu && v < 0) v = 0;                                                                          \
