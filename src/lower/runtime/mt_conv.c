@@ -86,7 +86,8 @@ static int mt_tap_end(int start, int d, int size, int kernel) {
  * taps (block b holds taps 4b .. 4b + 3 of column 0, then of columns 1, 2, 3: 32 bytes, two
  * LDRD), each block with its middle two taps swapped (t0 t2 t1 t3), so that SXTB16's split
  * of a word of weights in order, (w0, w2) and (w1, w3), meets their halfword pairs as loaded;
- * the last taps % 4 after the blocks, four per column, in order (a plain loop). Sums in int32
+ * a last block of fewer taps padded with zeros (Armv8.1-M MVE: the columns as int8 in order,
+ * below). Sums in int32
  * from the bias (exact: |b| < 2^30, taps <= 65536), requantized per channel by mt_rq_chan
  * (every channel mt_rq_chan_fast), at least y_min. Depthwise layers of kernel width 3 take the
  * variant below; other calls (no col, another shift, a larger bias, other layers of one
@@ -839,9 +840,12 @@ MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s16, int16_t, 16)
 #define MT_CONV_CHAN1(CHAN1)                                                                              \
   CHAN1(col, w0 + (long)o * taps, bg ? bg[o] : 0, rq + (rq_per_channel ? 2 * (grp * OG + o) : 0), y_zero, y_min, \
         y0 + (long)o * P + k, cnt, taps, grp * OG + o + 1 < O, hq)
-#define MT_DEFINE_CONV_DSP(NAME, YT, BITS, DW3, CHANS4, CHANS4C, CHAN1)                                           \
-  static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
-                  const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col) {   \
+/* The calls of MT_DEFINE_CONV_DSP that take the columns (hq: every channel's sums free of rounding
+ * ties), in a function of their own: the checks and the depthwise variant stay small */
+#define MT_DEFINE_CONV_DSP(NAME, YT, BITS, DW3, CHANS4, CHANS4C, CHAN1)                                    \
+  static __attribute__((noinline)) int NAME##_cols(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, \
+                                                   const int32_t *g, const int32_t *rq, int rq_per_channel, \
+                                                   int32_t y_zero, int32_t y_min, int16_t *col, int hq) {  \
     const int N = g[MT_CONV_N], CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W];                   \
     const int OG = g[MT_CONV_OG], OH = g[MT_CONV_OH], OW = g[MT_CONV_OW], G = g[MT_CONV_GROUPS];          \
     const int KH = g[MT_CONV_KH], KW = g[MT_CONV_KW], SH = g[MT_CONV_SH], SW = g[MT_CONV_SW];             \
@@ -853,20 +857,7 @@ MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s16, int16_t, 16)
     const int wl_ok = taps4 != taps && tapsr <= MT_CONV_TAB;                                              \
     int16_t off[MT_CONV_TAB];                                                                             \
     int8_t wl[MT_CONV_TAB];                                                                               \
-    uint32_t bmax = 0;                                                                                    \
-    int n, grp, o, k, c, hq = 1, tab;                                                                     \
-    if (taps > 65536) return 0;                                                                           \
-    for (o = 0; o < (rq_per_channel ? O : 1); ++o)                                                        \
-      if (!mt_rq_chan_fast(rq + 2 * o, y_zero)) return 0;                                                 \
-    for (o = 0; b && o < O; ++o) {                                                                        \
-      const uint32_t m_ = mt_mag32(b[o]);                                                                 \
-      if (m_ >= 1u << 30) return 0;                                                                       \
-      bmax = m_ > bmax ? m_ : bmax;                                                                       \
-    }                                                                                                     \
-    if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min);                 \
-    if (!col || OG == 1) return 0; /* one channel per group: a column would serve one channel */          \
-    for (o = 0; o < (rq_per_channel ? O : 1); ++o) /* |sum| <= taps 2^14 + |b| */                         \
-      hq = hq && mt_rq_chan_h_ok(rq + 2 * o, ((uint32_t)taps << 14) + bmax);                              \
+    int n, grp, o, k, c, tab;                                                                             \
     for (k = taps; k < tapsr; ++k) /* the last block's padding */                                         \
       for (c = 0; c < MT_CONV_COLS; ++c) col[MT_CONV_COLS * taps4 + 4 * c + MT_SLOT(k)] = 0;              \
     tab = !pw && mt_conv_tab(g, off);                                                                     \
@@ -902,6 +893,26 @@ MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s16, int16_t, 16)
         }                                                                                                 \
       }                                                                                                   \
     return 1;                                                                                             \
+  }                                                                                                     \
+  static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
+                  const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col) {   \
+    const int CG = g[MT_CONV_CG], OG = g[MT_CONV_OG], O = OG * g[MT_CONV_GROUPS];                         \
+    const int taps = CG * g[MT_CONV_KH] * g[MT_CONV_KW];                                                  \
+    uint32_t bmax = 0;                                                                                    \
+    int o, hq = 1;                                                                                        \
+    if (taps > 65536) return 0;                                                                           \
+    for (o = 0; o < (rq_per_channel ? O : 1); ++o)                                                        \
+      if (!mt_rq_chan_fast(rq + 2 * o, y_zero)) return 0;                                                 \
+    for (o = 0; b && o < O; ++o) {                                                                        \
+      const uint32_t m_ = mt_mag32(b[o]);                                                                 \
+      if (m_ >= 1u << 30) return 0;                                                                       \
+      bmax = m_ > bmax ? m_ : bmax;                                                                       \
+    }                                                                                                     \
+    if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min);                 \
+    if (!col || OG == 1) return 0; /* one channel per group: a column would serve one channel */          \
+    for (o = 0; o < (rq_per_channel ? O : 1); ++o) /* |sum| <= taps 2^14 + |b| */                         \
+      hq = hq && mt_rq_chan_h_ok(rq + 2 * o, ((uint32_t)taps << 14) + bmax);                              \
+    return NAME##_cols(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min, col, hq);                        \
   }
 MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s8, int8_t, 8, mt_conv_dw3_s8_s8_s8, mt_conv_chans4_s8, mt_conv_chans4_s8c,
                    mt_conv_chan1_s8)
