@@ -1108,6 +1108,50 @@ static void conv_rq_paths(void) {
   h_end("conv rq paths");
 }
 
+/* The Armv7E-M convolutions' column and channel paths against the reference: pointwise layers of
+ * stride 1 (four positions a word per channel: 6 and 7 channels, a last block of 2 and 3; 21 and
+ * 9 positions, the last four moved back; two images), windows inside the input four at a time
+ * (1-D, stride 1 and 2, kernels 7, 5 and 3; a row of exactly four positions) or one by one (a 2-D
+ * map of rows of 7: fours across a row), border windows tap by tap; taps not a multiple of 4
+ * (14, 15, 27, 9: the array's last channel from a zero-padded copy of its weights; 147: past the
+ * copy and the offset table, that channel's last block in C), two groups of 3 channels, one
+ * position; random, int8-extreme (-128 and 127 inputs and weights, biases +-(2^30 - 1)) and
+ * tie-prone (multipliers 2^30, shifts 1 and 2: the exact requantization) cases; per channel and
+ * per tensor, no bias, a zero point, y_min at the type's minimum and above it, int8 and int16
+ * outputs. */
+static void conv_m4_paths(void) {
+  static int32_t bias32[8], rq[16];
+  static MT_WORD_ALIGNED int16_t col[4 * 148];
+  /* N CG H W OG KH KW OH OW SH SW PH PW DH DW GROUPS */
+  static const int32_t geoms[][MT_CONV_FIELDS] = {
+      {1, 6, 3, 7, 5, 1, 1, 3, 7, 1, 1, 0, 0, 1, 1, 1},    {2, 7, 1, 9, 3, 1, 1, 1, 9, 1, 1, 0, 0, 1, 1, 1},
+      {1, 2, 1, 20, 6, 1, 7, 1, 20, 1, 1, 0, 3, 1, 1, 1},  {1, 3, 1, 33, 4, 1, 5, 1, 17, 1, 2, 0, 2, 1, 1, 1},
+      {1, 3, 6, 7, 4, 3, 3, 6, 7, 1, 1, 1, 1, 1, 1, 1},    {1, 3, 8, 8, 2, 7, 7, 8, 8, 1, 1, 3, 3, 1, 1, 1},
+      {2, 3, 1, 12, 3, 1, 3, 1, 12, 1, 1, 0, 1, 1, 1, 2},  {1, 3, 1, 5, 4, 1, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+      {1, 4, 1, 10, 2, 1, 3, 1, 4, 1, 2, 0, 0, 1, 1, 1}};
+  int i, c, k;
+  h_begin();
+  for (i = 0; i < (int)(sizeof geoms / sizeof geoms[0]); ++i) {
+    const int32_t *g = geoms[i];
+    const int n = g[MT_CONV_N] * g[MT_CONV_OG] * g[MT_CONV_GROUPS] * g[MT_CONV_OH] * g[MT_CONV_OW];
+    for (c = 0; c < 3; ++c) {
+      fill8(a8, 512, -128, 127), fill8(b8, 512, -128, 127), fill32(bias32, 8);
+      for (k = 0; k < 8; ++k) bias32[k] /= 256, rq[2 * k] = (int32_t)((1u << 30) | (lcg() >> 2)), rq[2 * k + 1] = rnd(6, 12);
+      if (c == 1) {
+        for (k = 0; k < 512; ++k) a8[k] = (int8_t)(k % 7 == 3 ? 127 : -128), b8[k] = (int8_t)(k % 5 == 1 ? 127 : -128);
+        bias32[0] = (1 << 30) - 1, bias32[g[MT_CONV_OG] * g[MT_CONV_GROUPS] - 1] = -(1 << 30) + 1;
+      }
+      if (c == 2) rq[0] = 1 << 30, rq[1] = 2, rq[4] = 1 << 30, rq[5] = 1;
+      mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -3, -128, col), h8(y8, n);
+      mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, 5, 5, col), h8(y8, n);
+      mt_conv_s8_s8_s8(a8, b8, 0, y8, g, rq + 2, 0, -128, -128, col), h8(y8, n);
+      mt_conv_s8_s8_s16(a8, b8, bias32, y16, g, rq, 1, 7, -32768, col), h16(y16, n);
+      mt_conv_s8_s8_s16(a8, b8, bias32, y16, g, rq, 1, 0, 0, col), h16(y16, n);
+    }
+  }
+  h_end("conv m4 paths");
+}
+
 /* integer training: the cross entropy, a linear layer's gradients, SGD on int32 masters, the
  * weights and bias tables re-derived from them */
 static void train_int(void) {
@@ -1389,6 +1433,7 @@ int main(void) {
   conv();
   conv_dw3s();
   conv_rq_paths();
+  conv_m4_paths();
   train_int();
   decode();
   printf("%d cases\n", cases);

@@ -86,26 +86,28 @@ static int mt_tap_end(int start, int d, int size, int kernel) {
  * taps (block b holds taps 4b .. 4b + 3 of column 0, then of columns 1, 2, 3: 32 bytes, two
  * LDRD), each block with its middle two taps swapped (t0 t2 t1 t3), so that SXTB16's split
  * of a word of weights in order, (w0, w2) and (w1, w3), meets their halfword pairs as loaded;
- * the last taps % 4 after the blocks, four per column, in order (a plain loop). Sums in int32
+ * a last block of fewer taps padded with zeros (Armv8.1-M MVE: the columns as int8 in order,
+ * below). Sums in int32
  * from the bias (exact: |b| < 2^30, taps <= 65536), requantized per channel by mt_rq_chan
  * (every channel mt_rq_chan_fast), at least y_min. Depthwise layers of kernel width 3 take the
  * variant below; other calls (no col, another shift, a larger bias, other layers of one
  * output channel per group, where a column would serve one channel) go to the reference. The
  * same integers. */
 #define MT_CONV_COLS 4
+#define MT_SLOT(t) ((((t) & 1) << 1) | (((t) & 2) >> 1)) /* tap t's place in its block: t0 t2 t1 t3 */
 
 /* Column c (< MT_CONV_COLS) of col: the taps of output position (p, q) of a group (its CG
  * channels from x0) in the layout above. */
 static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, int16_t *col, int c_) {
   const int CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH], KW = g[MT_CONV_KW];
   const int h0 = p * g[MT_CONV_SH] - g[MT_CONV_PH], w0 = q * g[MT_CONV_SW] - g[MT_CONV_PW];
-  const int DH = g[MT_CONV_DH], DW = g[MT_CONV_DW], taps4 = CG * KH * KW & ~3;
-  int16_t *const dst = col + 4 * c_, *const tail = col + MT_CONV_COLS * taps4 + 4 * c_ - taps4;
+  const int DH = g[MT_CONV_DH], DW = g[MT_CONV_DW];
+  int16_t *const dst = col + 4 * c_;
   int c, i, j, t = 0;
 #if MT_MVE
   if (1) { /* MVE: column c_ as int8 in order, (taps + 3) & ~3 bytes apart */
     int8_t *const d8 = (int8_t *)col + (long)c_ * ((CG * KH * KW + 3) & ~3);
-    (void)dst, (void)tail;
+    (void)dst;
     if (KH == 1 && KW == 1 && h0 >= 0 && h0 < H && w0 >= 0 && w0 < W) { /* pointwise: a tap per channel */
       const long hw = (long)H * W;
       const int8_t *xp = x0 + (long)h0 * W + w0;
@@ -132,7 +134,7 @@ static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, 
       int16_t *d = dst + MT_CONV_COLS * c;
       d[0] = xp[0], d[1] = xp[2 * hw], d[2] = xp[hw], d[3] = xp[3 * hw];
     }
-    for (; c < CG; ++c, xp += hw) tail[c] = xp[0];
+    for (; c < CG; ++c, xp += hw) dst[MT_CONV_COLS * (c & ~3) + MT_SLOT(c)] = xp[0];
     return;
   }
   for (c = 0; c < CG; ++c)
@@ -143,10 +145,7 @@ static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, 
       for (j = 0; j < KW; ++j, ++t) {
         const int wi = w0 + j * DW;
         const int16_t v = (int16_t)(row_in && wi >= 0 && wi < W ? xr[wi] : 0);
-        if (t < taps4)
-          dst[MT_CONV_COLS * (t & ~3) + (((t & 1) << 1) | ((t & 2) >> 1))] = v; /* t0 t2 t1 t3 */
-        else
-          tail[t] = v;
+        dst[MT_CONV_COLS * (t & ~3) + MT_SLOT(t)] = v;
       }
     }
 }
@@ -176,6 +175,11 @@ static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, 
   do {                                                                                                    \
     const int16_t *x_ = (col), *const end_ = (col) + MT_CONV_COLS * (taps4);                              \
     const int8_t *w_ = (w);                                                                               \
+    MT_COLS4_ASM(x_, end_, w_, taps4, a0, a1, a2, a3);                                                    \
+  } while (0)
+/* The same, the weights' pointer wq (an lvalue) advanced past them, the columns' xq to end */
+#define MT_COLS4_ASM(x_, end_, w_, taps4, a0, a1, a2, a3)                                                 \
+  do {                                                                                                    \
     int32_t p_, pe_, t0_, t1_, odd_ = (taps4) & 4;                                                        \
     __asm__("cbnz %[odd], 2f\n"                                                                           \
             "1:\n\t" MT_COLS4_BLOCK                                                                       \
@@ -580,16 +584,6 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16, mt_
       a3 = vmladavaq_p_s8(a3, vldrbq_z_s8(c3_ + j, p_), wv_, p_);                                         \
     }                                                                                                     \
   } while (0)
-#else
-/* Armv7E-M: MT_COLS4_MAC over the blocks, then the last taps % 4 (tail[j + 4 c]: tap j of column c) */
-#define MT_COLS4_SUMS(col, tail, w, taps, taps4, j, a0, a1, a2, a3)                                       \
-  do {                                                                                                    \
-    if (taps4) MT_COLS4_MAC(col, w, taps4, a0, a1, a2, a3);                                               \
-    for (j = (taps4); j < (taps); ++j) {                                                                  \
-      const int32_t wj_ = (w)[j];                                                                         \
-      a0 += (tail)[j] * wj_, a1 += (tail)[j + 4] * wj_, a2 += (tail)[j + 8] * wj_, a3 += (tail)[j + 12] * wj_; \
-    }                                                                                                     \
-  } while (0)
 #endif
 
 /* The outputs [0, n) of four positions of a channel: y[j] = the requantized a_j (HQ 1: by SMMLA,
@@ -606,6 +600,7 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16, mt_
     if (n > 2) y[2] = MT_CONV_OUT1(BITS, YT, q, a2, y_min, CLAMP, HQ);                                    \
     if (n > 3) y[3] = MT_CONV_OUT1(BITS, YT, q, a3, y_min, CLAMP, HQ);                                    \
   } while (0)
+#if MT_MVE
 /* The output channels of a group against the four columns of col (MT_DEFINE_CONV_DSP's names),
  * the outputs of positions k .. k + CNT - 1 */
 #define MT_CONV_CHANNELS(YT, BITS, CNT)                                                                   \
@@ -631,7 +626,7 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16, mt_
     const int OG = g[MT_CONV_OG], OH = g[MT_CONV_OH], OW = g[MT_CONV_OW], G = g[MT_CONV_GROUPS];          \
     const int taps = CG * g[MT_CONV_KH] * g[MT_CONV_KW], taps4 = taps & ~3;                               \
     const int O = OG * G, P = OH * OW;                                                                    \
-    const int16_t *const tail = col + MT_CONV_COLS * taps4 - taps4; /* tap j >= taps4 of column c: tail[j + 4 c] */ \
+    const int16_t *const tail = col; /* (no tail: MT_COLS4_SUMS reads the int8 columns whole) */ \
     uint32_t bmax = 0;                                                                                    \
     int n, grp, o, k, j, c, hq = 1;                                                                       \
     if (taps > 65536) return 0;                                                                           \
@@ -671,6 +666,259 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16, mt_
   }
 MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s8, int8_t, 8, mt_conv_dw3_s8_s8_s8)
 MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s16, int16_t, 16, mt_conv_dw3_s8_s8_s16)
+#else
+/* Armv7E-M: the four columns hold every tap in blocks, the last block's taps past CG KH KW zeros
+ * (written once per call), so that each channel's sums are MT_COLS4_MAC over (taps + 3) & ~3
+ * taps: the word of weights of the last block reaches up to 3 bytes into the next channel's,
+ * which meet those zeros. The channel whose weights end the array takes its last block here
+ * instead (a word read past the array could leave the memory): its taps % 4 weights as a word
+ * (the rest zeros), SXTB16 into (w0, w2) and (w1, w3), 2 SMLAD per column (cb: the block). */
+#define MT_COLS4_LAST(cb, w, n, a0, a1, a2, a3)                                                           \
+  do {                                                                                                    \
+    uint32_t wt_ = 0;                                                                                     \
+    int32_t pe_, po_;                                                                                     \
+    int j_;                                                                                               \
+    for (j_ = 0; j_ < (n); ++j_) wt_ |= (uint32_t)(uint8_t)(w)[j_] << (8 * j_);                           \
+    pe_ = __sxtb16((int32_t)wt_), po_ = mt_odd_bytes((int32_t)wt_);                                       \
+    a0 = __smlad(mt_ld32((cb) + 2), po_, __smlad(mt_ld32(cb), pe_, a0));                                  \
+    a1 = __smlad(mt_ld32((cb) + 6), po_, __smlad(mt_ld32((cb) + 4), pe_, a1));                            \
+    a2 = __smlad(mt_ld32((cb) + 10), po_, __smlad(mt_ld32((cb) + 8), pe_, a2));                           \
+    a3 = __smlad(mt_ld32((cb) + 14), po_, __smlad(mt_ld32((cb) + 12), pe_, a3));                          \
+  } while (0)
+
+/* A word to col (no alignment asked: one STR) */
+static inline void mt_st32(int16_t *d, int32_t v) { __builtin_memcpy(d, &v, 4); }
+
+/* The four columns of a pointwise layer of stride 1 without padding at positions k .. k + 3,
+ * the inputs of a channel one word (xk = x0 + k, channels hw apart): per block of four channels
+ * c0 .. c3, the words of each split by SXTB16 into (position 0, 2) and (1, 3), then paired
+ * channel by channel (PKHBT, PKHTB of mt_attention.c): column j's words (c0, c2) and (c1, c3),
+ * the block's layout. 4 LDR, 8 SXTB16, 8 PKH and 8 STR per 16 taps; channels past CG zeros. */
+#define MT_PW_BLOCK(v0, v1, v2, v3, d)                                                                    \
+  do {                                                                                                    \
+    const int32_t e0_ = __sxtb16(v0), o0_ = mt_odd_bytes(v0), e1_ = __sxtb16(v1), o1_ = mt_odd_bytes(v1);  \
+    const int32_t e2_ = __sxtb16(v2), o2_ = mt_odd_bytes(v2), e3_ = __sxtb16(v3), o3_ = mt_odd_bytes(v3);  \
+    mt_st32((d), mt_even_halves(e0_, e2_)), mt_st32((d) + 2, mt_even_halves(e1_, e3_));                   \
+    mt_st32((d) + 4, mt_even_halves(o0_, o2_)), mt_st32((d) + 6, mt_even_halves(o1_, o3_));               \
+    mt_st32((d) + 8, mt_odd_halves(e0_, e2_)), mt_st32((d) + 10, mt_odd_halves(e1_, e3_));                \
+    mt_st32((d) + 12, mt_odd_halves(o0_, o2_)), mt_st32((d) + 14, mt_odd_halves(o1_, o3_));               \
+  } while (0)
+static void mt_conv_cols_pw(const int8_t *xk, long hw, int CG, int16_t *col) {
+  int c;
+  for (c = 0; c + 4 <= CG; c += 4, xk += 4 * hw, col += 16)
+    MT_PW_BLOCK(mt_ld32(xk), mt_ld32(xk + hw), mt_ld32(xk + 2 * hw), mt_ld32(xk + 3 * hw), col);
+  if (c < CG)
+    MT_PW_BLOCK(mt_ld32(xk), c + 1 < CG ? mt_ld32(xk + hw) : 0, c + 2 < CG ? mt_ld32(xk + 2 * hw) : 0, 0, col);
+}
+
+/* Windows inside the input: off[s] = the input offset of the tap in place s of col's blocks
+ * (t0 t2 t1 t3) from the window's first, -1 for the last block's padding; 0 when the taps are
+ * more than MT_CONV_TAB or an offset does not fit int16 (those windows take
+ * mt_conv_column_s8). Then a column is a load of each offset, the input and a store. */
+#define MT_CONV_TAB 128
+static int mt_conv_tab(const int32_t *g, int16_t *off) {
+  const int CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH], KW = g[MT_CONV_KW];
+  const int DH = g[MT_CONV_DH], DW = g[MT_CONV_DW];
+  int c, i, j, t = 0;
+  if (CG * KH * KW > MT_CONV_TAB || (long)CG * H * W + (long)(KH - 1) * DH * W + (long)(KW - 1) * DW > 32767) return 0;
+  for (c = 0; c < CG; ++c)
+    for (i = 0; i < KH; ++i)
+      for (j = 0; j < KW; ++j, ++t) off[(t & ~3) + MT_SLOT(t)] = (int16_t)(((long)c * H + (long)i * DH) * W + j * DW);
+  for (; t & 3; ++t) off[(t & ~3) + MT_SLOT(t)] = -1;
+  return 1;
+}
+static void mt_conv_column_tab(const int8_t *xo, const int16_t *off, int taps4, int tapsr, int16_t *d) {
+  int s;
+  for (s = 0; s < taps4; s += 4, d += 16) d[0] = xo[off[s]], d[1] = xo[off[s + 1]], d[2] = xo[off[s + 2]], d[3] = xo[off[s + 3]];
+  for (; s < tapsr; ++s)
+    if (off[s] >= 0) d[s & 3] = xo[off[s]];
+}
+/* The four columns at once, windows inside the input sw apart (four positions of a row): per
+ * place of a block one offset, four loads and four stores */
+#define MT_TAB4(i)                                                                                        \
+  do {                                                                                                    \
+    const int8_t *xs_ = xo + off[s + (i)];                                                                \
+    d[(i)] = xs_[0], d[(i) + 4] = xs_[sw], d[(i) + 8] = xs_[s2], d[(i) + 12] = xs_[s3];                     \
+  } while (0)
+static void mt_conv_cols4_tab(const int8_t *xo, int sw, const int16_t *off, int taps4, int tapsr, int16_t *d) {
+  const int s2 = 2 * sw, s3 = 3 * sw;
+  int s, i;
+  for (s = 0; s < taps4; s += 4, d += 16) {
+    MT_TAB4(0);
+    MT_TAB4(1);
+    MT_TAB4(2);
+    MT_TAB4(3);
+  }
+  for (i = 0; s < tapsr && i < 4; ++i) /* the last block (s = taps4) */
+    if (off[s + i] >= 0) MT_TAB4(i);
+}
+
+/* The channels [0, og) of a group against the four columns (channel o: its weights w + o taps,
+ * bias b[o], rq pair r + o rs), every channel's sums free of rounding ties
+ * (mt_rq_chan_h_ok), the outputs of four positions to y + o P .. + 3: per channel the bias
+ * four times, m, the shift and c_hi = (2 y_zero + 1) 2^(s-2) (mt_rq_chan_init's for s >= 2,
+ * yz21 = 2 y_zero + 1), MT_COLS4_MAC over the blocks and per output SMMLA, ASR, SSAT (and the
+ * y_min clamp where CLAMP), the store. Not inlined, so that few values live through its loop. */
+#define MT_DEFINE_CONV_CHANS4(NAME, YT, BITS, CLAMP)                                                      \
+  static __attribute__((noinline)) void NAME(const int16_t *col, const int8_t *w, const int32_t *b,       \
+                                             const int32_t *r, int rs, YT *y, int P, int og, int taps,     \
+                                             uint32_t yz21, int32_t y_min) {                               \
+    const int tapsr = (taps + 3) & ~3, wd = taps - tapsr;                                                 \
+    const int16_t *const cend = col + MT_CONV_COLS * tapsr;                                               \
+    YT *const end = y + (long)og * P;                                                                     \
+    for (; y != end; y += P, r += rs) {                                                                   \
+      int32_t a0 = *b++, a1 = a0, a2 = a0, a3 = a0, s_;                                                   \
+      const int16_t *xq = col;                                                                            \
+      mt_rq_chan q;                                                                                       \
+      MT_COLS4_ASM(xq, cend, w, tapsr, a0, a1, a2, a3);                                                   \
+      w += wd; /* the next channel's weights */                                                           \
+      s_ = r[1], q.c_lo = 0, q.m = r[0], q.sh = s_ - 1, q.c_hi = (int32_t)(yz21 << (s_ - 2));             \
+      MT_CONV_OUT4(BITS, YT, &q, y, 4, a0, a1, a2, a3, y_min, CLAMP, 1);                                  \
+    }                                                                                                     \
+  }
+MT_DEFINE_CONV_CHANS4(mt_conv_chans4_s8, int8_t, 8, 0)
+MT_DEFINE_CONV_CHANS4(mt_conv_chans4_s8c, int8_t, 8, 1)
+MT_DEFINE_CONV_CHANS4(mt_conv_chans4_s16, int16_t, 16, 0)
+MT_DEFINE_CONV_CHANS4(mt_conv_chans4_s16c, int16_t, 16, 1)
+/* The four columns of the positions k = p OW + q .. k + cnt - 1 (cnt < 4: the last one again),
+ * (*pp, *qp) = (p, q) moved past them: a pointwise layer of stride 1 without padding
+ * (pw) by mt_conv_cols_pw, four windows inside the input in a row by mt_conv_cols4_tab, other
+ * windows inside one by one by mt_conv_column_tab (off: mt_conv_tab's, or 0), the rest tap by
+ * tap (mt_conv_column_s8). */
+static void mt_conv_cols4(const int8_t *x0, const int32_t *g, int pw, const int16_t *off, int k, int cnt, int *pp,
+                          int *qp, int16_t *col) {
+  const int H = g[MT_CONV_H], W = g[MT_CONV_W], OW = g[MT_CONV_OW], SH = g[MT_CONV_SH], SW = g[MT_CONV_SW];
+  const int PH = g[MT_CONV_PH], PW = g[MT_CONV_PW], taps = g[MT_CONV_CG] * g[MT_CONV_KH] * g[MT_CONV_KW];
+  const int hs = (g[MT_CONV_KH] - 1) * g[MT_CONV_DH], ws = (g[MT_CONV_KW] - 1) * g[MT_CONV_DW]; /* extents - 1 */
+  const int taps4 = taps & ~3, tapsr = (taps + 3) & ~3;
+  int p = *pp, q = *qp, c;
+  if (pw && cnt == MT_CONV_COLS) {
+    mt_conv_cols_pw(x0 + k, (long)H * W, g[MT_CONV_CG], col);
+    for (q += MT_CONV_COLS; q >= OW; q -= OW) ++p;
+  } else if (off && cnt == MT_CONV_COLS && q + 3 < OW && p * SH - PH >= 0 && p * SH - PH + hs < H && q * SW - PW >= 0 &&
+             (q + 3) * SW - PW + ws < W) {
+    mt_conv_cols4_tab(x0 + (long)(p * SH - PH) * W + q * SW - PW, SW, off, taps4, tapsr, col);
+    if ((q += MT_CONV_COLS) == OW) q = 0, ++p;
+  } else {
+    for (c = 0; c < MT_CONV_COLS; ++c) {
+      const int h0 = p * SH - PH, w0 = q * SW - PW;
+      if (off && h0 >= 0 && h0 + hs < H && w0 >= 0 && w0 + ws < W)
+        mt_conv_column_tab(x0 + (long)h0 * W + w0, off, taps4, tapsr, col + 4 * c);
+      else
+        mt_conv_column_s8(x0, g, p, q, col, c);
+      if (c + 1 < cnt && ++q == OW) q = 0, ++p;
+    }
+    if (++q == OW) q = 0, ++p;
+  }
+  *pp = p, *qp = q;
+}
+
+/* One channel (any: the array's last too, safe 0: its weights end the array) against the four
+ * columns from its bias, its outputs of positions 0 .. cnt - 1 (requantized by SMMLA where hq,
+ * else by mt_rq_chan_apply; at least y_min) */
+#define MT_DEFINE_CONV_CHAN1(NAME, YT, BITS)                                                              \
+  static __attribute__((noinline)) void NAME(const int16_t *col, const int8_t *w, int32_t bias,          \
+                                             const int32_t *r, int32_t y_zero, int32_t y_min, YT *y,       \
+                                             int cnt, int taps, int safe, int hq) {                        \
+    const int nb = safe ? (taps + 3) & ~3 : taps & ~3; /* the taps of whole words of weights */          \
+    const mt_rq_chan q = mt_rq_chan_init(r, y_zero);                                                      \
+    int32_t a0 = bias, a1 = bias, a2 = bias, a3 = bias;                                                   \
+    if (nb) MT_COLS4_MAC(col, w, nb, a0, a1, a2, a3);                                                     \
+    if (nb < taps) MT_COLS4_LAST(col + MT_CONV_COLS * nb, w + nb, taps - nb, a0, a1, a2, a3);             \
+    {                                                                                                     \
+      const int32_t a[MT_CONV_COLS] = {a0, a1, a2, a3};                                                   \
+      int j;                                                                                              \
+      for (j = 0; j < cnt; ++j)                                                                           \
+        y[j] = (YT)mt_max32(hq ? (int32_t)__builtin_arm_ssat(mt_smmla(a[j], q.m, q.c_hi) >> q.sh, BITS)   \
+                               : MT_CHAN_SAT(BITS, &q, a[j]),                                             \
+                            y_min);                                                                       \
+    }                                                                                                     \
+  }
+MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s8, int8_t, 8)
+MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s16, int16_t, 16)
+/* Channel o of group grp by CHAN1 */
+#define MT_CONV_CHAN1(CHAN1)                                                                              \
+  CHAN1(col, w0 + (long)o * taps, bg ? bg[o] : 0, rq + (rq_per_channel ? 2 * (grp * OG + o) : 0), y_zero, y_min, \
+        y0 + (long)o * P + k, cnt, taps, grp * OG + o + 1 < O, hq)
+/* The calls of MT_DEFINE_CONV_DSP that take the columns (hq: every channel's sums free of rounding
+ * ties), in a function of their own: the checks and the depthwise variant stay small */
+#define MT_DEFINE_CONV_DSP(NAME, YT, BITS, DW3, CHANS4, CHANS4C, CHAN1)                                    \
+  static __attribute__((noinline)) int NAME##_cols(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, \
+                                                   const int32_t *g, const int32_t *rq, int rq_per_channel, \
+                                                   int32_t y_zero, int32_t y_min, int16_t *col, int hq) {  \
+    const int N = g[MT_CONV_N], CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W];                   \
+    const int OG = g[MT_CONV_OG], OH = g[MT_CONV_OH], OW = g[MT_CONV_OW], G = g[MT_CONV_GROUPS];          \
+    const int KH = g[MT_CONV_KH], KW = g[MT_CONV_KW], SH = g[MT_CONV_SH], SW = g[MT_CONV_SW];             \
+    const int PH = g[MT_CONV_PH], PW = g[MT_CONV_PW];                                                     \
+    const int taps = CG * KH * KW, taps4 = taps & ~3, tapsr = (taps + 3) & ~3;                            \
+    const int O = OG * G, P = OH * OW;                                                                    \
+    const int pw = KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0 && PW == 0 && OH == H && OW == W;  \
+    const uint32_t yz21 = 2u * (uint32_t)y_zero + 1u;                                                     \
+    const int wl_ok = taps4 != taps && tapsr <= MT_CONV_TAB;                                              \
+    int16_t off[MT_CONV_TAB];                                                                             \
+    int8_t wl[MT_CONV_TAB];                                                                               \
+    int n, grp, o, k, c, tab;                                                                             \
+    for (k = taps; k < tapsr; ++k) /* the last block's padding */                                         \
+      for (c = 0; c < MT_CONV_COLS; ++c) col[MT_CONV_COLS * taps4 + 4 * c + MT_SLOT(k)] = 0;              \
+    tab = !pw && mt_conv_tab(g, off);                                                                     \
+    if (wl_ok) /* the last channel's weights, then zeros to a multiple of 4 */                            \
+      for (k = 0; k < tapsr; ++k) wl[k] = k < taps ? w[(long)(O - 1) * taps + k] : 0;                     \
+    for (n = 0; n < N; ++n)                                                                               \
+      for (grp = 0; grp < G; ++grp) {                                                                     \
+        const int8_t *x0 = x + ((long)n * CG * G + (long)grp * CG) * H * W, *w0 = w + (long)grp * OG * taps; \
+        const int32_t *bg = b ? b + grp * OG : 0;                                                         \
+        YT *y0 = y + ((long)n * O + (long)grp * OG) * P;                                                  \
+        /* the channels whose words of weights stay in the array; the last of it after them */           \
+        const int og = grp == G - 1 && taps4 != taps ? OG - 1 : OG;                                       \
+        int p = 0, q = 0; /* position k = p OW + q */                                                     \
+        for (k = 0; k < P; k += MT_CONV_COLS) {                                                           \
+          int cnt = P - k < MT_CONV_COLS ? P - k : MT_CONV_COLS; /* a last block of fewer: its last column again */ \
+          if (cnt < MT_CONV_COLS && P >= MT_CONV_COLS) /* or, P >= 4, the last four positions (some again) */ \
+            for (; cnt < MT_CONV_COLS; ++cnt, --k)                                                        \
+              if (q-- == 0) q = OW - 1, --p;                                                              \
+          mt_conv_cols4(x0, g, pw, tab ? off : 0, k, cnt, &p, &q, col);                                   \
+          if (cnt == MT_CONV_COLS && hq && b) {                                                           \
+            const int rs = rq_per_channel ? 2 : 0;                                                        \
+            const int32_t *rg = rq + rs * grp * OG;                                                       \
+            void (*const chans)(const int16_t *, const int8_t *, const int32_t *, const int32_t *, int, YT *, \
+                                int, int, int, uint32_t, int32_t) = y_min <= -(1 << ((BITS) - 1)) ? CHANS4 : CHANS4C; \
+            chans(col, w0, bg, rg, rs, y0 + k, P, og, taps, yz21, y_min);                                 \
+            if (og < OG && wl_ok) /* the last channel of the array, its weights from wl */                \
+              chans(col, wl, bg + og, rg + rs * og, rs, y0 + (long)og * P + k, P, 1, taps, yz21, y_min);  \
+            else                                                                                          \
+              for (o = og; o < OG; ++o) MT_CONV_CHAN1(CHAN1);                                          \
+          } else {                                                                                        \
+            for (o = 0; o < OG; ++o) MT_CONV_CHAN1(CHAN1);                                             \
+          }                                                                                               \
+        }                                                                                                 \
+      }                                                                                                   \
+    return 1;                                                                                             \
+  }                                                                                                     \
+  static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
+                  const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col) {   \
+    const int CG = g[MT_CONV_CG], OG = g[MT_CONV_OG], O = OG * g[MT_CONV_GROUPS];                         \
+    const int taps = CG * g[MT_CONV_KH] * g[MT_CONV_KW];                                                  \
+    uint32_t bmax = 0;                                                                                    \
+    int o, hq = 1;                                                                                        \
+    if (taps > 65536) return 0;                                                                           \
+    for (o = 0; o < (rq_per_channel ? O : 1); ++o)                                                        \
+      if (!mt_rq_chan_fast(rq + 2 * o, y_zero)) return 0;                                                 \
+    for (o = 0; b && o < O; ++o) {                                                                        \
+      const uint32_t m_ = mt_mag32(b[o]);                                                                 \
+      if (m_ >= 1u << 30) return 0;                                                                       \
+      bmax = m_ > bmax ? m_ : bmax;                                                                       \
+    }                                                                                                     \
+    if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min);                 \
+    if (!col || OG == 1) return 0; /* one channel per group: a column would serve one channel */          \
+    for (o = 0; o < (rq_per_channel ? O : 1); ++o) /* |sum| <= taps 2^14 + |b| */                         \
+      hq = hq && mt_rq_chan_h_ok(rq + 2 * o, ((uint32_t)taps << 14) + bmax);                              \
+    return NAME##_cols(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min, col, hq);                        \
+  }
+MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s8, int8_t, 8, mt_conv_dw3_s8_s8_s8, mt_conv_chans4_s8, mt_conv_chans4_s8c,
+                   mt_conv_chan1_s8)
+MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s16, int16_t, 16, mt_conv_dw3_s8_s8_s16, mt_conv_chans4_s16, mt_conv_chans4_s16c,
+                   mt_conv_chan1_s16)
+#endif
 #else
 #define mt_conv_dsp_s8_s8_s8 MT_NO_VARIANT
 #define mt_conv_dsp_s8_s8_s16 MT_NO_VARIANT
