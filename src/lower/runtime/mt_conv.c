@@ -616,9 +616,13 @@ MT_DEFINE_DW1S_ROWS(mt_dw1s_rows_s16, int16_t, 16, MT_DW1S_ST16)
  *   y[q]     = SMLADX((x1, x-1), (w0, w2)) + x0 w1    (x1, x-1) = PKHBT(O, O')
  *   y[q + 1] = SMLAD(E, (w0, w2)) + x1 w1,  y[q + 2] = SMLAD(O, (w0, w2)) + x2 w1
  * 24 instructions per word (12 MACs), two words per loop step in assembly (the two pairs of
- * registers take turns as the previous word and the next load); the row's first word (its
- * outputs 0 .. 2), an odd word and the last one (the W % 4 bytes after the words shifted down,
- * zeros above: y[W - 1 - W % 4] .. y[W - 1]) in C (MT_DW1SP_WORD). */
+ * registers take turns as the previous word and the next load; an odd number of words enters
+ * at the second), 3 more per step for the end (read from memory: the block takes 12
+ * registers, which Cortex-M55 builds have, not 13); the row's first word (its outputs 0 .. 2,
+ * the left padding as the previous word) and the last one (the W % 4 bytes after the words
+ * shifted down, zeros above: y[W - 1 - W % 4] .. y[W - 1]) in C (MT_DW1SP_WORD). A channel's
+ * bound amax is mt_bound_s8's; the outputs are within int16 when rq(-amax) and rq(amax) are
+ * (SMMLA and ASR are nondecreasing in the sum for m > 0), here with a margin: |y + 128| <= 2^14. */
 static inline int mt_dw1sp_ok(const mt_rq_chan *q, uint32_t amax) {
   const int kw = 16 - q->sh;
   const int32_t top = mt_smmla((int32_t)amax, q->m, q->c_hi) >> q->sh, bot = mt_smmla(-(int32_t)amax, q->m, q->c_hi) >> q->sh;
@@ -722,8 +726,8 @@ static __attribute__((noinline)) void mt_dw1sp_layer_s8(const int8_t *x, const i
  * a y_min above the type's minimum applied afterwards by RAISE, as the linear layers do), the
  * others a row at a time by CHAN */
 #define MT_DEFINE_CONV_DW3_DSP(NAME, YT, CHAN, SAME_H, SAME_X, ROWS, PACKED, RAISE, BITS)                               \
-  static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
-                  const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                 \
+  static __attribute__((noinline)) int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g, \
+                                             const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) { \
     const int N = g[MT_CONV_N], H = g[MT_CONV_H], HW = g[MT_CONV_H] * g[MT_CONV_W], KH = g[MT_CONV_KH];    \
     const int G = g[MT_CONV_GROUPS], OHW = g[MT_CONV_OH] * g[MT_CONV_OW], W = g[MT_CONV_W];               \
     const int PW = g[MT_CONV_PW];                                                                         \
