@@ -847,7 +847,8 @@ TEST_CASE("microtorch-lower: a graph saved by a training script becomes the same
   // mt_kernels.h and system headers.
   CHECK(read_file(dir + "/fw/mt_kernels.c") == read_file(dir + "/api/mt_kernels.c"));
   const std::string kernels = read_file(dir + "/fw/mt_kernels.c");
-  const std::string switches = "/* iris_cli: no 'same' 3 x 3 depthwise convolution (mt_internal.h) */\n#define MT_CONV_SAME3X3 0\n\n";
+  const std::string switches = "/* iris_cli: no 'same' 3 x 3 depthwise convolution (mt_internal.h) */\n#define MT_CONV_SAME3X3 0\n"
+                               "/* iris_cli: no 1-D depthwise convolution of kernel 3 (mt_internal.h) */\n#define MT_CONV_SAME1X3 0\n\n";
   CHECK(kernels == switches + read_file(MICROTORCH_RUNTIME_AMALGAMATION));
   for (std::size_t at = kernels.find("\n#include"); at != std::string::npos; at = kernels.find("\n#include", at + 1)) {
     const std::string line = kernels.substr(at + 1, kernels.find('\n', at + 1) - at - 1);
@@ -1154,27 +1155,31 @@ TEST_CASE("lower: a BatchNorm that no layer before it can absorb, or in training
                        doctest::Contains("call model.eval()"), mt::ValueError);
 }
 
-TEST_CASE("lower: a firmware's mt_kernels.c leaves out the 'same' 3 x 3 depthwise variant when no convolution of its model can take it") {
+TEST_CASE("lower: a firmware's mt_kernels.c leaves out the 'same' 3 x 3 and 1-D kernel 3 depthwise variants when no convolution of its model can take them") {
   const auto kernels_c = [](const lower::Program& p) {
     testing::TempDir dir;
     lower::emit_c(p, dir.path);
     std::ifstream in(dir / "mt_kernels.c");
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
-  const std::string off = "#define MT_CONV_SAME3X3 0";
+  const std::string off = "#define MT_CONV_SAME3X3 0", off1 = "#define MT_CONV_SAME1X3 0";
   mt::manual_seed(24);
   ConvStem stem;  // 1-D convolutions only
   auto fn = [&](const Tensor& x) { return stem(x); };
   const Tensor xs = mt::randn({8, 3, 32});
   const lower::Graph g = lower::trace(fn, mt::zeros({1, 3, 32}));
   const lower::Calibration cal = lower::calibrate(g, xs);
-  CHECK(kernels_c(lower::quantize(g, cal, options(8, "stem8"))).rfind(off, 200) != std::string::npos);
+  const std::string stem8 = kernels_c(lower::quantize(g, cal, options(8, "stem8")));
+  CHECK(stem8.rfind(off, 300) != std::string::npos);
+  CHECK(stem8.rfind(off1, 300) == std::string::npos);  // its depthwise Conv1d of kernel 3
+  CHECK(stem8.find("mt_dw1s_rows_s8") != std::string::npos);
   nn::Conv2d depthwise(4, 4, 3, nn::Conv2dOptions{1, 1, 1, 4});
   auto fn2 = [&](const Tensor& x) { return depthwise.forward(x); };
   const Tensor xs2 = mt::randn({8, 4, 6, 6});
   const lower::Graph g2 = lower::trace(fn2, mt::zeros({1, 4, 6, 6}));
   const std::string with = kernels_c(lower::quantize(g2, lower::calibrate(g2, xs2), options(8, "dw8")));
   CHECK(with.find(off) == std::string::npos);
+  CHECK(with.rfind(off1, 300) != std::string::npos);
   CHECK(with.find("mt_dw3s_chan_h_s8") != std::string::npos);
 }
 

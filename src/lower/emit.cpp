@@ -481,7 +481,8 @@ namespace {
 
 // The runtime's variants that no step of p can take, turned off at the top of its
 // mt_kernels.c (mt_internal.h: the results are the same, their code is left out of the flash):
-// MT_CONV_SAME3X3 without an int8 x int8 depthwise convolution of a 3 x 3 kernel.
+// MT_CONV_SAME3X3 without an int8 x int8 depthwise convolution of a 3 x 3 kernel,
+// MT_CONV_SAME1X3 without one of a 1 x 3 kernel (a 1-D depthwise convolution of kernel 3).
 std::string runtime_config(const Program& p) {
   std::vector<const Step*> steps;
   for (const Step& s : p.steps) steps.push_back(&s);
@@ -489,15 +490,20 @@ std::string runtime_config(const Program& p) {
     for (const auto* list : {&p.training->zero, &p.training->sample, &p.training->update, &p.training->derive})
       for (const Step& s : *list) steps.push_back(&s);
   }
-  bool same3x3 = false;
+  bool same3x3 = false, same1x3 = false;
   for (const Step* s : steps) {
     if (s->kernel.rfind("mt_conv_s8_s8_", 0) != 0) continue;
     const std::vector<std::int64_t>& g = p.buffer(s->args.at(4).buffer).data;
-    same3x3 = same3x3 || (g.at(MT_CONV_OG) == 1 && g.at(MT_CONV_CG) == 1 && g.at(MT_CONV_KH) == 3 && g.at(MT_CONV_KW) == 3);
+    const bool depthwise3 = g.at(MT_CONV_OG) == 1 && g.at(MT_CONV_CG) == 1 && g.at(MT_CONV_KW) == 3;
+    same3x3 = same3x3 || (depthwise3 && g.at(MT_CONV_KH) == 3);
+    same1x3 = same1x3 || (depthwise3 && g.at(MT_CONV_KH) == 1);
   }
-  if (same3x3) return "";
-  return fmt::format("/* {}: no 'same' 3 x 3 depthwise convolution (mt_internal.h) */\n#define MT_CONV_SAME3X3 0\n\n",
-                     p.name);
+  std::string r;
+  if (!same3x3)
+    r += fmt::format("/* {}: no 'same' 3 x 3 depthwise convolution (mt_internal.h) */\n#define MT_CONV_SAME3X3 0\n", p.name);
+  if (!same1x3)
+    r += fmt::format("/* {}: no 1-D depthwise convolution of kernel 3 (mt_internal.h) */\n#define MT_CONV_SAME1X3 0\n", p.name);
+  return r.empty() ? r : r + "\n";
 }
 
 }  // namespace

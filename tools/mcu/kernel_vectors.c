@@ -1074,6 +1074,66 @@ static void conv_dw3s(void) {
   h_end("conv dw3 same");
 }
 
+/* 'Same' 1-D depthwise layers of kernel 3 (stride and dilation 1, padding 1 along W, none along
+ * H: the Armv7E-M variant's rows, mt_dw1s_*): lengths 1 to 9 (below 4: the reference; a row's
+ * first word, the words of the assembly loop in odd and even numbers, the last word and the W %
+ * 4 outputs after it) and 64, rows of 2-D maps (H 3, 1 x 3 kernels), one and two images;
+ * random, int8-extreme (-128 and 127 inputs and weights, biases of 2^30 - 1) and 127 inputs;
+ * per channel and per tensor; a zero point, y_min at the type's minimum and above it (relu),
+ * int8 and int16 outputs; multipliers with trailing zeros (a power of two: a constructed
+ * rounding tie, channel 5, its exact requantization) and shifts 1, 2, 6 to 12 and 28; and the
+ * layers next to the path (stride 2, no padding, dilation 2) that take the others. */
+static void conv_dw1s(void) {
+  static int32_t bias32[8], rq[16];
+  /* N CG H W OG KH KW OH OW SH SW PH PW DH DW GROUPS */
+  static const int32_t other[3][MT_CONV_FIELDS] = {{1, 1, 1, 9, 1, 1, 3, 1, 5, 1, 2, 0, 1, 1, 1, 6},
+                                                   {2, 1, 1, 9, 1, 1, 3, 1, 7, 1, 1, 0, 0, 1, 1, 5},
+                                                   {1, 1, 2, 8, 1, 1, 3, 2, 8, 1, 1, 0, 2, 1, 2, 4}};
+  int32_t g[MT_CONV_FIELDS];
+  int i, c, k;
+  h_begin();
+  for (i = 0; i < 14; ++i) {
+    if (i < 11) { /* W = 1 .. 9, 64 (N 2 from 5 on, 8 channels), then H 3 W 13 */
+      const int W = i < 9 ? i + 1 : i == 9 ? 64 : 13, H = i == 10 ? 3 : 1;
+      const int32_t geom[MT_CONV_FIELDS] = {i >= 4 ? 2 : 1, 1, H, W, 1, 1, 3, H, W, 1, 1, 0, 1, 1, 1, 8};
+      for (k = 0; k < MT_CONV_FIELDS; ++k) g[k] = geom[k];
+    } else {
+      for (k = 0; k < MT_CONV_FIELDS; ++k) g[k] = other[i - 11][k];
+    }
+    for (c = 0; c < 4; ++c) {
+      const int n = g[MT_CONV_N] * g[MT_CONV_GROUPS] * g[MT_CONV_OH] * g[MT_CONV_OW];
+      const int nx = g[MT_CONV_N] * g[MT_CONV_GROUPS] * g[MT_CONV_H] * g[MT_CONV_W];
+      fill8(b8, 3 * 8, -128, 127);
+      fill32(bias32, 8);
+      for (k = 0; k < 8; ++k) {
+        bias32[k] /= 256;
+        rq[2 * k] = (int32_t)((1u << 30) | (lcg() >> 2)), rq[2 * k + 1] = rnd(6, 12);
+      }
+      if (c == 0) fill8(a8, nx, -128, 127);
+      if (c == 1) /* extremes: -128 inputs and weights, the largest biases */
+        for (k = 0; k < nx; ++k) a8[k] = (int8_t)(k % 7 == 3 ? 127 : -128);
+      if (c == 1)
+        for (k = 0; k < 3 * 8; ++k) b8[k] = (int8_t)(k % 5 == 1 ? 127 : -128);
+      if (c == 1) bias32[0] = (1 << 30) - 1, bias32[1] = -(1 << 30) + 1;
+      if (c == 2) /* multipliers of trailing zeros, shifts 1, 2 and 28 */
+        rq[0] = 1 << 30, rq[1] = 12, rq[2] = 1 << 30, rq[3] = 1, rq[4] = (int32_t)((1u << 30) | (lcg() >> 2)),
+        rq[5] = 1, rq[6] = 3 << 28, rq[7] = 2, rq[8] = (int32_t)((1u << 30) | (lcg() >> 2)), rq[9] = 28,
+        rq[10] = 1 << 30, rq[11] = 2;
+      if (c == 2) /* channel 5: every sum -4, a tie (-4 2^30 + 2^32 = 0), so y_zero - 1, not y_zero */
+        b8[15] = b8[16] = b8[17] = 0, bias32[5] = -4;
+      if (c == 3) fill8(a8, nx, 120, 127);
+      mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -3, -128, 0), h8(y8, n);
+      mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -128, -128, 0), h8(y8, n); /* relu at the minimum */
+      mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, 5, 5, 0), h8(y8, n); /* relu above the minimum */
+      mt_conv_s8_s8_s8(a8, b8, 0, y8, g, rq + 2, 0, -128, -128, 0), h8(y8, n); /* per tensor */
+      mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq + 8, 0, 7, -128, 0), h8(y8, n); /* per tensor, a random m */
+      mt_conv_s8_s8_s16(a8, b8, bias32, y16, g, rq, 1, 7, -32768, 0), h16(y16, n);
+      mt_conv_s8_s8_s16(a8, b8, bias32, y16, g, rq, 1, 0, 0, 0), h16(y16, n);
+    }
+  }
+  h_end("conv dw1 same");
+}
+
 /* The requantization of the Armv7E-M convolutions' four-column pass in one SMMLA (every channel
  * of the call free of rounding ties) or exactly (a multiplier of many trailing zeros, shift 1,
  * a tie): pointwise and standard layers of 3, 5, 8 and 12 taps (no block of four, an odd and
@@ -1432,6 +1492,7 @@ int main(void) {
   div_rows();
   conv();
   conv_dw3s();
+  conv_dw1s();
   conv_rq_paths();
   conv_m4_paths();
   train_int();

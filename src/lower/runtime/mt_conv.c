@@ -517,14 +517,221 @@ MT_DEFINE_DW3S_CHAN(mt_dw3s_chan_x_s8, 0, 0)
 MT_DEFINE_DW3S_CHAN(mt_dw3s_chan_h_s16, 1, 1)
 MT_DEFINE_DW3S_CHAN(mt_dw3s_chan_x_s16, 0, 1)
 
+/* 'Same' 1-D depthwise layers of kernel 3 (KH 1, KW 3, stride and dilation 1, padding 1 along
+ * W, none along H: conv_dw's Conv1d(C, C, 3, padding=1, groups=C); rows of W >= 4): y[q] = b +
+ * x[q - 1] w0 + x[q] w1 + x[q + 1] w2 (x[-1] = x[W] = 0), four outputs q .. q + 3 per word of
+ * the row (x0 x1 x2 x3 at q), split by SXTB16 into E = (x0, x2) and O = (x1, x3), with the
+ * previous word's O' = (x-3, x-1) and the next word's E'' = (x4, x6):
+ *   y[q]     = SMLADX((x1, x-1), (w0, w2)) + x0 w1    (x1, x-1) = PKHBT(O, O')
+ *   y[q + 1] = SMLAD(E, (w0, w2)) + x1 w1
+ *   y[q + 2] = SMLAD(O, (w0, w2)) + x2 w1
+ *   y[q + 3] = SMLADX((x4, x2), (w0, w2)) + x3 w1     (x4, x2) = PKHBT(E'', E)
+ * each sum from the bias, then requantized by SMMLA, ASR and SSAT (the channel's
+ * mt_rq_chan_h_ok: no rounding tie) and stored: per word 1 LDR, 2 SXTB16, 2 PKHBT, 8
+ * multiply-adds and 4 x 4 for the outputs, 29 instructions for 12 MACs. The weights and the
+ * requantization stay in registers, w1 in the top half of the word whose low byte is the shift
+ * (ASR reads that byte alone). The first word starts from O' = 0 (the left padding); the words
+ * whose next word lies inside the row run two per loop step in inline assembly (the four
+ * registers of the window change roles each word: after a word, O is the next one's O', E''
+ * its E, and the word's first register, free once y[q] is stored, takes the next load and
+ * then its O); an odd first one, the last word (its next word the row's last bytes shifted
+ * down, zeros above: the right padding) and the W % 4 outputs after it in C (MT_DW1S_WORD). */
+typedef struct {
+  int32_t wp, w1s, m, c_hi, bias; /* (w0, w2); w1 2^16 + sh; mt_rq_chan's m, c_hi; the bias */
+} mt_dw1s_k;
+/* y[0 .. CNT) (CNT <= 4) of the word (E, O) after O' = P, before E'' = EN: the products
+ * reaching into P and EN as single multiply-adds */
+#define MT_DW1S_OUT(YT, BITS, J, A) y[J] = (YT)__builtin_arm_ssat(mt_smmla(A, k.m, k.c_hi) >> sh, BITS)
+#define MT_DW1S_WORD(YT, BITS, P, E, O, EN, CNT)                                                          \
+  do {                                                                                                    \
+    MT_DW1S_OUT(YT, BITS, 0, __smlatb(P, k.wp, __smlabt(O, k.wp, __smlabt(E, k.w1s, k.bias))));           \
+    if ((CNT) > 1) MT_DW1S_OUT(YT, BITS, 1, __smlabt(O, k.w1s, __smlad(E, k.wp, k.bias)));                \
+    if ((CNT) > 2) MT_DW1S_OUT(YT, BITS, 2, __smlatt(E, k.w1s, __smlad(O, k.wp, k.bias)));                \
+    if ((CNT) > 3) MT_DW1S_OUT(YT, BITS, 3, __smlabt(EN, k.wp, __smlatt(O, k.w1s, __smlatb(E, k.wp, k.bias)))); \
+  } while (0)
+/* One word in assembly: registers P (O'), E, O, F (free); afterwards O is O', F is E, P is O, E free */
+#define MT_DW1S_REQ(R, ST)                                                                                \
+  "smmla " R ", " R ", %[m], %[c]\n\t"                                                                    \
+  "asr " R ", " R ", %[w1s]\n\t" ST(R)
+#define MT_DW1S_ASM_WORD(P, E, O, F, ST)                                                                  \
+  "pkhbt " F ", " O ", " P "\n\t"                                                                         \
+  "smladx " F ", " F ", %[wp], %[b]\n\t"                                                                  \
+  "smlabt " F ", " E ", %[w1s], " F "\n\t" MT_DW1S_REQ(F, ST)                                             \
+  "smlad " F ", " E ", %[wp], %[b]\n\t"                                                                   \
+  "smlabt " F ", " O ", %[w1s], " F "\n\t" MT_DW1S_REQ(F, ST)                                             \
+  "smlad " F ", " O ", %[wp], %[b]\n\t"                                                                   \
+  "smlatt " F ", " E ", %[w1s], " F "\n\t" MT_DW1S_REQ(F, ST)                                             \
+  "ldr " P ", [%[x]], #4\n\t"                                                                             \
+  "sxtb16 " F ", " P "\n\t"                                                                               \
+  "pkhbt " E ", " F ", " E "\n\t"                                                                         \
+  "smladx " E ", " E ", %[wp], %[b]\n\t"                                                                  \
+  "smlatt " E ", " O ", %[w1s], " E "\n\t"                                                                \
+  "sxtb16 " P ", " P ", ror #8\n\t" MT_DW1S_REQ(E, ST)
+#define MT_DW1S_ST8(R) "ssat " R ", #8, " R "\n\tstrb " R ", [%[y]], #1\n\t"
+#define MT_DW1S_ST16(R) "ssat " R ", #16, " R "\n\tstrh " R ", [%[y]], #2\n\t"
+#define MT_DEFINE_DW1S_ROWS(NAME, YT, BITS, ST)                                                           \
+  static __attribute__((noinline)) void NAME(const int8_t *x, int W, int H, const mt_dw1s_k *kp, YT *y) { \
+    const mt_dw1s_k k = *kp;                                                                              \
+    const int sh = k.w1s & 0xff, words = W / 4 - 1, rest = W & 3; /* words: those with a next word */    \
+    int r;                                                                                                \
+    for (r = 0; r < H; ++r, x += W) {                                                                     \
+      const int8_t *xq = x + 4, *const end = x + 4 * (words + 1);                                         \
+      int32_t v = mt_ld32(x), p = 0, e = __sxtb16(v), o = mt_odd_bytes(v), f;                             \
+      if (words & 1) {                                                                                    \
+        v = mt_ld32(xq), xq += 4, f = __sxtb16(v);                                                        \
+        MT_DW1S_WORD(YT, BITS, p, e, o, f, 4);                                                                      \
+        y += 4, p = o, e = f, o = mt_odd_bytes(v);                                                        \
+      }                                                                                                   \
+      if (xq != end)                                                                                      \
+        __asm__("1:\n\t" MT_DW1S_ASM_WORD("%[p]", "%[e]", "%[o]", "%[f]", ST)                            \
+                MT_DW1S_ASM_WORD("%[o]", "%[f]", "%[p]", "%[e]", ST)                                      \
+                "cmp %[x], %[end]\n\t"                                                                    \
+                "bne 1b"                                                                                  \
+                : [x] "+r"(xq), [y] "+r"(y), [p] "+r"(p), [e] "+r"(e), [o] "+r"(o), [f] "=&r"(f)          \
+                : [wp] "r"(k.wp), [w1s] "r"(k.w1s), [m] "r"(k.m), [c] "r"(k.c_hi), [b] "r"(k.bias),       \
+                  [end] "r"(end)                                                                          \
+                : "cc", "memory");                                                                        \
+      v = rest ? (int32_t)((uint32_t)mt_ld32(x + W - 4) >> (32 - 8 * rest)) : 0; /* zeros past the row */ \
+      f = __sxtb16(v);                                                                                    \
+      MT_DW1S_WORD(YT, BITS, p, e, o, f, 4);                                                                        \
+      y += 4;                                                                                             \
+      if (rest) {                                                                                         \
+        p = o, e = f, o = mt_odd_bytes(v);                                                                \
+        MT_DW1S_WORD(YT, BITS, p, e, o, 0, rest);                                                                   \
+        y += rest;                                                                                        \
+      }                                                                                                   \
+    }                                                                                                     \
+  }
+MT_DEFINE_DW1S_ROWS(mt_dw1s_rows_s8, int8_t, 8, MT_DW1S_ST8)
+MT_DEFINE_DW1S_ROWS(mt_dw1s_rows_s16, int16_t, 16, MT_DW1S_ST16)
+
+/* The same rows with int8 outputs, four per word in one STR, for a channel whose shift sh
+ * (mt_rq_chan's) is in [8, 16] and whose outputs stay far inside int16 (mt_dw1sp_ok): the
+ * weights and the bias scaled by 2^(16 - sh) (w 2^(16 - sh) still an int16, the sums still
+ * int32) and c_hi by the same, plus 128 2^16 (c' = 2^15 + (y_zero + 128) 2^16), so that SMMLA
+ * leaves y + 128 = floor(2^(16 - sh) (a m + c_hi 2^32) / 2^48) in its top half (the same
+ * floor as SMMLA and ASR by sh: floors of divisions by powers of two compose): PKHTB takes two
+ * outputs' top halves into one word, USAT16 saturates both to [0, 255] (y to [-128, 127]), ORR
+ * interleaves two such words into four bytes and EOR with 0x80 each gives the int8 y: 4
+ * SMMLA, 2 PKHTB, 2 USAT16, ORR, EOR and STR for four outputs, 11 instructions where SMMLA,
+ * ASR, SSAT and STRB per output take 16. A word (E, O) at q gives y[q - 1] .. y[q + 2], the
+ * first from the previous word's (E', O') = ((x-4, x-2), (x-3, x-1)):
+ *   y[q - 1] = SMLADX((x0, x-2), (w0, w2)) + x-1 w1   (x0, x-2) = PKHBT(E, E')
+ *   y[q]     = SMLADX((x1, x-1), (w0, w2)) + x0 w1    (x1, x-1) = PKHBT(O, O')
+ *   y[q + 1] = SMLAD(E, (w0, w2)) + x1 w1,  y[q + 2] = SMLAD(O, (w0, w2)) + x2 w1
+ * 24 instructions per word (12 MACs), two words per loop step in assembly (the two pairs of
+ * registers take turns as the previous word and the next load; an odd number of words enters
+ * at the second), 3 more per step for the end (read from memory: the block takes 12
+ * registers, which Cortex-M55 builds have, not 13); the row's first word (its outputs 0 .. 2,
+ * the left padding as the previous word) and the last one (the W % 4 bytes after the words
+ * shifted down, zeros above: y[W - 1 - W % 4] .. y[W - 1]) in C (MT_DW1SP_WORD). A channel's
+ * bound amax is mt_bound_s8's; the outputs are within int16 when rq(-amax) and rq(amax) are
+ * (SMMLA and ASR are nondecreasing in the sum for m > 0), here with a margin: |y + 128| <= 2^14. */
+static inline int mt_dw1sp_ok(const mt_rq_chan *q, uint32_t amax) {
+  const int kw = 16 - q->sh;
+  const int32_t top = mt_smmla((int32_t)amax, q->m, q->c_hi) >> q->sh, bot = mt_smmla(-(int32_t)amax, q->m, q->c_hi) >> q->sh;
+  return q->sh >= 8 && q->sh <= 16 && (amax >> (31 - kw)) == 0 && top + 128 <= 1 << 14 && bot + 128 >= -(1 << 14);
+}
+/* y[j - J0] for the outputs j in [J0, J1) of {q - 1, q, q + 1, q + 2} of the word (E, O) after (PE, PO) */
+#define MT_DW1SP_OUT(Y, J, A) (Y)[J] = (int8_t)((int32_t)__builtin_arm_usat(mt_smmla(A, k.m, k.c_hi) >> 16, 8) - 128)
+#define MT_DW1SP_WORD(PE, PO, E, O, J0, J1, Y)                                                            \
+  do {                                                                                                    \
+    if ((J0) == 0) MT_DW1SP_OUT(Y, 0, __smlabt(E, k.wp, __smlatt(PO, k.w1s, __smlatb(PE, k.wp, k.bias)))); \
+    if ((J1) > 1) MT_DW1SP_OUT(Y, 1 - (J0), __smlabt(O, k.wp, __smlabt(E, k.w1s, __smlatb(PO, k.wp, k.bias)))); \
+    if ((J1) > 2) MT_DW1SP_OUT(Y, 2 - (J0), __smlabt(O, k.w1s, __smlad(E, k.wp, k.bias)));                \
+    if ((J1) > 3) MT_DW1SP_OUT(Y, 3 - (J0), __smlatt(E, k.w1s, __smlad(O, k.wp, k.bias)));                \
+  } while (0)
+/* One word in assembly: the previous word's (E', O') in PE, PO; the word loaded into E, O; T free */
+#define MT_DW1SP_ASM_WORD(PE, PO, E, O, T)                                                                \
+  "ldr " O ", [%[x]], #4\n\t"                                                                             \
+  "sxtb16 " E ", " O "\n\t"                                                                               \
+  "sxtb16 " O ", " O ", ror #8\n\t"                                                                       \
+  "pkhbt " T ", " E ", " PE "\n\t"                                                                        \
+  "smladx " T ", " T ", %[wp], %[b]\n\t"                                                                  \
+  "smlatt " T ", " PO ", %[w1], " T "\n\t"                                                                \
+  "smmla " T ", " T ", %[m], %[c]\n\t"                                                                    \
+  "smlad " PE ", " E ", %[wp], %[b]\n\t"                                                                  \
+  "smlabt " PE ", " O ", %[w1], " PE "\n\t"                                                               \
+  "smmla " PE ", " PE ", %[m], %[c]\n\t"                                                                  \
+  "pkhtb " T ", " PE ", " T ", asr #16\n\t"                                                               \
+  "usat16 " T ", #8, " T "\n\t"                                                                           \
+  "pkhbt " PE ", " O ", " PO "\n\t"                                                                       \
+  "smladx " PE ", " PE ", %[wp], %[b]\n\t"                                                                \
+  "smlabt " PE ", " E ", %[w1], " PE "\n\t"                                                               \
+  "smmla " PE ", " PE ", %[m], %[c]\n\t"                                                                  \
+  "smlad " PO ", " O ", %[wp], %[b]\n\t"                                                                  \
+  "smlatt " PO ", " E ", %[w1], " PO "\n\t"                                                               \
+  "smmla " PO ", " PO ", %[m], %[c]\n\t"                                                                  \
+  "pkhtb " PE ", " PO ", " PE ", asr #16\n\t"                                                             \
+  "usat16 " PE ", #8, " PE "\n\t"                                                                         \
+  "orr " T ", " T ", " PE ", lsl #8\n\t"                                                                  \
+  "eor " T ", " T ", #0x80808080\n\t"                                                                     \
+  "str " T ", [%[y]], #4\n\t"
+/* An int8 'same' 1-D depthwise layer (MT_DEFINE_CONV_DW3_DSP checked its shape; y_min is
+ * the caller's): each channel by the word loop above where mt_dw1sp_ok, else by
+ * mt_dw1s_rows_s8 where no rounding tie can occur, else by the exact CHAN; one function, so
+ * that a channel's set-up (its bound, checks and scaled constants) costs little beside its row */
+static __attribute__((noinline)) void mt_dw1sp_layer_s8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y,
+                                                       const int32_t *g, const int32_t *rq, int rq_per_channel,
+                                                       int32_t y_zero, int32_t y_min) {
+  const int N = g[MT_CONV_N], G = g[MT_CONV_GROUPS], H = g[MT_CONV_H], W = g[MT_CONV_W];
+  const int words = W / 4 - 1, rest = W & 3; /* words: those after the first with a whole word */
+  const int32_t cq = (int32_t)((1u << 15) + ((uint32_t)y_zero + 128u) * 65536u); /* c' */
+  int n, o, r;
+  for (n = 0; n < N; ++n)
+    for (o = 0; o < G; ++o, x += H * W, y += H * W) {
+      const int32_t *r_ = rq + (rq_per_channel ? 2 * o : 0), bias = b ? b[o] : 0;
+      const int32_t w0 = w[3 * o], w1 = w[3 * o + 1], w2 = w[3 * o + 2];
+      const uint32_t amax = ((mt_mag32(w0) + mt_mag32(w1) + mt_mag32(w2)) << 7) + mt_mag32(bias); /* mt_bound_s8 */
+      const mt_rq_chan qc = mt_rq_chan_init(r_, y_zero);
+      const int8_t *xr = x;
+      int8_t *yr = y;
+      if (!mt_rq_chan_h_ok(r_, amax)) {
+        mt_conv_dw3_chan_s8(x, w + 3 * o, g, bias, &qc, y_min, y);
+      } else if (!mt_dw1sp_ok(&qc, amax)) {
+        const mt_dw1s_k k1 = {mt_pair16(w0, w2), (int32_t)(((uint32_t)w1 << 16) | (uint32_t)qc.sh), qc.m, qc.c_hi, bias};
+        mt_dw1s_rows_s8(x, W, H, &k1, y);
+      } else {
+        const int kw = 16 - qc.sh; /* the weights, bias and c_hi 2^kw */
+        const mt_dw1s_k k = {mt_pair16(w0 * (1 << kw), w2 * (1 << kw)), (int32_t)((uint32_t)w1 << (16 + kw)), qc.m,
+                             cq, (int32_t)((uint32_t)bias << kw)};
+        for (r = 0; r < H; ++r, xr += W) {
+          const int8_t *xq = xr + 4, *const end = xr + 4 * (words + 1);
+          int32_t v = mt_ld32(xr), pe = __sxtb16(v), po = mt_odd_bytes(v), e, o_, t = words & 1;
+          MT_DW1SP_WORD(0, 0, pe, po, 1, 4, yr); /* outputs 0 .. 2: the left padding as the previous word */
+          yr += 3, e = pe, o_ = po; /* an odd number of words enters at the second, the previous word in (e, o_) */
+          if (xq != end)
+            __asm__("cbnz %[t], 2f\n"
+                    "1:\n\t" MT_DW1SP_ASM_WORD("%[pe]", "%[po]", "%[e]", "%[o]", "%[t]")
+                    "2:\n\t" MT_DW1SP_ASM_WORD("%[e]", "%[o]", "%[pe]", "%[po]", "%[t]")
+                    "ldr %[t], %[end]\n\t" /* (12 registers: the end from memory) */
+                    "cmp %[x], %[t]\n\t"
+                    "bne 1b"
+                    : [x] "+r"(xq), [y] "+r"(yr), [pe] "+r"(pe), [po] "+r"(po), [e] "+r"(e), [o] "+r"(o_), [t] "+l"(t)
+                    : [wp] "r"(k.wp), [w1] "r"(k.w1s), [m] "r"(k.m), [c] "r"(k.c_hi), [b] "r"(k.bias), [end] "m"(end)
+                    : "cc", "memory");
+          if (rest == 0) { /* y[W - 1] = x[W - 2] w0 + x[W - 1] w1 */
+            MT_DW1SP_OUT(yr, 0, __smlatt(po, k.w1s, __smlatb(pe, k.wp, k.bias)));
+            ++yr;
+          } else { /* the last rest bytes, zeros past the row */
+            v = (int32_t)((uint32_t)mt_ld32(xr + W - 4) >> (32 - 8 * rest)), e = __sxtb16(v), o_ = mt_odd_bytes(v);
+            MT_DW1SP_WORD(pe, po, e, o_, 0, 1 + rest, yr);
+            yr += 1 + rest;
+          }
+        }
+      }
+    }
+}
+#undef MT_DW1SP_OUT
+
 /* Depthwise layers of kernel width 3 (above): the 'same' 3 x 3 ones by mt_dw3s_chan_* (SMMLA
  * for each channel that mt_rq_chan_h_ok allows, amax = 9 2^14 + |b| or, when that is too coarse,
  * mt_bound_s8 of its nine weights and bias;
  * a y_min above the type's minimum applied afterwards by RAISE, as the linear layers do), the
  * others a row at a time by CHAN */
-#define MT_DEFINE_CONV_DW3_DSP(NAME, YT, CHAN, SAME_H, SAME_X, RAISE, BITS)                               \
-  static int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g,            \
-                  const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                 \
+#define MT_DEFINE_CONV_DW3_DSP(NAME, YT, CHAN, SAME_H, SAME_X, ROWS, PACKED, RAISE, BITS)                               \
+  static __attribute__((noinline)) int NAME(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, const int32_t *g, \
+                                             const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) { \
     const int N = g[MT_CONV_N], H = g[MT_CONV_H], HW = g[MT_CONV_H] * g[MT_CONV_W], KH = g[MT_CONV_KH];    \
     const int G = g[MT_CONV_GROUPS], OHW = g[MT_CONV_OH] * g[MT_CONV_OW], W = g[MT_CONV_W];               \
     const int PW = g[MT_CONV_PW];                                                                         \
@@ -546,6 +753,27 @@ MT_DEFINE_DW3S_CHAN(mt_dw3s_chan_x_s16, 0, 1)
       if (y_min > -(1 << ((BITS) - 1))) RAISE(y, N * G * HW, y_min);                                      \
       return 1;                                                                                           \
     }                                                                                                     \
+    if (MT_CONV_SAME1X3 && KH == 1 && PW == 1 && g[MT_CONV_PH] == 0 && g[MT_CONV_SH] == 1 &&              \
+        g[MT_CONV_OW] == W && g[MT_CONV_OH] == H) {                                                       \
+      if (PACKED) /* int8: mt_dw1sp_layer_s8 */                                                          \
+        mt_dw1sp_layer_s8(x, w, b, (int8_t *)(void *)y, g, rq, rq_per_channel, y_zero, y_min);          \
+      else                                                                                                \
+        for (n = 0; n < N; ++n) /* each row by ROWS where no tie can occur, else by CHAN */               \
+          for (o = 0; o < G; ++o) {                                                                       \
+            const int32_t *r_ = rq + (rq_per_channel ? 2 * o : 0), bias = b ? b[o] : 0;                   \
+            const mt_rq_chan qc = mt_rq_chan_init(r_, y_zero);                                            \
+            const long at_ = ((long)n * G + o) * HW;                                                      \
+            if (mt_rq_chan_h_ok(r_, mt_bound_s8(w + 3 * o, 3, bias))) {                                   \
+              const mt_dw1s_k k_ = {mt_pair16(w[3 * o], w[3 * o + 2]),                                    \
+                                    (int32_t)(((uint32_t)w[3 * o + 1] << 16) | (uint32_t)qc.sh), qc.m, qc.c_hi, bias}; \
+              ROWS(x + at_, W, H, &k_, y + at_);                                                          \
+            } else {                                                                                      \
+              CHAN(x + at_, w + 3 * o, g, bias, &qc, y_min, y + at_);                                     \
+            }                                                                                             \
+          }                                                                                               \
+      if (y_min > -(1 << ((BITS) - 1))) RAISE(y, N * G * HW, y_min);                                      \
+      return 1;                                                                                           \
+    }                                                                                                     \
     for (n = 0; n < N; ++n)                                                                               \
       for (o = 0; o < G; ++o) {                                                                           \
         const mt_rq_chan qc = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                 \
@@ -555,9 +783,9 @@ MT_DEFINE_DW3S_CHAN(mt_dw3s_chan_x_s16, 0, 1)
     return 1;                                                                                             \
   }
 MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s8, int8_t, mt_conv_dw3_chan_s8, mt_dw3s_chan_h_s8, mt_dw3s_chan_x_s8,
-                       mt_raise_to_s8, 8)
+                       mt_dw1s_rows_s8, 1, mt_raise_to_s8, 8)
 MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16, mt_dw3s_chan_h_s16,
-                       mt_dw3s_chan_x_s16, mt_raise_to_s16, 16)
+                       mt_dw3s_chan_x_s16, mt_dw1s_rows_s16, 0, mt_raise_to_s16, 16)
 
 #if MT_MVE
 /* Armv8.1-M MVE: the four columns as int8 in order ((taps + 3) & ~3 bytes apart, from

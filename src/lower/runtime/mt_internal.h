@@ -104,9 +104,13 @@ static uint32_t mt_rsh_u32(uint32_t m, int s) {
 /* Variants a model can do without (a firmware folder's mt_kernels.c defines them 0 when no
  * step of its model can take the path, src/lower/emit.cpp: their code then costs no flash;
  * the results are the same either way). MT_CONV_SAME3X3: the Armv7E-M 'same' 3 x 3 depthwise
- * convolutions (mt_dw3s_chan_*, about 11 KB of Cortex-M4 code for int8 and int16 outputs). */
+ * convolutions (mt_dw3s_chan_*, about 11 KB of Cortex-M4 code for int8 and int16 outputs);
+ * MT_CONV_SAME1X3: the Armv7E-M 'same' 1-D depthwise convolutions of kernel 3 (mt_dw1s_*). */
 #ifndef MT_CONV_SAME3X3
 #define MT_CONV_SAME3X3 1
+#endif
+#ifndef MT_CONV_SAME1X3
+#define MT_CONV_SAME1X3 1
 #endif
 
 /* ==================================================================================== */
