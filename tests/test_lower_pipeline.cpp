@@ -1136,6 +1136,85 @@ TEST_CASE("lower: an int8 convolution reads a ReLU's output with its zero point:
   }
 }
 
+TEST_CASE("lower: an int8 convolution read only by convolutions writes a format per output channel; its readers fold "
+          "the scales into their weights and the zero points into their biases") {
+  mt::manual_seed(26);
+  // channels of very different ranges: the stem's output channel c is scaled by 4^-c
+  nn::Conv1d stem(2, 6, 3);
+  nn::Conv1d depthwise(6, 6, 3, nn::Conv1dOptions{1, 1, 1, 6});  // padding 1, groups 6
+  nn::Conv1d pointwise(6, 4, 1);
+  {
+    mt::NoGradGuard no_grad;
+    std::vector<float> gain;
+    for (int c = 0; c < 6; ++c) gain.push_back(static_cast<float>(std::pow(4.0, -c)));
+    stem.weight.copy_(stem.weight * mt::tensor(gain, {6, 1, 1}));
+    stem.bias.copy_(stem.bias * mt::tensor(gain, {6}));
+  }
+  auto fn = [&](const Tensor& x) { return pointwise.forward(depthwise.forward(mt::relu(stem.forward(x)))); };
+  const Tensor xs = mt::randn({40, 2, 16});
+  const lower::Graph g = lower::trace(fn, mt::zeros({1, 2, 16}));
+  const lower::Calibration cal = lower::calibrate(g, xs.slice(0, 0, 32));
+  const lower::Program p = lower::quantize(g, cal, options(8, "channel_scales"));
+  INFO(p.to_string());
+  // the relu's output (read by the padded depthwise convolution): a scale per channel, one
+  // zero point (-128, the border mt_pad_s8 writes); the depthwise output (read by the
+  // unpadded pointwise convolution): a scale and a zero point per channel; the graph output:
+  // one format
+  std::int64_t relu = -1, dw = -1;
+  for (const lower::Node& n : g.nodes) {
+    if (n.op == "relu") relu = n.output;
+    if (n.op == "conv1d" && relu >= 0 && n.inputs[0] == relu) dw = n.output;
+  }
+  REQUIRE(relu >= 0);
+  REQUIRE(dw >= 0);
+  const lower::Probe *relu_probe = nullptr, *dw_probe = nullptr;
+  for (const lower::Probe& pr : p.probes) {
+    if (pr.value == g.output) CHECK(pr.segments.empty());
+    if (pr.value == relu) relu_probe = &pr;
+    if (pr.value == dw) dw_probe = &pr;
+  }
+  REQUIRE(relu_probe);
+  REQUIRE(dw_probe);
+  for (const lower::Probe* pr : {relu_probe, dw_probe}) {
+    CAPTURE(pr->value);
+    REQUIRE(pr->segments.size() == 6);
+    REQUIRE(pr->segment_zeros.size() == 6);
+    CHECK(pr->segment_dim == 1);
+  }
+  for (const std::int32_t z : relu_probe->segment_zeros) CHECK(z == -128);
+  CHECK(relu_probe->zero_point == -128);
+  CHECK(std::any_of(dw_probe->segment_zeros.begin(), dw_probe->segment_zeros.end(),
+                    [&](std::int32_t z) { return z != dw_probe->segment_zeros[0]; }));
+  // the relu's channels: each its own range, 4 times smaller channel by channel
+  CHECK(relu_probe->segments[5] < relu_probe->segments[0] / 64);
+  // the recorded values dequantized channel by channel: each channel within a few of its own
+  // steps of the float values (its output's rounding and the weights'; saturation aside)
+  lower::Simulator sim(p);
+  sim.record_values(true);
+  mt::NoGradGuard no_grad;
+  for (std::int64_t i = 32; i < 40; ++i) {
+    const Tensor x = xs.slice(0, i, i + 1);
+    sim.forward(x);
+    const std::vector<Tensor> ref = lower::evaluate(g, x);
+    for (const lower::Probe* pr : {relu_probe, dw_probe}) {
+      const Tensor q = sim.value(pr->value), f = ref[static_cast<std::size_t>(pr->value)];
+      for (std::int64_t c = 0; c < 6; ++c) {
+        CAPTURE(c);
+        const double s = pr->segments[static_cast<std::size_t>(c)];
+        const double z = pr->segment_zeros[static_cast<std::size_t>(c)];
+        const Tensor fc = f.slice(1, c, c + 1), qc = q.slice(1, c, c + 1);
+        const Tensor beyond = mt::relu(fc - s * (127 - z)) + mt::relu(s * (-128 - z) - fc);
+        CHECK(mt::max(mt::abs(qc - fc) - beyond).item() <= 4 * s);
+      }
+    }
+  }
+  const Agreement a = compare(fn, sim, xs.slice(0, 32, 40));
+  MESSAGE("conv -> relu -> depthwise -> pointwise, channels 4x apart, int8: max error " << a.max_abs_error
+                                                                                          << " of range " << a.output_range);
+  CHECK(a.relative() <= 0.02);
+  if (have_tool("arm-none-eabi-gcc") && have_tool("qemu-system-arm")) check_firmware(p, quantized_rows(p, xs, 40));
+}
+
 TEST_CASE("lower: a BatchNorm that no layer before it can absorb, or in training, fails naming the node and the fix") {
   mt::manual_seed(23);
   nn::Conv1d conv(2, 4, 3);

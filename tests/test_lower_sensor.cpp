@@ -6,17 +6,24 @@
 //
 // The targets: >= 99.5% top-1 agreement with float, max error <= 2% of the logits' range at
 // int8 and <= 0.05% at int16. int16 meets them (0.020%), int8 meets the agreement (100%) but
-// not the error: 3.79%. The error comes from the int8 activations of the stem: the input, the
+// not the error: 2.81%. The error comes from the int8 activations of the stem: the input, the
 // folded conv + BatchNorm + ReLU output and the depthwise output (the weights are not it: at
 // int16 activations with int8 weights it is 0.54%, the convolutions' weights rounded on their
-// patches' covariance with bias correction). The ReLU output and the input carry zero points
-// (all 256 levels; the padded convolutions read them padded with their zero points): 3.86%
-// before, when a convolution's input was symmetric; the depthwise output's range is nearly
-// symmetric, which a zero point does not help. The automatic mode meets 2% with every weight
-// byte int8 by raising the depthwise output and the input to 16 bits (0.77%). Range
-// calibration does not close the gap (the quiet windows carry the error; percentile 4.96%,
-// MSE 7.58%: docs/lowering.md). The checks below hold the measured int8 error (<= 3.8%), the
-// int16x8 error (<= 0.6%) and the automatic mode's 2%.
+// patches' covariance with bias correction). The ReLU output and the depthwise output have a
+// format per channel (an int8 convolution read only by convolutions: the readers fold the
+// scales into their weights): the ReLU's channels share its zero point -128 (the depthwise
+// convolution pads its input with it), the depthwise output's channels have zero points of
+// their own (the pointwise convolution does not pad; one channel's range is [-2.7, 0]), which
+// the pointwise convolution folds into its bias: 3.79% before, with one format per tensor
+// (3.87% with scales per channel and one zero point for the depthwise output, 3.72% with
+// formats per channel for the depthwise output alone). What is left is mostly the input's:
+// with the input alone at int8 (every other value at 16 bits) the error is 1.88%, and the
+// input takes one format (the caller quantizes it: <name>_INPUT_SCALE, _ZERO). The automatic
+// mode meets 2% with every weight byte int8 by raising the input to 16 bits (1.18%; at 1% also
+// the depthwise output: 0.87%). Range calibration does not close the gap (the quiet windows
+// carry the error; percentile 4.96%, MSE 7.58% before: docs/lowering.md). The checks below
+// hold the measured int8 error (<= 2.9%), the int16x8 error (<= 0.6%) and the automatic
+// mode's 2%.
 #include "../examples/models/sensor_cnn.hpp"
 #include "helpers.hpp"
 #include "lower_firmware.hpp"
@@ -36,7 +43,7 @@ namespace {
 
 constexpr std::int64_t kClasses = 6;
 // the max error's bound, a share of the float logits' range (see the top of this file)
-constexpr double kInt8Error = 0.038, kInt16x8Error = 0.006, kInt16Error = 0.0005;
+constexpr double kInt8Error = 0.029, kInt16x8Error = 0.006, kInt16Error = 0.0005;
 
 Tensor member(const std::string& npz, const std::string& name) {
   for (auto& [k, t] : mt::load_npz(npz)) {

@@ -23,6 +23,8 @@ Calibration calibrate(const Graph& graph, const Tensor& data) {
   cal.channel_absmax.assign(graph.values.size(), {});
   cal.channel_min.assign(graph.values.size(), {});
   cal.channel_max.assign(graph.values.size(), {});
+  cal.dim1_min.assign(graph.values.size(), {});
+  cal.dim1_max.assign(graph.values.size(), {});
   cal.samples = samples;
   cal.gram.assign(graph.values.size(), {});
   cal.patch_gram.assign(graph.values.size(), {});
@@ -67,6 +69,17 @@ Calibration calibrate(const Graph& graph, const Tensor& data) {
           const auto c = static_cast<std::size_t>(j % width);
           ch[c] = std::max(ch[c], std::abs(p[j]));
           cmin[c] = std::min(cmin[c], p[j]), cmax[c] = std::max(cmax[c], p[j]);
+        }
+        if (t.dim() >= 3) {  // per index of dim 1: the channels of [N, C, ...]
+          const std::int64_t channels = t.size(1), inner = d.numel() / (t.size(0) * channels);
+          std::vector<double>&lo1 = cal.dim1_min[i], &hi1 = cal.dim1_max[i];
+          lo1.resize(static_cast<std::size_t>(channels), 0.0);
+          hi1.resize(static_cast<std::size_t>(channels), 0.0);
+          for (std::int64_t j = 0; j < d.numel(); ++j) {
+            if (!std::isfinite(p[j])) continue;
+            const auto c = static_cast<std::size_t>(j / inner % channels);
+            lo1[c] = std::min(lo1[c], p[j]), hi1[c] = std::max(hi1[c], p[j]);
+          }
         }
         if (linear_input[i]) {
           std::vector<double>& h = cal.gram[i];

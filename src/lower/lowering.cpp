@@ -257,7 +257,7 @@ const View& Lowering::act(const Node& n, std::int64_t id) const {
   if (!has_view(id)) fail(n, fmt::format("input {} is not an activation computed from the input here", ref(id)));
   const View& v = *views_[static_cast<std::size_t>(id)];
   const OpRule* rule = find_rule(n.op);
-  if (!v.segments.empty() && !(rule && rule->reads_parts)) {
+  if (!v.segments.empty() && !(rule && (v.segment_dim < 0 ? rule->reads_parts : rule->reads_channel_formats))) {
     fail(n, fmt::format("input {} has a format per part, which {} cannot read", ref(id), n.op));
   }
   return v;
@@ -273,7 +273,7 @@ void Lowering::set(const Node& n, View v) {
   values_in_[v.buffer].push_back(n.output);
   if (steps_ == &p_.steps) {  // the inference's values, for the per-layer report
     p_.probes.push_back(Probe{n.output, static_cast<std::int64_t>(p_.steps.size()) - 1, v.buffer, v.offset, v.shape,
-                              v.strides, v.scale, v.zero, v.segments, v.segment_zeros});
+                              v.strides, v.scale, v.zero, v.segments, v.segment_zeros, v.segment_dim});
   }
   views_[static_cast<std::size_t>(n.output)] = std::move(v);
 }
@@ -363,12 +363,14 @@ Format Lowering::range_format(double lo, double hi, Elem elem, bool affine, cons
   return f;
 }
 
+bool Lowering::affine_out(const Node& n) const {
+  const OpRule* rule = find_rule(n.op);
+  return opt_.scheme == Scheme::Affine && rule && rule->zero_point_out && affine_ok_[static_cast<std::size_t>(n.output)];
+}
+
 Format Lowering::out_format(const Node& n, Elem elem) {
   if (float32_) return Format{};
-  const OpRule* rule = find_rule(n.op);
-  const bool affine = opt_.scheme == Scheme::Affine && rule && rule->zero_point_out &&
-                      affine_ok_[static_cast<std::size_t>(n.output)];
-  return value_format(n.output, &n, elem, affine);
+  return value_format(n.output, &n, elem, affine_out(n));
 }
 
 Format Lowering::value_format(std::int64_t value, const Node* n, Elem elem, bool affine) {
@@ -381,20 +383,28 @@ Format Lowering::value_format(std::int64_t value, const Node* n, Elem elem, bool
   return widened_format(lo, hi, elem, affine, what(value));
 }
 
-bool Lowering::channel_formats(const Node& n) const {
+// Formats per feature (last dim, `dim1` false) or per channel (dim 1): n's output is int8
+// outside the power-of-two scheme, not the graph output, has its calibrated ranges there, and
+// every reader folds the scales into its weights: it reads the value as its input 0 only.
+bool Lowering::part_formats(const Node& n, bool dim1) const {
   const auto k = static_cast<std::size_t>(n.output);
-  if (opt_.scheme == Scheme::PowerOfTwo || n.output == g_.output || out_elem(n) != Elem::S8 ||
-      k >= cal_.channel_min.size() || cal_.channel_min[k].empty()) {
+  const auto& ranges = dim1 ? cal_.dim1_min : cal_.channel_min;
+  if (float32_ || opt_.scheme == Scheme::PowerOfTwo || n.output == g_.output || out_elem(n) != Elem::S8 ||
+      k >= ranges.size() || ranges[k].empty()) {
     return false;
   }
   const std::vector<const Node*> rs = readers(n.output);
-  // every reader folds the scales into its weights: it reads the value as its input 0 only
   return !rs.empty() && std::all_of(rs.begin(), rs.end(), [&](const Node* r) {
     const OpRule* rule = find_rule(r->op);
-    return rule && rule->reads_feature_formats && rule->weighted(*r, constant_values_) && r->inputs[0] == n.output &&
+    return rule && (dim1 ? rule->reads_channel_formats : rule->reads_feature_formats) &&
+           rule->weighted(*r, constant_values_) && r->inputs[0] == n.output &&
            std::count(r->inputs.begin(), r->inputs.end(), n.output) == 1;
   });
 }
+
+bool Lowering::channel_formats(const Node& n) const { return part_formats(n, false); }
+
+bool Lowering::dim1_formats(const Node& n) const { return part_formats(n, true); }
 
 std::optional<AffineInput> Lowering::affine_input(const Node& linear) const {
   return lower::affine_input(g_, linear, [this](std::int64_t id) { return is_const(id) ? data(id) : Tensor(); });
@@ -622,7 +632,8 @@ View Lowering::packed(const Node& n, const View& v) {
   Format f;
   f.scale = v.scale, f.zero = v.zero, f.lo = src.lo, f.hi = src.hi;
   View out = new_act(v.shape, v.elem, f, -1, src.fixed_point);
-  out.segments = v.segments, out.segment_zeros = v.segment_zeros;  // the same columns: the same parts
+  // the same columns: the same parts
+  out.segments = v.segments, out.segment_zeros = v.segment_zeros, out.segment_dim = v.segment_dim;
   p_.buffer(out.buffer).origin = fmt::format("packed copy of {} for %{}", src.name, n.output);
   copy_into(&n, v, out.buffer, 0, out.strides);
   return out;

@@ -136,6 +136,19 @@ class Lowering {
   /// dim)? When it is int8 outside the power-of-two scheme, not the graph output, and only
   /// linear layers read it, as their input (they fold the scales into their weights).
   bool channel_formats(const Node& n) const;
+  /// The calibrated range of each index of value `id`'s dim 1 (empty if unknown).
+  std::pair<const std::vector<double>&, const std::vector<double>&> dim1_range(std::int64_t id) const {
+    return {cal_.dim1_min[static_cast<std::size_t>(id)], cal_.dim1_max[static_cast<std::size_t>(id)]};
+  }
+  /// May n's output have a format per channel of dim 1 (View::segments with segment_dim 1:
+  /// the output channels of a convolution's [N, C, ...])? When it is int8 outside the
+  /// power-of-two scheme, not the graph output, and only layers with
+  /// OpRule::reads_channel_formats read it, as their input 0 (they fold the scales into their
+  /// weights).
+  bool dim1_formats(const Node& n) const;
+  /// May n's output carry a zero point (the affine scheme, n's op writes one, every reader
+  /// reads one)?
+  bool affine_out(const Node& n) const;
   /// The format for a calibrated range [lo, hi] widened by the margin: each end by
   /// margin * (hi - lo) / 2 (for a symmetric range, margin * hi). An end at 0 stays there:
   /// values never seen on one side of 0 (a relu's, a softmax's) are not widened across it.
@@ -350,6 +363,7 @@ class Lowering {
   std::set<std::int64_t> int_marked_;                            // integer training: layers the backward runs through
 
   std::string module_of(const Node& n) const;
+  bool part_formats(const Node& n, bool dim1) const;  ///< channel_formats(), dim1_formats()
   /// ValueError unless `match` (a QuantOptions entry) names a node or a module of the graph.
   void check_match(const std::string& match, const char* option) const;
   std::string unique_name(const std::string& base);

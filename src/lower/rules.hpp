@@ -62,6 +62,10 @@ struct OpRule {
   /// weighted: input 0 may carry a format per feature of its last dim, which the layer folds
   /// into its weight columns (Lowering::channel_formats).
   bool reads_feature_formats = false;
+  /// weighted: input 0 may carry a format per channel (index of dim 1, View::segment_dim 1)
+  /// with one zero point, which the layer folds into its weights (a convolution: W[o, c, ...]
+  /// times the scale of input channel c) (Lowering::dim1_formats).
+  bool reads_channel_formats = false;
   /// weighted: an activation with `fuses_into_layer` that alone reads the output is applied
   /// by the op's requantization (Lowering::fused_relu).
   bool fuses_activation = false;

@@ -309,12 +309,17 @@ Tensor Simulator::value(std::int64_t graph_value) const {
       return t;
     }
     Tensor t = Tensor::empty(pr.shape, b.fixed_point ? Dtype::Float32 : Dtype::Int64);
-    const std::int64_t width = pr.shape.empty() ? 1 : pr.shape.back();
+    // element k's index along the parts' dim is k / inner % width
+    const auto rank = static_cast<std::int64_t>(pr.shape.size());
+    const std::int64_t dim = pr.segment_dim < 0 ? rank - 1 : pr.segment_dim;
+    const std::int64_t width = pr.shape.empty() ? 1 : pr.shape[static_cast<std::size_t>(dim)];
+    std::int64_t inner = 1;
+    for (std::int64_t d = dim + 1; d < rank; ++d) inner *= pr.shape[static_cast<std::size_t>(d)];
     const std::int64_t group = pr.segments.empty() ? width : width / static_cast<std::int64_t>(pr.segments.size());
     for (std::size_t k = 0; k < recorded_[i].size(); ++k) {
       const auto q = recorded_[i][k];
       if (b.fixed_point) {
-        const auto g = static_cast<std::size_t>(static_cast<std::int64_t>(k) % width / group);
+        const auto g = static_cast<std::size_t>(static_cast<std::int64_t>(k) / inner % width / group);
         const double scale = pr.segments.empty() ? pr.scale : pr.segments[g];
         const std::int64_t zero = pr.segment_zeros.empty() ? pr.zero_point : pr.segment_zeros[g];
         t.data<float>()[k] = static_cast<float>(scale * static_cast<double>(q - zero));

@@ -30,11 +30,14 @@ struct View {
   double scale = 1.0;
   std::int32_t zero = 0;
   /// A packed tensor of parts with their own scales (q | k | v of an attention projection,
-  /// head by head; a LayerNorm's channels): the last dim in segments.size() equal groups,
-  /// group g at segments[g] with zero point segment_zeros[g] (none: 0; `scale` is the
-  /// largest, `zero` 0). Empty: one format. Only rules with OpRule::reads_parts read them.
+  /// head by head; a LayerNorm's channels; a convolution's output channels): dim
+  /// `segment_dim` (-1: the last) in segments.size() equal groups, group g at segments[g] with
+  /// zero point segment_zeros[g] (none: 0; `scale` is the largest). Empty: one format. Only
+  /// rules with OpRule::reads_parts read parts of the last dim, and only rules with
+  /// OpRule::reads_channel_formats those of dim 1.
   std::vector<double> segments;
   std::vector<std::int32_t> segment_zeros;
+  std::int64_t segment_dim = -1;
 };
 
 /// Are the elements laid out row-major without gaps (size-1 dims may have any stride)?

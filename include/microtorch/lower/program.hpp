@@ -168,8 +168,9 @@ struct Probe {
   std::vector<std::int64_t> strides;  ///< element strides of the view, one per dim of `shape`
   double scale = 1.0;        ///< real value = scale * (q - zero_point) (the largest scale when `segments` is set)
   std::int32_t zero_point = 0;  ///< see `scale`
-  std::vector<double> segments;  ///< per equal group of the last dim, when the parts differ
+  std::vector<double> segments;  ///< per equal group of dim `segment_dim`, when the parts differ
   std::vector<std::int32_t> segment_zeros;  ///< their zero points (empty: 0)
+  std::int64_t segment_dim = -1;  ///< the dim the parts divide (-1: the last)
 };
 
 /// A parameter that a training step updates.

@@ -65,6 +65,11 @@ struct Calibration {
   /// Smallest and largest value per index of the last dim (activations), like channel_absmax.
   std::vector<std::vector<double>> channel_min, channel_max;
   ///@}
+  ///@{
+  /// Smallest and largest value per index of dim 1 (activations of rank >= 3: the channels of
+  /// a convolution's [N, C, ...]), for formats per channel (Lowering::channel_formats).
+  std::vector<std::vector<double>> dim1_min, dim1_max;
+  ///@}
   /// kBins counts over [min, max] for the input and op outputs (empty for constants, or
   /// when min == max).
   std::vector<std::vector<double>> histogram;

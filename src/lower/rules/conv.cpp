@@ -81,6 +81,50 @@ std::vector<std::int64_t> conv_geometry(Lowering& L, const Node& n, int spatial,
   return g;
 }
 
+// Does convolution n pad its input?
+bool pads(const Node& n) {
+  for (const char* key : {"padding", "padding_end"}) {
+    const Shape& p = node_attr<Shape>(n, key);
+    if (std::any_of(p.begin(), p.end(), [](std::int64_t v) { return v != 0; })) return true;
+  }
+  return false;
+}
+
+// Formats per output channel for the value `top` writes (the layer's, its norm's or its relu's),
+// when it may have them (Lowering::dim1_formats), else none: each channel c its calibrated
+// range [lo_c, hi_c] (widened by the margin). When the value may carry zero points, no reader
+// pads it and no relu is fused (a relu's channels share -128), each channel has its own
+// affine format (the readers fold the zero points into their biases). Otherwise the channels
+// share the zero point z of the format for the whole range (mt_pad_s8 pads with one; a
+// symmetric one is 0): s_c = max(hi_c / (127 - z), -lo_c / (z + 128)), so that [lo_c, hi_c]
+// fits int8, never coarser than the whole tensor's scale. The requantization is per output
+// channel already (scale_x scale_w[o] / s_o); the reader folds s_c into its weights. A
+// channel never seen non-zero takes the smallest scale.
+std::vector<Format> channel_formats(Lowering& L, const Node& top, Elem ye, const Format& whole, bool relu) {
+  if (!L.dim1_formats(top)) return {};
+  const auto [lo, hi] = L.dim1_range(top.output);
+  const std::vector<const Node*> readers = L.readers(top.output);
+  const bool own_zeros = !relu && L.affine_out(top) &&
+                         std::none_of(readers.begin(), readers.end(), [](const Node* r) { return pads(*r); });
+  const double z = whole.zero;
+  std::vector<Format> ch(lo.size());
+  double smallest = 0;
+  for (std::size_t c = 0; c < ch.size(); ++c) {
+    const Format w = L.widened_format(lo[c], hi[c], ye, own_zeros, fmt::format("%{}, channel {}", top.output, c));
+    if (own_zeros) {
+      ch[c] = w;
+      if (!(w.hi > w.lo)) ch[c].scale = 0, ch[c].zero = 0;
+    } else {
+      ch[c].lo = w.lo, ch[c].hi = w.hi, ch[c].zero = whole.zero;
+      ch[c].scale = std::min(whole.scale, std::max(z < 127 ? w.hi / (127 - z) : 0.0, z > -128 ? -w.lo / (z + 128) : 0.0));
+    }
+    if (ch[c].scale > 0) smallest = smallest > 0 ? std::min(smallest, ch[c].scale) : ch[c].scale;
+  }
+  if (smallest == 0) return {};
+  for (Format& f : ch) f.scale = f.scale > 0 ? f.scale : smallest;
+  return ch;
+}
+
 // The geometry table in flash.
 std::int64_t conv_table(Lowering& L, std::vector<std::int64_t> g, const std::string& wname) {
   return L.table(Elem::S32, std::move(g), TableRole::Parameters, "geom_" + c_name(wname),
@@ -114,25 +158,58 @@ View pad_input(Lowering& L, const Node& n, int spatial, const View& x, std::vect
 // batch_norm after the layer (Lowering::fold_norm). As lower_linear: weights symmetric with a
 // scale per output channel, rounded with error feedback from the patches' grams
 // (accumulate_patch_gram), b in the accumulator's scale scale_x scale_w[o], per-channel
-// multipliers scale_x scale_w[o] / scale_y, a fused relu clamping at the output's zero
+// multipliers scale_x scale_w[o] / scale_y[o], a fused relu clamping at the output's zero
 // point. x is read in place (packed). An int8 x may carry a zero point z (x = scale_x (q - z)):
 // sum_t w_q[o, t] (q_t - z) = sum_t w_q[o, t] q_t - z sum_t w_q[o, t], the last term folded
 // into the bias (as lower_linear); the kernels pad with the integer 0, which is then not the
 // real 0, so a padded convolution first copies x into a buffer with a border of z
 // (pad_input) and runs with no padding on it.
+// An int8 output read only by convolutions has a format per channel (channel_formats): the
+// requantization is per output channel, and an output zero point z_o other than the one the
+// kernel adds (0) goes into the bias as (z_o - 0) scale_y[o]. A reader of an input with scale
+// s_c and zero point z_c per channel c, x_c = s_c (q_c - z_c), computes W[o, c, ...] x_c =
+// (W[o, c, ...] s_c) (q_c - z_c): s_c folds into the weights before their quantization (scale_x
+// is 1; the patches' grams are divided by the scales), and sum_t w_q[o, t] z_c(t) into the bias.
 void lower_conv(Lowering& L, const Node& n, int spatial) {
   if (!L.is_const(n.inputs[1])) L.fail(n, "the weight must be a parameter or constant");
   const std::int64_t b_id = n.inputs.size() > 2 ? n.inputs[2] : -1;
   if (b_id >= 0 && !L.is_const(b_id)) L.fail(n, "the bias must be a parameter or constant");
-  const auto [w, bias] = L.fold_norm(n, L.data(n.inputs[1]), b_id >= 0 ? L.data(b_id) : Tensor());
+  auto [w, bias] = L.fold_norm(n, L.data(n.inputs[1]), b_id >= 0 ? L.data(b_id) : Tensor());
   const std::string sfx = L.folded_norm(n) ? "_bn" : "";
   const std::string wname = L.const_name(n.inputs[1]) + sfx;
   View x = L.packed(n, L.act(n, n.inputs[0]));
-  if (!x.segments.empty()) L.fail(n, "the input must have one scale");
   std::vector<std::int64_t> g = conv_geometry(L, n, spatial, x.shape, w.shape());
+  const std::int64_t C = g[MT_CONV_CG] * g[MT_CONV_GROUPS];
+  // the input's scale and zero point per channel (a format per channel: View::segment_dim 1)
+  std::vector<double> xs(static_cast<std::size_t>(C), x.scale);
+  std::vector<std::int64_t> xz(static_cast<std::size_t>(C), x.zero);
+  const bool x_parts = !x.segments.empty();
+  if (x_parts) {
+    if (x.segment_dim != 1 || static_cast<std::int64_t>(x.segments.size()) != C) {
+      L.fail(n, "the input's formats must be one per channel (dim 1 of a batched input)");
+    }
+    xs = x.segments;
+    if (!x.segment_zeros.empty()) xz.assign(x.segment_zeros.begin(), x.segment_zeros.end());
+    if (std::any_of(xz.begin(), xz.end(), [&](std::int64_t z) { return z != xz[0]; }) && pads(n)) {
+      L.fail(n, "a padded convolution pads its input with one zero point, but the input has one per channel");
+    }
+  }
   if (x.zero != 0) x = pad_input(L, n, spatial, x, g);
   const std::int64_t N = g[MT_CONV_N], O = g[MT_CONV_OG] * g[MT_CONV_GROUPS], OH = g[MT_CONV_OH], OW = g[MT_CONV_OW];
   const std::int64_t taps = g[MT_CONV_CG] * g[MT_CONV_KH] * g[MT_CONV_KW], groups = g[MT_CONV_GROUPS];
+  const std::int64_t spots = g[MT_CONV_KH] * g[MT_CONV_KW];
+  // the input channel that tap t of output channel o's weight row reads
+  auto channel = [&](std::int64_t o, std::int64_t t) {
+    return static_cast<std::size_t>(o / g[MT_CONV_OG] * g[MT_CONV_CG] + t / spots);
+  };
+  double x_scale = x.scale;
+  if (x_parts) {  // W[o, c, ...] s_c, read at scale 1
+    w = w.to(Dtype::Float64).contiguous().clone();
+    for (std::int64_t o = 0; o < O; ++o) {
+      for (std::int64_t t = 0; t < taps; ++t) w.data<double>()[o * taps + t] *= xs[channel(o, t)];
+    }
+    x_scale = 1.0;
+  }
   const Elem we = L.weight_elem(n);
   if (x.elem == Elem::S8 && we == Elem::S8 && taps > 131071) {
     L.fail(n, fmt::format("{} taps per output are too many for the int32 accumulator of int8 (at most 131071); use "
@@ -144,6 +221,17 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
   const Node& top = relu ? *relu : norm ? *norm : n;  // the node whose output the layer writes
   Elem ye = L.out_elem(n);
   if (relu && elem_bytes(L.out_elem(*relu)) > elem_bytes(ye)) ye = L.out_elem(*relu);
+  // power-of-two scales: the relu keeps its input's format (lower_relu), the layer's
+  Format f = L.out_format(relu && L.options().scheme != Scheme::PowerOfTwo ? *relu : norm ? *norm : n, ye);
+  const std::vector<Format> ch = channel_formats(L, top, ye, f, relu != nullptr);
+  const bool own_zeros = std::any_of(ch.begin(), ch.end(), [&](const Format& c) { return c.zero != ch[0].zero; });
+  if (!ch.empty()) {  // the largest scale; the zero point the kernel adds: the channels' one, or 0
+    f.scale = std::max_element(ch.begin(), ch.end(), [](const Format& a, const Format& b) { return a.scale < b.scale; })->scale;
+    f.zero = own_zeros ? 0 : ch[0].zero;
+  }
+  // the output's scale and zero point per channel
+  auto y_scale = [&](std::int64_t o) { return ch.empty() ? f.scale : ch[static_cast<std::size_t>(o)].scale; };
+  auto y_zero = [&](std::int64_t o) { return ch.empty() ? f.zero : ch[static_cast<std::size_t>(o)].zero; };
   const Elem be = x.elem == Elem::S8 ? Elem::S32 : Elem::S64;
   const Tensor b64 = bias.defined() ? bias.to(Dtype::Float64).contiguous() : Tensor();
   // an int32 bias must hold b / (scale_x scale_w): a tiny scale_x then costs the weights
@@ -151,19 +239,30 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
   std::vector<double> min_scale;
   // and the zero point's term z sum_t w_q[o, t]
   if (be == Elem::S32 && b64.defined()) {
-    const double room = 2147483646.0 - std::abs(static_cast<double>(x.zero)) * static_cast<double>(taps * qmax(we));
-    for (std::int64_t o = 0; o < O; ++o) min_scale.push_back(std::abs(b64.data<double>()[o]) / (x.scale * room));
+    std::int64_t zmax = 0;
+    for (const std::int64_t z : xz) zmax = std::max<std::int64_t>(zmax, std::abs(z));
+    const double room = 2147483646.0 - static_cast<double>(zmax) * static_cast<double>(taps * qmax(we));
+    for (std::int64_t o = 0; o < O; ++o) min_scale.push_back(std::abs(b64.data<double>()[o]) / (x_scale * room));
   }
   const std::vector<double>* gram = L.patch_gram(n.output);
   std::vector<double> cov, mean;
   if (L.options().rounding == WeightRounding::ErrorFeedback && gram &&
       gram->size() == static_cast<std::size_t>(groups * (taps + 1) * (taps + 1))) {
     cov = centered_patches(*gram, static_cast<std::size_t>(taps), mean);
+    // weights scaled by s_c read x_c / s_c: the patches' mean and covariance divided by the scales
+    for (std::int64_t gi = 0; gi < groups && x_parts; ++gi) {
+      auto s = [&](std::int64_t t) { return xs[channel(gi * g[MT_CONV_OG], t)]; };
+      for (std::int64_t i = 0; i < taps; ++i) {
+        mean[static_cast<std::size_t>(gi * taps + i)] /= s(i);
+        for (std::int64_t j = 0; j < taps; ++j) cov[static_cast<std::size_t>((gi * taps + i) * taps + j)] /= s(i) * s(j);
+      }
+    }
   }
   const std::int64_t wb = L.weight_rows(w, we, wname, min_scale, cov.empty() ? nullptr : &cov);
   const Buffer wbuf = L.program().buffer(wb);  // a copy: the tables added below may move the buffers
   std::int64_t bb = -1;
-  if (b64.defined() || x.zero != 0) {
+  const bool x_zeros = std::any_of(xz.begin(), xz.end(), [](std::int64_t z) { return z != 0; });
+  if (b64.defined() || x_zeros || own_zeros) {
     const Tensor wf = w.to(Dtype::Float64).contiguous();
     std::vector<std::int64_t> b_q;
     for (std::int64_t o = 0; o < O; ++o) {
@@ -173,20 +272,22 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
         b -= (static_cast<double>(wbuf.data[k]) * row_scale(wbuf, o) - wf.data<double>()[k]) *
              mean[static_cast<std::size_t>(o / (O / groups) * taps + t)];
       }
-      std::int64_t zsum = 0;  // sum_t w_q[o, t]
-      for (std::int64_t t = 0; t < taps; ++t) zsum += wbuf.data[static_cast<std::size_t>(o * taps + t)];
-      b_q.push_back(std::llround(b / (x.scale * row_scale(wbuf, o))) - x.zero * zsum);
+      // the output's own zero point z_o where the kernel adds f.zero: (z_o - f.zero) scale_y[o] more
+      b += static_cast<double>(y_zero(o) - f.zero) * y_scale(o);
+      std::int64_t zsum = 0;  // sum_t w_q[o, t] z[c(t)]
+      for (std::int64_t t = 0; t < taps; ++t) zsum += wbuf.data[static_cast<std::size_t>(o * taps + t)] * xz[channel(o, t)];
+      b_q.push_back(std::llround(b / (x_scale * row_scale(wbuf, o))) - zsum);
     }
     bb = L.table(be, std::move(b_q), TableRole::Bias,
                  "b_" + c_name(b_id >= 0 ? L.const_name(b_id) + sfx : wname + (b64.defined() ? "" : "_zero")));
   }
-  // power-of-two scales: the relu keeps its input's format (lower_relu), the layer's
-  const Format f = L.out_format(relu && L.options().scheme != Scheme::PowerOfTwo ? *relu : norm ? *norm : n, ye);
-  const View y = L.out_act(top, ye, f);
-  const bool per_channel = !wbuf.channel_scales.empty();
+  View y = L.out_act(top, ye, f);
+  for (const Format& c : ch) y.segments.push_back(c.scale), y.segment_zeros.push_back(c.zero);
+  y.segment_dim = ch.empty() ? -1 : 1;
+  const bool per_channel = !wbuf.channel_scales.empty() || !ch.empty();
   std::vector<std::int64_t> rq;
   for (std::int64_t o = 0; o < (per_channel ? O : 1); ++o) {
-    const Multiplier m = L.rq(x.scale * row_scale(wbuf, o) / f.scale, fmt::format("%{} = {}", n.output, n.op));
+    const Multiplier m = L.rq(x_scale * row_scale(wbuf, o) / y_scale(o), fmt::format("%{} = {}", n.output, n.op));
     rq.push_back(m.m), rq.push_back(m.s);
   }
   const std::int64_t rqb = L.table(Elem::S32, std::move(rq), TableRole::Requantization, "rq_" + c_name(wname));
@@ -360,7 +461,7 @@ OpRule conv_rule(int spatial) {
              {"dilation", AttrSpec::Type::Shape},
              {"groups", AttrSpec::Type::Int}};
   r.weight_input = 1;
-  r.fuses_activation = true;
+  r.fuses_activation = r.reads_channel_formats = true;
   r.folds_norm_rank = spatial + 2;  // batched: [N, O, ...]
   r.evaluate = [spatial](const Node& n, const std::vector<Tensor>& in) {
     const Tensor b = in.size() > 2 ? in[2] : Tensor();
