@@ -792,9 +792,9 @@ static __attribute__((noinline)) int mt_rq_up_all_ok(const int32_t *rq, int rq_p
     for (o = 0; ok && b && o < out; ++o) ok = b[o] < (1 << 30) && b[o] > -(1 << 30);                      \
     if (!ok)                                                                                              \
       return MT_LINEAR_ONE_ROW ? ONE_ROW(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min) : 0; \
-    if (chan || !((ANY) && MT_LINEAR_UP))                                                                 \
+    if (chan)                                                                                             \
       ROWS(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero);                                   \
-    else                                                                                                  \
+    else if (MT_LINEAR_UP)                                                                                \
       ANY_ROWS(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero);                                \
     if (y_min > -(1 << ((BITS) - 1))) RAISE(y, rows * out, y_min);                                        \
     return 1;                                                                                             \
