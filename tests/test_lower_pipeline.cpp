@@ -768,7 +768,8 @@ TEST_CASE("lower::to_firmware: one call from a trained module to firmware verifi
   MESSAGE(fw.advice);
   CHECK(worse);
   CHECK(worse == (fw.advice.find("advice: lower this model at int16") != std::string::npos));
-  CHECK((worse && !loses) == (fw.advice.find("where flash is what runs short, keep int8 where time does") != std::string::npos));
+  CHECK((worse && !loses) == (fw.advice.find("where flash is what runs short, keep int8 where time does") != std::string::npos ||
+                               fw.advice.find("where time is what runs short, keep int8 where flash does") != std::string::npos));
   CHECK(report.find("the same model at int16") != std::string::npos);
   CHECK(read_file(dir + "/iris_fd_report.txt").find(fw.advice) != std::string::npos);
   CHECK(std::filesystem::exists(dir + ".verify/int16/iris_fd.c"));
@@ -847,9 +848,11 @@ TEST_CASE("microtorch-lower: a graph saved by a training script becomes the same
   // mt_kernels.h and system headers.
   CHECK(read_file(dir + "/fw/mt_kernels.c") == read_file(dir + "/api/mt_kernels.c"));
   const std::string kernels = read_file(dir + "/fw/mt_kernels.c");
-  const std::string switches = "/* iris_cli: no 'same' 3 x 3 depthwise convolution (mt_internal.h) */\n#define MT_CONV_SAME3X3 0\n"
-                               "/* iris_cli: no 1-D depthwise convolution of kernel 3 (mt_internal.h) */\n#define MT_CONV_SAME1X3 0\n\n";
-  CHECK(kernels == switches + read_file(MICROTORCH_RUNTIME_AMALGAMATION));
+  const std::string head = "/* iris_cli: the runtime's variants that no step of the model takes (mt_internal.h) */\n";
+  REQUIRE(kernels.rfind(head, 0) == 0);
+  const std::size_t runtime = kernels.find("\n\n") + 2;
+  CHECK(kernels.substr(head.size(), runtime - head.size()).find("#define MT_CONV_SAME3X3 0 /* no ") == 0);
+  CHECK(kernels.substr(runtime) == read_file(MICROTORCH_RUNTIME_AMALGAMATION));
   for (std::size_t at = kernels.find("\n#include"); at != std::string::npos; at = kernels.find("\n#include", at + 1)) {
     const std::string line = kernels.substr(at + 1, kernels.find('\n', at + 1) - at - 1);
     CHECK_MESSAGE((line == "#include \"mt_kernels.h\"" || line.find('<') != std::string::npos), line);
@@ -1234,32 +1237,75 @@ TEST_CASE("lower: a BatchNorm that no layer before it can absorb, or in training
                        doctest::Contains("call model.eval()"), mt::ValueError);
 }
 
-TEST_CASE("lower: a firmware's mt_kernels.c leaves out the 'same' 3 x 3 and 1-D kernel 3 depthwise variants when no convolution of its model can take them") {
-  const auto kernels_c = [](const lower::Program& p) {
-    testing::TempDir dir;
-    lower::emit_c(p, dir.path);
-    std::ifstream in(dir / "mt_kernels.c");
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  const std::string off = "#define MT_CONV_SAME3X3 0", off1 = "#define MT_CONV_SAME1X3 0";
+// The macros a firmware folder's mt_kernels.c sets to 0 (its first lines: "#define MT_X 0 /* no ... */")
+std::set<std::string> switches_off(const lower::Program& p) {
+  testing::TempDir dir;
+  lower::emit_c(p, dir.path);
+  std::ifstream in(dir / "mt_kernels.c");
+  std::set<std::string> off;
+  for (std::string line; std::getline(in, line) && !line.empty();) {
+    char name[64];
+    if (std::sscanf(line.c_str(), "#define %63s 0 /* no ", name) == 1) off.insert(name);
+  }
+  return off;
+}
+
+TEST_CASE("lower: a firmware's mt_kernels.c turns off each runtime variant switch that no step of its model takes") {
+  const std::string same = "MT_CONV_SAME3X3", same1 = "MT_CONV_SAME1X3", rows = "MT_LINEAR_ROWS", up = "MT_LINEAR_UP", one = "MT_LINEAR_ONE_ROW";
   mt::manual_seed(24);
   ConvStem stem;  // 1-D convolutions only
   auto fn = [&](const Tensor& x) { return stem(x); };
   const Tensor xs = mt::randn({8, 3, 32});
   const lower::Graph g = lower::trace(fn, mt::zeros({1, 3, 32}));
   const lower::Calibration cal = lower::calibrate(g, xs);
-  const std::string stem8 = kernels_c(lower::quantize(g, cal, options(8, "stem8")));
-  CHECK(stem8.rfind(off, 300) != std::string::npos);
-  CHECK(stem8.rfind(off1, 300) == std::string::npos);  // its depthwise Conv1d of kernel 3
-  CHECK(stem8.find("mt_dw1s_rows_s8") != std::string::npos);
+  const lower::Program stem8 = lower::quantize(g, cal, options(8, "stem8"));
+  CHECK(switches_off(stem8).count(same) == 1);
+  CHECK(switches_off(stem8).count(same1) == 0);  // its depthwise Conv1d of kernel 3
+  {
+    testing::TempDir dir;
+    lower::emit_c(stem8, dir.path);
+    CHECK(read_file((dir / "mt_kernels.c")).find("mt_dw1s_rows_s8") != std::string::npos);
+  }
   nn::Conv2d depthwise(4, 4, 3, nn::Conv2dOptions{1, 1, 1, 4});
   auto fn2 = [&](const Tensor& x) { return depthwise.forward(x); };
   const Tensor xs2 = mt::randn({8, 4, 6, 6});
   const lower::Graph g2 = lower::trace(fn2, mt::zeros({1, 4, 6, 6}));
-  const std::string with = kernels_c(lower::quantize(g2, lower::calibrate(g2, xs2), options(8, "dw8")));
-  CHECK(with.find(off) == std::string::npos);
-  CHECK(with.rfind(off1, 300) != std::string::npos);
-  CHECK(with.find("mt_dw3s_chan_h_s8") != std::string::npos);
+  const lower::Program dw = lower::quantize(g2, lower::calibrate(g2, xs2), options(8, "dw8"));
+  CHECK(switches_off(dw).count(same) == 0);
+  CHECK(switches_off(dw).count(same1) == 1);
+  {
+    testing::TempDir dir;
+    lower::emit_c(dw, dir.path);
+    CHECK(read_file((dir / "mt_kernels.c")).find("mt_dw3s_chan_h_s8") != std::string::npos);
+  }
+  // A linear layer with int8 weights: one row takes the one-row variant only; five rows with
+  // every channel's shift in [1, 31] and a positive multiplier the two-row variant only; a
+  // channel at a shift of 0 (int8 x int8 into int16) the rows for any shift, and the one-row
+  // variant may take it.
+  nn::Linear fc(8, 6);
+  auto fc_fn = [&](const Tensor& x) { return fc.forward(x); };
+  for (const std::int64_t n : {1, 5}) {
+    const lower::Graph gl = lower::trace(fc_fn, mt::zeros({n, 8}));
+    lower::QuantOptions o = options(8, "fc8");
+    o.input_bits = 8;
+    lower::Program p = lower::quantize(gl, lower::calibrate(gl, mt::randn({16 * n, 8})), o);
+    lower::Step* st = nullptr;
+    for (lower::Step& s : p.steps) st = s.kernel.rfind("mt_linear_s8_s8_", 0) == 0 ? &s : st;
+    REQUIRE(st != nullptr);
+    INFO(st->kernel);
+    std::vector<std::int64_t>& rq = p.buffers.at(static_cast<std::size_t>(st->args.at(8).buffer)).data;
+    for (std::size_t c = 0; c < rq.size(); c += 2) rq[c] = 1 << 30, rq[c + 1] = 12;  // every channel fast
+    const std::set<std::string> fast = switches_off(p);
+    CHECK(fast.count(same) == 1);
+    CHECK(fast.count(rows) == (n == 1 ? 1 : 0));
+    CHECK(fast.count(up) == 1);
+    CHECK(fast.count(one) == (n == 1 ? 0 : 1));
+    rq[1] = 0;  // channel 0 at a shift of 0
+    const std::set<std::string> slow = switches_off(p);
+    CHECK(slow.count(rows) == (n == 1 ? 1 : 0));
+    CHECK(slow.count(up) == (n == 1 || st->kernel != "mt_linear_s8_s8_s16" ? 1 : 0));
+    CHECK(slow.count(one) == 0);
+  }
 }
 
 TEST_CASE("lower: an emitted conv stem's firmware (int8 and int16) is bit-exact on host, UBSan, QEMU Cortex-M0, M4, M7, M33") {

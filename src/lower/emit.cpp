@@ -480,9 +480,93 @@ std::string report(const Program& p) {
 namespace {
 
 // The runtime's variants that no step of p can take, turned off at the top of its
-// mt_kernels.c (mt_internal.h: the results are the same, their code is left out of the flash):
-// MT_CONV_SAME3X3 without an int8 x int8 depthwise convolution of a 3 x 3 kernel,
-// MT_CONV_SAME1X3 without one of a 1 x 3 kernel (a 1-D depthwise convolution of kernel 3).
+// mt_kernels.c (mt_internal.h: the results are the same, their code is left out of the flash).
+// One switch per variant: its macro, what it computes, and whether a step may take it, judged
+// from the step's kernel, its integer arguments and its constant arrays (an array the firmware
+// changes, a trained parameter, may hold anything: the variant stays).
+struct StepView {
+  const Program& p;
+  const Step& s;
+  bool kernel_in(std::initializer_list<const char*> prefixes) const {
+    return std::any_of(prefixes.begin(), prefixes.end(), [&](const char* k) { return s.kernel.rfind(k, 0) == 0; });
+  }
+  std::int64_t num(std::size_t i) const { return s.args.at(i).value; }
+  // The n values of a constant array argument from its offset; nullptr when it is not constant.
+  const std::int64_t* constant(std::size_t i, std::int64_t n) const {
+    const Arg& a = s.args.at(i);
+    if (a.kind != Arg::Kind::Buffer || a.buffer < 0) return nullptr;
+    const Buffer& b = p.buffer(a.buffer);
+    if (b.kind != BufferKind::Weight || a.offset + n > static_cast<std::int64_t>(b.data.size())) return nullptr;
+    return b.data.data() + a.offset;
+  }
+};
+
+// mt_linear_<x>_s8_<y> (x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min): the
+// Armv7E-M linear layers with int8 weights. A channel is "fast" (mt_rq_chan_fast) when its shift
+// is in [1, 31], its multiplier positive and |y_zero| < 2^(31 - shift).
+bool int8_weight_linear(const StepView& v) {
+  return v.kernel_in({"mt_linear_s8_s8_", "mt_linear_s16_s8_"});
+}
+std::int64_t linear_max_in(const StepView& v) { return v.kernel_in({"mt_linear_s8_"}) ? 65536 : 256; }
+// Every channel fast and every bias within 2^30 (false when rq or b is not constant).
+bool linear_fast(const StepView& v, bool want_fast) {
+  const std::int64_t out = v.num(6), n_rq = v.num(9) ? out : 1, y_zero = v.num(10);
+  const std::int64_t* rq = v.constant(8, 2 * n_rq);
+  if (!rq) return !want_fast;
+  bool all = true, any_slow = false;
+  for (std::int64_t o = 0; o < n_rq; ++o) {
+    const std::int64_t m = rq[2 * o], sh = rq[2 * o + 1];
+    const bool fast = sh >= 1 && sh <= 31 && m > 0 && std::llabs(y_zero) < (std::int64_t{1} << (31 - sh));
+    all = all && fast, any_slow = any_slow || !fast;
+  }
+  return want_fast ? all : any_slow;
+}
+bool linear_bias_small(const StepView& v) {
+  if (v.s.args.at(2).buffer < 0) return true;
+  const std::int64_t* b = v.constant(2, v.num(6));
+  if (!b) return false;
+  return std::all_of(b, b + v.num(6), [](std::int64_t x) { return x < (1 << 30) && x > -(1 << 30); });
+}
+// mt_conv_s8_s8_<y> (x, w, b, y, g, ...): an int8 x int8 depthwise convolution (one input and
+// one output channel per group) of kernel width kw (and height kh, 0: any)
+bool depthwise_conv(const StepView& v, std::int64_t kh, std::int64_t kw) {
+  if (!v.kernel_in({"mt_conv_s8_s8_"})) return false;
+  const std::vector<std::int64_t>& g = v.p.buffer(v.s.args.at(4).buffer).data;
+  return g.at(MT_CONV_OG) == 1 && g.at(MT_CONV_CG) == 1 && g.at(MT_CONV_KW) == kw && (kh == 0 || g.at(MT_CONV_KH) == kh);
+}
+
+// mt_attention_<kind>_<t> (params, ...): an integer attention whose head or value dimension is
+// d (its parameter table not constant: any)
+bool attention_dim(const StepView& v, std::int64_t d) {
+  if (!v.kernel_in({"mt_attention_"}) || v.s.kernel.find("_f32") != std::string::npos) return false;
+  const std::int64_t* prm = v.constant(0, MT_ATTN_DV + 1);
+  return !prm || prm[MT_ATTN_D] == d || prm[MT_ATTN_DV] == d;
+}
+
+struct RuntimeSwitch {
+  const char* macro;
+  const char* variant;  // "no <variant>" in the folder's mt_kernels.c
+  bool (*taken)(const StepView&);
+};
+const RuntimeSwitch kRuntimeSwitches[] = {
+    {"MT_CONV_SAME3X3", "'same' 3 x 3 depthwise convolution", [](const StepView& v) { return depthwise_conv(v, 3, 3); }},
+    {"MT_CONV_SAME1X3", "1-D depthwise convolution of kernel 3", [](const StepView& v) { return depthwise_conv(v, 1, 3); }},
+    {"MT_LINEAR_ROWS", "linear layer with int8 weights and two rows or more",
+     [](const StepView& v) { return int8_weight_linear(v) && v.num(4) >= 2 && v.num(5) <= linear_max_in(v); }},
+    {"MT_LINEAR_UP", "int8 x int8 linear layer with int16 outputs and a channel at a shift of 0 or less",
+     [](const StepView& v) {
+       return v.kernel_in({"mt_linear_s8_s8_s16"}) && v.num(4) >= 2 && linear_fast(v, false);
+     }},
+    {"MT_LINEAR_ONE_ROW", "linear layer with int8 weights that the two-row variant cannot take",
+     [](const StepView& v) {
+       return int8_weight_linear(v) &&
+              (v.num(4) < 2 || v.num(5) > linear_max_in(v) || !linear_fast(v, true) || !linear_bias_small(v));
+     }},
+    {"MT_ATTN_DIM4", "attention of head or value dimension 4", [](const StepView& v) { return attention_dim(v, 4); }},
+    {"MT_ATTN_DIM8", "attention of head or value dimension 8", [](const StepView& v) { return attention_dim(v, 8); }},
+    {"MT_ATTN_DIM16", "attention of head or value dimension 16", [](const StepView& v) { return attention_dim(v, 16); }},
+};
+
 std::string runtime_config(const Program& p) {
   std::vector<const Step*> steps;
   for (const Step& s : p.steps) steps.push_back(&s);
@@ -490,20 +574,14 @@ std::string runtime_config(const Program& p) {
     for (const auto* list : {&p.training->zero, &p.training->sample, &p.training->update, &p.training->derive})
       for (const Step& s : *list) steps.push_back(&s);
   }
-  bool same3x3 = false, same1x3 = false;
-  for (const Step* s : steps) {
-    if (s->kernel.rfind("mt_conv_s8_s8_", 0) != 0) continue;
-    const std::vector<std::int64_t>& g = p.buffer(s->args.at(4).buffer).data;
-    const bool depthwise3 = g.at(MT_CONV_OG) == 1 && g.at(MT_CONV_CG) == 1 && g.at(MT_CONV_KW) == 3;
-    same3x3 = same3x3 || (depthwise3 && g.at(MT_CONV_KH) == 3);
-    same1x3 = same1x3 || (depthwise3 && g.at(MT_CONV_KH) == 1);
+  std::string off;
+  for (const RuntimeSwitch& sw : kRuntimeSwitches) {
+    const bool taken = std::any_of(steps.begin(), steps.end(), [&](const Step* s) { return sw.taken(StepView{p, *s}); });
+    if (!taken) off += fmt::format("#define {} 0 /* no {} */\n", sw.macro, sw.variant);
   }
-  std::string r;
-  if (!same3x3)
-    r += fmt::format("/* {}: no 'same' 3 x 3 depthwise convolution (mt_internal.h) */\n#define MT_CONV_SAME3X3 0\n", p.name);
-  if (!same1x3)
-    r += fmt::format("/* {}: no 1-D depthwise convolution of kernel 3 (mt_internal.h) */\n#define MT_CONV_SAME1X3 0\n", p.name);
-  return r.empty() ? r : r + "\n";
+  if (off.empty()) return "";
+  return fmt::format("/* {}: the runtime's variants that no step of the model takes (mt_internal.h) */\n{}\n", p.name,
+                     off);
 }
 
 }  // namespace

@@ -134,6 +134,7 @@ void compare_with_int16(Firmware& fw, const Calibration& cal, const QuantOptions
   }
   const std::int64_t saved = p16.weight_bytes() - fw.program.weight_bytes();
   std::string why, loses, trades;  // loses: CPUs where int16 is no worse on both counts and better on one
+  bool int8_faster = false;         // a trade where int8 is the faster (else the smaller)
   for (const auto& [cpu, size] : fw.sizes) {
     FirmwareCost c{cpu, firmware_size(p16, dir16, cpu).flash(), v16.instructions(cpu)};
     const std::int64_t flash8 = size.flash(), insns8 = fw.verification.instructions(cpu);
@@ -157,6 +158,7 @@ void compare_with_int16(Firmware& fw, const Calibration& cal, const QuantOptions
     } else if (larger && faster) {
       trades += fmt::format("  {}: int8 costs {} B more flash and takes {:.1f}% fewer instructions\n", cpu,
                             flash8 - c.flash, -speed);
+      int8_faster = true;
     } else if (slower && smaller) {
       trades += fmt::format("  {}: int8 saves {} B of flash and takes {:.1f}% more instructions\n", cpu, c.flash - flash8,
                             speed);
@@ -172,7 +174,9 @@ void compare_with_int16(Firmware& fw, const Calibration& cal, const QuantOptions
   } else {
     fw.advice += "int8 trades one cost for the other:\n" + trades +
                  "advice: lower this model at int16 (QuantOptions activation_bits = 16, weight_bits = 16; "
-                 "microtorch-lower --bits 16) where flash is what runs short, keep int8 where time does\n";
+                 "microtorch-lower --bits 16) where " +
+                 (int8_faster ? "flash is what runs short, keep int8 where time does\n"
+                              : "time is what runs short, keep int8 where flash does\n");
   }
 }
 

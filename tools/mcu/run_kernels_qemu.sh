@@ -17,7 +17,9 @@
 #      and its MVE ones); every output must equal the host's (the portable
 #      C, which the simulator runs) byte for byte (semihosting, picolibc); and the Cortex-M4
 #      build at -O0 too (a frame pointer takes a register from the DSP variants' inline
-#      assembly: it must still build, and compute the same bytes); the RISC-V variants on
+#      assembly: it must still build, and compute the same bytes), and with every variant
+#      switch of mt_internal.h at 0 (what a firmware's mt_kernels.c turns off when its model
+#      takes no such path: those calls go to the reference, the same bytes); the RISC-V variants on
 #      rv32imc (ESP32-C3 class), rv32imac and rv32imafc on QEMU's virt board, each core restricted to its
 #      extensions (src/lower/firmware/targets.sh).
 #
@@ -65,12 +67,16 @@ need() { # name: wait for that build; report its log on failure
   fi
 }
 start k-host gcc "${warn[@]}" -O2 -c "$rt/mt_kernels.c" -o "$work/k-host.o"
-# a build: a cpu, or cortex-m4-O0 (that cpu's kernels at -O0)
+# a build: a cpu, cortex-m4-O0 (that cpu's kernels at -O0) or cortex-m4-off (every variant switch
+# of mt_internal.h, #ifndef MT_... #define MT_... 1, at 0)
+switches_off=$(sed -n 's/^#ifndef \(MT_[A-Z0-9_]*\)$/-D\1=0/p' "$rt/mt_internal.h" | grep -v MT_INTERNAL_H | tr '\n' ' ')
+cpu_of() { local c=${1%-O0}; echo "${c%-off}"; }
 opt_of() { [[ $1 == *-O0 ]] && echo -O0 || echo -O2; }
-cfgs=(cortex-m0 cortex-m4 cortex-m7 cortex-m33 cortex-m55 cortex-m4-O0 rv32imc rv32imac rv32imafc)
+flags_of() { [[ $1 == *-off ]] && echo "$switches_off" || true; }
+cfgs=(cortex-m0 cortex-m4 cortex-m7 cortex-m33 cortex-m55 cortex-m4-O0 cortex-m4-off rv32imc rv32imac rv32imafc)
 for cfg in "${cfgs[@]}"; do
   # shellcheck disable=SC2046
-  start k-$cfg "$(mcu_cc "${cfg%-O0}")" $(mcu_cflags "${cfg%-O0}") "${warn[@]}" "$(opt_of $cfg)" -c "$rt/mt_kernels.c" \
+  start k-$cfg "$(mcu_cc "$(cpu_of $cfg)")" $(mcu_cflags "$(cpu_of $cfg)") $(flags_of $cfg) "${warn[@]}" "$(opt_of $cfg)" -c "$rt/mt_kernels.c" \
     -o "$work/k-$cfg.o"
 done
 start vectors-san gcc -std=c99 -O1 -g -fno-omit-frame-pointer -fsanitize=undefined,address \
@@ -80,7 +86,7 @@ link() { # cpu: kernel_vectors.c + that cpu's kernel object
     gcc "${warn[@]}" -O2 -I"$rt" "$here/kernel_vectors.c" "$work/k-host.o" -o "$work/vectors-host"
   else
     # shellcheck disable=SC2046
-    "$(mcu_cc "${1%-O0}")" "${warn[@]}" -O2 -I"$rt" $(mcu_link "${1%-O0}") \
+    "$(mcu_cc "$(cpu_of $1)")" "${warn[@]}" -O2 -I"$rt" $(mcu_link "$(cpu_of $1)") \
       "$here/kernel_vectors.c" "$work/k-$1.o" -o "$work/vectors-$1.elf"
   fi
 }
@@ -88,13 +94,13 @@ for cpu in host "${cfgs[@]}"; do
   if need k-$cpu; then start vectors-$cpu link $cpu; else start vectors-$cpu false; fi
 done
 
-step "1. warning-free C99 builds of mt_kernels.c (host, cortex-m0, cortex-m4, cortex-m7, cortex-m33, cortex-m55, rv32imc, rv32imac, rv32imafc; cortex-m4 at -O0)"
+step "1. warning-free C99 builds of mt_kernels.c (host, cortex-m0, cortex-m4, cortex-m7, cortex-m33, cortex-m55, rv32imc, rv32imac, rv32imafc; cortex-m4 at -O0 and with $switches_off)"
 ok=1
 for n in k-host "${cfgs[@]/#/k-}"; do [[ -f $work/$n.o ]] || ok=0; done # awaited above
 if [[ $ok -eq 1 ]]; then
   undef=$(arm-none-eabi-nm -u "$work/k-cortex-m0.o" | awk '{print $NF}' | tr '\n' ' ')
   rv_undef=$(riscv64-unknown-elf-nm -u "$work/k-rv32imc.o" | awk '{print $NF}' | tr '\n' ' ')
-  echo "   all ten compile with ${warn[*]}; the cortex-m0 object calls: ${undef% }; rv32imc: ${rv_undef% }"
+  echo "   all eleven compile with ${warn[*]}; the cortex-m0 object calls: ${undef% }; rv32imc: ${rv_undef% }"
   if grep -Eq 'div|mod|__aeabi_[fd]|2f|2d|f2|d2|sf3|df3|float|fix' <<<"$undef"; then
     bad "the cortex-m0 build needs a division or float helper"
   fi
@@ -123,8 +129,8 @@ fi
 
 run_qemu() { # cpu, on its board
   local cpu=$1 board rc=0 cmd
-  board=$(mcu_board "${cpu%-O0}")
-  read -r -a cmd <<<"$(mcu_qemu "${cpu%-O0}")"
+  board=$(mcu_board "$(cpu_of $cpu)")
+  read -r -a cmd <<<"$(mcu_qemu "$(cpu_of $cpu)")"
   need "vectors-$cpu" || return 0
   # picolibc's semihosted stdout reaches QEMU's stderr: capture both streams
   timeout 300 "${cmd[@]}" -nographic -semihosting-config enable=on,target=native \
@@ -140,11 +146,11 @@ run_qemu() { # cpu, on its board
   fi
 }
 
-step "4. Cortex-M0 code (mps2-an385) and the DSP variants on Cortex-M4 (mps2-an386; also built at -O0), M7 (mps2-an500), M33 (mps2-an505), M55 (mps3-an547), the RISC-V variants on rv32imc, rv32imac and rv32imafc (virt) under QEMU"
+step "4. Cortex-M0 code (mps2-an385) and the DSP variants on Cortex-M4 (mps2-an386; also built at -O0 and with the variant switches off), M7 (mps2-an500), M33 (mps2-an505), M55 (mps3-an547), the RISC-V variants on rv32imc, rv32imac and rv32imafc (virt) under QEMU"
 for cpu in "${cfgs[@]}"; do run_qemu "$cpu"; done
 
 if [[ $fail -eq 0 ]]; then
-  echo "run_kernels_qemu: PASS (host == UBSan/ASan host == cortex-m0 == cortex-m4 (-O2, -O0) == cortex-m7 == cortex-m33 == cortex-m55 == rv32imc == rv32imac == rv32imafc)"
+  echo "run_kernels_qemu: PASS (host == UBSan/ASan host == cortex-m0 == cortex-m4 (-O2, -O0, switches off) == cortex-m7 == cortex-m33 == cortex-m55 == rv32imc == rv32imac == rv32imafc)"
 else
   echo "run_kernels_qemu: FAIL"
 fi

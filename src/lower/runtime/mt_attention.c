@@ -183,7 +183,7 @@ static inline __attribute__((always_inline)) void mt_attn_logit2_s8(const mt_att
   const int lk = a->logit_k;
   int32_t s0 = 0, s1 = 0;
   int i = 0;
-  if (D == 16) { /* the usual head dimension, unrolled */
+  if (MT_ATTN_DIM16 && D == 16) { /* the usual head dimension, unrolled */
     MT_MAC2_S8_S8(qi, k0, k1, s0, s1);
     MT_MAC2_S8_S8(qi + 4, k0 + 4, k1 + 4, s0, s1);
     MT_MAC2_S8_S8(qi + 8, k0 + 8, k1 + 8, s0, s1);
@@ -273,12 +273,12 @@ static __attribute__((noinline)) int32_t mt_attn_logits_s8(const mt_attn *a, con
                                                            int ks, int n, int D, int32_t *t) {
   int j;
   int32_t mx = INT32_MIN;
-  if (D == 16 && a->logit_k >= 0) return mt_attn_logits16_s8(a, qi, kj, ks, n, t);
-  if (D == 8 && a->logit_k >= 0 && a->logit_k <= 8) return mt_attn_logits1_s8(a, qi, kj, ks, n, 8, t);
-  if (D == 4 && a->logit_k >= 0 && a->logit_k <= 8) return mt_attn_logits1_s8(a, qi, kj, ks, n, 4, t);
+  if (MT_ATTN_DIM16 && D == 16 && a->logit_k >= 0) return mt_attn_logits16_s8(a, qi, kj, ks, n, t);
+  if (MT_ATTN_DIM8 && D == 8 && a->logit_k >= 0 && a->logit_k <= 8) return mt_attn_logits1_s8(a, qi, kj, ks, n, 8, t);
+  if (MT_ATTN_DIM4 && D == 4 && a->logit_k >= 0 && a->logit_k <= 8) return mt_attn_logits1_s8(a, qi, kj, ks, n, 4, t);
   for (j = 0; j < n; j += 2, kj += 2 * ks) {
     const int8_t *k1 = j + 1 < n ? kj + ks : kj;
-    if (D == 16)
+    if (MT_ATTN_DIM16 && D == 16)
       mt_attn_logit2_s8(a, qi, kj, k1, 16, t + j);
     else
       mt_attn_logit2_s8(a, qi, kj, k1, D, t + j);
@@ -345,7 +345,7 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
  * MT_ATTN_PV4_ONE_* and MT_ATTN_PV4_ROW_*. */
 #define MT_DEFINE_ATTN_PV4(NAME, T, CT, ACC, STEP, STEP_FN)                                                 \
   static __attribute__((noinline)) void NAME(ACC *acc, const CT *const *pv, const int32_t *w, int Dv) {     \
-    if (Dv == 16 && (w[0] | w[1] | w[2] | w[3]) <= 32767) {                                                 \
+    if (MT_ATTN_DIM16 && Dv == 16 && (w[0] | w[1] | w[2] | w[3]) <= 32767) {                                \
       const CT *v0 = pv[0], *v1 = pv[1], *v2 = pv[2], *v3 = pv[3];                                          \
       const int32_t wa = mt_pack_halves(w[0], w[1]), wb = mt_pack_halves(w[2], w[3]);                      \
       int d;                                                                                                \
@@ -359,21 +359,21 @@ static inline __attribute__((always_inline)) void mt_attn_pv4_step_s8(int32_t *a
       int d = 0;                                                                                            \
       if ((w0 | w1 | w2 | w3) <= 32767) {                                                                   \
         const int32_t wa = mt_pack_halves(w0, w1), wb = mt_pack_halves(w2, w3);                             \
-        if (Dv == 8) {                                                                                      \
+        if (MT_ATTN_DIM8 && Dv == 8) {                                                                      \
           _Pragma("GCC unroll 4") for (; d < 8; d += STEP)                                                  \
               STEP_FN(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                                     \
-        } else if (Dv == 4) {                                                                               \
+        } else if (MT_ATTN_DIM4 && Dv == 4) {                                                               \
           _Pragma("GCC unroll 2") for (; d < 4; d += STEP)                                                  \
               STEP_FN(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                                     \
         } else {                                                                                            \
           for (; d + STEP <= Dv; d += STEP)                                                                 \
             STEP_FN(acc + d, v0 + d, v1 + d, v2 + d, v3 + d, wa, wb);                                       \
         }                                                                                                   \
-      } else if (Dv == 16) {                                                                                \
+      } else if (MT_ATTN_DIM16 && Dv == 16) {                                                               \
         MT_ATTN_PV4_ROW_##T(16);                                                                            \
-      } else if (Dv == 8) {                                                                                 \
+      } else if (MT_ATTN_DIM8 && Dv == 8) {                                                                 \
         MT_ATTN_PV4_ROW_##T(8);                                                                             \
-      } else if (Dv == 4) {                                                                                 \
+      } else if (MT_ATTN_DIM4 && Dv == 4) {                                                                 \
         MT_ATTN_PV4_ROW_##T(4);                                                                             \
       }                                                                                                     \
       for (; d < Dv; ++d) MT_ATTN_PV4_ONE_##T;                                                              \
@@ -695,11 +695,11 @@ static __attribute__((noinline)) int32_t mt_attn_logits_any_s16(const mt_attn *a
     for (j = 0; j < n; ++j) t[j] = mt_attn_logit(a, mt_dot_s16_s16(qi, kj + j * ks, 1, D));
   else if (!q->lo_zero) /* s = 1 */
     mt_attn_logits2_s16(q, qi, kj, ks, n, D, 0, t);
-  else if (D == 8)
+  else if (MT_ATTN_DIM8 && D == 8)
     mt_attn_logits1_s16(q, qi, kj, ks, n, 8, t);
-  else if (D == 4)
+  else if (MT_ATTN_DIM4 && D == 4)
     mt_attn_logits1_s16(q, qi, kj, ks, n, 4, t);
-  else if (D == 16)
+  else if (MT_ATTN_DIM16 && D == 16)
     mt_attn_logits1_s16(q, qi, kj, ks, n, 16, t);
   else if (D == 32)
     mt_attn_logits2_s16(q, qi, kj, ks, n, 32, 1, t);
@@ -718,9 +718,9 @@ static __attribute__((noinline)) int32_t mt_attn_logits_s16(const mt_attn *a, co
   const mt_attn_logit_q *const q = &a->lq;
   int32_t mx = INT32_MIN, rest;
   int done;
-  if (q->fast && D == 8 && ((uintptr_t)kj & 3u) == 0 && (ks & 1) == 0 && n > 0)
+  if (q->fast && MT_ATTN_DIM8 && D == 8 && ((uintptr_t)kj & 3u) == 0 && (ks & 1) == 0 && n > 0)
     return mt_attn_logits8w_s16(q, qi, kj, ks, n, t);
-  if (!q->fast || D != 16 || ((uintptr_t)kj & 3u) != 0 || (ks & 1) != 0)
+  if (!q->fast || !MT_ATTN_DIM16 || D != 16 || ((uintptr_t)kj & 3u) != 0 || (ks & 1) != 0)
     return mt_attn_logits_any_s16(a, qi, kj, ks, n, D, t);
   done = n > 0 ? mt_attn_logits16s_s16(q, qi, kj, ks, n, t, &mx) : 0;
   if (done == n) return mx;

@@ -112,6 +112,32 @@ static uint32_t mt_rsh_u32(uint32_t m, int s) {
 #ifndef MT_CONV_SAME1X3
 #define MT_CONV_SAME1X3 1
 #endif
+/* The Armv7E-M variants of the linear layers with int8 weights (mt_linear.c): MT_LINEAR_ROWS, two
+ * rows of x per pass (mt_linear_rows_*: a layer of two rows or more); MT_LINEAR_UP, the int8 x
+ * int8 layers with int16 outputs and a channel at a shift of 0 or less (mt_linear_any_*,
+ * mt_linear_up1_*); MT_LINEAR_ONE_ROW, one row per pass (mt_linear_dsp_*: a single row, a channel
+ * at another shift or a negative multiplier, a bias beyond 2^30, wider sums). */
+#ifndef MT_LINEAR_ROWS
+#define MT_LINEAR_ROWS 1
+#endif
+#ifndef MT_LINEAR_UP
+#define MT_LINEAR_UP 1
+#endif
+#ifndef MT_LINEAR_ONE_ROW
+#define MT_LINEAR_ONE_ROW 1
+#endif
+/* The Armv7E-M attention kernels' code unrolled for a head (query and key) or value dimension
+ * of 4, 8 or 16 (mt_attention.c: MT_ATTN_DIM4, MT_ATTN_DIM8, MT_ATTN_DIM16; other dimensions
+ * take the loops for any). */
+#ifndef MT_ATTN_DIM4
+#define MT_ATTN_DIM4 1
+#endif
+#ifndef MT_ATTN_DIM8
+#define MT_ATTN_DIM8 1
+#endif
+#ifndef MT_ATTN_DIM16
+#define MT_ATTN_DIM16 1
+#endif
 
 /* ==================================================================================== */
 /* Armv7E-M primitives of the DSP variants                                              */

@@ -765,7 +765,7 @@ static __attribute__((noinline)) int mt_linear_up1_s8_s8_s16(const int8_t *x, co
 #define MT_NO_ROWS(...) ((void)0)
 #define MT_ANY_OK_0(...)
 #define MT_ANY_OK_1(ok, chan, ...) \
-  if (ok && !chan) ok = mt_rq_up_all_ok(__VA_ARGS__)
+  if (MT_LINEAR_UP && ok && !chan) ok = mt_rq_up_all_ok(__VA_ARGS__)
 /* Every channel of an int8 x int8 layer mt_rq_up_ok (out of line: inlined, it cost the rows
  * inlined beside it registers) */
 static __attribute__((noinline)) int mt_rq_up_all_ok(const int32_t *rq, int rq_per_channel, int32_t y_zero,
@@ -776,21 +776,25 @@ static __attribute__((noinline)) int mt_rq_up_all_ok(const int32_t *rq, int rq_p
   return 1;
 }
 /* The two-row variant (ROWS: MT_DEFINE_LINEAR_ROWS with mt_rq_chan; ANY_ROWS for other shifts) where
- * it applies, else the one-row variant ONE_ROW (mt_linear_dsp_*); RAISE: mt_raise_to_*. */
+ * it applies, else the one-row variant ONE_ROW (mt_linear_dsp_*); RAISE: mt_raise_to_*. A firmware
+ * whose model takes none of them turns off the two-row variants (MT_LINEAR_ROWS), ANY_ROWS
+ * (MT_LINEAR_UP) or the one-row variant (MT_LINEAR_ONE_ROW; its calls then go to the reference),
+ * mt_internal.h. */
 #define MT_DEFINE_LINEAR_DSP2(NAME, XT, YT, BT, BITS, MAX_IN, ANY, ROWS, ANY_ROWS, ONE_ROW, RAISE)        \
   static int NAME(const XT *x, const int8_t *w, const BT *b, YT *y, int rows, int in, int out, int xs,    \
                   const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {                 \
-    int o, ok = rows >= 2 && in <= (MAX_IN), chan = 1;                                                    \
+    int o, ok = MT_LINEAR_ROWS && rows >= 2 && in <= (MAX_IN), chan = 1;                                  \
     for (o = 0; ok && o < (rq_per_channel ? out : 1); ++o) {                                              \
       chan = chan && mt_rq_chan_fast(rq + 2 * o, y_zero);                                                 \
-      ok = chan || (ANY);                                                                                 \
+      ok = chan || ((ANY) && MT_LINEAR_UP);                                                               \
     }                                                                                                     \
     MT_ANY_OK_##ANY(ok, chan, rq, rq_per_channel, y_zero, w, b, in, out);                                 \
     for (o = 0; ok && b && o < out; ++o) ok = b[o] < (1 << 30) && b[o] > -(1 << 30);                      \
-    if (!ok) return ONE_ROW(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min);            \
+    if (!ok)                                                                                              \
+      return MT_LINEAR_ONE_ROW ? ONE_ROW(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min) : 0; \
     if (chan)                                                                                             \
       ROWS(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero);                                   \
-    else                                                                                                  \
+    else if (MT_LINEAR_UP)                                                                                \
       ANY_ROWS(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero);                                \
     if (y_min > -(1 << ((BITS) - 1))) RAISE(y, rows * out, y_min);                                        \
     return 1;                                                                                             \
