@@ -1140,7 +1140,7 @@ TEST_CASE("lower: an int8 convolution reads a ReLU's output with its zero point:
 }
 
 TEST_CASE("lower: an int8 convolution read only by convolutions writes a format per output channel; its readers fold "
-          "the scales into their weights and the zero points into their biases") {
+          "the scales into their weights and the zero points into their biases; its firmware is bit-exact on QEMU") {
   mt::manual_seed(26);
   // channels of very different ranges: the stem's output channel c is scaled by 4^-c
   nn::Conv1d stem(2, 6, 3);
