@@ -502,12 +502,14 @@ struct StepView {
 };
 
 // mt_linear_<x>_s8_<y> (x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min): the
-// Armv7E-M linear layers with int8 weights. A channel is "fast" (mt_rq_chan_fast) when its shift
-// is in [1, 31], its multiplier positive and |y_zero| < 2^(31 - shift).
+// Armv7E-M linear layers with int8 weights; their conditions are mt_kernels.h's (MT_RQ_CHAN_FAST,
+// MT_LINEAR_BIAS_FITS, MT_LINEAR_MAX_IN_*), the runtime's own.
 bool int8_weight_linear(const StepView& v) {
   return v.kernel_in({"mt_linear_s8_s8_", "mt_linear_s16_s8_"});
 }
-std::int64_t linear_max_in(const StepView& v) { return v.kernel_in({"mt_linear_s8_"}) ? 65536 : 256; }
+std::int64_t linear_max_in(const StepView& v) {
+  return v.kernel_in({"mt_linear_s8_"}) ? MT_LINEAR_MAX_IN_S8 : MT_LINEAR_MAX_IN_S16;
+}
 // Every channel fast and every bias within 2^30 (false when rq or b is not constant).
 bool linear_fast(const StepView& v, bool want_fast) {
   const std::int64_t out = v.num(6), n_rq = v.num(9) ? out : 1, y_zero = v.num(10);
@@ -516,7 +518,7 @@ bool linear_fast(const StepView& v, bool want_fast) {
   bool all = true, any_slow = false;
   for (std::int64_t o = 0; o < n_rq; ++o) {
     const std::int64_t m = rq[2 * o], sh = rq[2 * o + 1];
-    const bool fast = sh >= 1 && sh <= 31 && m > 0 && std::llabs(y_zero) < (std::int64_t{1} << (31 - sh));
+    const bool fast = MT_RQ_CHAN_FAST(m, sh, y_zero);
     all = all && fast, any_slow = any_slow || !fast;
   }
   return want_fast ? all : any_slow;
@@ -525,7 +527,7 @@ bool linear_bias_small(const StepView& v) {
   if (v.s.args.at(2).buffer < 0) return true;
   const std::int64_t* b = v.constant(2, v.num(6));
   if (!b) return false;
-  return std::all_of(b, b + v.num(6), [](std::int64_t x) { return x < (1 << 30) && x > -(1 << 30); });
+  return std::all_of(b, b + v.num(6), [](std::int64_t x) { return MT_LINEAR_BIAS_FITS(x); });
 }
 // mt_conv_s8_s8_<y> (x, w, b, y, g, ...): an int8 x int8 depthwise convolution (one input and
 // one output channel per group) of kernel width kw (and height kh, 0: any)

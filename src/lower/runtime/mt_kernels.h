@@ -269,6 +269,18 @@ float mt_rsqrtf(float x);
 #else
 #define MT_WORD_ALIGNED
 #endif
+/* Where the Armv7E-M variants of the int8-weight layers set a channel's requantization up once
+ * and sum in int32 (mt_linear.c), stated once for the runtime and for the lowering's emitter,
+ * which leaves out of a firmware the variants no step takes (src/lower/emit.cpp): a channel
+ * (m, s) is fast when 1 <= s <= 31, m > 0 and |y_zero| < 2^(31 - s); the int32 sums from a bias
+ * |b| < 2^30 are exact for up to MT_LINEAR_MAX_IN_S8 inputs of int8 x (|x w| <= 2^14) and
+ * MT_LINEAR_MAX_IN_S16 of int16 x (|x w| <= 2^22). */
+#define MT_RQ_CHAN_FAST(m, s, y_zero)                                                              \
+  ((s) >= 1 && (s) <= 31 && (m) > 0 &&                                                             \
+   ((y_zero) < 0 ? 0u - (uint32_t)(y_zero) : (uint32_t)(y_zero)) < 1u << (31 - (s)))
+#define MT_LINEAR_BIAS_FITS(b) ((b) < (1 << 30) && (b) > -(1 << 30))
+#define MT_LINEAR_MAX_IN_S8 65536
+#define MT_LINEAR_MAX_IN_S16 256
 void mt_linear_s8_s8_s8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y, int rows, int in,
                         int out, int x_stride, const int32_t *rq, int rq_per_channel, int32_t y_zero,
                         int32_t y_min);

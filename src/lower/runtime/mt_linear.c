@@ -109,7 +109,7 @@ typedef struct {
 } mt_rq_chan;
 
 static inline int mt_rq_chan_fast(const int32_t *rq, int32_t y_zero) {
-  return rq[1] >= 1 && rq[1] <= 31 && rq[0] > 0 && mt_mag32(y_zero) < 1u << (31 - rq[1]);
+  return MT_RQ_CHAN_FAST(rq[0], rq[1], y_zero);
 }
 
 /* |b| + 2^7 sum |w_j| over n int8 weights: a bound on |b + x . w| for int8 x (< 2^32 for n <=
@@ -789,7 +789,7 @@ static __attribute__((noinline)) int mt_rq_up_all_ok(const int32_t *rq, int rq_p
       ok = chan || ((ANY) && MT_LINEAR_UP);                                                               \
     }                                                                                                     \
     MT_ANY_OK_##ANY(ok, chan, rq, rq_per_channel, y_zero, w, b, in, out);                                 \
-    for (o = 0; ok && b && o < out; ++o) ok = b[o] < (1 << 30) && b[o] > -(1 << 30);                      \
+    for (o = 0; ok && b && o < out; ++o) ok = MT_LINEAR_BIAS_FITS(b[o]);                                  \
     if (!ok)                                                                                              \
       return MT_LINEAR_ONE_ROW ? ONE_ROW(x, w, b, y, rows, in, out, xs, rq, rq_per_channel, y_zero, y_min) : 0; \
     if (chan)                                                                                             \
@@ -814,20 +814,20 @@ static void mt_linear_any_s8_s8_s16(const int8_t *x, const int8_t *w, const int3
 }
 MT_DEFINE_LINEAR_ROWS(mt_linear_rows_s8_s8_s8, mt_rq_chan, mt_rq_chan_init, MT_CHAN_SAT, int8_t, int8_t,
                       int32_t, 8, MT_ROWS_MAC_s8, MT_SPLIT4_s8)
-MT_DEFINE_LINEAR_DSP2(mt_linear_dsp2_s8_s8_s8, int8_t, int8_t, int32_t, 8, 65536, 0, mt_linear_rows_s8_s8_s8,
-                      MT_NO_ROWS, mt_linear_dsp_s8_s8_s8, mt_raise_to_s8)
+MT_DEFINE_LINEAR_DSP2(mt_linear_dsp2_s8_s8_s8, int8_t, int8_t, int32_t, 8, MT_LINEAR_MAX_IN_S8, 0,
+                      mt_linear_rows_s8_s8_s8, MT_NO_ROWS, mt_linear_dsp_s8_s8_s8, mt_raise_to_s8)
 MT_DEFINE_LINEAR_ROWS(mt_linear_rows_s8_s8_s16, mt_rq_chan, mt_rq_chan_init, MT_CHAN_SAT, int8_t, int16_t,
                       int32_t, 16, MT_ROWS_MAC_s8, MT_SPLIT4_s8)
-MT_DEFINE_LINEAR_DSP2(mt_linear_dsp2_s8_s8_s16, int8_t, int16_t, int32_t, 16, 65536, 1,
+MT_DEFINE_LINEAR_DSP2(mt_linear_dsp2_s8_s8_s16, int8_t, int16_t, int32_t, 16, MT_LINEAR_MAX_IN_S8, 1,
                       mt_linear_rows_s8_s8_s16, mt_linear_any_s8_s8_s16, mt_linear_dsp_s8_s8_s16,
                       mt_raise_to_s16)
 MT_DEFINE_LINEAR_ROWS(mt_linear_rows_s16_s8_s8, mt_rq_chan, mt_rq_chan_init, MT_CHAN_SAT, int16_t, int8_t,
                       int64_t, 8, MT_ROWS_MAC_s16, MT_SPLIT4_s16)
-MT_DEFINE_LINEAR_DSP2(mt_linear_dsp2_s16_s8_s8, int16_t, int8_t, int64_t, 8, 256, 0, mt_linear_rows_s16_s8_s8,
-                      MT_NO_ROWS, mt_linear_dsp_s16_s8_s8, mt_raise_to_s8)
+MT_DEFINE_LINEAR_DSP2(mt_linear_dsp2_s16_s8_s8, int16_t, int8_t, int64_t, 8, MT_LINEAR_MAX_IN_S16, 0,
+                      mt_linear_rows_s16_s8_s8, MT_NO_ROWS, mt_linear_dsp_s16_s8_s8, mt_raise_to_s8)
 MT_DEFINE_LINEAR_ROWS(mt_linear_rows_s16_s8_s16, mt_rq_chan, mt_rq_chan_init, MT_CHAN_SAT, int16_t, int16_t,
                       int64_t, 16, MT_ROWS_MAC_s16, MT_SPLIT4_s16)
-MT_DEFINE_LINEAR_DSP2(mt_linear_dsp2_s16_s8_s16, int16_t, int16_t, int64_t, 16, 256, 0,
+MT_DEFINE_LINEAR_DSP2(mt_linear_dsp2_s16_s8_s16, int16_t, int16_t, int64_t, 16, MT_LINEAR_MAX_IN_S16, 0,
                       mt_linear_rows_s16_s8_s16, MT_NO_ROWS, mt_linear_dsp_s16_s8_s16, mt_raise_to_s16)
 #else
 #define mt_linear_dsp2_s8_s8_s8 MT_NO_VARIANT
@@ -859,7 +859,7 @@ MT_DEFINE_LINEAR_DSP2(mt_linear_dsp2_s16_s8_s16, int16_t, int16_t, int64_t, 16, 
                   int xs, const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) {         \
     const int32x4_t lo = vdupq_n_s32(y_min > -(1 << ((BITS) - 1)) ? y_min : -(1 << ((BITS) - 1)));      \
     const int32x4_t hi = vdupq_n_s32((1 << ((BITS) - 1)) - 1);                                            \
-    int r, o, j, k, ok = in <= 65536;                                                                     \
+    int r, o, j, k, ok = in <= MT_LINEAR_MAX_IN_S8;                                                       \
     for (o = 0; ok && o < out; ++o) {                                                                     \
       const int32_t *q = rq + (rq_per_channel ? 2 * o : 0);                                               \
       ok = q[1] >= 2 && q[1] <= 31 && q[0] > 0 && (!b || (b[o] < (1 << 30) && b[o] > -(1 << 30)));       \
@@ -1185,10 +1185,10 @@ static inline int mt_rv_rq_h_ok(const mt_rv_rq *q, uint32_t amax) {
     }                                                                                                     \
     return 1;                                                                                             \
   }
-MT_DEFINE_LINEAR_RV(mt_linear_rv_s8_s8_s8, int8_t, int8_t, int32_t, -128, 127, 0, 14, 65536)
-MT_DEFINE_LINEAR_RV(mt_linear_rv_s8_s8_s16, int8_t, int16_t, int32_t, -32768, 32767, 0, 14, 65536)
-MT_DEFINE_LINEAR_RV(mt_linear_rv_s16_s8_s8, int16_t, int8_t, int64_t, -128, 127, 1, 22, 256)
-MT_DEFINE_LINEAR_RV(mt_linear_rv_s16_s8_s16, int16_t, int16_t, int64_t, -32768, 32767, 1, 22, 256)
+MT_DEFINE_LINEAR_RV(mt_linear_rv_s8_s8_s8, int8_t, int8_t, int32_t, -128, 127, 0, 14, MT_LINEAR_MAX_IN_S8)
+MT_DEFINE_LINEAR_RV(mt_linear_rv_s8_s8_s16, int8_t, int16_t, int32_t, -32768, 32767, 0, 14, MT_LINEAR_MAX_IN_S8)
+MT_DEFINE_LINEAR_RV(mt_linear_rv_s16_s8_s8, int16_t, int8_t, int64_t, -128, 127, 1, 22, MT_LINEAR_MAX_IN_S16)
+MT_DEFINE_LINEAR_RV(mt_linear_rv_s16_s8_s16, int16_t, int16_t, int64_t, -32768, 32767, 1, 22, MT_LINEAR_MAX_IN_S16)
 #undef mt_linear_variant_s8_s8_s8
 #undef mt_linear_variant_s8_s8_s16
 #define mt_linear_variant_s8_s8_s8 mt_linear_rv_s8_s8_s8
