@@ -554,10 +554,11 @@ MT_DEFINE_DW1S_ROWS(mt_dw1s_rows_s16, int16_t, 16, MT_DW1S_ST16)
  * shifted down, zeros above: y[W - 1 - W % 4] .. y[W - 1]) in C (MT_DW1SP_WORD). A channel's
  * bound amax is mt_bound_s8's; the outputs are within int16 when rq(-amax) and rq(amax) are
  * (SMMLA and ASR are nondecreasing in the sum for m > 0), here with a margin: |y + 128| <= 2^14. */
-static inline int mt_dw1sp_ok(const mt_rq_chan *q, uint32_t amax) {
-  const int kw = 16 - q->sh;
-  const int32_t top = mt_smmla((int32_t)amax, q->m, q->c_hi) >> q->sh, bot = mt_smmla(-(int32_t)amax, q->m, q->c_hi) >> q->sh;
-  return q->sh >= 8 && q->sh <= 16 && (amax >> (31 - kw)) == 0 && top + 128 <= 1 << 14 && bot + 128 >= -(1 << 14);
+static inline int mt_dw1sp_ok(const int32_t *rq, uint32_t amax) {
+  const int s = rq[1];
+  const uint32_t m = (uint32_t)rq[0], low = m & (0u - m);
+  return (uint32_t)(s - 9) <= 8u && (amax >> (14 + s)) == 0 &&
+         (uint32_t)(((uint64_t)amax * low) >> 32) >> (s - 2) == 0 && (uint32_t)(((uint64_t)amax * m) >> 32) >> (12 + s) == 0;
 }
 /* y[j - J0] for the outputs j in [J0, J1) of {q - 1, q, q + 1, q + 2} of the word (E, O) after (PE, PO) */
 #define MT_DW1SP_OUT(Y, J, A) (Y)[J] = (int8_t)((int32_t)__builtin_arm_usat(mt_smmla(A, k.m, k.c_hi) >> 16, 8) - 128)
@@ -604,23 +605,26 @@ static __attribute__((noinline)) void mt_dw1sp_layer_s8(const int8_t *x, const i
   const int N = g[MT_CONV_N], G = g[MT_CONV_GROUPS], H = g[MT_CONV_H], W = g[MT_CONV_W];
   const int words = W / 4 - 1, rest = W & 3; /* words: those after the first with a whole word */
   const int32_t cq = (int32_t)((1u << 15) + ((uint32_t)y_zero + 128u) * 65536u); /* c' */
+  const int yz_ok = mt_mag32(y_zero + 128) <= 1u << 13; /* (mt_dw1sp_ok) */
   int n, o, r;
   for (n = 0; n < N; ++n)
     for (o = 0; o < G; ++o, x += H * W, y += H * W) {
       const int32_t *r_ = rq + (rq_per_channel ? 2 * o : 0), bias = b ? b[o] : 0;
       const int32_t w0 = w[3 * o], w1 = w[3 * o + 1], w2 = w[3 * o + 2];
-      const uint32_t amax = ((mt_mag32(w0) + mt_mag32(w1) + mt_mag32(w2)) << 7) + mt_mag32(bias); /* mt_bound_s8 */
-      const mt_rq_chan qc = mt_rq_chan_init(r_, y_zero);
       const int8_t *xr = x;
       int8_t *yr = y;
-      if (!mt_rq_chan_h_ok(r_, amax)) {
-        mt_conv_dw3_chan_s8(x, w + 3 * o, g, bias, &qc, y_min, y);
-      } else if (!mt_dw1sp_ok(&qc, amax)) {
-        const mt_dw1s_k k1 = {mt_pair16(w0, w2), (int32_t)(((uint32_t)w1 << 16) | (uint32_t)qc.sh), qc.m, qc.c_hi, bias};
-        mt_dw1s_rows_s8(x, W, H, &k1, y);
+      if (!yz_ok || !(mt_dw1sp_ok(r_, (3u << 14) + mt_mag32(bias)) || /* |x w| <= 2^14, else mt_bound_s8 */
+                      mt_dw1sp_ok(r_, ((mt_mag32(w0) + mt_mag32(w1) + mt_mag32(w2)) << 7) + mt_mag32(bias)))) {
+        const mt_rq_chan qc = mt_rq_chan_init(r_, y_zero);
+        if (mt_rq_chan_h_ok(r_, ((mt_mag32(w0) + mt_mag32(w1) + mt_mag32(w2)) << 7) + mt_mag32(bias))) {
+          const mt_dw1s_k k1 = {mt_pair16(w0, w2), (int32_t)(((uint32_t)w1 << 16) | (uint32_t)qc.sh), qc.m, qc.c_hi, bias};
+          mt_dw1s_rows_s8(x, W, H, &k1, y);
+        } else {
+          mt_conv_dw3_chan_s8(x, w + 3 * o, g, bias, &qc, y_min, y);
+        }
       } else {
-        const int kw = 16 - qc.sh; /* the weights, bias and c_hi 2^kw */
-        const mt_dw1s_k k = {mt_pair16(w0 * (1 << kw), w2 * (1 << kw)), (int32_t)((uint32_t)w1 << (16 + kw)), qc.m,
+        const int kw = 17 - r_[1]; /* the weights, bias and c_hi 2^kw, kw = 16 - sh */
+        const mt_dw1s_k k = {mt_pair16(w0 * (1 << kw), w2 * (1 << kw)), (int32_t)((uint32_t)w1 << (16 + kw)), r_[0],
                              cq, (int32_t)((uint32_t)bias << kw)};
         for (r = 0; r < H; ++r, xr += W) {
           const int8_t *xq = xr + 4, *const end = xr + 4 * (words + 1);
