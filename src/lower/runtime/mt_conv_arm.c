@@ -595,6 +595,30 @@ static inline int mt_dw1sp_ok(const int32_t *rq, uint32_t amax) {
   "orr " T ", " T ", " PE ", lsl #8\n\t"                                                                  \
   "eor " T ", " T ", #0x80808080\n\t"                                                                     \
   "str " T ", [%[y]], #4\n\t"
+/* The row's first word (x0 x1 x2 x3) in assembly, after the left padding: y0 = x0 w1 + x1 w2,
+ * y1 = SMLAD((x0, x2), (w0, w2)) + x1 w1, y2 = SMLAD((x1, x3), (w0, w2)) + x2 w1, packed as
+ * the words above (y1's USAT16 leaves its fraction's half below 2^8: LSR 8 drops it) with a
+ * fourth byte y3 = 0 that the next word or the row's last outputs overwrite (W >= 4): the
+ * word stored, y advanced by 3; the word kept in (pe, po) */
+#define MT_DW1SP_ASM_FIRST                                                                                \
+  "ldr %[po], [%[x]], #4\n\t"                                                                            \
+  "sxtb16 %[pe], %[po]\n\t"                                                                              \
+  "sxtb16 %[po], %[po], ror #8\n\t"                                                                      \
+  "smlabt %[t], %[pe], %[w1], %[b]\n\t"                                                                  \
+  "smlabt %[t], %[po], %[wp], %[t]\n\t"                                                                  \
+  "smmla %[t], %[t], %[m], %[c]\n\t"                                                                     \
+  "smlad %[e], %[po], %[wp], %[b]\n\t"                                                                   \
+  "smlatt %[e], %[pe], %[w1], %[e]\n\t"                                                                  \
+  "smmla %[e], %[e], %[m], %[c]\n\t"                                                                     \
+  "pkhtb %[t], %[e], %[t], asr #16\n\t"                                                                  \
+  "usat16 %[t], #8, %[t]\n\t"                                                                            \
+  "smlad %[e], %[pe], %[wp], %[b]\n\t"                                                                   \
+  "smlabt %[e], %[po], %[w1], %[e]\n\t"                                                                  \
+  "smmla %[e], %[e], %[m], %[c]\n\t"                                                                     \
+  "usat16 %[e], #8, %[e]\n\t"                                                                            \
+  "orr %[t], %[t], %[e], lsr #8\n\t"                                                                     \
+  "eor %[t], %[t], #0x80808080\n\t"                                                                      \
+  "str %[t], [%[y]], #3\n\t"
 /* An int8 'same' 1-D depthwise layer (MT_DEFINE_CONV_DW3_DSP checked its shape; y_min is
  * the caller's): each channel by the word loop above where mt_dw1sp_ok, else by
  * mt_dw1s_rows_s8 where no rounding tie can occur, else by the exact CHAN; one function, so
@@ -627,20 +651,26 @@ static __attribute__((noinline)) void mt_dw1sp_layer_s8(const int8_t *x, const i
         const mt_dw1s_k k = {mt_pair16(w0 * (1 << kw), w2 * (1 << kw)), (int32_t)((uint32_t)w1 << (16 + kw)), r_[0],
                              cq, (int32_t)((uint32_t)bias << kw)};
         for (r = 0; r < H; ++r, xr += W) {
-          const int8_t *xq = xr + 4, *const end = xr + 4 * (words + 1);
-          int32_t v = mt_ld32(xr), pe = __sxtb16(v), po = mt_odd_bytes(v), e, o_, t = words & 1;
-          MT_DW1SP_WORD(0, 0, pe, po, 1, 4, yr); /* outputs 0 .. 2: the left padding as the previous word */
-          yr += 3, e = pe, o_ = po; /* an odd number of words enters at the second, the previous word in (e, o_) */
-          if (xq != end)
-            __asm__("cbnz %[t], 2f\n"
-                    "1:\n\t" MT_DW1SP_ASM_WORD("%[pe]", "%[po]", "%[e]", "%[o]", "%[t]")
-                    "2:\n\t" MT_DW1SP_ASM_WORD("%[e]", "%[o]", "%[pe]", "%[po]", "%[t]")
-                    "ldr %[t], %[end]\n\t" /* (12 registers: the end from memory) */
-                    "cmp %[x], %[t]\n\t"
-                    "bne 1b"
-                    : [x] "+r"(xq), [y] "+r"(yr), [pe] "+r"(pe), [po] "+r"(po), [e] "+r"(e), [o] "+r"(o_), [t] "+l"(t)
-                    : [wp] "r"(k.wp), [w1] "r"(k.w1s), [m] "r"(k.m), [c] "r"(k.c_hi), [b] "r"(k.bias), [end] "m"(end)
-                    : "cc", "memory");
+          const int8_t *xq = xr, *const end = xr + 4 * (words + 1);
+          int32_t v, pe, po, e, o_, t;
+          __asm__(MT_DW1SP_ASM_FIRST
+                  "ldr %[t], %[end]\n\t" /* 4 words after the first */
+                  "subs %[t], %[t], %[x]\n\t"
+                  "beq 3f\n\t"
+                  "tst %[t], #4\n\t" /* an odd number of words enters at the second, the previous word in (e, o) */
+                  "beq 1f\n\t"
+                  "mov %[e], %[pe]\n\t"
+                  "mov %[o], %[po]\n\t"
+                  "b 2f\n"
+                  "1:\n\t" MT_DW1SP_ASM_WORD("%[pe]", "%[po]", "%[e]", "%[o]", "%[t]")
+                  "2:\n\t" MT_DW1SP_ASM_WORD("%[e]", "%[o]", "%[pe]", "%[po]", "%[t]")
+                  "ldr %[t], %[end]\n\t" /* (12 registers: the end from memory) */
+                  "cmp %[x], %[t]\n\t"
+                  "bne 1b\n"
+                  "3:"
+                  : [x] "+r"(xq), [y] "+r"(yr), [pe] "=&r"(pe), [po] "=&r"(po), [e] "=&r"(e), [o] "=&r"(o_), [t] "=&r"(t)
+                  : [wp] "r"(k.wp), [w1] "r"(k.w1s), [m] "r"(k.m), [c] "r"(k.c_hi), [b] "r"(k.bias), [end] "m"(end)
+                  : "cc", "memory");
           if (rest == 0) { /* y[W - 1] = x[W - 2] w0 + x[W - 1] w1 */
             MT_DW1SP_OUT(yr, 0, __smlatt(po, k.w1s, __smlatb(pe, k.wp, k.bias)));
             ++yr;
