@@ -550,10 +550,16 @@ MT_DEFINE_DW1S_ROWS(mt_dw1s_rows_s16, int16_t, 16, MT_DW1S_ST16)
  * registers take turns as the previous word and the next load; an odd number of words enters
  * at the second), 3 more per step for the end (read from memory: the block takes 12
  * registers, which Cortex-M55 builds have, not 13); the row's first word (its outputs 0 .. 2,
- * the left padding as the previous word) and the last one (the W % 4 bytes after the words
- * shifted down, zeros above: y[W - 1 - W % 4] .. y[W - 1]) in C (MT_DW1SP_WORD). A channel's
- * bound amax is mt_bound_s8's; the outputs are within int16 when rq(-amax) and rq(amax) are
- * (SMMLA and ASR are nondecreasing in the sum for m > 0), here with a margin: |y + 128| <= 2^14. */
+ * the left padding as the previous word) in the same block (MT_DW1SP_ASM_FIRST), the last
+ * one (the W % 4 bytes after the words shifted down, zeros above: y[W - 1 - W % 4] .. y[W -
+ * 1]) in C (MT_DW1SP_WORD).
+ * mt_dw1sp_ok, for a channel (m, s = sh + 1) whose sums a satisfy |a| <= amax (the caller's
+ * mt_rq_chan_fast: m > 0), and the layer's |y_zero + 128| <= 2^13: 9 <= s <= 17; amax <
+ * 2^(14+s) (a 2^kw still an int32, kw = 17 - s); no rounding tie (mt_rq_chan_h_ok's amax 2^t <
+ * 2^(30+s), the high word of the 64-bit product below 2^(s-2)); and amax m < 2^(44+s): y =
+ * y_zero + floor((a m + 2^(30+s)) / 2^(31+s)) (mt_rq_chan_h_ok) so |y - y_zero| < 2^13 + 1/2
+ * and |y + 128| <= 2^14, far inside the int16 that PKHTB and USAT16 read. A channel's amax is
+ * 3 2^14 + |b| (|x w| <= 2^14) when that passes, else mt_bound_s8's. */
 static inline int mt_dw1sp_ok(const int32_t *rq, uint32_t amax) {
   const int s = rq[1];
   const uint32_t m = (uint32_t)rq[0], low = m & (0u - m);
@@ -622,7 +628,9 @@ static inline int mt_dw1sp_ok(const int32_t *rq, uint32_t amax) {
 /* An int8 'same' 1-D depthwise layer (MT_DEFINE_CONV_DW3_DSP checked its shape; y_min is
  * the caller's): each channel by the word loop above where mt_dw1sp_ok, else by
  * mt_dw1s_rows_s8 where no rounding tie can occur, else by the exact CHAN; one function, so
- * that a channel's set-up (its bound, checks and scaled constants) costs little beside its row */
+ * that a channel's set-up (its bound, checks and scaled constants: about 110 instructions on
+ * Cortex-M4 beside the assembly's 410 for a row of 64) costs little beside its row; the
+ * layer's y_zero test once per call */
 static __attribute__((noinline)) void mt_dw1sp_layer_s8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y,
                                                        const int32_t *g, const int32_t *rq, int rq_per_channel,
                                                        int32_t y_zero, int32_t y_min) {
