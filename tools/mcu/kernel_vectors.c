@@ -1081,8 +1081,11 @@ static void conv_dw3s(void) {
  * random, int8-extreme (-128 and 127 inputs and weights, biases of 2^30 - 1) and 127 inputs;
  * per channel and per tensor; a zero point, y_min at the type's minimum and above it (relu),
  * int8 and int16 outputs; multipliers with trailing zeros (a power of two: a constructed
- * rounding tie, channel 5, its exact requantization) and shifts 1, 2, 6 to 12 and 28; and the
- * layers next to the path (stride 2, no padding, dilation 2) that take the others. */
+ * rounding tie, channel 5, its exact requantization) and shifts 1, 2, 6 to 12 and 28; the
+ * packed path's edges (shifts 8, 9, 16, 17 and 18, sums bounded by 2^(14+s) - 1 and 2^(14+s)
+ * with m = 2^30 + 1, the first passing only with the weights' bound, m = 2^31 - 1; |y_zero + 128|
+ * 2^13 and 2^13 + 1, both signs); and the layers next to the path (stride 2, no padding,
+ * dilation 2) that take the others. */
 static void conv_dw1s(void) {
   static int32_t bias32[8], rq[16];
   /* N CG H W OG KH KW OH OW SH SW PH PW DH DW GROUPS */
@@ -1100,7 +1103,7 @@ static void conv_dw1s(void) {
     } else {
       for (k = 0; k < MT_CONV_FIELDS; ++k) g[k] = other[i - 11][k];
     }
-    for (c = 0; c < 4; ++c) {
+    for (c = 0; c < 5; ++c) {
       const int n = g[MT_CONV_N] * g[MT_CONV_GROUPS] * g[MT_CONV_OH] * g[MT_CONV_OW];
       const int nx = g[MT_CONV_N] * g[MT_CONV_GROUPS] * g[MT_CONV_H] * g[MT_CONV_W];
       fill8(b8, 3 * 8, -128, 127);
@@ -1122,6 +1125,18 @@ static void conv_dw1s(void) {
       if (c == 2) /* channel 5: every sum -4, a tie (-4 2^30 + 2^32 = 0), so y_zero - 1, not y_zero */
         b8[15] = b8[16] = b8[17] = 0, bias32[5] = -4;
       if (c == 3) fill8(a8, nx, 120, 127);
+      if (c == 4) { /* the packed path's edges: shifts 8, 9 and 17, 18; bounds 2^(14+s) at and below */
+        static const int32_t sh[8] = {8, 9, 9, 17, 18, 9, 16, 9};
+        static const int32_t bs[8] = {0, (1 << 23) - 385, (1 << 23) - 384, 0, 0, -(1 << 23) + 385, 1 << 20, -(3 << 20)};
+        for (k = 0; k < 8; ++k) rq[2 * k + 1] = sh[k], bias32[k] = bs[k];
+        rq[2] = rq[4] = rq[10] = (1 << 30) + 1, rq[14] = 0x7fffffff; /* (3 2^7 + |b|)(2^30 + 1) vs 2^53 */
+        for (k = 3; k < 6; ++k) b8[k] = (int8_t)(k == 4 ? -1 : 1), b8[k + 3] = (int8_t)(k == 4 ? -1 : 1);
+        b8[15] = 1, b8[16] = -1, b8[17] = 1;
+        mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, 8064, -128, 0), h8(y8, n); /* |y_zero + 128| = 2^13 */
+        mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, 8065, -128, 0), h8(y8, n);
+        mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -8320, -128, 0), h8(y8, n);
+        mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -8321, -128, 0), h8(y8, n);
+      }
       mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -3, -128, 0), h8(y8, n);
       mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -128, -128, 0), h8(y8, n); /* relu at the minimum */
       mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, 5, 5, 0), h8(y8, n); /* relu above the minimum */

@@ -550,14 +550,21 @@ MT_DEFINE_DW1S_ROWS(mt_dw1s_rows_s16, int16_t, 16, MT_DW1S_ST16)
  * registers take turns as the previous word and the next load; an odd number of words enters
  * at the second), 3 more per step for the end (read from memory: the block takes 12
  * registers, which Cortex-M55 builds have, not 13); the row's first word (its outputs 0 .. 2,
- * the left padding as the previous word) and the last one (the W % 4 bytes after the words
- * shifted down, zeros above: y[W - 1 - W % 4] .. y[W - 1]) in C (MT_DW1SP_WORD). A channel's
- * bound amax is mt_bound_s8's; the outputs are within int16 when rq(-amax) and rq(amax) are
- * (SMMLA and ASR are nondecreasing in the sum for m > 0), here with a margin: |y + 128| <= 2^14. */
-static inline int mt_dw1sp_ok(const mt_rq_chan *q, uint32_t amax) {
-  const int kw = 16 - q->sh;
-  const int32_t top = mt_smmla((int32_t)amax, q->m, q->c_hi) >> q->sh, bot = mt_smmla(-(int32_t)amax, q->m, q->c_hi) >> q->sh;
-  return q->sh >= 8 && q->sh <= 16 && (amax >> (31 - kw)) == 0 && top + 128 <= 1 << 14 && bot + 128 >= -(1 << 14);
+ * the left padding as the previous word) in the same block (MT_DW1SP_ASM_FIRST), the last
+ * one (the W % 4 bytes after the words shifted down, zeros above: y[W - 1 - W % 4] .. y[W -
+ * 1]) in C (MT_DW1SP_WORD).
+ * mt_dw1sp_ok, for a channel (m, s = sh + 1) whose sums a satisfy |a| <= amax (the caller's
+ * mt_rq_chan_fast: m > 0), and the layer's |y_zero + 128| <= 2^13: 9 <= s <= 17; amax <
+ * 2^(14+s) (a 2^kw still an int32, kw = 17 - s); no rounding tie (mt_rq_chan_h_ok's amax 2^t <
+ * 2^(30+s), the high word of the 64-bit product below 2^(s-2)); and amax m < 2^(44+s): y =
+ * y_zero + floor((a m + 2^(30+s)) / 2^(31+s)) (mt_rq_chan_h_ok) so |y - y_zero| < 2^13 + 1/2
+ * and |y + 128| <= 2^14, far inside the int16 that PKHTB and USAT16 read. A channel's amax is
+ * 3 2^14 + |b| (|x w| <= 2^14) when that passes, else mt_bound_s8's. */
+static inline int mt_dw1sp_ok(const int32_t *rq, uint32_t amax) {
+  const int s = rq[1];
+  const uint32_t m = (uint32_t)rq[0], low = m & (0u - m);
+  return (uint32_t)(s - 9) <= 8u && (amax >> (14 + s)) == 0 &&
+         (uint32_t)(((uint64_t)amax * low) >> 32) >> (s - 2) == 0 && (uint32_t)(((uint64_t)amax * m) >> 32) >> (12 + s) == 0;
 }
 /* y[j - J0] for the outputs j in [J0, J1) of {q - 1, q, q + 1, q + 2} of the word (E, O) after (PE, PO) */
 #define MT_DW1SP_OUT(Y, J, A) (Y)[J] = (int8_t)((int32_t)__builtin_arm_usat(mt_smmla(A, k.m, k.c_hi) >> 16, 8) - 128)
@@ -594,49 +601,84 @@ static inline int mt_dw1sp_ok(const mt_rq_chan *q, uint32_t amax) {
   "orr " T ", " T ", " PE ", lsl #8\n\t"                                                                  \
   "eor " T ", " T ", #0x80808080\n\t"                                                                     \
   "str " T ", [%[y]], #4\n\t"
+/* The row's first word (x0 x1 x2 x3) in assembly, after the left padding: y0 = x0 w1 + x1 w2,
+ * y1 = SMLAD((x0, x2), (w0, w2)) + x1 w1, y2 = SMLAD((x1, x3), (w0, w2)) + x2 w1, packed as
+ * the words above (y1's USAT16 leaves its fraction's half below 2^8: LSR 8 drops it) with a
+ * fourth byte y3 = 0 that the next word or the row's last outputs overwrite (W >= 4): the
+ * word stored, y advanced by 3; the word kept in (pe, po) */
+#define MT_DW1SP_ASM_FIRST                                                                                \
+  "ldr %[po], [%[x]], #4\n\t"                                                                            \
+  "sxtb16 %[pe], %[po]\n\t"                                                                              \
+  "sxtb16 %[po], %[po], ror #8\n\t"                                                                      \
+  "smlabt %[t], %[pe], %[w1], %[b]\n\t"                                                                  \
+  "smlabt %[t], %[po], %[wp], %[t]\n\t"                                                                  \
+  "smmla %[t], %[t], %[m], %[c]\n\t"                                                                     \
+  "smlad %[e], %[po], %[wp], %[b]\n\t"                                                                   \
+  "smlatt %[e], %[pe], %[w1], %[e]\n\t"                                                                  \
+  "smmla %[e], %[e], %[m], %[c]\n\t"                                                                     \
+  "pkhtb %[t], %[e], %[t], asr #16\n\t"                                                                  \
+  "usat16 %[t], #8, %[t]\n\t"                                                                            \
+  "smlad %[e], %[pe], %[wp], %[b]\n\t"                                                                   \
+  "smlabt %[e], %[po], %[w1], %[e]\n\t"                                                                  \
+  "smmla %[e], %[e], %[m], %[c]\n\t"                                                                     \
+  "usat16 %[e], #8, %[e]\n\t"                                                                            \
+  "orr %[t], %[t], %[e], lsr #8\n\t"                                                                     \
+  "eor %[t], %[t], #0x80808080\n\t"                                                                      \
+  "str %[t], [%[y]], #3\n\t"
 /* An int8 'same' 1-D depthwise layer (MT_DEFINE_CONV_DW3_DSP checked its shape; y_min is
  * the caller's): each channel by the word loop above where mt_dw1sp_ok, else by
  * mt_dw1s_rows_s8 where no rounding tie can occur, else by the exact CHAN; one function, so
- * that a channel's set-up (its bound, checks and scaled constants) costs little beside its row */
+ * that a channel's set-up (its bound, checks and scaled constants: about 110 instructions on
+ * Cortex-M4 beside the assembly's 410 for a row of 64) costs little beside its row; the
+ * layer's y_zero test once per call */
 static __attribute__((noinline)) void mt_dw1sp_layer_s8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y,
                                                        const int32_t *g, const int32_t *rq, int rq_per_channel,
                                                        int32_t y_zero, int32_t y_min) {
   const int N = g[MT_CONV_N], G = g[MT_CONV_GROUPS], H = g[MT_CONV_H], W = g[MT_CONV_W];
   const int words = W / 4 - 1, rest = W & 3; /* words: those after the first with a whole word */
   const int32_t cq = (int32_t)((1u << 15) + ((uint32_t)y_zero + 128u) * 65536u); /* c' */
+  const int yz_ok = mt_mag32(y_zero + 128) <= 1u << 13; /* (mt_dw1sp_ok) */
   int n, o, r;
   for (n = 0; n < N; ++n)
     for (o = 0; o < G; ++o, x += H * W, y += H * W) {
       const int32_t *r_ = rq + (rq_per_channel ? 2 * o : 0), bias = b ? b[o] : 0;
       const int32_t w0 = w[3 * o], w1 = w[3 * o + 1], w2 = w[3 * o + 2];
-      const uint32_t amax = ((mt_mag32(w0) + mt_mag32(w1) + mt_mag32(w2)) << 7) + mt_mag32(bias); /* mt_bound_s8 */
-      const mt_rq_chan qc = mt_rq_chan_init(r_, y_zero);
       const int8_t *xr = x;
       int8_t *yr = y;
-      if (!mt_rq_chan_h_ok(r_, amax)) {
-        mt_conv_dw3_chan_s8(x, w + 3 * o, g, bias, &qc, y_min, y);
-      } else if (!mt_dw1sp_ok(&qc, amax)) {
-        const mt_dw1s_k k1 = {mt_pair16(w0, w2), (int32_t)(((uint32_t)w1 << 16) | (uint32_t)qc.sh), qc.m, qc.c_hi, bias};
-        mt_dw1s_rows_s8(x, W, H, &k1, y);
+      if (!yz_ok || !(mt_dw1sp_ok(r_, (3u << 14) + mt_mag32(bias)) || /* |x w| <= 2^14, else mt_bound_s8 */
+                      mt_dw1sp_ok(r_, ((mt_mag32(w0) + mt_mag32(w1) + mt_mag32(w2)) << 7) + mt_mag32(bias)))) {
+        const mt_rq_chan qc = mt_rq_chan_init(r_, y_zero);
+        if (mt_rq_chan_h_ok(r_, ((mt_mag32(w0) + mt_mag32(w1) + mt_mag32(w2)) << 7) + mt_mag32(bias))) {
+          const mt_dw1s_k k1 = {mt_pair16(w0, w2), (int32_t)(((uint32_t)w1 << 16) | (uint32_t)qc.sh), qc.m, qc.c_hi, bias};
+          mt_dw1s_rows_s8(x, W, H, &k1, y);
+        } else {
+          mt_conv_dw3_chan_s8(x, w + 3 * o, g, bias, &qc, y_min, y);
+        }
       } else {
-        const int kw = 16 - qc.sh; /* the weights, bias and c_hi 2^kw */
-        const mt_dw1s_k k = {mt_pair16(w0 * (1 << kw), w2 * (1 << kw)), (int32_t)((uint32_t)w1 << (16 + kw)), qc.m,
+        const int kw = 17 - r_[1]; /* the weights, bias and c_hi 2^kw, kw = 16 - sh */
+        const mt_dw1s_k k = {mt_pair16(w0 * (1 << kw), w2 * (1 << kw)), (int32_t)((uint32_t)w1 << (16 + kw)), r_[0],
                              cq, (int32_t)((uint32_t)bias << kw)};
         for (r = 0; r < H; ++r, xr += W) {
-          const int8_t *xq = xr + 4, *const end = xr + 4 * (words + 1);
-          int32_t v = mt_ld32(xr), pe = __sxtb16(v), po = mt_odd_bytes(v), e, o_, t = words & 1;
-          MT_DW1SP_WORD(0, 0, pe, po, 1, 4, yr); /* outputs 0 .. 2: the left padding as the previous word */
-          yr += 3, e = pe, o_ = po; /* an odd number of words enters at the second, the previous word in (e, o_) */
-          if (xq != end)
-            __asm__("cbnz %[t], 2f\n"
-                    "1:\n\t" MT_DW1SP_ASM_WORD("%[pe]", "%[po]", "%[e]", "%[o]", "%[t]")
-                    "2:\n\t" MT_DW1SP_ASM_WORD("%[e]", "%[o]", "%[pe]", "%[po]", "%[t]")
-                    "ldr %[t], %[end]\n\t" /* (12 registers: the end from memory) */
-                    "cmp %[x], %[t]\n\t"
-                    "bne 1b"
-                    : [x] "+r"(xq), [y] "+r"(yr), [pe] "+r"(pe), [po] "+r"(po), [e] "+r"(e), [o] "+r"(o_), [t] "+l"(t)
-                    : [wp] "r"(k.wp), [w1] "r"(k.w1s), [m] "r"(k.m), [c] "r"(k.c_hi), [b] "r"(k.bias), [end] "m"(end)
-                    : "cc", "memory");
+          const int8_t *xq = xr, *const end = xr + 4 * (words + 1);
+          int32_t v, pe, po, e, o_, t;
+          __asm__(MT_DW1SP_ASM_FIRST
+                  "ldr %[t], %[end]\n\t" /* 4 words after the first */
+                  "subs %[t], %[t], %[x]\n\t"
+                  "beq 3f\n\t"
+                  "tst %[t], #4\n\t" /* an odd number of words enters at the second, the previous word in (e, o) */
+                  "beq 1f\n\t"
+                  "mov %[e], %[pe]\n\t"
+                  "mov %[o], %[po]\n\t"
+                  "b 2f\n"
+                  "1:\n\t" MT_DW1SP_ASM_WORD("%[pe]", "%[po]", "%[e]", "%[o]", "%[t]")
+                  "2:\n\t" MT_DW1SP_ASM_WORD("%[e]", "%[o]", "%[pe]", "%[po]", "%[t]")
+                  "ldr %[t], %[end]\n\t" /* (12 registers: the end from memory) */
+                  "cmp %[x], %[t]\n\t"
+                  "bne 1b\n"
+                  "3:"
+                  : [x] "+r"(xq), [y] "+r"(yr), [pe] "=&r"(pe), [po] "=&r"(po), [e] "=&r"(e), [o] "=&r"(o_), [t] "=&r"(t)
+                  : [wp] "r"(k.wp), [w1] "r"(k.w1s), [m] "r"(k.m), [c] "r"(k.c_hi), [b] "r"(k.bias), [end] "m"(end)
+                  : "cc", "memory");
           if (rest == 0) { /* y[W - 1] = x[W - 2] w0 + x[W - 1] w1 */
             MT_DW1SP_OUT(yr, 0, __smlatt(po, k.w1s, __smlatb(pe, k.wp, k.bias)));
             ++yr;
