@@ -81,46 +81,73 @@ static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, 
     }
 }
 
-/* a0 .. a7 += the taps4 (a multiple of 4, > 0) first taps of the eight columns of col times
- * the weights w (in order): per block, LDR of 4 weights, SXTB16 into (w0, w2) and (w1, w3),
- * LDRD of each column's two words and 2 SMLAD each; two blocks per iteration, the end read
- * from memory and compared (an odd number of blocks enters at the second, CBNZ). Inline
- * assembly: 27 instructions per 32 MACs and the loop's 3 per 64, all 14 registers (the eight
- * sums, the two pointers, the two halves of the weights, the two words of a column). */
+/* a0 .. a7 = a0 + the taps4 (a multiple of 4, > 0) first taps of the eight columns of col
+ * times the weights w (in order): per block, LDR of 4 weights, SXTB16 into (w0, w2) and (w1,
+ * w3), LDRD of each column's two words and 2 SMLAD each. The first block starts a1 .. a7 from
+ * a0 (its columns 1 .. 7 at offsets, column 0 last), the others four per iteration, the end
+ * read from memory and compared; the r = (blocks - 1) % 4 blocks after the first enter the
+ * loop at its block 4 - r (r = 0: at its first, unless none is left), by the flags of LSLS
+ * #31 before the first block (C: bit 1 of r, N: bit 0; LDR, LDRD, SXTB16 and SMLAD leave
+ * them). Inline assembly: 27 instructions per 32 MACs and the loop's 3 per 128, all 14
+ * registers (the eight sums, the two pointers, the two halves of the weights, the two words of
+ * a column). */
+#define MT_COLS8_WEIGHTS                                                                                  \
+  "ldr %[p], [%[wq]], #4\n\t"                                                                             \
+  "sxtb16 %[pe], %[p]\n\t"                                                                                \
+  "sxtb16 %[p], %[p], ror #8\n\t"
 #define MT_COLS8_SMLAD(a)                                                                                 \
   "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                                    \
   "smlad %[" a "], %[t0], %[pe], %[" a "]\n\t"                                                            \
   "smlad %[" a "], %[t1], %[p], %[" a "]\n\t"
 #define MT_COLS8_BLOCK                                                                                    \
-  "ldr %[p], [%[wq]], #4\n\t"                                                                             \
-  "sxtb16 %[pe], %[p]\n\t"                                                                                \
-  "sxtb16 %[p], %[p], ror #8\n\t" MT_COLS8_SMLAD("a0") MT_COLS8_SMLAD("a1") MT_COLS8_SMLAD("a2")          \
-      MT_COLS8_SMLAD("a3") MT_COLS8_SMLAD("a4") MT_COLS8_SMLAD("a5") MT_COLS8_SMLAD("a6") MT_COLS8_SMLAD("a7")
-/* The same, the weights' pointer w_ (an lvalue) advanced past them, the columns' x_ to end_.
- * Builds that keep a frame pointer (r7: -O0) leave 13 registers to inline assembly: there, and
- * where MT_COLS8_C asks for it (an optimizing build with -fno-omit-frame-pointer), the same
- * sums in C. */
+  MT_COLS8_WEIGHTS MT_COLS8_SMLAD("a0") MT_COLS8_SMLAD("a1") MT_COLS8_SMLAD("a2") MT_COLS8_SMLAD("a3")     \
+      MT_COLS8_SMLAD("a4") MT_COLS8_SMLAD("a5") MT_COLS8_SMLAD("a6") MT_COLS8_SMLAD("a7")
+#define MT_COLS8_FIRST1(a, off)                                                                           \
+  "ldrd %[t0], %[t1], [%[xq], #" off "]\n\t"                                                              \
+  "smlad %[" a "], %[t0], %[pe], %[a0]\n\t"                                                               \
+  "smlad %[" a "], %[t1], %[p], %[" a "]\n\t"
+#define MT_COLS8_FIRST                                                                                    \
+  MT_COLS8_WEIGHTS MT_COLS8_FIRST1("a1", "8") MT_COLS8_FIRST1("a2", "16") MT_COLS8_FIRST1("a3", "24")       \
+      MT_COLS8_FIRST1("a4", "32") MT_COLS8_FIRST1("a5", "40") MT_COLS8_FIRST1("a6", "48")                   \
+          MT_COLS8_FIRST1("a7", "56") "ldrd %[t0], %[t1], [%[xq]], #64\n\t"                                \
+                                      "smlad %[a0], %[t0], %[pe], %[a0]\n\t"                               \
+                                      "smlad %[a0], %[t1], %[p], %[a0]\n\t"
+/* The same, the weights' pointer w_ (an lvalue) advanced past them, the columns' x_ to end_ (an
+ * lvalue: read from memory). Builds that keep a frame pointer (r7: -O0) leave 13 registers to
+ * inline assembly: there, and where MT_COLS8_C asks for it (an optimizing build with
+ * -fno-omit-frame-pointer), the same sums in C. */
 #if defined(__OPTIMIZE__) && !defined(MT_COLS8_C)
 #define MT_COLS8_ASM(x_, end_, w_, taps4, A)                                                              \
   do {                                                                                                    \
-    int32_t p_, pe_, t0_ = (taps4) & 4, t1_;                                                              \
-    const int16_t *const e_ = (end_);                                                                     \
-    __asm__("cbnz %[t0], 2f\n"                                                                            \
+    int32_t p_, pe_, t0_ = ((taps4) / 4 - 1) & 3, t1_;                                                    \
+    __asm__("lsls %[t0], %[t0], #31\n\t" MT_COLS8_FIRST                                                   \
+            "bcc 5f\n\t"                                                                                  \
+            "bmi 1f\n\t"                                                                                  \
+            "b 2f\n"                                                                                      \
+            "5:\n\t"                                                                                      \
+            "bmi 3f\n\t"                                                                                  \
+            "ldr %[t0], %[end]\n\t"                                                                       \
+            "cmp %[xq], %[t0]\n\t"                                                                        \
+            "beq 9f\n"                                                                                    \
+            "0:\n\t" MT_COLS8_BLOCK                                                                       \
             "1:\n\t" MT_COLS8_BLOCK                                                                       \
             "2:\n\t" MT_COLS8_BLOCK                                                                       \
-            "ldr %[t0], %[end]\n\t"                                                                        \
-            "cmp %[xq], %[t0]\n\t"                                                                         \
-            "bne 1b"                                                                                      \
-            : [a0] "+r"(A##0), [a1] "+r"(A##1), [a2] "+r"(A##2), [a3] "+r"(A##3), [a4] "+r"(A##4),           \
-              [a5] "+r"(A##5), [a6] "+r"(A##6), [a7] "+r"(A##7), [xq] "+r"(x_), [wq] "+r"(w_), [p] "=&r"(p_), \
-              [pe] "=&r"(pe_), [t0] "+l"(t0_), [t1] "=&r"(t1_)                                             \
-            : [end] "m"(e_)                                                                               \
+            "3:\n\t" MT_COLS8_BLOCK                                                                       \
+            "ldr %[t0], %[end]\n\t"                                                                       \
+            "cmp %[xq], %[t0]\n\t"                                                                        \
+            "bne 0b\n"                                                                                    \
+            "9:"                                                                                          \
+            : [a0] "+r"(A##0), [a1] "=&r"(A##1), [a2] "=&r"(A##2), [a3] "=&r"(A##3), [a4] "=&r"(A##4),       \
+              [a5] "=&r"(A##5), [a6] "=&r"(A##6), [a7] "=&r"(A##7), [xq] "+r"(x_), [wq] "+r"(w_),           \
+              [p] "=&r"(p_), [pe] "=&r"(pe_), [t0] "+r"(t0_), [t1] "=&r"(t1_)                             \
+            : [end] "m"(end_)                                                                             \
             : "cc", "memory");                                                                            \
   } while (0)
 #else
 #define MT_COLS8_SMLAD2(x, a, j) a = __smlad(mt_ld32((x) + 4 * (j) + 2), p_, __smlad(mt_ld32((x) + 4 * (j)), pe_, a))
 #define MT_COLS8_ASM(x_, end_, w_, taps4, A)                                                              \
   do {                                                                                                    \
+    A##1 = A##2 = A##3 = A##4 = A##5 = A##6 = A##7 = A##0;                                               \
     for ((void)(taps4); x_ != (end_); x_ += 4 * MT_CONV_COLS, w_ += 4) {                                  \
       const int32_t v_ = mt_ld32(w_), pe_ = __sxtb16(v_), p_ = mt_odd_bytes(v_);                          \
       MT_COLS8_SMLAD2(x_, A##0, 0), MT_COLS8_SMLAD2(x_, A##1, 1), MT_COLS8_SMLAD2(x_, A##2, 2), MT_COLS8_SMLAD2(x_, A##3, 3); \
@@ -937,7 +964,7 @@ static void mt_conv_cols8_tab(const int8_t *xo, int sw, const int16_t *off, int 
     const int16_t *const cend = col + MT_CONV_COLS * tapsr;                                               \
     YT *const end = y + (long)og * P;                                                                     \
     for (; y != end; y += P, r += rs) {                                                                   \
-      int32_t a0 = *b++, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, s_;               \
+      int32_t a0 = *b++, a1, a2, a3, a4, a5, a6, a7, s_; /* a1 .. a7 from a0 by MT_COLS8_ASM */          \
       const int16_t *xq = col;                                                                            \
       mt_rq_chan q;                                                                                       \
       MT_COLS8_ASM(xq, cend, w, tapsr, a);                                                                \
@@ -995,9 +1022,9 @@ static void mt_conv_cols8(const int8_t *x0, const int32_t *g, int pw, const int1
     const mt_rq_chan q = mt_rq_chan_init(r, y_zero);                                                      \
     int32_t a0 = bias, a1 = bias, a2 = bias, a3 = bias, a4 = bias, a5 = bias, a6 = bias, a7 = bias;       \
     if (nb) {                                                                                             \
-      const int16_t *x_ = col;                                                                            \
+      const int16_t *x_ = col, *const e_ = col + MT_CONV_COLS * nb;                                       \
       const int8_t *w_ = w;                                                                               \
-      MT_COLS8_ASM(x_, col + MT_CONV_COLS * nb, w_, nb, a);                                               \
+      MT_COLS8_ASM(x_, e_, w_, nb, a);                                                                    \
     }                                                                                                     \
     {                                                                                                     \
       int32_t a[MT_CONV_COLS] = {a0, a1, a2, a3, a4, a5, a6, a7};                                         \
