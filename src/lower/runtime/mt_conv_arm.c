@@ -4,16 +4,17 @@
  * helpers and before its instantiations, which try mt_conv_dsp_s8_s8_* first. */
 
 #if MT_DSP
-/* The Armv7E-M variant of the int8 x int8 convolutions: im2col four output positions at a
- * time into col (four columns of the CG KH KW taps as int16, the padding's taps 0), then one
- * pass over the taps per output channel of the group (MT_COLS4_MAC: per 4 taps one word of
- * weights split by SXTB16 and 8 SMLAD, 16 MACs in 17 instructions), so each column serves
- * every channel of the group, each channel's requantization is set up once per four outputs,
- * and no buffer holds more than four columns. The columns are interleaved by blocks of four
- * taps (block b holds taps 4b .. 4b + 3 of column 0, then of columns 1, 2, 3: 32 bytes, two
- * LDRD), each block with its middle two taps swapped (t0 t2 t1 t3), so that SXTB16's split
- * of a word of weights in order, (w0, w2) and (w1, w3), meets their halfword pairs as loaded;
- * a last block of fewer taps padded with zeros (Armv8.1-M MVE: the columns as int8 in order,
+/* The Armv7E-M variant of the int8 x int8 convolutions: im2col eight output positions at a
+ * time into col (eight columns of the CG KH KW taps as int16, the padding's taps 0), then one
+ * pass over the taps per output channel of the group (MT_COLS8_ASM: per 4 taps one word of
+ * weights split by SXTB16, 8 LDRD and 16 SMLAD, 32 MACs in 27 instructions, the eight sums in
+ * registers), so each column serves every channel of the group, each channel's set-up (its
+ * bias, requantization and pointers) is shared by eight outputs, and no buffer holds more
+ * than eight columns. The columns are interleaved by blocks of four taps (block b holds taps
+ * 4b .. 4b + 3 of column 0, then of columns 1 .. 7: 64 bytes, eight LDRD), each block with its
+ * middle two taps swapped (t0 t2 t1 t3), so that SXTB16's split of a word of weights in
+ * order, (w0, w2) and (w1, w3), meets their halfword pairs as loaded; a last block of fewer
+ * taps padded with zeros (Armv8.1-M MVE: four columns as int8 in order,
  * below). Sums in int32
  * from the bias (exact: |b| < 2^30, taps <= 65536), requantized per channel by mt_rq_chan
  * (every channel mt_rq_chan_fast), at least y_min. Depthwise layers of kernel width 3 take the
