@@ -36,7 +36,7 @@ void check_conv(ConvFn<TX, TW, TB, TY> fn, const Geom& G, bool bias, bool per_ch
                                           G.groups};
   std::vector<TY> y(static_cast<std::size_t>(G.n * G.o * OH * OW));
   const std::int32_t y_min = relu ? y_zero : static_cast<std::int32_t>(lo_of<TY>());
-  std::vector<std::int16_t> col(static_cast<std::size_t>(4 * ((cg * G.kh * G.kw + 3) / 4 * 4)));
+  std::vector<std::int16_t> col(static_cast<std::size_t>(8 * ((cg * G.kh * G.kw + 3) / 4 * 4)));
   fn(x.data(), w.data(), bias ? b.data() : nullptr, y.data(), g, rq.data(), per_channel ? 1 : 0, y_zero, y_min,
      seed % 2 ? col.data() : nullptr);
   std::int64_t saturated = 0;

@@ -45,7 +45,7 @@ static int64_t b64[OUT], acc64[D];
  * (padding 1) and pointwise 64 to 64 on 25 x 5 (dscnn_dw, dscnn_pw) */
 static int8_t cx8[64 * 125], cw8[64 * 64], cy8[64 * 125];
 static int32_t cb32[64], crq[2 * 64];
-static MT_WORD_ALIGNED int16_t col16[4 * 64];
+static MT_WORD_ALIGNED int16_t col16[8 * 64];
 static const int32_t conv_stem[MT_CONV_FIELDS] = {1, 3, 1, 128, 16, 1, 5, 1, 64, 1, 2, 0, 2, 1, 1, 1};
 static const int32_t conv_dw[MT_CONV_FIELDS] = {1, 1, 1, 64, 1, 1, 3, 1, 64, 1, 1, 0, 1, 1, 1, 16};
 static const int32_t conv_pw[MT_CONV_FIELDS] = {1, 16, 1, 64, 32, 1, 1, 1, 64, 1, 1, 0, 0, 1, 1, 1};

@@ -959,7 +959,7 @@ static void div_rows(void) {
 static void conv(void) {
   static int32_t bias32[16], rq[32], rqf[32]; /* rqf: every channel the usual positive m, shift 6..12 */
   static int64_t bias64[16];
-  static MT_WORD_ALIGNED int16_t col[4 * 48]; /* four im2col columns of up to 48 taps (the DSP variant) */
+  static MT_WORD_ALIGNED int16_t col[8 * 48]; /* eight im2col columns of up to 48 taps (the DSP variant) */
   /* N CG H W OG KH KW OH OW SH SW PH PW DH DW GROUPS */
   static const int32_t stem[MT_CONV_FIELDS] = {2, 3, 1, 32, 16, 1, 5, 1, 16, 1, 2, 0, 2, 1, 1, 1};
   static const int32_t depthwise[MT_CONV_FIELDS] = {1, 1, 1, 16, 1, 1, 3, 1, 16, 1, 1, 0, 1, 1, 1, 16};
@@ -1156,7 +1156,7 @@ static void conv_dw1s(void) {
  * back) and fewer than four (3 and 1), relu above the type's minimum. */
 static void conv_rq_paths(void) {
   static int32_t bias32[8], rq[16];
-  static MT_WORD_ALIGNED int16_t col[4 * 16];
+  static MT_WORD_ALIGNED int16_t col[8 * 16];
   /* N CG H W OG KH KW OH OW SH SW PH PW DH DW GROUPS */
   static const int32_t geoms[5][MT_CONV_FIELDS] = {{1, 5, 3, 5, 7, 1, 1, 3, 5, 1, 1, 0, 0, 1, 1, 1},
                                                    {2, 8, 2, 3, 6, 1, 1, 2, 3, 1, 1, 0, 0, 1, 1, 1},
@@ -1183,11 +1183,13 @@ static void conv_rq_paths(void) {
   h_end("conv rq paths");
 }
 
-/* The Armv7E-M convolutions' column and channel paths against the reference: pointwise layers of
- * stride 1 (four positions a word per channel: 6 and 7 channels, a last block of 2 and 3; 21 and
- * 9 positions, the last four moved back; two images), windows inside the input four at a time
- * (1-D, stride 1 and 2, kernels 7, 5 and 3; a row of exactly four positions) or one by one (a 2-D
- * map of rows of 7: fours across a row), border windows tap by tap; taps not a multiple of 4
+/* The Armv7E-M convolutions' column and channel paths against the reference (eight positions
+ * a pass): pointwise layers of stride 1 (two words of four positions a channel: 5, 6 and 7
+ * channels, a last block of 1, 2 and 3; 21, 9 and 23 positions, the last eight moved back; 8
+ * positions exactly; 7, 6 and 4 positions, fewer than eight: channel by channel; two images),
+ * windows inside the input eight at a time (1-D, stride 1 and 2, kernels 7, 5 and 3, padding at
+ * both ends: 20, 17 and 30 positions) or one by one (2-D maps of rows of 7 and 11: eights
+ * across a row), border windows tap by tap; taps not a multiple of 4
  * (14, 15, 27, 9: the array's last channel from a zero-padded copy of its weights; 147: past the
  * copy and the offset table, that channel's last block in C), two groups of 3 channels, one
  * position; random, int8-extreme (-128 and 127 inputs and weights, biases +-(2^30 - 1)) and
@@ -1196,14 +1198,17 @@ static void conv_rq_paths(void) {
  * outputs. */
 static void conv_m4_paths(void) {
   static int32_t bias32[8], rq[16];
-  static MT_WORD_ALIGNED int16_t col[4 * 148];
+  static MT_WORD_ALIGNED int16_t col[8 * 148];
   /* N CG H W OG KH KW OH OW SH SW PH PW DH DW GROUPS */
   static const int32_t geoms[][MT_CONV_FIELDS] = {
       {1, 6, 3, 7, 5, 1, 1, 3, 7, 1, 1, 0, 0, 1, 1, 1},    {2, 7, 1, 9, 3, 1, 1, 1, 9, 1, 1, 0, 0, 1, 1, 1},
       {1, 2, 1, 20, 6, 1, 7, 1, 20, 1, 1, 0, 3, 1, 1, 1},  {1, 3, 1, 33, 4, 1, 5, 1, 17, 1, 2, 0, 2, 1, 1, 1},
       {1, 3, 6, 7, 4, 3, 3, 6, 7, 1, 1, 1, 1, 1, 1, 1},    {1, 3, 8, 8, 2, 7, 7, 8, 8, 1, 1, 3, 3, 1, 1, 1},
       {2, 3, 1, 12, 3, 1, 3, 1, 12, 1, 1, 0, 1, 1, 1, 2},  {1, 3, 1, 5, 4, 1, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1},
-      {1, 4, 1, 10, 2, 1, 3, 1, 4, 1, 2, 0, 0, 1, 1, 1}};
+      {1, 4, 1, 10, 2, 1, 3, 1, 4, 1, 2, 0, 0, 1, 1, 1},   {1, 5, 1, 8, 3, 1, 1, 1, 8, 1, 1, 0, 0, 1, 1, 1},
+      {2, 6, 1, 23, 4, 1, 1, 1, 23, 1, 1, 0, 0, 1, 1, 1},  {1, 4, 1, 6, 5, 1, 1, 1, 6, 1, 1, 0, 0, 1, 1, 1},
+      {1, 3, 1, 40, 5, 1, 5, 1, 20, 1, 2, 0, 2, 1, 1, 1},  {1, 2, 1, 30, 3, 1, 3, 1, 30, 1, 1, 0, 1, 1, 1, 1},
+      {1, 3, 2, 11, 4, 3, 3, 2, 11, 1, 1, 1, 1, 1, 1, 1}};
   int i, c, k;
   h_begin();
   for (i = 0; i < (int)(sizeof geoms / sizeof geoms[0]); ++i) {

@@ -292,9 +292,9 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
   }
   const std::int64_t rqb = L.table(Elem::S32, std::move(rq), TableRole::Requantization, "rq_" + c_name(wname));
   const std::int64_t gb = conv_table(L, std::move(g), wname);
-  // int8 x int8: four im2col columns of scratch for the Armv7E-M variant (mt_kernels.h)
+  // int8 x int8: eight im2col columns of scratch for the Armv7E-M variant (mt_kernels.h)
   const std::int64_t col = x.elem == Elem::S8 && we == Elem::S8
-                               ? L.new_act({4 * ((taps + 3) / 4 * 4)}, Elem::S16, Format{}, -1, false).buffer
+                               ? L.new_act({8 * ((taps + 3) / 4 * 4)}, Elem::S16, Format{}, -1, false).buffer
                                : -1;
   L.step(Lowering::kernel("conv", {x.elem, we, ye}),
          {Arg::buf(x.buffer, x.offset), Arg::buf(wb), Arg::buf(bb), Arg::buf(y.buffer), Arg::buf(gb), Arg::buf(rqb),

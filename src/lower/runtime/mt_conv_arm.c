@@ -4,23 +4,28 @@
  * helpers and before its instantiations, which try mt_conv_dsp_s8_s8_* first. */
 
 #if MT_DSP
-/* The Armv7E-M variant of the int8 x int8 convolutions: im2col four output positions at a
- * time into col (four columns of the CG KH KW taps as int16, the padding's taps 0), then one
- * pass over the taps per output channel of the group (MT_COLS4_MAC: per 4 taps one word of
- * weights split by SXTB16 and 8 SMLAD, 16 MACs in 17 instructions), so each column serves
- * every channel of the group, each channel's requantization is set up once per four outputs,
- * and no buffer holds more than four columns. The columns are interleaved by blocks of four
- * taps (block b holds taps 4b .. 4b + 3 of column 0, then of columns 1, 2, 3: 32 bytes, two
- * LDRD), each block with its middle two taps swapped (t0 t2 t1 t3), so that SXTB16's split
- * of a word of weights in order, (w0, w2) and (w1, w3), meets their halfword pairs as loaded;
- * a last block of fewer taps padded with zeros (Armv8.1-M MVE: the columns as int8 in order,
+/* The Armv7E-M variant of the int8 x int8 convolutions: im2col eight output positions at a
+ * time into col (eight columns of the CG KH KW taps as int16, the padding's taps 0), then one
+ * pass over the taps per output channel of the group (MT_COLS8_ASM: per 4 taps one word of
+ * weights split by SXTB16, 8 LDRD and 16 SMLAD, 32 MACs in 27 instructions, the eight sums in
+ * registers), so each column serves every channel of the group, each channel's set-up (its
+ * bias, requantization and pointers) is shared by eight outputs, and no buffer holds more
+ * than eight columns. The columns are interleaved by blocks of four taps (block b holds taps
+ * 4b .. 4b + 3 of column 0, then of columns 1 .. 7: 64 bytes, eight LDRD), each block with its
+ * middle two taps swapped (t0 t2 t1 t3), so that SXTB16's split of a word of weights in
+ * order, (w0, w2) and (w1, w3), meets their halfword pairs as loaded; a last block of fewer
+ * taps padded with zeros (Armv8.1-M MVE: four columns as int8 in order,
  * below). Sums in int32
  * from the bias (exact: |b| < 2^30, taps <= 65536), requantized per channel by mt_rq_chan
  * (every channel mt_rq_chan_fast), at least y_min. Depthwise layers of kernel width 3 take the
  * variant below; other calls (no col, another shift, a larger bias, other layers of one
  * output channel per group, where a column would serve one channel) go to the reference. The
  * same integers. */
+#if MT_MVE
 #define MT_CONV_COLS 4
+#else
+#define MT_CONV_COLS 8
+#endif
 #define MT_SLOT(t) ((((t) & 1) << 1) | (((t) & 2) >> 1)) /* tap t's place in its block: t0 t2 t1 t3 */
 
 /* Column c (< MT_CONV_COLS) of col: the taps of output position (p, q) of a group (its CG
@@ -77,47 +82,80 @@ static void mt_conv_column_s8(const int8_t *x0, const int32_t *g, int p, int q, 
     }
 }
 
-/* a0 .. a3 += the taps4 (a multiple of 4, > 0) first taps of the four columns of col times the
- * weights w (in order): per block, LDR of 4 weights, SXTB16 into (w0, w2) and (w1, w3), LDRD
- * of each column's two words and 2 SMLAD each; two blocks per iteration, the end compared in a
- * register (an odd number of blocks enters at the second, CBNZ). Inline assembly: 16
- * instructions per 16 MACs and the loop's 2 per 32, 11 registers. */
-#define MT_COLS4_BLOCK                                                                                    \
+/* a0 .. a7 = a0 + the taps4 (a multiple of 4, > 0) first taps of the eight columns of col
+ * times the weights w (in order): per block, LDR of 4 weights, SXTB16 into (w0, w2) and (w1,
+ * w3), LDRD of each column's two words and 2 SMLAD each. The first block starts a1 .. a7 from
+ * a0 (its columns 1 .. 7 at offsets, column 0 last), the others four per iteration, the end
+ * read from memory and compared; the r = (blocks - 1) % 4 blocks after the first enter the
+ * loop at its block 4 - r (r = 0: at its first, unless none is left), by the flags of LSLS
+ * #31 before the first block (C: bit 1 of r, N: bit 0; LDR, LDRD, SXTB16 and SMLAD leave
+ * them). Inline assembly: 27 instructions per 32 MACs and the loop's 3 per 128, all 14
+ * registers (the eight sums, the two pointers, the two halves of the weights, the two words of
+ * a column). */
+#define MT_COLS8_WEIGHTS                                                                                  \
   "ldr %[p], [%[wq]], #4\n\t"                                                                             \
   "sxtb16 %[pe], %[p]\n\t"                                                                                \
-  "sxtb16 %[p], %[p], ror #8\n\t"                                                                         \
+  "sxtb16 %[p], %[p], ror #8\n\t"
+#define MT_COLS8_SMLAD(a)                                                                                 \
   "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                                    \
-  "smlad %[a0], %[t0], %[pe], %[a0]\n\t"                                                                  \
-  "smlad %[a0], %[t1], %[p], %[a0]\n\t"                                                                   \
-  "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                                    \
-  "smlad %[a1], %[t0], %[pe], %[a1]\n\t"                                                                  \
-  "smlad %[a1], %[t1], %[p], %[a1]\n\t"                                                                   \
-  "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                                    \
-  "smlad %[a2], %[t0], %[pe], %[a2]\n\t"                                                                  \
-  "smlad %[a2], %[t1], %[p], %[a2]\n\t"                                                                   \
-  "ldrd %[t0], %[t1], [%[xq]], #8\n\t"                                                                    \
-  "smlad %[a3], %[t0], %[pe], %[a3]\n\t"                                                                  \
-  "smlad %[a3], %[t1], %[p], %[a3]\n\t"
-#define MT_COLS4_MAC(col, w, taps4, a0, a1, a2, a3)                                                       \
+  "smlad %[" a "], %[t0], %[pe], %[" a "]\n\t"                                                            \
+  "smlad %[" a "], %[t1], %[p], %[" a "]\n\t"
+#define MT_COLS8_BLOCK                                                                                    \
+  MT_COLS8_WEIGHTS MT_COLS8_SMLAD("a0") MT_COLS8_SMLAD("a1") MT_COLS8_SMLAD("a2") MT_COLS8_SMLAD("a3")     \
+      MT_COLS8_SMLAD("a4") MT_COLS8_SMLAD("a5") MT_COLS8_SMLAD("a6") MT_COLS8_SMLAD("a7")
+#define MT_COLS8_FIRST1(a, off)                                                                           \
+  "ldrd %[t0], %[t1], [%[xq], #" off "]\n\t"                                                              \
+  "smlad %[" a "], %[t0], %[pe], %[a0]\n\t"                                                               \
+  "smlad %[" a "], %[t1], %[p], %[" a "]\n\t"
+#define MT_COLS8_FIRST                                                                                    \
+  MT_COLS8_WEIGHTS MT_COLS8_FIRST1("a1", "8") MT_COLS8_FIRST1("a2", "16") MT_COLS8_FIRST1("a3", "24")       \
+      MT_COLS8_FIRST1("a4", "32") MT_COLS8_FIRST1("a5", "40") MT_COLS8_FIRST1("a6", "48")                   \
+          MT_COLS8_FIRST1("a7", "56") "ldrd %[t0], %[t1], [%[xq]], #64\n\t"                                \
+                                      "smlad %[a0], %[t0], %[pe], %[a0]\n\t"                               \
+                                      "smlad %[a0], %[t1], %[p], %[a0]\n\t"
+/* The same, the weights' pointer w_ (an lvalue) advanced past them, the columns' x_ to end_ (an
+ * lvalue: read from memory). Builds that keep a frame pointer (r7: -O0) leave 13 registers to
+ * inline assembly: there, and where MT_COLS8_C asks for it (an optimizing build with
+ * -fno-omit-frame-pointer), the same sums in C. */
+#if defined(__OPTIMIZE__) && !defined(MT_COLS8_C)
+#define MT_COLS8_ASM(x_, end_, w_, taps4, A)                                                              \
   do {                                                                                                    \
-    const int16_t *x_ = (col), *const end_ = (col) + MT_CONV_COLS * (taps4);                              \
-    const int8_t *w_ = (w);                                                                               \
-    MT_COLS4_ASM(x_, end_, w_, taps4, a0, a1, a2, a3);                                                    \
-  } while (0)
-/* The same, the weights' pointer wq (an lvalue) advanced past them, the columns' xq to end */
-#define MT_COLS4_ASM(x_, end_, w_, taps4, a0, a1, a2, a3)                                                 \
-  do {                                                                                                    \
-    int32_t p_, pe_, t0_, t1_, odd_ = (taps4) & 4;                                                        \
-    __asm__("cbnz %[odd], 2f\n"                                                                           \
-            "1:\n\t" MT_COLS4_BLOCK                                                                       \
-            "2:\n\t" MT_COLS4_BLOCK                                                                       \
-            "cmp %[xq], %[end]\n\t"                                                                       \
-            "bne 1b"                                                                                      \
-            : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [xq] "+r"(x_), [wq] "+r"(w_),      \
-              [p] "=&r"(p_), [pe] "=&r"(pe_), [t0] "=&r"(t0_), [t1] "=&r"(t1_), [odd] "+l"(odd_)          \
-            : [end] "r"(end_)                                                                             \
+    int32_t p_, pe_, t0_ = ((taps4) / 4 - 1) & 3, t1_;                                                    \
+    __asm__("lsls %[t0], %[t0], #31\n\t" MT_COLS8_FIRST                                                   \
+            "bcc 5f\n\t"                                                                                  \
+            "bmi 1f\n\t"                                                                                  \
+            "b 2f\n"                                                                                      \
+            "5:\n\t"                                                                                      \
+            "bmi 3f\n\t"                                                                                  \
+            "ldr %[t0], %[end]\n\t"                                                                       \
+            "cmp %[xq], %[t0]\n\t"                                                                        \
+            "beq 9f\n"                                                                                    \
+            "0:\n\t" MT_COLS8_BLOCK                                                                       \
+            "1:\n\t" MT_COLS8_BLOCK                                                                       \
+            "2:\n\t" MT_COLS8_BLOCK                                                                       \
+            "3:\n\t" MT_COLS8_BLOCK                                                                       \
+            "ldr %[t0], %[end]\n\t"                                                                       \
+            "cmp %[xq], %[t0]\n\t"                                                                        \
+            "bne 0b\n"                                                                                    \
+            "9:"                                                                                          \
+            : [a0] "+r"(A##0), [a1] "=&r"(A##1), [a2] "=&r"(A##2), [a3] "=&r"(A##3), [a4] "=&r"(A##4),       \
+              [a5] "=&r"(A##5), [a6] "=&r"(A##6), [a7] "=&r"(A##7), [xq] "+r"(x_), [wq] "+r"(w_),           \
+              [p] "=&r"(p_), [pe] "=&r"(pe_), [t0] "+r"(t0_), [t1] "=&r"(t1_)                             \
+            : [end] "m"(end_)                                                                             \
             : "cc", "memory");                                                                            \
   } while (0)
+#else
+#define MT_COLS8_SMLAD2(x, a, j) a = __smlad(mt_ld32((x) + 4 * (j) + 2), p_, __smlad(mt_ld32((x) + 4 * (j)), pe_, a))
+#define MT_COLS8_ASM(x_, end_, w_, taps4, A)                                                              \
+  do {                                                                                                    \
+    A##1 = A##2 = A##3 = A##4 = A##5 = A##6 = A##7 = A##0;                                               \
+    for ((void)(taps4); x_ != (end_); x_ += 4 * MT_CONV_COLS, w_ += 4) {                                  \
+      const int32_t v_ = mt_ld32(w_), pe_ = __sxtb16(v_), p_ = mt_odd_bytes(v_);                          \
+      MT_COLS8_SMLAD2(x_, A##0, 0), MT_COLS8_SMLAD2(x_, A##1, 1), MT_COLS8_SMLAD2(x_, A##2, 2), MT_COLS8_SMLAD2(x_, A##3, 3); \
+      MT_COLS8_SMLAD2(x_, A##4, 4), MT_COLS8_SMLAD2(x_, A##5, 5), MT_COLS8_SMLAD2(x_, A##6, 6), MT_COLS8_SMLAD2(x_, A##7, 7); \
+    }                                                                                                     \
+  } while (0)
+#endif
 
 /* Depthwise int8 x int8 convolutions of kernel width 3, stride and dilation 1 along W (one
  * input and one output channel per group; a row of W >= 4, any KH <= 8, stride and dilation
@@ -864,33 +902,32 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16, mt_
 MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s8, int8_t, 8, mt_conv_dw3_s8_s8_s8)
 MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s16, int16_t, 16, mt_conv_dw3_s8_s8_s16)
 #else
-/* Armv7E-M: the four columns hold every tap in blocks, the last block's taps past CG KH KW zeros
- * (written once per call), so that each channel's sums are MT_COLS4_MAC over (taps + 3) & ~3
+/* Armv7E-M: the eight columns hold every tap in blocks, the last block's taps past CG KH KW zeros
+ * (written once per call), so that each channel's sums are MT_COLS8_ASM over (taps + 3) & ~3
  * taps: the word of weights of the last block reaches up to 3 bytes into the next channel's,
  * which meet those zeros. The channel whose weights end the array takes its last block here
  * instead (a word read past the array could leave the memory): its taps % 4 weights as a word
  * (the rest zeros), SXTB16 into (w0, w2) and (w1, w3), 2 SMLAD per column (cb: the block). */
-#define MT_COLS4_LAST(cb, w, n, a0, a1, a2, a3)                                                           \
+#define MT_COLS8_LAST(cb, w, n, a)                                                                        \
   do {                                                                                                    \
     uint32_t wt_ = 0;                                                                                     \
     int32_t pe_, po_;                                                                                     \
     int j_;                                                                                               \
     for (j_ = 0; j_ < (n); ++j_) wt_ |= (uint32_t)(uint8_t)(w)[j_] << (8 * j_);                           \
     pe_ = __sxtb16((int32_t)wt_), po_ = mt_odd_bytes((int32_t)wt_);                                       \
-    a0 = __smlad(mt_ld32((cb) + 2), po_, __smlad(mt_ld32(cb), pe_, a0));                                  \
-    a1 = __smlad(mt_ld32((cb) + 6), po_, __smlad(mt_ld32((cb) + 4), pe_, a1));                            \
-    a2 = __smlad(mt_ld32((cb) + 10), po_, __smlad(mt_ld32((cb) + 8), pe_, a2));                           \
-    a3 = __smlad(mt_ld32((cb) + 14), po_, __smlad(mt_ld32((cb) + 12), pe_, a3));                          \
+    for (j_ = 0; j_ < MT_CONV_COLS; ++j_)                                                                 \
+      a[j_] = __smlad(mt_ld32((cb) + 4 * j_ + 2), po_, __smlad(mt_ld32((cb) + 4 * j_), pe_, a[j_]));       \
   } while (0)
 
 /* A word to col (no alignment asked: one STR) */
 static inline void mt_st32(int16_t *d, int32_t v) { __builtin_memcpy(d, &v, 4); }
 
-/* The four columns of a pointwise layer of stride 1 without padding at positions k .. k + 3,
- * the inputs of a channel one word (xk = x0 + k, channels hw apart): per block of four channels
- * c0 .. c3, the words of each split by SXTB16 into (position 0, 2) and (1, 3), then paired
- * channel by channel (PKHBT, PKHTB of mt_attention.c): column j's words (c0, c2) and (c1, c3),
- * the block's layout. 4 LDR, 8 SXTB16, 8 PKH and 8 STR per 16 taps; channels past CG zeros. */
+/* The eight columns of a pointwise layer of stride 1 without padding at positions k .. k + 7,
+ * the inputs of a channel two words (xk = x0 + k, channels hw apart): per block of four
+ * channels c0 .. c3 and word (positions k .. k + 3, then k + 4 .. k + 7), the words of each
+ * split by SXTB16 into (position 0, 2) and (1, 3), then paired channel by channel (PKHBT, PKHTB
+ * of mt_attention.c): column j's words (c0, c2) and (c1, c3), the block's layout. 4 LDR, 8
+ * SXTB16, 8 PKH and 8 STR per 16 taps; channels past CG zeros. */
 #define MT_PW_BLOCK(v0, v1, v2, v3, d)                                                                    \
   do {                                                                                                    \
     const int32_t e0_ = __sxtb16(v0), o0_ = mt_odd_bytes(v0), e1_ = __sxtb16(v1), o1_ = mt_odd_bytes(v1);  \
@@ -901,11 +938,14 @@ static inline void mt_st32(int16_t *d, int32_t v) { __builtin_memcpy(d, &v, 4); 
     mt_st32((d) + 12, mt_odd_halves(o0_, o2_)), mt_st32((d) + 14, mt_odd_halves(o1_, o3_));               \
   } while (0)
 static void mt_conv_cols_pw(const int8_t *xk, long hw, int CG, int16_t *col) {
-  int c;
-  for (c = 0; c + 4 <= CG; c += 4, xk += 4 * hw, col += 16)
-    MT_PW_BLOCK(mt_ld32(xk), mt_ld32(xk + hw), mt_ld32(xk + 2 * hw), mt_ld32(xk + 3 * hw), col);
+  int c, h;
+  for (c = 0; c + 4 <= CG; c += 4, xk += 4 * hw, col += 4 * MT_CONV_COLS)
+    for (h = 0; h < MT_CONV_COLS; h += 4)
+      MT_PW_BLOCK(mt_ld32(xk + h), mt_ld32(xk + hw + h), mt_ld32(xk + 2 * hw + h), mt_ld32(xk + 3 * hw + h), col + 4 * h);
   if (c < CG)
-    MT_PW_BLOCK(mt_ld32(xk), c + 1 < CG ? mt_ld32(xk + hw) : 0, c + 2 < CG ? mt_ld32(xk + 2 * hw) : 0, 0, col);
+    for (h = 0; h < MT_CONV_COLS; h += 4)
+      MT_PW_BLOCK(mt_ld32(xk + h), c + 1 < CG ? mt_ld32(xk + hw + h) : 0, c + 2 < CG ? mt_ld32(xk + 2 * hw + h) : 0, 0,
+                  col + 4 * h);
 }
 
 /* Windows inside the input: off[s] = the input offset of the tap in place s of col's blocks
@@ -926,37 +966,40 @@ static int mt_conv_tab(const int32_t *g, int16_t *off) {
 }
 static void mt_conv_column_tab(const int8_t *xo, const int16_t *off, int taps4, int tapsr, int16_t *d) {
   int s;
-  for (s = 0; s < taps4; s += 4, d += 16) d[0] = xo[off[s]], d[1] = xo[off[s + 1]], d[2] = xo[off[s + 2]], d[3] = xo[off[s + 3]];
+  for (s = 0; s < taps4; s += 4, d += 4 * MT_CONV_COLS) d[0] = xo[off[s]], d[1] = xo[off[s + 1]], d[2] = xo[off[s + 2]], d[3] = xo[off[s + 3]];
   for (; s < tapsr; ++s)
     if (off[s] >= 0) d[s & 3] = xo[off[s]];
 }
-/* The four columns at once, windows inside the input sw apart (four positions of a row): per
- * place of a block one offset, four loads and four stores */
-#define MT_TAB4(i)                                                                                        \
+/* The eight columns at once, windows inside the input sw apart (eight positions of a row):
+ * per place of a block one offset, eight loads and eight stores */
+#define MT_TAB8(i)                                                                                        \
   do {                                                                                                    \
     const int8_t *xs_ = xo + off[s + (i)];                                                                \
     d[(i)] = xs_[0], d[(i) + 4] = xs_[sw], d[(i) + 8] = xs_[s2], d[(i) + 12] = xs_[s3];                     \
+    xs_ += s4;                                                                                            \
+    d[(i) + 16] = xs_[0], d[(i) + 20] = xs_[sw], d[(i) + 24] = xs_[s2], d[(i) + 28] = xs_[s3];              \
   } while (0)
-static void mt_conv_cols4_tab(const int8_t *xo, int sw, const int16_t *off, int taps4, int tapsr, int16_t *d) {
-  const int s2 = 2 * sw, s3 = 3 * sw;
+static void mt_conv_cols8_tab(const int8_t *xo, int sw, const int16_t *off, int taps4, int tapsr, int16_t *d) {
+  const int s2 = 2 * sw, s3 = 3 * sw, s4 = 4 * sw;
   int s, i;
-  for (s = 0; s < taps4; s += 4, d += 16) {
-    MT_TAB4(0);
-    MT_TAB4(1);
-    MT_TAB4(2);
-    MT_TAB4(3);
+  for (s = 0; s < taps4; s += 4, d += 4 * MT_CONV_COLS) {
+    MT_TAB8(0);
+    MT_TAB8(1);
+    MT_TAB8(2);
+    MT_TAB8(3);
   }
   for (i = 0; s < tapsr && i < 4; ++i) /* the last block (s = taps4) */
-    if (off[s + i] >= 0) MT_TAB4(i);
+    if (off[s + i] >= 0) MT_TAB8(i);
 }
 
-/* The channels [0, og) of a group against the four columns (channel o: its weights w + o taps,
+/* The channels [0, og) of a group against the eight columns (channel o: its weights w + o taps,
  * bias b[o], rq pair r + o rs), every channel's sums free of rounding ties
- * (mt_rq_chan_h_ok), the outputs of four positions to y + o P .. + 3: per channel the bias
- * four times, m, the shift and c_hi = (2 y_zero + 1) 2^(s-2) (mt_rq_chan_init's for s >= 2,
- * yz21 = 2 y_zero + 1), MT_COLS4_MAC over the blocks and per output SMMLA, ASR, SSAT (and the
- * y_min clamp where CLAMP), the store. Not inlined, so that few values live through its loop. */
-#define MT_DEFINE_CONV_CHANS4(NAME, YT, BITS, CLAMP)                                                      \
+ * (mt_rq_chan_h_ok), the outputs of eight positions to y + o P .. + 7: per channel the bias
+ * eight times, m, the shift and c_hi = (2 y_zero + 1) 2^(s-2) (mt_rq_chan_init's for s >= 2,
+ * yz21 = 2 y_zero + 1), MT_COLS8_ASM over the blocks and per output SMMLA, ASR, SSAT (and the
+ * y_min clamp where CLAMP), the store: the channel's set-up shared by eight outputs. Not
+ * inlined, so that few values live through its loop. */
+#define MT_DEFINE_CONV_CHANS8(NAME, YT, BITS, CLAMP)                                                      \
   static __attribute__((noinline)) void NAME(const int16_t *col, const int8_t *w, const int32_t *b,       \
                                              const int32_t *r, int rs, YT *y, int P, int og, int taps,     \
                                              uint32_t yz21, int32_t y_min) {                               \
@@ -964,25 +1007,26 @@ static void mt_conv_cols4_tab(const int8_t *xo, int sw, const int16_t *off, int 
     const int16_t *const cend = col + MT_CONV_COLS * tapsr;                                               \
     YT *const end = y + (long)og * P;                                                                     \
     for (; y != end; y += P, r += rs) {                                                                   \
-      int32_t a0 = *b++, a1 = a0, a2 = a0, a3 = a0, s_;                                                   \
+      int32_t a0 = *b++, a1, a2, a3, a4, a5, a6, a7, s_; /* a1 .. a7 from a0 by MT_COLS8_ASM */          \
       const int16_t *xq = col;                                                                            \
       mt_rq_chan q;                                                                                       \
-      MT_COLS4_ASM(xq, cend, w, tapsr, a0, a1, a2, a3);                                                   \
+      MT_COLS8_ASM(xq, cend, w, tapsr, a);                                                                \
       w += wd; /* the next channel's weights */                                                           \
       s_ = r[1], q.c_lo = 0, q.m = r[0], q.sh = s_ - 1, q.c_hi = (int32_t)(yz21 << (s_ - 2));             \
       MT_CONV_OUT4(BITS, YT, &q, y, 4, a0, a1, a2, a3, y_min, CLAMP, 1);                                  \
+      MT_CONV_OUT4(BITS, YT, &q, (y + 4), 4, a4, a5, a6, a7, y_min, CLAMP, 1);                            \
     }                                                                                                     \
   }
-MT_DEFINE_CONV_CHANS4(mt_conv_chans4_s8, int8_t, 8, 0)
-MT_DEFINE_CONV_CHANS4(mt_conv_chans4_s8c, int8_t, 8, 1)
-MT_DEFINE_CONV_CHANS4(mt_conv_chans4_s16, int16_t, 16, 0)
-MT_DEFINE_CONV_CHANS4(mt_conv_chans4_s16c, int16_t, 16, 1)
-/* The four columns of the positions k = p OW + q .. k + cnt - 1 (cnt < 4: the last one again),
+MT_DEFINE_CONV_CHANS8(mt_conv_chans8_s8, int8_t, 8, 0)
+MT_DEFINE_CONV_CHANS8(mt_conv_chans8_s8c, int8_t, 8, 1)
+MT_DEFINE_CONV_CHANS8(mt_conv_chans8_s16, int16_t, 16, 0)
+MT_DEFINE_CONV_CHANS8(mt_conv_chans8_s16c, int16_t, 16, 1)
+/* The eight columns of the positions k = p OW + q .. k + cnt - 1 (cnt < 8: the last one again),
  * (*pp, *qp) = (p, q) moved past them: a pointwise layer of stride 1 without padding
- * (pw) by mt_conv_cols_pw, four windows inside the input in a row by mt_conv_cols4_tab, other
+ * (pw) by mt_conv_cols_pw, eight windows inside the input in a row by mt_conv_cols8_tab, other
  * windows inside one by one by mt_conv_column_tab (off: mt_conv_tab's, or 0), the rest tap by
  * tap (mt_conv_column_s8). */
-static void mt_conv_cols4(const int8_t *x0, const int32_t *g, int pw, const int16_t *off, int k, int cnt, int *pp,
+static void mt_conv_cols8(const int8_t *x0, const int32_t *g, int pw, const int16_t *off, int k, int cnt, int *pp,
                           int *qp, int16_t *col) {
   const int H = g[MT_CONV_H], W = g[MT_CONV_W], OW = g[MT_CONV_OW], SH = g[MT_CONV_SH], SW = g[MT_CONV_SW];
   const int PH = g[MT_CONV_PH], PW = g[MT_CONV_PW], taps = g[MT_CONV_CG] * g[MT_CONV_KH] * g[MT_CONV_KW];
@@ -992,9 +1036,9 @@ static void mt_conv_cols4(const int8_t *x0, const int32_t *g, int pw, const int1
   if (pw && cnt == MT_CONV_COLS) {
     mt_conv_cols_pw(x0 + k, (long)H * W, g[MT_CONV_CG], col);
     for (q += MT_CONV_COLS; q >= OW; q -= OW) ++p;
-  } else if (off && cnt == MT_CONV_COLS && q + 3 < OW && p * SH - PH >= 0 && p * SH - PH + hs < H && q * SW - PW >= 0 &&
-             (q + 3) * SW - PW + ws < W) {
-    mt_conv_cols4_tab(x0 + (long)(p * SH - PH) * W + q * SW - PW, SW, off, taps4, tapsr, col);
+  } else if (off && cnt == MT_CONV_COLS && q + MT_CONV_COLS - 1 < OW && p * SH - PH >= 0 && p * SH - PH + hs < H &&
+             q * SW - PW >= 0 && (q + MT_CONV_COLS - 1) * SW - PW + ws < W) {
+    mt_conv_cols8_tab(x0 + (long)(p * SH - PH) * W + q * SW - PW, SW, off, taps4, tapsr, col);
     if ((q += MT_CONV_COLS) == OW) q = 0, ++p;
   } else {
     for (c = 0; c < MT_CONV_COLS; ++c) {
@@ -1010,7 +1054,7 @@ static void mt_conv_cols4(const int8_t *x0, const int32_t *g, int pw, const int1
   *pp = p, *qp = q;
 }
 
-/* One channel (any: the array's last too, safe 0: its weights end the array) against the four
+/* One channel (any: the array's last too, safe 0: its weights end the array) against the eight
  * columns from its bias, its outputs of positions 0 .. cnt - 1 (requantized by SMMLA where hq,
  * else by mt_rq_chan_apply; at least y_min) */
 #define MT_DEFINE_CONV_CHAN1(NAME, YT, BITS)                                                              \
@@ -1019,12 +1063,16 @@ static void mt_conv_cols4(const int8_t *x0, const int32_t *g, int pw, const int1
                                              int cnt, int taps, int safe, int hq) {                        \
     const int nb = safe ? (taps + 3) & ~3 : taps & ~3; /* the taps of whole words of weights */          \
     const mt_rq_chan q = mt_rq_chan_init(r, y_zero);                                                      \
-    int32_t a0 = bias, a1 = bias, a2 = bias, a3 = bias;                                                   \
-    if (nb) MT_COLS4_MAC(col, w, nb, a0, a1, a2, a3);                                                     \
-    if (nb < taps) MT_COLS4_LAST(col + MT_CONV_COLS * nb, w + nb, taps - nb, a0, a1, a2, a3);             \
+    int32_t a0 = bias, a1 = bias, a2 = bias, a3 = bias, a4 = bias, a5 = bias, a6 = bias, a7 = bias;       \
+    if (nb) {                                                                                             \
+      const int16_t *x_ = col, *const e_ = col + MT_CONV_COLS * nb;                                       \
+      const int8_t *w_ = w;                                                                               \
+      MT_COLS8_ASM(x_, e_, w_, nb, a);                                                                    \
+    }                                                                                                     \
     {                                                                                                     \
-      const int32_t a[MT_CONV_COLS] = {a0, a1, a2, a3};                                                   \
+      int32_t a[MT_CONV_COLS] = {a0, a1, a2, a3, a4, a5, a6, a7};                                         \
       int j;                                                                                              \
+      if (nb < taps) MT_COLS8_LAST(col + MT_CONV_COLS * nb, w + nb, taps - nb, a);                        \
       for (j = 0; j < cnt; ++j)                                                                           \
         y[j] = (YT)mt_max32(hq ? (int32_t)__builtin_arm_ssat(mt_smmla(a[j], q.m, q.c_hi) >> q.sh, BITS)   \
                                : MT_CHAN_SAT(BITS, &q, a[j]),                                             \
@@ -1039,7 +1087,7 @@ MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s16, int16_t, 16)
         y0 + (long)o * P + k, cnt, taps, grp * OG + o + 1 < O, hq)
 /* The calls of MT_DEFINE_CONV_DSP that take the columns (hq: every channel's sums free of rounding
  * ties), in a function of their own: the checks and the depthwise variant stay small */
-#define MT_DEFINE_CONV_DSP(NAME, YT, BITS, DW3, CHANS4, CHANS4C, CHAN1)                                    \
+#define MT_DEFINE_CONV_DSP(NAME, YT, BITS, DW3, CHANS8, CHANS8C, CHAN1)                                    \
   static __attribute__((noinline)) int NAME##_cols(const int8_t *x, const int8_t *w, const int32_t *b, YT *y, \
                                                    const int32_t *g, const int32_t *rq, int rq_per_channel, \
                                                    int32_t y_zero, int32_t y_min, int16_t *col, int hq) {  \
@@ -1070,15 +1118,15 @@ MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s16, int16_t, 16)
         int p = 0, q = 0; /* position k = p OW + q */                                                     \
         for (k = 0; k < P; k += MT_CONV_COLS) {                                                           \
           int cnt = P - k < MT_CONV_COLS ? P - k : MT_CONV_COLS; /* a last block of fewer: its last column again */ \
-          if (cnt < MT_CONV_COLS && P >= MT_CONV_COLS) /* or, P >= 4, the last four positions (some again) */ \
+          if (cnt < MT_CONV_COLS && P >= MT_CONV_COLS) /* or, P >= 8, the last eight positions (some again) */ \
             for (; cnt < MT_CONV_COLS; ++cnt, --k)                                                        \
               if (q-- == 0) q = OW - 1, --p;                                                              \
-          mt_conv_cols4(x0, g, pw, tab ? off : 0, k, cnt, &p, &q, col);                                   \
+          mt_conv_cols8(x0, g, pw, tab ? off : 0, k, cnt, &p, &q, col);                                   \
           if (cnt == MT_CONV_COLS && hq && b) {                                                           \
             const int rs = rq_per_channel ? 2 : 0;                                                        \
             const int32_t *rg = rq + rs * grp * OG;                                                       \
             void (*const chans)(const int16_t *, const int8_t *, const int32_t *, const int32_t *, int, YT *, \
-                                int, int, int, uint32_t, int32_t) = y_min <= -(1 << ((BITS) - 1)) ? CHANS4 : CHANS4C; \
+                                int, int, int, uint32_t, int32_t) = y_min <= -(1 << ((BITS) - 1)) ? CHANS8 : CHANS8C; \
             chans(col, w0, bg, rg, rs, y0 + k, P, og, taps, yz21, y_min);                                 \
             if (og < OG && wl_ok) /* the last channel of the array, its weights from wl */                \
               chans(col, wl, bg + og, rg + rs * og, rs, y0 + (long)og * P + k, P, 1, taps, yz21, y_min);  \
@@ -1111,9 +1159,9 @@ MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s16, int16_t, 16)
       hq = hq && mt_rq_chan_h_ok(rq + 2 * o, ((uint32_t)taps << 14) + bmax);                              \
     return NAME##_cols(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min, col, hq);                        \
   }
-MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s8, int8_t, 8, mt_conv_dw3_s8_s8_s8, mt_conv_chans4_s8, mt_conv_chans4_s8c,
+MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s8, int8_t, 8, mt_conv_dw3_s8_s8_s8, mt_conv_chans8_s8, mt_conv_chans8_s8c,
                    mt_conv_chan1_s8)
-MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s16, int16_t, 16, mt_conv_dw3_s8_s8_s16, mt_conv_chans4_s16, mt_conv_chans4_s16c,
+MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s16, int16_t, 16, mt_conv_dw3_s8_s8_s16, mt_conv_chans8_s16, mt_conv_chans8_s16c,
                    mt_conv_chan1_s16)
 #endif
 #endif /* MT_DSP */

@@ -846,8 +846,8 @@ int32_t mt_sample_s16(const int16_t *logits, int n, int top_k, int32_t logit_q24
  *   rq_per_channel, else 0. w in order (no pair order), b in the accumulator's scale (NULL =
  *   none): int32 for int8 x, int64 for int16 x. Accumulators: int32 for int8 x int8 (exact
  *   up to CG KH KW = 131071 taps), int64 otherwise. Exact. y must not alias x.
- * col: scratch of 4 ((CG KH KW + 3) & ~3) int16 on a word boundary, for the int8 x int8
- *   variants on Armv7E-M (four im2col columns at a time) and RISC-V (three columns of int8
+ * col: scratch of 8 ((CG KH KW + 3) & ~3) int16 on a word boundary, for the int8 x int8
+ *   variants on Armv7E-M (eight im2col columns at a time) and RISC-V (three columns of int8
  *   taps); its contents are not kept; or NULL (the portable loops). */
 void mt_conv_s8_s8_s8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y, const int32_t *g,
                       const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
