@@ -15,7 +15,9 @@
  * 32-bit accumulator in one instruction; SMLALD: the same into 64 bits; SXTB16: two bytes
  * sign-extended to two halfwords). Every variant computes the same integers as the reference
  * (tools/mcu/run_kernels_qemu.sh checks it on each core); -DMT_NO_DSP selects the portable
- * bodies on any core (the benchmark's "before"). Where Armv8.1-M's M-profile vector extension
+ * bodies on any core (the benchmark's "before"); an optimizing build that keeps a frame pointer
+ * (-fno-omit-frame-pointer) defines MT_COLS8_C (mt_conv_arm.c: its loop needs all 14 registers).
+ * Where Armv8.1-M's M-profile vector extension
  * is present as well (__ARM_FEATURE_MVE: Cortex-M55 built with an FPU ABI, -mfloat-abi=softfp
  * or hard) the int8 x int8 linear layers take MVE (Helium) variants of <arm_mve.h> (VMLADAVA:
  * 16 int8 products added to a 32-bit sum in one instruction); -DMT_NO_MVE leaves them to the
