@@ -406,13 +406,19 @@ std::vector<std::int64_t> quantize_input(const Program& program, const Tensor& x
     }
     return q;
   }
-  const Tensor d = x.to(Dtype::Float64);
+  const Tensor d = x.to(Dtype::Float64).contiguous();
   const double* p = d.data<double>();
+  // a format per channel (Buffer::channel_scales): element i is in channel i / inner % C of [N, C, ...]
+  const auto C = static_cast<std::int64_t>(in.channel_scales.size());
+  const std::int64_t inner = C == 0 ? 1 : numel_of(x.shape()) / (x.size(0) * C);
   for (std::size_t i = 0; i < q.size(); ++i) {
     if (!std::isfinite(p[i])) {
       throw ValueError(fmt::format("quantize_input: element {} is {}; the fixed-point model takes finite inputs", i, p[i]));
     }
-    const double v = std::round(p[i] / in.scale) + in.zero_point;  // ties away from zero, then saturate
+    const auto c = C == 0 ? std::size_t{0} : static_cast<std::size_t>(static_cast<std::int64_t>(i) / inner % C);
+    const double scale = C == 0 ? in.scale : in.channel_scales[c];
+    const std::int32_t zero = C == 0 ? in.zero_point : in.channel_zero_points[c];
+    const double v = std::round(p[i] / scale) + zero;  // ties away from zero, then saturate
     q[i] = static_cast<std::int64_t>(std::clamp<double>(v, static_cast<double>(elem_min(in.elem)),
                                                          static_cast<double>(elem_max(in.elem))));
   }
