@@ -229,7 +229,7 @@ std::string header_text(const Program& p) {
       " *\n"
       " * int{1} activations, int{2} weights ({13}); {3} MACs per inference; {4} bytes of weights\n"
       " * and tables (flash),"
-      " {5} bytes of arena (RAM); no malloc, no float, no stdio.\n"
+      " {5} bytes of arena (RAM); no malloc, no float{15}, no stdio.\n"
       " *\n"
       " *   input  {6} {7}: {8}\n"
       " *   output {9} {10}: {11}\n"
@@ -249,7 +249,8 @@ std::string header_text(const Program& p) {
                         " * c = (i / {0}_INPUT_CHANNEL_STRIDE) % {0}_INPUT_CHANNELS, and its integer is\n"
                         " * round(v / {1}_input_scales[c]) + {1}_input_zero_points[c] (there is no single\n"
                         " * {0}_INPUT_SCALE; {1}_run_float quantises so).",
-                        N, p.name));
+                        N, p.name),
+      input_channels(p).first == 0 ? "" : " arithmetic");
   auto format_macros = [&](const char* what, const Buffer& b) {
     std::string m = fmt::format("#define {}_{}_SIZE {}\n", N, what, b.size);
     if (!b.fixed_point) return m;

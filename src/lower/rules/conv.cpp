@@ -145,13 +145,19 @@ View pad_input(Lowering& L, const Node& n, int spatial, const View& x, const std
   Shape shape = x.shape;
   shape.back() += pw + ew;
   if (spatial == 2) shape[shape.size() - 2] += ph + eh;
-  const Buffer& xb = L.buf(x);
-  const View y = L.new_act(shape, Elem::S8, Format{x.scale, x.zero, xb.lo, xb.hi}, -1, true);
-  L.program().buffer(y.buffer).origin = fmt::format("%{}'s input padded with its zero point", n.output);
   // one call for every plane when the channels share a zero point, else one per plane, each
   // with its channel's (plane p of [N, C, H, W] is channel p % C)
   const std::int64_t planes = numel_of(x.shape) / (H * W), C = static_cast<std::int64_t>(zeros.size());
   const bool shared = std::all_of(zeros.begin(), zeros.end(), [&](std::int64_t z) { return z == zeros[0]; });
+  const Buffer& xb = L.buf(x);
+  const View y = L.new_act(shape, Elem::S8, Format{x.scale, x.zero, xb.lo, xb.hi}, -1, true);
+  Buffer& yb = L.program().buffer(y.buffer);
+  yb.origin = fmt::format("%{}'s input padded with its zero point", n.output);
+  if (!shared && x.segments.size() == zeros.size()) {  // x's formats per channel (the graph input's), for the listings
+    yb.channel_scales = x.segments;
+    yb.channel_zero_points.assign(zeros.begin(), zeros.end());
+    yb.origin += " per channel";
+  }
   const std::int64_t PH = H + ph + eh, PW = W + pw + ew;
   for (std::int64_t p = 0; p < (shared ? 1 : planes); ++p) {
     L.step("mt_pad_s8", {Arg::buf(x.buffer, x.offset + p * H * W), Arg::buf(y.buffer, p * PH * PW),
