@@ -160,7 +160,7 @@ struct QuantOptions {
   /// input 0 (a conv stem reading raw sensor windows), gets a scale and a zero point per
   /// channel (index of dim 1) from its calibrated range, which the convolutions fold into
   /// their weights and biases (Buffer::channel_scales, channel_zero_points of the Input
-  /// buffer; the firmware exports them as <NAME>_INPUT_SCALES[] and _ZERO_POINTS[]). A padded
+  /// buffer; the firmware exports them as `<name>_input_scales[]` and `_input_zero_points[]`). A padded
   /// reader pads each channel with its own zero point. false: one format for the whole input.
   bool input_channel_formats = true;
   Scheme scheme = Scheme::Affine;  ///< how scales are chosen (see the top of this header)
