@@ -1344,6 +1344,13 @@ TEST_CASE("lower: an int8 input read only by convolutions has a scale and zero p
     }
     CHECK(r.out.rfind(want, 0) == 0);
   }
+  // bad input: formats per channel that do not match the input's channels
+  lower::Program broken = p;
+  broken.buffer(broken.input).channel_zero_points.pop_back();
+  CHECK_THROWS_WITH_AS(lower::quantize_input(broken, xs.slice(0, 0, 1)),
+                       doctest::Contains("3 input scales and 2 zero points per channel"), mt::ValueError);
+  CHECK_THROWS_WITH_AS(lower::emit_c(broken, temp_dir("inch_broken")), doctest::Contains("one per index of dim 1"),
+                       mt::ValueError);
   if (have_tool("arm-none-eabi-gcc") && have_tool("qemu-system-arm")) check_firmware(p, quantized_rows(p, xs, 8));
 }
 

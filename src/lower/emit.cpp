@@ -50,7 +50,12 @@ std::string q_name(const Buffer& b) {
 std::pair<std::int64_t, std::int64_t> input_channels(const Program& p) {
   const Buffer& in = p.buffer(p.input);
   const auto C = static_cast<std::int64_t>(in.channel_scales.size());
-  if (C == 0 || p.input_shape.empty()) return {0, 1};
+  if (C == 0) return {0, 1};
+  if (in.channel_zero_points.size() != in.channel_scales.size() || p.input_shape.size() < 2 || p.input_shape[1] != C) {
+    throw ValueError(fmt::format("emit_c: the program {} has {} input scales and {} zero points per channel for an "
+                                 "input {}; they must be one per index of dim 1",
+                                 p.name, C, in.channel_zero_points.size(), shape_str(p.input_shape)));
+  }
   return {C, in.size / (p.input_shape[0] * C)};
 }
 
