@@ -135,7 +135,9 @@ std::int64_t conv_table(Lowering& L, std::vector<std::int64_t> g, const std::str
 
 // x (packed, int8, zero point z) with its padding made explicit: a copy with a border of z
 // (mt_pad_s8), the real 0 the float model pads with; g (the geometry table) becomes the padded
-// input's, with no padding. x itself when the convolution has no padding.
+// input's, with no padding. x itself when the convolution has no padding. `zeros` holds each
+// channel's z: one mt_pad_s8 for every plane when they are equal, else one per plane (an input
+// with a zero point per channel, Lowering::input_channel_formats).
 View pad_input(Lowering& L, const Node& n, int spatial, const View& x, const std::vector<std::int64_t>& zeros,
                std::vector<std::int64_t>& g) {
   const auto [eh, ew] = hw(n, "padding_end", spatial, 0);
