@@ -1015,8 +1015,8 @@ TEST_CASE("lower: a conv stem (Conv1d + BatchNorm + ReLU, depthwise, pointwise, 
     // the pool's output joins the residual stream, which int8 models keep at 16 bits
     CHECK(has_kernel(p, "mt_max_pool_s16"));
     // the norm and both relus fold into the convolutions: three conv steps before the pool;
-    // at int8 the padded convolutions' inputs carry zero points (the input's, the ReLU's) and
-    // are padded with them first
+    // at int8 the padded convolutions' inputs carry zero points (the input's, one per channel,
+    // the ReLU's) and are padded with them first: the input channel by channel
     std::int64_t convs = 0, pads = 0;
     for (const lower::Step& s : p.steps) {
       if (s.kernel.rfind("mt_max_pool", 0) == 0) break;
@@ -1028,7 +1028,7 @@ TEST_CASE("lower: a conv stem (Conv1d + BatchNorm + ReLU, depthwise, pointwise, 
       ++convs;
     }
     CHECK(convs == 3);
-    CHECK(pads == (bits == 8 ? 2 : 0));
+    CHECK(pads == (bits == 8 ? 3 + 1 : 0));
     lower::Simulator sim(p);
     const Agreement a = compare(fn, sim, xs.slice(0, 32, 48));
     MESSAGE("conv stem int" << bits << ": max error " << a.max_abs_error << " of range " << a.output_range);
@@ -1216,6 +1216,142 @@ TEST_CASE("lower: an int8 convolution read only by convolutions writes a format 
                                                                                           << " of range " << a.output_range);
   CHECK(a.relative() <= 0.02);
   if (have_tool("arm-none-eabi-gcc") && have_tool("qemu-system-arm")) check_firmware(p, quantized_rows(p, xs, 40));
+}
+
+TEST_CASE("lower: an int8 input read only by convolutions has a scale and zero point per channel; run_float quantises "
+          "so, and its firmware is bit-exact on QEMU") {
+  mt::manual_seed(27);
+  // raw 3-axis windows: an axis at rest under gravity (3 +- 0.3), a moving one (+-6), a quiet
+  // one (0.1 +- 0.05); the stem pads, so each channel is padded with its own zero point
+  nn::Conv1d stem(3, 8, 5, nn::Conv1dOptions{.padding = 2});
+  nn::Conv1d pointwise(8, 4, 1);
+  {  // each axis weighs alike in the output: gains inverse to the axes' spread
+    mt::NoGradGuard no_grad;
+    stem.weight.copy_(stem.weight * mt::tensor({1.0f, 0.15f, 6.0f}, {1, 3, 1}));
+  }
+  auto fn = [&](const Tensor& x) { return pointwise.forward(mt::relu(stem.forward(x))); };
+  const Tensor raw = mt::randn({48, 3, 16});
+  const Tensor xs = mt::cat({raw.slice(1, 0, 1) * 0.3 + 3.0, raw.slice(1, 1, 2) * 2.0, raw.slice(1, 2, 3) * 0.05 + 0.1}, 1);
+  const lower::Graph g = lower::trace(fn, mt::zeros({1, 3, 16}));
+  const lower::Calibration cal = lower::calibrate(g, xs.slice(0, 0, 32));
+  lower::QuantOptions o = options(8, "inch");
+  const lower::Program p = lower::quantize(g, cal, o);
+  o.input_channel_formats = false, o.name = "intensor";
+  const lower::Program one = lower::quantize(g, cal, o);
+  INFO(p.to_string());
+  const lower::Buffer& in = p.buffer(p.input);
+  REQUIRE(in.channel_scales.size() == 3);
+  REQUIRE(in.channel_zero_points.size() == 3);
+  CHECK(one.buffer(one.input).channel_scales.empty());
+  // each channel the format of its own calibrated range (which holds 0), widened by the margin
+  // at its ends away from 0: the scales are in the ratios of those widths
+  const auto k = static_cast<std::size_t>(g.input);
+  auto width = [&](std::size_t c) {
+    const double lo = cal.dim1_min[k][c], hi = cal.dim1_max[k][c], w = o.margin * (hi - lo) / 2;
+    return std::max(hi > 0 ? hi + w : hi, 0.0) - std::min(lo < 0 ? lo - w : lo, 0.0);
+  };
+  for (std::size_t c = 1; c < 3; ++c) {
+    CAPTURE(c);
+    CHECK(in.channel_scales[c] / in.channel_scales[0] == doctest::Approx(width(c) / width(0)).epsilon(0.02));
+  }
+  CHECK(in.channel_scales[2] < in.channel_scales[1] / 20);  // the quiet axis: a step 20x finer
+  CHECK(in.channel_zero_points[0] == -128);                 // [0, 3.x]: every level above 0
+  CHECK(in.channel_zero_points[1] != in.channel_zero_points[0]);
+  CHECK(in.scale == *std::max_element(in.channel_scales.begin(), in.channel_scales.end()));
+  // the input's probe (the report's input row) and the padding: one mt_pad_s8 per channel
+  const lower::Probe* probe = nullptr;
+  for (const lower::Probe& pr : p.probes) probe = pr.value == g.input ? &pr : probe;
+  REQUIRE(probe);
+  CHECK(probe->segment_dim == 1);
+  CHECK(probe->segments == in.channel_scales);
+  std::int64_t pads = 0;
+  for (const lower::Step& st : p.steps) pads += st.kernel == "mt_pad_s8" && st.args[0].buffer == p.input;
+  CHECK(pads == 3);
+  // quantize_input and the recorded input: each channel within half its own step
+  lower::Simulator sim(p);
+  sim.record_values(true);
+  for (std::int64_t i = 32; i < 40; ++i) {
+    const Tensor x = xs.slice(0, i, i + 1);
+    sim.forward(x);
+    const Tensor q = sim.value(g.input);
+    for (std::int64_t c = 0; c < 3; ++c) {
+      CAPTURE(c);
+      const double s = in.channel_scales[static_cast<std::size_t>(c)];
+      CHECK(mt::max(mt::abs(q.slice(1, c, c + 1) - x.slice(1, c, c + 1))).item() <= 0.5 * s + 1e-6);
+    }
+  }
+  lower::Simulator sim_one(one);
+  const Agreement a = compare(fn, sim, xs.slice(0, 32, 48)), b = compare(fn, sim_one, xs.slice(0, 32, 48));
+  MESSAGE("conv stem on raw 3-axis windows, int8: max error " << 100 * a.relative() << "% with formats per input channel, "
+                                                              << 100 * b.relative() << "% with one");
+  CHECK(a.relative() < 0.5 * b.relative());
+
+  // the firmware: the formats as arrays (no single INPUT_SCALE), run_float quantising with them
+  const std::string dir = temp_dir("inch_float");
+  lower::emit_c(p, dir);
+  lower::emit_c(one, dir);
+  const std::string h = read_file(dir + "/inch.h");
+  CHECK(h.find("#define INCH_INPUT_CHANNELS 3\n") != std::string::npos);
+  CHECK(h.find("#define INCH_INPUT_CHANNEL_STRIDE 16\n") != std::string::npos);
+  CHECK(h.find("extern const float inch_input_scales[INCH_INPUT_CHANNELS];") != std::string::npos);
+  CHECK(h.find("extern const int32_t inch_input_zero_points[INCH_INPUT_CHANNELS];") != std::string::npos);
+  CHECK(h.find("INCH_INPUT_SCALE ") == std::string::npos);
+  CHECK(h.find("INCH_INPUT_ZERO_POINT ") == std::string::npos);
+  const std::string h1 = read_file(dir + "/intensor.h");
+  CHECK(h1.find("#define INTENSOR_INPUT_SCALE ") != std::string::npos);
+  CHECK(h1.find("INPUT_CHANNELS") == std::string::npos);
+  // a host program: run_float against quantising by hand with the exported arrays (lroundf:
+  // half away from zero), both models; it prints each input's integers and the outputs
+  for (const lower::Program* pp : {&p, &one}) {
+    CAPTURE(pp->name);
+    const std::string N = pp->name == "inch" ? "INCH" : "INTENSOR", n = pp->name;
+    const bool by_channel = pp == &p;
+    std::string floats;
+    for (std::int64_t i = 40; i < 48; ++i) {
+      const Tensor x = xs.slice(0, i, i + 1).contiguous();
+      floats += "  {";
+      for (std::int64_t j = 0; j < x.numel(); ++j) floats += fmt::format("{}{:.9g}f", j ? ", " : "", x.data<float>()[j]);
+      floats += "},\n";
+    }
+    const std::string scale = by_channel ? fmt::format("{}_input_scales[(i / {}_INPUT_CHANNEL_STRIDE) % {}_INPUT_CHANNELS]", n, N, N)
+                                         : N + "_INPUT_SCALE";
+    const std::string zero = by_channel
+                                 ? fmt::format("{}_input_zero_points[(i / {}_INPUT_CHANNEL_STRIDE) % {}_INPUT_CHANNELS]", n, N, N)
+                                 : N + "_INPUT_ZERO_POINT";
+    std::ofstream(dir + "/app_" + n + ".c") << fmt::format(
+        "#include <math.h>\n#include <stdio.h>\n#include \"{1}.h\"\n\n"
+        "static const float xs[8][{0}_INPUT_SIZE] = {{\n{2}}};\n\n"
+        "int main(void) {{\n  static int8_t q[{0}_INPUT_SIZE];\n  static int16_t out[{0}_OUTPUT_SIZE];\n"
+        "  static float f[{0}_OUTPUT_SIZE];\n  int s, i, bad = 0;\n"
+        "  for (s = 0; s < 8; ++s) {{\n    for (i = 0; i < {0}_INPUT_SIZE; ++i) {{\n"
+        "      long v = lroundf(xs[s][i] / {3}) + {4};\n"
+        "      q[i] = (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);\n      printf(\"%d \", q[i]);\n    }}\n"
+        "    printf(\"\\n\");\n    bad |= {1}_run(q, out) | {1}_run_float(xs[s], f);\n"
+        "    for (i = 0; i < {0}_OUTPUT_SIZE; ++i) bad |= f[i] != (float)(out[i] - {0}_OUTPUT_ZERO_POINT) * {0}_OUTPUT_SCALE;\n"
+        "  }}\n  printf(\"%s\\n\", bad ? \"DIFFER\" : \"SAME\");\n  return bad;\n}}\n",
+        N, n, floats, scale, zero);
+    const Run r = run(fmt::format("cd '{0}' && cc -std=c99 -Wall -Wextra -Wconversion -Werror -D{1}_FLOAT_API -I. app_{2}.c "
+                                  "{2}.c mt_kernels.c -lm -o app_{2} && ./app_{2}",
+                                  dir, N, n));
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("SAME\n") != std::string::npos);
+    // the integers are quantize_input's
+    std::string want;
+    for (std::int64_t i = 40; i < 48; ++i) {
+      for (const auto v : lower::quantize_input(*pp, xs.slice(0, i, i + 1))) want += fmt::format("{} ", v);
+      want += "\n";
+    }
+    CHECK(r.out.rfind(want, 0) == 0);
+  }
+  // bad input: formats per channel that do not match the input's channels
+  lower::Program broken = p;
+  broken.buffer(broken.input).channel_zero_points.pop_back();
+  CHECK_THROWS_WITH_AS(lower::quantize_input(broken, xs.slice(0, 0, 1)),
+                       doctest::Contains("3 input scales and 2 zero points per channel"), mt::ValueError);
+  CHECK_THROWS_WITH_AS(lower::emit_c(broken, temp_dir("inch_broken")), doctest::Contains("one per index of dim 1"),
+                       mt::ValueError);
+  if (have_tool("arm-none-eabi-gcc") && have_tool("qemu-system-arm")) check_firmware(p, quantized_rows(p, xs, 8));
 }
 
 TEST_CASE("lower: a BatchNorm that no layer before it can absorb, or in training, fails naming the node and the fix") {

@@ -45,6 +45,20 @@ std::string q_name(const Buffer& b) {
   return format_name(b.elem, b.scale, b.zero_point);
 }
 
+// The input's channels when it has a format per channel (Buffer::channel_scales): their
+// number and the elements from one channel to the next (element i is in channel i / stride % C).
+std::pair<std::int64_t, std::int64_t> input_channels(const Program& p) {
+  const Buffer& in = p.buffer(p.input);
+  const auto C = static_cast<std::int64_t>(in.channel_scales.size());
+  if (C == 0) return {0, 1};
+  if (in.channel_zero_points.size() != in.channel_scales.size() || p.input_shape.size() < 2 || p.input_shape[1] != C) {
+    throw ValueError(fmt::format("emit_c: the program {} has {} input scales and {} zero points per channel for an "
+                                 "input {}; they must be one per index of dim 1",
+                                 p.name, C, in.channel_zero_points.size(), shape_str(p.input_shape)));
+  }
+  return {C, in.size / (p.input_shape[0] * C)};
+}
+
 // A float's exact C literal: the shortest decimal that reads back as the same float ("0.1f").
 std::string c_float(double v) {
   const auto f = static_cast<float>(v);
@@ -220,23 +234,35 @@ std::string header_text(const Program& p) {
       " *\n"
       " * int{1} activations, int{2} weights ({13}); {3} MACs per inference; {4} bytes of weights\n"
       " * and tables (flash),"
-      " {5} bytes of arena (RAM); no malloc, no float, no stdio.\n"
+      " {5} bytes of arena (RAM); no malloc, no float{15}, no stdio.\n"
       " *\n"
       " *   input  {6} {7}: {8}\n"
       " *   output {9} {10}: {11}\n"
       " *\n"
       " * A real value v is the integer round(v / SCALE) + ZERO_POINT (ties away from zero, saturated):\n"
-      " * v = SCALE * (q - ZERO_POINT); a power-of-two SCALE is 2^-FRAC.\n"
+      " * v = SCALE * (q - ZERO_POINT); a power-of-two SCALE is 2^-FRAC.{14}\n"
       " * {0}_run returns 0, or 1 when the input held an out-of-range token id.\n"
       " * Not reentrant: the arena is one static buffer.\n"
       " */\n"
       "#ifndef {12}_H\n#define {12}_H\n\n#include <stdint.h>\n\n",
       p.name, p.activation_bits, p.weight_bits, p.total_macs(), p.weight_bytes(), p.arena_bytes, elem_ctype(in.elem),
       shape_str(p.input_shape), in.fixed_point ? q_name(in) : "token ids", elem_ctype(out.elem), shape_str(p.output_shape),
-      out.fixed_point ? q_name(out) : "indices (argmax)", N, p.scheme);
+      out.fixed_point ? q_name(out) : "indices (argmax)", N, p.scheme,
+      input_channels(p).first == 0
+          ? ""
+          : fmt::format("\n * The input has a format per channel (dim 1): element i is in channel\n"
+                        " * c = (i / {0}_INPUT_CHANNEL_STRIDE) % {0}_INPUT_CHANNELS, and its integer is\n"
+                        " * round(v / {1}_input_scales[c]) + {1}_input_zero_points[c] (there is no single\n"
+                        " * {0}_INPUT_SCALE; {1}_run_float quantises so).",
+                        N, p.name),
+      input_channels(p).first == 0 ? "" : " arithmetic");
   auto format_macros = [&](const char* what, const Buffer& b) {
     std::string m = fmt::format("#define {}_{}_SIZE {}\n", N, what, b.size);
     if (!b.fixed_point) return m;
+    if (!b.channel_scales.empty()) {  // the input's formats per channel: arrays, no single scale
+      const auto [C, stride] = input_channels(p);
+      return m + fmt::format("#define {0}_{1}_CHANNELS {2}\n#define {0}_{1}_CHANNEL_STRIDE {3}\n", N, what, C, stride);
+    }
     m += fmt::format("#define {}_{}_SCALE {:.9g}f\n#define {}_{}_ZERO_POINT {}\n", N, what, b.scale, N, what, b.zero_point);
     if (const auto f = pow2_frac(b.scale)) m += fmt::format("#define {}_{}_FRAC {}\n", N, what, *f);
     return m;
@@ -251,6 +277,13 @@ std::string header_text(const Program& p) {
   }
   h += "\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
   h += fmt::format("int {}_run(const {} *in, {} *out);\n", p.name, input_type(p), output_type(p));
+  if (input_channels(p).first > 0) {
+    h += fmt::format(
+        "/* The input's format per channel c: v = {0}_input_scales[c] * (q - {0}_input_zero_points[c]). */\n"
+        "extern const float {0}_input_scales[{1}_INPUT_CHANNELS];\n"
+        "extern const int32_t {0}_input_zero_points[{1}_INPUT_CHANNELS];\n",
+        p.name, N);
+  }
   if (p.training) h += training_declarations(p);
   if (p.decoding) h += decoding_declarations(p);
   if (in.fixed_point && out.fixed_point) {
@@ -352,19 +385,36 @@ std::string source_text(const Program& p) {
   if (p.training) c += training_source(p);
   if (p.decoding) c += decoding_source(p);
   const Buffer &in = p.buffer(p.input), &out = p.buffer(p.output);
+  const bool by_channel = input_channels(p).first > 0;
+  if (by_channel) {  // the input's formats per channel, declared in the header
+    std::string scales, zeros;
+    for (std::size_t k = 0; k < in.channel_scales.size(); ++k) {
+      scales += (k ? ", " : "") + c_float(in.channel_scales[k]);
+      zeros += (k ? ", " : "") + c_int(in.channel_zero_points[k]);
+    }
+    c += fmt::format("\nconst float {0}_input_scales[{1}_INPUT_CHANNELS] = {{{2}}};\n"
+                     "const int32_t {0}_input_zero_points[{1}_INPUT_CHANNELS] = {{{3}}};\n",
+                     p.name, N, scales, zeros);
+  }
   if (in.fixed_point && out.fixed_point) {
     const double lo_in = static_cast<double>(elem_min(in.elem)), hi_in = static_cast<double>(elem_max(in.elem));
+    // element i's scale and zero point: the input's, or its channel's
+    const std::string channel = fmt::format("(i / {0}_INPUT_CHANNEL_STRIDE) % {0}_INPUT_CHANNELS", N);
+    const std::string scale = by_channel ? fmt::format("{}_input_scales[{}]", p.name, channel) : N + "_INPUT_SCALE";
+    const std::string zero = by_channel ? fmt::format("{}_input_zero_points[{}]", p.name, channel) : N + "_INPUT_ZERO_POINT";
     c += fmt::format(
         "\n#ifdef {0}_FLOAT_API\nint {1}_run_float(const float *in, float *out) {{\n"
         "  {2} qin[{0}_INPUT_SIZE];\n  {3} qout[{0}_OUTPUT_SIZE];\n  int i, status;\n"
         "  for (i = 0; i < {0}_INPUT_SIZE; ++i) {{\n"
-        "    float v = in[i] / {0}_INPUT_SCALE;\n"
-        "    v = (v < 0 ? v - 0.5f : v + 0.5f) + (float){0}_INPUT_ZERO_POINT; /* round half away from zero */\n"
-        "    qin[i] = ({2})(v <= {4:.1f}f ? {4:.0f} : v >= {5:.1f}f ? {5:.0f} : (long)v); /* saturate */\n  }}\n"
+        "    float v = in[i] / {6};\n    long q;\n"
+        "    v = v < 0 ? v - 0.5f : v + 0.5f; /* round half away from zero: truncated below */\n"
+        "    v = v <= -65536.0f ? -65536.0f : v >= 65536.0f ? 65536.0f : v; /* beyond every int16, within long */\n"
+        "    q = (long)v + {7};\n"
+        "    qin[i] = ({2})(q <= {4:.0f} ? {4:.0f} : q >= {5:.0f} ? {5:.0f} : q); /* saturate */\n  }}\n"
         "  status = {1}_run(qin, qout);\n"
         "  for (i = 0; i < {0}_OUTPUT_SIZE; ++i) out[i] = (float)(qout[i] - {0}_OUTPUT_ZERO_POINT) * {0}_OUTPUT_SCALE;\n"
         "  return status;\n}}\n#endif\n",
-        N, p.name, elem_ctype(in.elem), elem_ctype(out.elem), lo_in, hi_in);
+        N, p.name, elem_ctype(in.elem), elem_ctype(out.elem), lo_in, hi_in, scale, zero);
   }
   return c;
 }

@@ -157,17 +157,65 @@ Lowering::Lowering(const Graph& g, const Calibration& cal, const QuantOptions& o
     b.elem = Elem::F32, b.fixed_point = false;
   } else if (is_floating(in.dtype)) {
     b.elem = elem_of_bits(opt.input_bits == 0 ? opt.activation_bits : opt.input_bits);
-    f = value_format(in.id, nullptr, b.elem, opt.scheme == Scheme::Affine && affine_ok_[static_cast<std::size_t>(in.id)]);
+    const bool affine = opt.scheme == Scheme::Affine && affine_ok_[static_cast<std::size_t>(in.id)];
+    f = value_format(in.id, nullptr, b.elem, affine);
     b.scale = f.scale, b.zero_point = f.zero, b.lo = f.lo, b.hi = f.hi;
+    for (const Format& c : input_channel_formats(b.elem, affine)) {
+      b.channel_scales.push_back(c.scale), b.channel_zero_points.push_back(c.zero);
+    }
+    if (!b.channel_scales.empty()) {  // the largest scale; no one zero point
+      b.scale = *std::max_element(b.channel_scales.begin(), b.channel_scales.end()), b.zero_point = 0;
+    }
   } else {
     b.elem = Elem::S32, b.fixed_point = false;  // token ids
   }
   p_.input = p_.add_buffer(std::move(b));
-  const Buffer& ib = p_.buffer(p_.input);
-  views_[static_cast<std::size_t>(in.id)] =
-      View{p_.input, 0, in.shape, packed_strides(in.shape), ib.elem, ib.scale, ib.zero_point, {}, {}};
-  p_.probes.push_back(Probe{in.id, -1, p_.input, 0, in.shape, packed_strides(in.shape), ib.scale, ib.zero_point, {}, {}});
+  const View v = input_view();
+  views_[static_cast<std::size_t>(in.id)] = v;
+  p_.probes.push_back(Probe{in.id, -1, p_.input, 0, v.shape, v.strides, v.scale, v.zero, v.segments, v.segment_zeros,
+                            v.segment_dim});
   p_.input_shape = in.shape;
+}
+
+// The input as the first layers read it: packed, in its buffer's format, or per channel (dim 1).
+View Lowering::input_view() const {
+  const Value& in = g_.value(g_.input);
+  const Buffer& ib = p_.buffer(p_.input);
+  View v{p_.input, 0, in.shape, packed_strides(in.shape), ib.elem, ib.scale, ib.zero_point, {}, {}};
+  if (!ib.channel_scales.empty()) {
+    v.segments = ib.channel_scales;
+    v.segment_zeros = ib.channel_zero_points;
+    v.segment_dim = 1;
+  }
+  return v;
+}
+
+// Formats per channel (index of dim 1) for the input, when it may have them: int8 outside
+// the power-of-two scheme, rank >= 3 with its channels' calibrated ranges, not the graph
+// output, and every reader folds the channels' scales into its weights and their zero points
+// into its bias (OpRule::reads_channel_formats, the input as its input 0 only: a conv stem).
+// Each channel c gets the format of its own range [lo_c, hi_c] (widened by the margin; with
+// a zero point of its own when `affine`: a padded reader pads each channel with its zero
+// point, pad_input); a channel never seen non-zero takes the smallest scale. Raw sensor
+// windows, whose axes differ in range and offset, then keep all 256 levels on every axis.
+std::vector<Format> Lowering::input_channel_formats(Elem elem, bool affine) {
+  const auto k = static_cast<std::size_t>(g_.input);
+  if (!opt_.input_channel_formats || float32_ || opt_.scheme == Scheme::PowerOfTwo || elem != Elem::S8 ||
+      g_.input == g_.output || g_.value(g_.input).shape.size() < 3 || k >= cal_.dim1_min.size() ||
+      cal_.dim1_min[k].empty() || !read_by_weights(g_.input, true)) {
+    return {};
+  }
+  const auto [lo, hi] = dim1_range(g_.input);
+  std::vector<Format> ch(lo.size());
+  double smallest = 0;
+  for (std::size_t c = 0; c < ch.size(); ++c) {
+    ch[c] = widened_format(lo[c], hi[c], elem, affine, fmt::format("%{} (the input), channel {}", g_.input, c));
+    if (!(ch[c].hi > ch[c].lo)) ch[c].scale = 0, ch[c].zero = 0;
+    if (ch[c].scale > 0) smallest = smallest > 0 ? std::min(smallest, ch[c].scale) : ch[c].scale;
+  }
+  if (smallest == 0) return {};
+  for (Format& f : ch) f.scale = f.scale > 0 ? f.scale : smallest;
+  return ch;
 }
 
 void Lowering::check_match(const std::string& match, const char* option) const {
@@ -393,12 +441,15 @@ bool Lowering::part_formats(const Node& n, bool dim1) const {
       k >= ranges.size() || ranges[k].empty()) {
     return false;
   }
-  const std::vector<const Node*> rs = readers(n.output);
+  return read_by_weights(n.output, dim1);
+}
+
+bool Lowering::read_by_weights(std::int64_t id, bool dim1) const {
+  const std::vector<const Node*> rs = readers(id);
   return !rs.empty() && std::all_of(rs.begin(), rs.end(), [&](const Node* r) {
     const OpRule* rule = find_rule(r->op);
     return rule && (dim1 ? rule->reads_channel_formats : rule->reads_feature_formats) &&
-           rule->weighted(*r, constant_values_) && r->inputs[0] == n.output &&
-           std::count(r->inputs.begin(), r->inputs.end(), n.output) == 1;
+           rule->weighted(*r, constant_values_) && r->inputs[0] == id && std::count(r->inputs.begin(), r->inputs.end(), id) == 1;
   });
 }
 
@@ -591,6 +642,7 @@ std::string Lowering::unique_name(const std::string& base) {
   for (int k = 2;; ++k) {
     // the firmware's own functions share the file scope of model.c with the weights
     const bool taken = name == p_.name + "_run" || name == p_.name + "_run_float" ||
+                       name == p_.name + "_input_scales" || name == p_.name + "_input_zero_points" ||
                        std::any_of(p_.buffers.begin(), p_.buffers.end(), [&](const Buffer& b) { return b.name == name; });
     if (!taken) return name;
     name = fmt::format("{}_{}", base, k);
@@ -765,10 +817,7 @@ View Lowering::tensor_f32(const Tensor& t, const std::string& name) {
 
 void Lowering::reset_views() {
   std::fill(views_.begin(), views_.end(), std::nullopt);
-  const Value& in = g_.value(g_.input);
-  const Buffer& ib = p_.buffer(p_.input);
-  views_[static_cast<std::size_t>(in.id)] =
-      View{p_.input, 0, in.shape, packed_strides(in.shape), ib.elem, ib.scale, ib.zero_point, {}, {}};
+  views_[static_cast<std::size_t>(g_.input)] = input_view();
 }
 
 const Lowering::Saved& Lowering::saved(const Node& n) const {

@@ -364,6 +364,13 @@ class Lowering {
 
   std::string module_of(const Node& n) const;
   bool part_formats(const Node& n, bool dim1) const;  ///< channel_formats(), dim1_formats()
+  /// Does every reader of value `id` read it as its input 0 only and fold a format per channel
+  /// (`dim1`: OpRule::reads_channel_formats) or per feature (reads_feature_formats) into its
+  /// weights?
+  bool read_by_weights(std::int64_t id, bool dim1) const;
+  /// The input's formats per channel (QuantOptions::input_channel_formats), or none.
+  std::vector<Format> input_channel_formats(Elem elem, bool affine);
+  View input_view() const;  ///< the input's view (its formats per channel, if any)
   /// ValueError unless `match` (a QuantOptions entry) names a node or a module of the graph.
   void check_match(const std::string& match, const char* option) const;
   std::string unique_name(const std::string& base);

@@ -196,8 +196,13 @@ std::string Program::format_table() const {
                      "calibrated", "holds");
   for (const Buffer& b : buffers) {
     if (!b.fixed_point || b.elem == Elem::F32) continue;
-    const double lo = b.scale * static_cast<double>(elem_min(b.elem) - b.zero_point);
-    const double hi = b.scale * static_cast<double>(elem_max(b.elem) - b.zero_point);
+    double lo = b.scale * static_cast<double>(elem_min(b.elem) - b.zero_point);
+    double hi = b.scale * static_cast<double>(elem_max(b.elem) - b.zero_point);
+    for (std::size_t c = 0; c < b.channel_zero_points.size(); ++c) {  // a format per channel: what any channel holds
+      const double s = b.channel_scales[c];
+      lo = std::min(c ? lo : 0.0, s * static_cast<double>(elem_min(b.elem) - b.channel_zero_points[c]));
+      hi = std::max(c ? hi : 0.0, s * static_cast<double>(elem_max(b.elem) - b.channel_zero_points[c]));
+    }
     std::string format = format_name(b.elem, b.scale, b.zero_point);
     if (!b.channel_scales.empty()) format = fmt::format("{} ch, s<={:.3g}", b.channel_scales.size(), b.scale);
     const std::string calibrated = b.kind == BufferKind::Weight ? "-" : fmt::format("[{:.4g}, {:.4g}]", b.lo, b.hi);

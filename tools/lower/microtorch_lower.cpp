@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
   std::string prefix, calibration, out = "firmware", name = "model", attention = "stream";
   std::vector<std::string> targets;
   std::string scheme = "affine", range = "minmax", rounding = "gptq", eval, auto_precision, min_agreement;
+  std::string input_formats = "channel";
   std::vector<std::string> precision;
   int bits = 16, weight_bits = 0, input_bits = 0, check = 0, sensitive_bits = 16;
   double percentile = 99.99, margin = 0.25;
@@ -104,6 +105,10 @@ int main(int argc, char** argv) {
                  "bits of the input when it holds real numbers (default: the activation bits); 16 keeps raw sensor "
                  "readings of unequal range")
       ->check(CLI::IsMember({8, 16}));
+  app.add_option("--input-formats", input_formats,
+                 "an int8 input that only convolutions read (a conv stem): channel (a scale and zero point per channel, "
+                 "<name>_input_scales[] in the header) or tensor (one: <NAME>_INPUT_SCALE)")
+      ->check(CLI::IsMember({"channel", "tensor"}));
   app.add_option("-s,--scheme", scheme,
                  "number formats: affine (int8 activations with zero points), symmetric, pow2 (power-of-two scales: "
                  "shifts, no multiplies)")
@@ -189,6 +194,7 @@ int main(int argc, char** argv) {
     options.activation_bits = bits;
     options.weight_bits = weight_bits;
     options.input_bits = input_bits;
+    options.input_channel_formats = input_formats == "channel";
     options.scheme = scheme == "affine"      ? lower::Scheme::Affine
                      : scheme == "symmetric" ? lower::Scheme::Symmetric
                                              : lower::Scheme::PowerOfTwo;

@@ -10,8 +10,9 @@
 ///   // firmware:  int16_t y[MODEL_OUTPUT_SIZE];  int status = model_run(x, y);
 /// \endcode
 ///
-/// The emitted code has no malloc, no stdio and no float (a float convenience wrapper is
-/// compiled only with `-D<NAME>_FLOAT_API`), keeps weights in `static const` arrays (flash),
+/// The emitted code has no malloc, no stdio and no float arithmetic (a float convenience
+/// wrapper is compiled only with `-D<NAME>_FLOAT_API`; an input with a format per channel
+/// exports its scales as `const float <name>_input_scales[]`), keeps weights in `static const` arrays (flash),
 /// places every intermediate in one static arena planned by plan_memory(), and compiles
 /// warning-free with -std=c99 -Wall -Wextra -Wconversion -Werror (gcc, arm-none-eabi-gcc
 /// for Cortex-M0 to M55, riscv64-unknown-elf-gcc for rv32imc, rv32imac, rv32imafc). The kernels are src/lower/runtime/mt_kernels.{h,c}, copied verbatim.

@@ -88,7 +88,11 @@ struct Buffer {
   double scale = 1.0;         ///< real value = scale * (q - zero_point)
   std::int32_t zero_point = 0;  ///< the integer that stands for 0.0 (non-zero only in affine int8 tensors)
   /// Weights quantized per output channel: the scale of each row (`scale` is the largest).
+  /// The Input buffer with a format per channel (QuantOptions::input_channel_formats): the
+  /// scale of each index of dim 1 of the input, with zero point channel_zero_points[c] (then
+  /// `scale` and `zero_point` describe no element: the largest scale, zero point 0).
   std::vector<double> channel_scales;
+  std::vector<std::int32_t> channel_zero_points;  ///< the Input's zero point per channel (see channel_scales)
   ///@{
   /// The calibrated range [lo, hi] the scale covers (activations; 0 for weights and tables).
   double lo = 0, hi = 0;

@@ -156,6 +156,13 @@ struct QuantOptions {
   /// bumps and channels of unequal range in one int8 scale) lose more at an int8 input than
   /// any layer does; 16 costs 2 bytes per input value of RAM and no weight bytes.
   int input_bits = 0;
+  /// An int8 graph input of rank >= 3 ([N, C, ...]) that only convolutions read, as their
+  /// input 0 (a conv stem reading raw sensor windows), gets a scale and a zero point per
+  /// channel (index of dim 1) from its calibrated range, which the convolutions fold into
+  /// their weights and biases (Buffer::channel_scales, channel_zero_points of the Input
+  /// buffer; the firmware exports them as `<name>_input_scales[]` and `_input_zero_points[]`). A padded
+  /// reader pads each channel with its own zero point. false: one format for the whole input.
+  bool input_channel_formats = true;
   Scheme scheme = Scheme::Affine;  ///< how scales are chosen (see the top of this header)
   bool per_channel = true;   ///< one weight scale per output channel (not in PowerOfTwo)
   WeightRounding rounding = WeightRounding::ErrorFeedback;  ///< how weights are rounded to integers

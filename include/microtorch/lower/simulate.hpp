@@ -113,7 +113,9 @@ class Simulator {
 };
 
 /// float -> the input buffer's integers: q = round(x / scale) + zero_point (half away from
-/// zero), saturated to the input's C type; token ids pass through unchanged (ValueError
+/// zero), saturated to the input's C type, with the scale and zero point of x's channel (index
+/// of dim 1) when the input has a format per channel (Buffer::channel_scales, as the
+/// firmware's `<name>_input_scales[]`); token ids pass through unchanged (ValueError
 /// unless they fit int32). ShapeError unless x has the program's input_shape, ValueError for
 /// a NaN or infinite element.
 std::vector<std::int64_t> quantize_input(const Program& program, const Tensor& x);

@@ -135,8 +135,11 @@ std::int64_t conv_table(Lowering& L, std::vector<std::int64_t> g, const std::str
 
 // x (packed, int8, zero point z) with its padding made explicit: a copy with a border of z
 // (mt_pad_s8), the real 0 the float model pads with; g (the geometry table) becomes the padded
-// input's, with no padding. x itself when the convolution has no padding.
-View pad_input(Lowering& L, const Node& n, int spatial, const View& x, std::vector<std::int64_t>& g) {
+// input's, with no padding. x itself when the convolution has no padding. `zeros` holds each
+// channel's z: one mt_pad_s8 for every plane when they are equal, else one per plane (an input
+// with a zero point per channel, Lowering::input_channel_formats).
+View pad_input(Lowering& L, const Node& n, int spatial, const View& x, const std::vector<std::int64_t>& zeros,
+               std::vector<std::int64_t>& g) {
   const auto [eh, ew] = hw(n, "padding_end", spatial, 0);
   const std::int64_t ph = g[MT_CONV_PH], pw = g[MT_CONV_PW];
   if (ph == 0 && pw == 0 && eh == 0 && ew == 0) return x;
@@ -144,13 +147,26 @@ View pad_input(Lowering& L, const Node& n, int spatial, const View& x, std::vect
   Shape shape = x.shape;
   shape.back() += pw + ew;
   if (spatial == 2) shape[shape.size() - 2] += ph + eh;
+  // one call for every plane when the channels share a zero point, else one per plane, each
+  // with its channel's (plane p of [N, C, H, W] is channel p % C)
+  const std::int64_t planes = numel_of(x.shape) / (H * W), C = static_cast<std::int64_t>(zeros.size());
+  const bool shared = std::all_of(zeros.begin(), zeros.end(), [&](std::int64_t z) { return z == zeros[0]; });
   const Buffer& xb = L.buf(x);
   const View y = L.new_act(shape, Elem::S8, Format{x.scale, x.zero, xb.lo, xb.hi}, -1, true);
-  L.program().buffer(y.buffer).origin = fmt::format("%{}'s input padded with its zero point", n.output);
-  L.step("mt_pad_s8", {Arg::buf(x.buffer, x.offset), Arg::buf(y.buffer), Arg::num(numel_of(x.shape) / (H * W)),
-                       Arg::num(H), Arg::num(W), Arg::num(ph), Arg::num(pw), Arg::num(eh), Arg::num(ew),
-                       Arg::num(x.zero)});
-  g[MT_CONV_H] = H + ph + eh, g[MT_CONV_W] = W + pw + ew, g[MT_CONV_PH] = 0, g[MT_CONV_PW] = 0;
+  Buffer& yb = L.program().buffer(y.buffer);
+  yb.origin = fmt::format("%{}'s input padded with its zero point", n.output);
+  if (!shared && x.segments.size() == zeros.size()) {  // x's formats per channel (the graph input's), for the listings
+    yb.channel_scales = x.segments;
+    yb.channel_zero_points.assign(zeros.begin(), zeros.end());
+    yb.origin += " per channel";
+  }
+  const std::int64_t PH = H + ph + eh, PW = W + pw + ew;
+  for (std::int64_t p = 0; p < (shared ? 1 : planes); ++p) {
+    L.step("mt_pad_s8", {Arg::buf(x.buffer, x.offset + p * H * W), Arg::buf(y.buffer, p * PH * PW),
+                         Arg::num(shared ? planes : 1), Arg::num(H), Arg::num(W), Arg::num(ph), Arg::num(pw),
+                         Arg::num(eh), Arg::num(ew), Arg::num(zeros[static_cast<std::size_t>(p % C)])});
+  }
+  g[MT_CONV_H] = PH, g[MT_CONV_W] = PW, g[MT_CONV_PH] = 0, g[MT_CONV_PW] = 0;
   return y;
 }
 
@@ -190,11 +206,8 @@ void lower_conv(Lowering& L, const Node& n, int spatial) {
     }
     xs = x.segments;
     if (!x.segment_zeros.empty()) xz.assign(x.segment_zeros.begin(), x.segment_zeros.end());
-    if (std::any_of(xz.begin(), xz.end(), [&](std::int64_t z) { return z != xz[0]; }) && pads(n)) {
-      L.fail(n, "a padded convolution pads its input with one zero point, but the input has one per channel");
-    }
   }
-  if (x.zero != 0) x = pad_input(L, n, spatial, x, g);
+  if (std::any_of(xz.begin(), xz.end(), [](std::int64_t z) { return z != 0; })) x = pad_input(L, n, spatial, x, xz, g);
   const std::int64_t N = g[MT_CONV_N], O = g[MT_CONV_OG] * g[MT_CONV_GROUPS], OH = g[MT_CONV_OH], OW = g[MT_CONV_OW];
   const std::int64_t taps = g[MT_CONV_CG] * g[MT_CONV_KH] * g[MT_CONV_KW], groups = g[MT_CONV_GROUPS];
   const std::int64_t spots = g[MT_CONV_KH] * g[MT_CONV_KW];
