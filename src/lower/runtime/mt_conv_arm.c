@@ -882,7 +882,7 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16, mt_
         int p = 0, q = 0; /* position k = p OW + q */                                                     \
         for (k = 0; k < P; k += MT_CONV_COLS) {                                                           \
           int cnt = P - k < MT_CONV_COLS ? P - k : MT_CONV_COLS; /* a last block of fewer: its last column again */ \
-          if (cnt < MT_CONV_COLS && P >= MT_CONV_COLS) /* or, P >= 4, the last four positions (some again) */ \
+          if (cnt < MT_CONV_COLS && P >= MT_CONV_COLS) /* or the last MT_CONV_COLS (some again) */ \
             for (; cnt < MT_CONV_COLS; ++cnt, --k)                                                        \
               if (q-- == 0) q = OW - 1, --p;                                                              \
           for (c = 0; c < MT_CONV_COLS; ++c) {                                                            \
