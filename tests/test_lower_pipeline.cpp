@@ -1349,7 +1349,13 @@ TEST_CASE("lower: an int8 input read only by convolutions has a scale and zero p
   broken.buffer(broken.input).channel_zero_points.pop_back();
   CHECK_THROWS_WITH_AS(lower::quantize_input(broken, xs.slice(0, 0, 1)),
                        doctest::Contains("3 input scales and 2 zero points per channel"), mt::ValueError);
-  CHECK_THROWS_WITH_AS(lower::emit_c(broken, temp_dir("inch_broken")), doctest::Contains("one per index of dim 1"),
+  CHECK_THROWS_WITH_AS(lower::emit_c(broken, temp_dir("inch_broken")),
+                       doctest::Contains("one zero point per index of dim 1"), mt::ValueError);
+  lower::Program zero_scale = p;  // the same check on each scale, for both
+  zero_scale.buffer(zero_scale.input).channel_scales[1] = 0.0;
+  CHECK_THROWS_WITH_AS(lower::quantize_input(zero_scale, xs.slice(0, 0, 1)), doctest::Contains("one positive scale"),
+                       mt::ValueError);
+  CHECK_THROWS_WITH_AS(lower::emit_c(zero_scale, temp_dir("inch_zero_scale")), doctest::Contains("one positive scale"),
                        mt::ValueError);
   if (have_tool("arm-none-eabi-gcc") && have_tool("qemu-system-arm")) check_firmware(p, quantized_rows(p, xs, 8));
 }

@@ -130,6 +130,19 @@ std::int64_t Program::total_macs() const {
   return n;
 }
 
+std::pair<std::int64_t, std::int64_t> Program::input_channels() const {
+  const Buffer& in = buffer(input);
+  const auto C = static_cast<std::int64_t>(in.channel_scales.size());
+  if (C == 0) return {0, 1};
+  if (in.channel_zero_points.size() != in.channel_scales.size() || input_shape.size() < 2 || input_shape[1] != C ||
+      std::any_of(in.channel_scales.begin(), in.channel_scales.end(), [](double s) { return !(s > 0); })) {
+    throw ValueError(fmt::format("program {}: {} input scales and {} zero points per channel for an input {}; they "
+                                 "must be one positive scale and one zero point per index of dim 1",
+                                 name, C, in.channel_zero_points.size(), shape_str(input_shape)));
+  }
+  return {C, in.size / (input_shape[0] * C)};
+}
+
 std::string Program::to_string() const {
   std::string out = fmt::format("program {} (int{} activations, int{} weights, {}): {} steps, {} MACs\n", name,
                                 activation_bits, weight_bits, scheme, steps.size(), total_macs());

@@ -409,14 +409,7 @@ std::vector<std::int64_t> quantize_input(const Program& program, const Tensor& x
   const Tensor d = x.to(Dtype::Float64).contiguous();
   const double* p = d.data<double>();
   // a format per channel (Buffer::channel_scales): element i is in channel i / inner % C of [N, C, ...]
-  const auto C = static_cast<std::int64_t>(in.channel_scales.size());
-  if (C > 0 && (in.channel_zero_points.size() != in.channel_scales.size() || x.dim() < 2 || x.size(1) != C ||
-                std::any_of(in.channel_scales.begin(), in.channel_scales.end(), [](double s) { return !(s > 0); }))) {
-    throw ValueError(fmt::format("quantize_input: the program {} has {} input scales and {} zero points per channel for "
-                                 "an input {}; they must be one positive scale and one zero point per index of dim 1",
-                                 program.name, C, in.channel_zero_points.size(), shape_str(x.shape())));
-  }
-  const std::int64_t inner = C == 0 ? 1 : numel_of(x.shape()) / (x.size(0) * C);
+  const auto [C, inner] = program.input_channels();
   for (std::size_t i = 0; i < q.size(); ++i) {
     if (!std::isfinite(p[i])) {
       throw ValueError(fmt::format("quantize_input: element {} is {}; the fixed-point model takes finite inputs", i, p[i]));

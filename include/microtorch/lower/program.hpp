@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "microtorch/shape.hpp"
@@ -269,6 +270,12 @@ struct Program {
   bool float32() const;
   /// Multiply-accumulates of one inference: the sum of Step::macs.
   std::int64_t total_macs() const;
+  /// The input's channels when it has a format per channel (Buffer::channel_scales): their
+  /// number C and the elements from one channel to the next, so element i of the input is in
+  /// channel i / stride % C; {0, 1} when one format covers the whole input. ValueError when
+  /// the formats are not one positive scale and one zero point per index of dim 1 of
+  /// input_shape (a program built by hand or edited).
+  std::pair<std::int64_t, std::int64_t> input_channels() const;
 
   /// A header line (name, precision, scheme, steps, MACs), then one line per step:
   /// `mt_linear_s16_w16(t3, fc1_weight, fc1_bias, ...)  ; %3 = linear ...`.
