@@ -1208,7 +1208,16 @@ static void conv_m4_paths(void) {
       {1, 4, 1, 10, 2, 1, 3, 1, 4, 1, 2, 0, 0, 1, 1, 1},   {1, 5, 1, 8, 3, 1, 1, 1, 8, 1, 1, 0, 0, 1, 1, 1},
       {2, 6, 1, 23, 4, 1, 1, 1, 23, 1, 1, 0, 0, 1, 1, 1},  {1, 4, 1, 6, 5, 1, 1, 1, 6, 1, 1, 0, 0, 1, 1, 1},
       {1, 3, 1, 40, 5, 1, 5, 1, 20, 1, 2, 0, 2, 1, 1, 1},  {1, 2, 1, 30, 3, 1, 3, 1, 30, 1, 1, 0, 1, 1, 1, 1},
-      {1, 3, 2, 11, 4, 3, 3, 2, 11, 1, 1, 1, 1, 1, 1, 1}};
+      {1, 3, 2, 11, 4, 3, 3, 2, 11, 1, 1, 1, 1, 1, 1, 1},
+      /* eight positions in a row past the row's ends (mt_conv_cols8_pad): both ends in one block,
+       * rows inside with padding along W, a dilation, a copy too large for MT_CONV_PAD */
+      {1, 2, 1, 9, 3, 1, 5, 1, 9, 1, 1, 0, 2, 1, 1, 1},    {1, 2, 3, 10, 3, 2, 3, 2, 10, 1, 1, 0, 1, 1, 1, 1},
+      {1, 3, 1, 20, 4, 1, 3, 1, 20, 1, 1, 0, 2, 1, 2, 1},  {1, 8, 1, 24, 3, 1, 5, 1, 12, 1, 2, 0, 2, 1, 1, 1}};
+  /* more output channels than MT_CONV_QT (the constants' table in chunks): 72 pointwise and 66 of
+   * 7 taps (the last channel's weights from wl) */
+  static const int32_t many[][MT_CONV_FIELDS] = {{1, 2, 1, 8, 72, 1, 1, 1, 8, 1, 1, 0, 0, 1, 1, 1},
+                                                 {1, 1, 1, 12, 66, 1, 7, 1, 8, 1, 1, 0, 1, 1, 1, 1}};
+  static int32_t bias72[72], rq72[144];
   int i, c, k;
   h_begin();
   for (i = 0; i < (int)(sizeof geoms / sizeof geoms[0]); ++i) {
@@ -1228,6 +1237,15 @@ static void conv_m4_paths(void) {
       mt_conv_s8_s8_s16(a8, b8, bias32, y16, g, rq, 1, 7, -32768, col), h16(y16, n);
       mt_conv_s8_s8_s16(a8, b8, bias32, y16, g, rq, 1, 0, 0, col), h16(y16, n);
     }
+  }
+  for (i = 0; i < (int)(sizeof many / sizeof many[0]); ++i) {
+    const int32_t *g = many[i];
+    const int n = g[MT_CONV_OG] * g[MT_CONV_OH] * g[MT_CONV_OW];
+    fill8(a8, 512, -128, 127), fill8(b8, 512, -128, 127), fill32(bias72, 72);
+    for (k = 0; k < 72; ++k) bias72[k] /= 256, rq72[2 * k] = (int32_t)((1u << 30) | (lcg() >> 2)), rq72[2 * k + 1] = rnd(6, 12);
+    mt_conv_s8_s8_s8(a8, b8, bias72, y8, g, rq72, 1, -3, -128, col), h8(y8, n);
+    mt_conv_s8_s8_s8(a8, b8, bias72, y8, g, rq72, 1, 5, 5, col), h8(y8, n);
+    mt_conv_s8_s8_s16(a8, b8, bias72, y16, g, rq72, 1, 7, -32768, col), h16(y16, n);
   }
   h_end("conv m4 paths");
 }

@@ -953,8 +953,8 @@ static void mt_conv_cols_pw(const int8_t *xk, long hw, int CG, int16_t *col) {
  * more than MT_CONV_TAB or an offset does not fit int16 (those windows take
  * mt_conv_column_s8). Then a column is a load of each offset, the input and a store. */
 #define MT_CONV_TAB 128
-static int mt_conv_tab(const int32_t *g, int16_t *off) {
-  const int CG = g[MT_CONV_CG], H = g[MT_CONV_H], W = g[MT_CONV_W], KH = g[MT_CONV_KH], KW = g[MT_CONV_KW];
+static int mt_conv_tab(const int32_t *g, int H, int W, int16_t *off) { /* an input of H x W (g's or xb's) */
+  const int CG = g[MT_CONV_CG], KH = g[MT_CONV_KH], KW = g[MT_CONV_KW];
   const int DH = g[MT_CONV_DH], DW = g[MT_CONV_DW];
   int c, i, j, t = 0;
   if (CG * KH * KW > MT_CONV_TAB || (long)CG * H * W + (long)(KH - 1) * DH * W + (long)(KW - 1) * DW > 32767) return 0;
@@ -992,31 +992,60 @@ static void mt_conv_cols8_tab(const int8_t *xo, int sw, const int16_t *off, int 
     if (off[s + i] >= 0) MT_TAB8(i);
 }
 
+/* Eight windows in a row that reach past the row's ends (padding along W; their rows inside the
+ * input): their inputs, the rows hs + 1 of each channel from the first window's start w0 on,
+ * span = 7 SW + ws + 1 bytes each, copied into xb (zeros past the row: the padding's taps) as an
+ * input of CG (hs + 1) rows of span (mt_conv_tab's offsets for that shape, offb), then
+ * mt_conv_cols8_tab from xb: a copy of CG (hs + 1) span bytes instead of the padded windows'
+ * taps one by one. MT_CONV_PAD bounds xb, half of it the taps (offb). */
+#define MT_CONV_PAD 128
+static void mt_conv_cols8_pad(const int8_t *xr, int W, long hw, int rows, int CG, int w0, int sw, int span,
+                              const int16_t *offb, int taps4, int tapsr, int8_t *xb, int16_t *col) {
+  const int lo = w0 < 0 ? -w0 : 0, hi = W - w0 < span ? W - w0 : span; /* [lo, hi): inside the row */
+  int c, i, u;
+  int8_t *d = xb;
+  for (c = 0; c < CG; ++c, xr += hw)
+    for (i = 0; i < rows; ++i, d += span) {
+      const int8_t *s = xr + (long)i * W + w0;
+      for (u = 0; u < lo; ++u) d[u] = 0;
+      for (; u < hi; ++u) d[u] = s[u];
+      for (; u < span; ++u) d[u] = 0;
+    }
+  mt_conv_cols8_tab(xb, sw, offb, taps4, tapsr, col);
+}
+
 /* The channels [0, og) of a group against the eight columns (channel o: its weights w + o taps,
- * bias b[o], rq pair r + o rs), every channel's sums free of rounding ties
+ * its constants qt + 4 o: mt_conv_qt's), every channel's sums free of rounding ties
  * (mt_rq_chan_h_ok), the outputs of eight positions to y + o P .. + 7: per channel the bias
- * eight times, m, the shift and c_hi = (2 y_zero + 1) 2^(s-2) (mt_rq_chan_init's for s >= 2,
- * yz21 = 2 y_zero + 1), MT_COLS8_ASM over the blocks and per output SMMLA, ASR, SSAT (and the
- * y_min clamp where CLAMP), the store: the channel's set-up shared by eight outputs. Not
+ * eight times, MT_COLS8_ASM over the blocks and per output SMMLA, ASR, SSAT (and the y_min clamp
+ * where CLAMP), the store: the channel's set-up (four loads) shared by eight outputs. Not
  * inlined, so that few values live through its loop. */
 #define MT_DEFINE_CONV_CHANS8(NAME, YT, BITS, CLAMP)                                                      \
-  static __attribute__((noinline)) void NAME(const int16_t *col, const int8_t *w, const int32_t *b,       \
-                                             const int32_t *r, int rs, YT *y, int P, int og, int taps,     \
-                                             uint32_t yz21, int32_t y_min) {                               \
+  static __attribute__((noinline)) void NAME(const int16_t *col, const int8_t *w, const int32_t *qt, YT *y, \
+                                             int P, int og, int taps, int32_t y_min) {                    \
     const int tapsr = (taps + 3) & ~3, wd = taps - tapsr;                                                 \
     const int16_t *const cend = col + MT_CONV_COLS * tapsr;                                               \
     YT *const end = y + (long)og * P;                                                                     \
-    for (; y != end; y += P, r += rs) {                                                                   \
-      int32_t a0 = *b++, a1, a2, a3, a4, a5, a6, a7, s_; /* a1 .. a7 from a0 by MT_COLS8_ASM */          \
+    for (; y != end; y += P, qt += 4) {                                                                   \
+      int32_t a0 = qt[0], a1, a2, a3, a4, a5, a6, a7; /* a1 .. a7 from a0 by MT_COLS8_ASM */             \
       const int16_t *xq = col;                                                                            \
       mt_rq_chan q;                                                                                       \
       MT_COLS8_ASM(xq, cend, w, tapsr, a);                                                                \
       w += wd; /* the next channel's weights */                                                           \
-      s_ = r[1], q.c_lo = 0, q.m = r[0], q.sh = s_ - 1, q.c_hi = (int32_t)(yz21 << (s_ - 2));             \
+      q.c_lo = 0, q.m = qt[1], q.c_hi = qt[2], q.sh = qt[3];                                              \
       MT_CONV_OUT4(BITS, YT, &q, y, 4, a0, a1, a2, a3, y_min, CLAMP, 1);                                  \
       MT_CONV_OUT4(BITS, YT, &q, (y + 4), 4, a4, a5, a6, a7, y_min, CLAMP, 1);                            \
     }                                                                                                     \
   }
+/* The constants of channels o .. o + n - 1 for MT_DEFINE_CONV_CHANS8 (their rq pairs r + o rs),
+ * 4 words each: the bias, m, c_hi = (2 y_zero + 1) 2^(s-2) (mt_rq_chan_init's for s >= 2, yz21 =
+ * 2 y_zero + 1) and the shift s - 1 of SMMLA's high word. A table of MT_CONV_QT channels on the
+ * stack (1 KB), filled once per group of at most that many output channels, else per chunk and
+ * block of eight positions. */
+#define MT_CONV_QT 64
+static void mt_conv_qt(const int32_t *b, const int32_t *r, int rs, int n, uint32_t yz21, int32_t *qt) {
+  for (; n > 0; --n, r += rs, qt += 4) qt[0] = *b++, qt[1] = r[0], qt[2] = (int32_t)(yz21 << (r[1] - 2)), qt[3] = r[1] - 1;
+}
 MT_DEFINE_CONV_CHANS8(mt_conv_chans8_s8, int8_t, 8, 0)
 MT_DEFINE_CONV_CHANS8(mt_conv_chans8_s8c, int8_t, 8, 1)
 MT_DEFINE_CONV_CHANS8(mt_conv_chans8_s16, int16_t, 16, 0)
@@ -1024,10 +1053,11 @@ MT_DEFINE_CONV_CHANS8(mt_conv_chans8_s16c, int16_t, 16, 1)
 /* The eight columns of the positions k = p OW + q .. k + cnt - 1 (cnt < 8: the last one again),
  * (*pp, *qp) = (p, q) moved past them: a pointwise layer of stride 1 without padding
  * (pw) by mt_conv_cols_pw, eight windows inside the input in a row by mt_conv_cols8_tab, other
- * windows inside one by one by mt_conv_column_tab (off: mt_conv_tab's, or 0), the rest tap by
- * tap (mt_conv_column_s8). */
-static void mt_conv_cols8(const int8_t *x0, const int32_t *g, int pw, const int16_t *off, int k, int cnt, int *pp,
-                          int *qp, int16_t *col) {
+ * windows in a row past the row's ends (rows inside) by mt_conv_cols8_pad (offb: its offsets, or
+ * 0), other windows inside one by one by mt_conv_column_tab (off: mt_conv_tab's, or 0), the rest
+ * tap by tap (mt_conv_column_s8). */
+static void mt_conv_cols8(const int8_t *x0, const int32_t *g, int pw, const int16_t *off, const int16_t *offb,
+                          int8_t *xb, int k, int cnt, int *pp, int *qp, int16_t *col) {
   const int H = g[MT_CONV_H], W = g[MT_CONV_W], OW = g[MT_CONV_OW], SH = g[MT_CONV_SH], SW = g[MT_CONV_SW];
   const int PH = g[MT_CONV_PH], PW = g[MT_CONV_PW], taps = g[MT_CONV_CG] * g[MT_CONV_KH] * g[MT_CONV_KW];
   const int hs = (g[MT_CONV_KH] - 1) * g[MT_CONV_DH], ws = (g[MT_CONV_KW] - 1) * g[MT_CONV_DW]; /* extents - 1 */
@@ -1039,6 +1069,10 @@ static void mt_conv_cols8(const int8_t *x0, const int32_t *g, int pw, const int1
   } else if (off && cnt == MT_CONV_COLS && q + MT_CONV_COLS - 1 < OW && p * SH - PH >= 0 && p * SH - PH + hs < H &&
              q * SW - PW >= 0 && (q + MT_CONV_COLS - 1) * SW - PW + ws < W) {
     mt_conv_cols8_tab(x0 + (long)(p * SH - PH) * W + q * SW - PW, SW, off, taps4, tapsr, col);
+    if ((q += MT_CONV_COLS) == OW) q = 0, ++p;
+  } else if (offb && cnt == MT_CONV_COLS && q + MT_CONV_COLS - 1 < OW && p * SH - PH >= 0 && p * SH - PH + hs < H) {
+    mt_conv_cols8_pad(x0 + (long)(p * SH - PH) * W, W, (long)H * W, hs + 1, g[MT_CONV_CG], q * SW - PW, SW,
+                      (MT_CONV_COLS - 1) * SW + ws + 1, offb, taps4, tapsr, xb, col);
     if ((q += MT_CONV_COLS) == OW) q = 0, ++p;
   } else {
     for (c = 0; c < MT_CONV_COLS; ++c) {
@@ -1100,12 +1134,17 @@ MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s16, int16_t, 16)
     const int pw = KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0 && PW == 0 && OH == H && OW == W;  \
     const uint32_t yz21 = 2u * (uint32_t)y_zero + 1u;                                                     \
     const int wl_ok = taps4 != taps && tapsr <= MT_CONV_TAB;                                              \
-    int16_t off[MT_CONV_TAB];                                                                             \
-    int8_t wl[MT_CONV_TAB];                                                                               \
-    int n, grp, o, k, c, tab;                                                                             \
+    int16_t off[MT_CONV_TAB], offb[MT_CONV_PAD / 2];                                                      \
+    int8_t wl[MT_CONV_TAB], xb[MT_CONV_PAD];                                                              \
+    int32_t qt[4 * MT_CONV_QT], ql[4];                                                                    \
+    int n, grp, o, k, c, tab, tabb = 0;                                                                   \
     for (k = taps; k < tapsr; ++k) /* the last block's padding */                                         \
       for (c = 0; c < MT_CONV_COLS; ++c) col[MT_CONV_COLS * taps4 + 4 * c + MT_SLOT(k)] = 0;              \
-    tab = !pw && mt_conv_tab(g, off);                                                                     \
+    tab = !pw && mt_conv_tab(g, H, W, off);                                                               \
+    if (tab && PW > 0 && OW >= MT_CONV_COLS && tapsr <= MT_CONV_PAD / 2) { /* xb: rows of span bytes */   \
+      const int rows = (KH - 1) * g[MT_CONV_DH] + 1, span = (MT_CONV_COLS - 1) * SW + (KW - 1) * g[MT_CONV_DW] + 1; \
+      tabb = (long)CG * rows * span <= MT_CONV_PAD && mt_conv_tab(g, rows, span, offb);                   \
+    }                                                                                                     \
     if (wl_ok) /* the last channel's weights, then zeros to a multiple of 4 */                            \
       for (k = 0; k < tapsr; ++k) wl[k] = k < taps ? w[(long)(O - 1) * taps + k] : 0;                     \
     for (n = 0; n < N; ++n)                                                                               \
@@ -1121,16 +1160,21 @@ MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s16, int16_t, 16)
           if (cnt < MT_CONV_COLS && P >= MT_CONV_COLS) /* or, P >= 8, the last eight positions (some again) */ \
             for (; cnt < MT_CONV_COLS; ++cnt, --k)                                                        \
               if (q-- == 0) q = OW - 1, --p;                                                              \
-          mt_conv_cols8(x0, g, pw, tab ? off : 0, k, cnt, &p, &q, col);                                   \
+          mt_conv_cols8(x0, g, pw, tab ? off : 0, tabb ? offb : 0, xb, k, cnt, &p, &q, col);              \
           if (cnt == MT_CONV_COLS && hq && b) {                                                           \
             const int rs = rq_per_channel ? 2 : 0;                                                        \
             const int32_t *rg = rq + rs * grp * OG;                                                       \
-            void (*const chans)(const int16_t *, const int8_t *, const int32_t *, const int32_t *, int, YT *, \
-                                int, int, int, uint32_t, int32_t) = y_min <= -(1 << ((BITS) - 1)) ? CHANS8 : CHANS8C; \
-            chans(col, w0, bg, rg, rs, y0 + k, P, og, taps, yz21, y_min);                                 \
-            if (og < OG && wl_ok) /* the last channel of the array, its weights from wl */                \
-              chans(col, wl, bg + og, rg + rs * og, rs, y0 + (long)og * P + k, P, 1, taps, yz21, y_min);  \
-            else                                                                                          \
+            void (*const chans)(const int16_t *, const int8_t *, const int32_t *, YT *, int, int, int, int32_t) = \
+                y_min <= -(1 << ((BITS) - 1)) ? CHANS8 : CHANS8C;                                         \
+            for (o = 0; o < og; o += MT_CONV_QT) { /* og <= MT_CONV_QT: qt filled once per group */       \
+              const int n_ = og - o < MT_CONV_QT ? og - o : MT_CONV_QT;                                   \
+              if (og > MT_CONV_QT || k == 0) mt_conv_qt(bg + o, rg + rs * o, rs, n_, yz21, qt);           \
+              chans(col, w0 + (long)o * taps, qt, y0 + (long)o * P + k, P, n_, taps, y_min);              \
+            }                                                                                             \
+            if (og < OG && wl_ok) { /* the last channel of the array, its weights from wl */              \
+              if (k == 0) mt_conv_qt(bg + og, rg + rs * og, rs, 1, yz21, ql);                             \
+              chans(col, wl, ql, y0 + (long)og * P + k, P, 1, taps, y_min);                               \
+            } else                                                                                        \
               for (o = og; o < OG; ++o) MT_CONV_CHAN1(CHAN1);                                          \
           } else {                                                                                        \
             for (o = 0; o < OG; ++o) MT_CONV_CHAN1(CHAN1);                                             \
