@@ -1084,8 +1084,10 @@ static void conv_dw3s(void) {
  * rounding tie, channel 5, its exact requantization) and shifts 1, 2, 6 to 12 and 28; the
  * packed path's edges (shifts 8, 9, 16, 17 and 18, sums bounded by 2^(14+s) - 1 and 2^(14+s)
  * with m = 2^30 + 1, the first passing only with the weights' bound, m = 2^31 - 1; |y_zero + 128|
- * 2^13 and 2^13 + 1, both signs); and the layers next to the path (stride 2, no padding,
- * dilation 2) that take the others. */
+ * 2^13 and 2^13 + 1, both signs); a channel that no variant takes (m = 0, m = -2^30, shift 0,
+ * |b| = 2^30 on shift 6) after channels of the packed path, per channel and per tensor (the
+ * variant leaves the layer to the portable loop); and the layers next to the path (stride 2,
+ * no padding, dilation 2) that take the others. */
 static void conv_dw1s(void) {
   static int32_t bias32[8], rq[16];
   /* N CG H W OG KH KW OH OW SH SW PH PW DH DW GROUPS */
@@ -1103,7 +1105,7 @@ static void conv_dw1s(void) {
     } else {
       for (k = 0; k < MT_CONV_FIELDS; ++k) g[k] = other[i - 11][k];
     }
-    for (c = 0; c < 5; ++c) {
+    for (c = 0; c < 6; ++c) {
       const int n = g[MT_CONV_N] * g[MT_CONV_GROUPS] * g[MT_CONV_OH] * g[MT_CONV_OW];
       const int nx = g[MT_CONV_N] * g[MT_CONV_GROUPS] * g[MT_CONV_H] * g[MT_CONV_W];
       fill8(b8, 3 * 8, -128, 127);
@@ -1136,6 +1138,15 @@ static void conv_dw1s(void) {
         mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, 8065, -128, 0), h8(y8, n);
         mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -8320, -128, 0), h8(y8, n);
         mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -8321, -128, 0), h8(y8, n);
+      }
+      if (c == 5) { /* channel 6 not taken, channels 0 .. 5 on the packed path (shift 9); then channel 1 */
+        static const int32_t m6[4] = {0, -(1 << 30), (1 << 30) + 7, (1 << 30) + 7}, s6[4] = {9, 9, 0, 6};
+        for (k = 0; k < 8; ++k) rq[2 * k + 1] = 9, bias32[k] = 1000 * k - 3000;
+        for (k = 0; k < 4; ++k) {
+          rq[12] = m6[k], rq[13] = s6[k], bias32[6] = k == 3 ? 1 << 30 : 0;
+          mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -3, -128, 0), h8(y8, n);
+        }
+        rq[2] = -(1 << 30); /* (per tensor: rq + 2 below) */
       }
       mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -3, -128, 0), h8(y8, n);
       mt_conv_s8_s8_s8(a8, b8, bias32, y8, g, rq, 1, -128, -128, 0), h8(y8, n); /* relu at the minimum */

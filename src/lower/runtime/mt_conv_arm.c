@@ -588,20 +588,21 @@ MT_DEFINE_DW1S_ROWS(mt_dw1s_rows_s16, int16_t, 16, MT_DW1S_ST16)
  * registers take turns as the previous word and the next load; an odd number of words enters
  * at the second), 3 more per step for the end (read from memory: the block takes 12
  * registers, which Cortex-M55 builds have, not 13); the row's first word (its outputs 0 .. 2,
- * the left padding as the previous word) in the same block (MT_DW1SP_ASM_FIRST), the last
- * one (the W % 4 bytes after the words shifted down, zeros above: y[W - 1 - W % 4] .. y[W -
- * 1]) in C (MT_DW1SP_WORD).
- * mt_dw1sp_ok, for a channel (m, s = sh + 1) whose sums a satisfy |a| <= amax (the caller's
- * mt_rq_chan_fast: m > 0), and the layer's |y_zero + 128| <= 2^13: 9 <= s <= 17; amax <
- * 2^(14+s) (a 2^kw still an int32, kw = 17 - s); no rounding tie (mt_rq_chan_h_ok's amax 2^t <
- * 2^(30+s), the high word of the 64-bit product below 2^(s-2)); and amax m < 2^(44+s): y =
+ * the left padding as the previous word) in the same block (MT_DW1SP_ASM_FIRST), and after the
+ * words y[W4 - 1] = x[W4 - 2] w0 + x[W4 - 1] w1 (W4 = W - W % 4: the row's last output when W %
+ * 4 = 0, the right padding); else the last word (the W % 4 bytes after the words shifted down,
+ * zeros above: y[W4 - 1] again .. y[W - 1]) in C (MT_DW1SP_WORD).
+ * mt_dw1sp_ok, for a channel (m, s = sh + 1) whose sums a satisfy |a| <= amax, and the layer's
+ * |y_zero + 128| <= 2^13 (with m > 0 and s >= 9 the channel's mt_rq_chan_fast): 9 <= s <= 17;
+ * m > 0; amax < 2^(14+s) (a 2^kw still an int32, kw = 17 - s); no rounding tie
+ * (mt_rq_chan_h_ok's amax 2^t < 2^(30+s), the high word of the 64-bit product below 2^(s-2)); and amax m < 2^(44+s): y =
  * y_zero + floor((a m + 2^(30+s)) / 2^(31+s)) (mt_rq_chan_h_ok) so |y - y_zero| < 2^13 + 1/2
  * and |y + 128| <= 2^14, far inside the int16 that PKHTB and USAT16 read. A channel's amax is
  * 3 2^14 + |b| (|x w| <= 2^14) when that passes, else mt_bound_s8's. */
 static inline int mt_dw1sp_ok(const int32_t *rq, uint32_t amax) {
   const int s = rq[1];
   const uint32_t m = (uint32_t)rq[0], low = m & (0u - m);
-  return (uint32_t)(s - 9) <= 8u && (amax >> (14 + s)) == 0 &&
+  return (uint32_t)(s - 9) <= 8u && rq[0] > 0 && (amax >> (14 + s)) == 0 &&
          (uint32_t)(((uint64_t)amax * low) >> 32) >> (s - 2) == 0 && (uint32_t)(((uint64_t)amax * m) >> 32) >> (12 + s) == 0;
 }
 /* y[j - J0] for the outputs j in [J0, J1) of {q - 1, q, q + 1, q + 2} of the word (E, O) after (PE, PO) */
@@ -663,41 +664,73 @@ static inline int mt_dw1sp_ok(const int32_t *rq, uint32_t amax) {
   "orr %[t], %[t], %[e], lsr #8\n\t"                                                                     \
   "eor %[t], %[t], #0x80808080\n\t"                                                                      \
   "str %[t], [%[y]], #3\n\t"
-/* An int8 'same' 1-D depthwise layer (MT_DEFINE_CONV_DW3_DSP checked its shape; y_min is
- * the caller's): each channel by the word loop above where mt_dw1sp_ok, else by
- * mt_dw1s_rows_s8 where no rounding tie can occur, else by the exact CHAN; one function, so
- * that a channel's set-up (its bound, checks and scaled constants: about 110 instructions on
- * Cortex-M4 beside the assembly's 410 for a row of 64) costs little beside its row; the
- * layer's y_zero test once per call */
-static __attribute__((noinline)) void mt_dw1sp_layer_s8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y,
+/* The requantization a convolution's variants take: every channel's mt_rq_chan_fast and |b| <
+ * 2^30 (a sum of at most 65536 products |x w| <= 2^14 and the bias stays an int32); the largest
+ * |b| to *bmax */
+static inline __attribute__((always_inline)) int mt_conv_rq_ok(const int32_t *rq, int rq_per_channel, const int32_t *b,
+                                                               int O, int32_t y_zero, uint32_t *bmax) {
+  uint32_t bm = 0;
+  int o;
+  for (o = 0; o < (rq_per_channel ? O : 1); ++o)
+    if (!mt_rq_chan_fast(rq + 2 * o, y_zero)) return 0;
+  for (o = 0; b && o < O; ++o) {
+    const uint32_t m_ = mt_mag32(b[o]);
+    if (m_ >= 1u << 30) return 0;
+    bm = m_ > bm ? m_ : bm;
+  }
+  *bmax = bm;
+  return 1;
+}
+
+/* A channel of mt_dw1sp_layer_s8 that mt_dw1sp_ok does not take: after mt_conv_rq_ok's
+ * checks (else 0), by mt_dw1s_rows_s8 where no rounding tie can occur, else by the exact
+ * mt_conv_dw3_chan_s8 */
+static __attribute__((noinline)) int mt_dw1s_chan_s8(const int8_t *x, const int8_t *w, int32_t bias, const int32_t *g,
+                                                     const int32_t *rq, int32_t y_zero, int32_t y_min, int8_t *y) {
+  uint32_t bmax = 0;
+  mt_rq_chan qc;
+  if (!mt_conv_rq_ok(rq, 0, &bias, 1, y_zero, &bmax)) return 0;
+  qc = mt_rq_chan_init(rq, y_zero);
+  if (mt_rq_chan_h_ok(rq, mt_bound_s8(w, 3, bias))) {
+    const mt_dw1s_k k = {mt_pair16(w[0], w[2]), (int32_t)(((uint32_t)w[1] << 16) | (uint32_t)qc.sh), qc.m, qc.c_hi, bias};
+    mt_dw1s_rows_s8(x, g[MT_CONV_W], g[MT_CONV_H], &k, y);
+  } else {
+    mt_conv_dw3_chan_s8(x, w, g, bias, &qc, y_min, y);
+  }
+  return 1;
+}
+/* An int8 'same' 1-D depthwise layer (MT_DEFINE_CONV_DW3_DSP checked its shape, not the
+ * requantization; y_min is the caller's): each channel by the word loop above where
+ * mt_dw1sp_ok, else by mt_dw1s_chan_s8; 0 when a channel fails mt_conv_rq_ok (the portable
+ * loop then writes every output again: y never overlaps x); one function, so that a
+ * channel's set-up (its bound, checks and scaled constants: about 90 instructions on
+ * Cortex-M4 beside the assembly's 419 for a row of 64) costs little beside its row; the
+ * layer's y_zero test once per call; the row's W % 4 outputs after its words marked unlikely
+ * (__builtin_expect: GCC then keeps the loop's registers, 8,821 -> 8,530 instructions a
+ * conv_dw call) */
+static __attribute__((noinline)) int mt_dw1sp_layer_s8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y,
                                                        const int32_t *g, const int32_t *rq, int rq_per_channel,
                                                        int32_t y_zero, int32_t y_min) {
   const int N = g[MT_CONV_N], G = g[MT_CONV_GROUPS], H = g[MT_CONV_H], W = g[MT_CONV_W];
-  const int words = W / 4 - 1, rest = W & 3; /* words: those after the first with a whole word */
+  const int HW = H * W, W4 = W & ~3, rest = W & 3, rs = rq_per_channel ? 2 : 0;
   const int32_t cq = (int32_t)((1u << 15) + ((uint32_t)y_zero + 128u) * 65536u); /* c' */
   const int yz_ok = mt_mag32(y_zero + 128) <= 1u << 13; /* (mt_dw1sp_ok) */
-  int n, o, r;
+  int n, o;
   for (n = 0; n < N; ++n)
-    for (o = 0; o < G; ++o, x += H * W, y += H * W) {
-      const int32_t *r_ = rq + (rq_per_channel ? 2 * o : 0), bias = b ? b[o] : 0;
+    for (o = 0; o < G; ++o, x += HW, y += HW) {
+      const int32_t *r_ = rq + rs * o, bias = b ? b[o] : 0;
       const int32_t w0 = w[3 * o], w1 = w[3 * o + 1], w2 = w[3 * o + 2];
-      const int8_t *xr = x;
+      const int8_t *xr = x, *const xe = x + HW;
       int8_t *yr = y;
       if (!yz_ok || !(mt_dw1sp_ok(r_, (3u << 14) + mt_mag32(bias)) || /* |x w| <= 2^14, else mt_bound_s8 */
                       mt_dw1sp_ok(r_, ((mt_mag32(w0) + mt_mag32(w1) + mt_mag32(w2)) << 7) + mt_mag32(bias)))) {
-        const mt_rq_chan qc = mt_rq_chan_init(r_, y_zero);
-        if (mt_rq_chan_h_ok(r_, ((mt_mag32(w0) + mt_mag32(w1) + mt_mag32(w2)) << 7) + mt_mag32(bias))) {
-          const mt_dw1s_k k1 = {mt_pair16(w0, w2), (int32_t)(((uint32_t)w1 << 16) | (uint32_t)qc.sh), qc.m, qc.c_hi, bias};
-          mt_dw1s_rows_s8(x, W, H, &k1, y);
-        } else {
-          mt_conv_dw3_chan_s8(x, w + 3 * o, g, bias, &qc, y_min, y);
-        }
+        if (!mt_dw1s_chan_s8(x, w + 3 * o, bias, g, r_, y_zero, y_min, y)) return 0;
       } else {
         const int kw = 17 - r_[1]; /* the weights, bias and c_hi 2^kw, kw = 16 - sh */
         const mt_dw1s_k k = {mt_pair16(w0 * (1 << kw), w2 * (1 << kw)), (int32_t)((uint32_t)w1 << (16 + kw)), r_[0],
                              cq, (int32_t)((uint32_t)bias << kw)};
-        for (r = 0; r < H; ++r, xr += W) {
-          const int8_t *xq = xr, *const end = xr + 4 * (words + 1);
+        for (; xr != xe; xr += W) {
+          const int8_t *xq = xr, *const end = xr + W4;
           int32_t v, pe, po, e, o_, t;
           __asm__(MT_DW1SP_ASM_FIRST
                   "ldr %[t], %[end]\n\t" /* 4 words after the first */
@@ -713,27 +746,32 @@ static __attribute__((noinline)) void mt_dw1sp_layer_s8(const int8_t *x, const i
                   "ldr %[t], %[end]\n\t" /* (12 registers: the end from memory) */
                   "cmp %[x], %[t]\n\t"
                   "bne 1b\n"
-                  "3:"
+                  "3:\n\t" /* y[W4 - 1] = x[W4 - 2] w0 + x[W4 - 1] w1 (the row's last when rest = 0) */
+                  "smlatb %[t], %[pe], %[wp], %[b]\n\t"
+                  "smlatt %[t], %[po], %[w1], %[t]\n\t"
+                  "smmla %[t], %[t], %[m], %[c]\n\t"
+                  "usat %[t], #8, %[t], asr #16\n\t"
+                  "eor %[t], %[t], #0x80\n\t"
+                  "strb %[t], [%[y]], #1"
                   : [x] "+r"(xq), [y] "+r"(yr), [pe] "=&r"(pe), [po] "=&r"(po), [e] "=&r"(e), [o] "=&r"(o_), [t] "=&r"(t)
                   : [wp] "r"(k.wp), [w1] "r"(k.w1s), [m] "r"(k.m), [c] "r"(k.c_hi), [b] "r"(k.bias), [end] "m"(end)
                   : "cc", "memory");
-          if (rest == 0) { /* y[W - 1] = x[W - 2] w0 + x[W - 1] w1 */
-            MT_DW1SP_OUT(yr, 0, __smlatt(po, k.w1s, __smlatb(pe, k.wp, k.bias)));
-            ++yr;
-          } else { /* the last rest bytes, zeros past the row */
+          if (__builtin_expect(rest != 0, 0)) { /* y[W4 - 1] again with the last rest bytes, zeros past the row */
             v = (int32_t)((uint32_t)mt_ld32(xr + W - 4) >> (32 - 8 * rest)), e = __sxtb16(v), o_ = mt_odd_bytes(v);
-            MT_DW1SP_WORD(pe, po, e, o_, 0, 1 + rest, yr);
-            yr += 1 + rest;
+            MT_DW1SP_WORD(pe, po, e, o_, 0, 1 + rest, yr - 1);
+            yr += rest;
           }
         }
       }
     }
+  return 1;
 }
 #undef MT_DW1SP_OUT
 
-/* Depthwise layers of kernel width 3 (above): the 'same' 3 x 3 ones by mt_dw3s_chan_* (SMMLA
- * for each channel that mt_rq_chan_h_ok allows, amax = 9 2^14 + |b| or, when that is too coarse,
- * mt_bound_s8 of its nine weights and bias;
+/* Depthwise layers of kernel width 3 (above), after mt_conv_rq_ok (mt_dw1sp_layer_s8 checks
+ * its channels itself, so that its layers skip that pass): the 'same' 3 x 3 ones by
+ * mt_dw3s_chan_* (SMMLA for each channel that mt_rq_chan_h_ok allows, amax = 9 2^14 + |b| or,
+ * when that is too coarse, mt_bound_s8 of its nine weights and bias;
  * a y_min above the type's minimum applied afterwards by RAISE, as the linear layers do), the
  * others a row at a time by CHAN */
 #define MT_DEFINE_CONV_DW3_DSP(NAME, YT, CHAN, SAME_H, SAME_X, ROWS, PACKED, RAISE, BITS)                               \
@@ -742,10 +780,19 @@ static __attribute__((noinline)) void mt_dw1sp_layer_s8(const int8_t *x, const i
     const int N = g[MT_CONV_N], H = g[MT_CONV_H], HW = g[MT_CONV_H] * g[MT_CONV_W], KH = g[MT_CONV_KH];    \
     const int G = g[MT_CONV_GROUPS], OHW = g[MT_CONV_OH] * g[MT_CONV_OW], W = g[MT_CONV_W];               \
     const int PW = g[MT_CONV_PW];                                                                         \
+    const int same1x3 = MT_CONV_SAME1X3 && KH == 1 && PW == 1 && g[MT_CONV_PH] == 0 && g[MT_CONV_SH] == 1 && \
+                        g[MT_CONV_OW] == W && g[MT_CONV_OH] == H;                                         \
+    uint32_t bmax_ = 0;                                                                                   \
     int n, o;                                                                                             \
     if (g[MT_CONV_KW] != 3 || g[MT_CONV_DW] != 1 || g[MT_CONV_SW] != 1 || KH > 8 || W < 4 || PW > 3 ||    \
         ((g[MT_CONV_OW] - 1) & ~1) - PW > W - 1)                                                          \
       return 0;                                                                                           \
+    if (PACKED && same1x3) { /* int8 'same' 1 x 3: mt_dw1sp_layer_s8 */                                  \
+      if (!mt_dw1sp_layer_s8(x, w, b, (int8_t *)(void *)y, g, rq, rq_per_channel, y_zero, y_min)) return 0; \
+      if (y_min > -(1 << ((BITS) - 1))) RAISE(y, N * G * HW, y_min);                                      \
+      return 1;                                                                                           \
+    }                                                                                                     \
+    if (!mt_conv_rq_ok(rq, rq_per_channel, b, G, y_zero, &bmax_)) return 0;                               \
     if (MT_CONV_SAME3X3 && KH == 3 && PW == 1 && g[MT_CONV_PH] == 1 && g[MT_CONV_SH] == 1 &&              \
         g[MT_CONV_DH] == 1 && H >= 3) {                                                                   \
       for (n = 0; n < N; ++n) /* 'same' 3 x 3: OH = H, OW = W */                                          \
@@ -760,24 +807,20 @@ static __attribute__((noinline)) void mt_dw1sp_layer_s8(const int8_t *x, const i
       if (y_min > -(1 << ((BITS) - 1))) RAISE(y, N * G * HW, y_min);                                      \
       return 1;                                                                                           \
     }                                                                                                     \
-    if (MT_CONV_SAME1X3 && KH == 1 && PW == 1 && g[MT_CONV_PH] == 0 && g[MT_CONV_SH] == 1 &&              \
-        g[MT_CONV_OW] == W && g[MT_CONV_OH] == H) {                                                       \
-      if (PACKED) /* int8: mt_dw1sp_layer_s8 */                                                          \
-        mt_dw1sp_layer_s8(x, w, b, (int8_t *)(void *)y, g, rq, rq_per_channel, y_zero, y_min);          \
-      else                                                                                                \
-        for (n = 0; n < N; ++n) /* each row by ROWS where no tie can occur, else by CHAN */               \
-          for (o = 0; o < G; ++o) {                                                                       \
-            const int32_t *r_ = rq + (rq_per_channel ? 2 * o : 0), bias = b ? b[o] : 0;                   \
-            const mt_rq_chan qc = mt_rq_chan_init(r_, y_zero);                                            \
-            const long at_ = ((long)n * G + o) * HW;                                                      \
-            if (mt_rq_chan_h_ok(r_, mt_bound_s8(w + 3 * o, 3, bias))) {                                   \
-              const mt_dw1s_k k_ = {mt_pair16(w[3 * o], w[3 * o + 2]),                                    \
-                                    (int32_t)(((uint32_t)w[3 * o + 1] << 16) | (uint32_t)qc.sh), qc.m, qc.c_hi, bias}; \
-              ROWS(x + at_, W, H, &k_, y + at_);                                                          \
-            } else {                                                                                      \
-              CHAN(x + at_, w + 3 * o, g, bias, &qc, y_min, y + at_);                                     \
-            }                                                                                             \
+    if (same1x3) {                                                                                        \
+      for (n = 0; n < N; ++n) /* each row by ROWS where no tie can occur, else by CHAN */                 \
+        for (o = 0; o < G; ++o) {                                                                         \
+          const int32_t *r_ = rq + (rq_per_channel ? 2 * o : 0), bias = b ? b[o] : 0;                     \
+          const mt_rq_chan qc = mt_rq_chan_init(r_, y_zero);                                              \
+          const long at_ = ((long)n * G + o) * HW;                                                        \
+          if (mt_rq_chan_h_ok(r_, mt_bound_s8(w + 3 * o, 3, bias))) {                                     \
+            const mt_dw1s_k k_ = {mt_pair16(w[3 * o], w[3 * o + 2]),                                      \
+                                  (int32_t)(((uint32_t)w[3 * o + 1] << 16) | (uint32_t)qc.sh), qc.m, qc.c_hi, bias}; \
+            ROWS(x + at_, W, H, &k_, y + at_);                                                            \
+          } else {                                                                                        \
+            CHAN(x + at_, w + 3 * o, g, bias, &qc, y_min, y + at_);                                       \
           }                                                                                               \
+        }                                                                                                 \
       if (y_min > -(1 << ((BITS) - 1))) RAISE(y, N * G * HW, y_min);                                      \
       return 1;                                                                                           \
     }                                                                                                     \
@@ -865,14 +908,8 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16, mt_
     uint32_t bmax = 0;                                                                                    \
     int n, grp, o, k, j, c, hq = 1;                                                                       \
     if (taps > 65536) return 0;                                                                           \
-    for (o = 0; o < (rq_per_channel ? O : 1); ++o)                                                        \
-      if (!mt_rq_chan_fast(rq + 2 * o, y_zero)) return 0;                                                 \
-    for (o = 0; b && o < O; ++o) {                                                                        \
-      const uint32_t m_ = mt_mag32(b[o]);                                                                 \
-      if (m_ >= 1u << 30) return 0;                                                                       \
-      bmax = m_ > bmax ? m_ : bmax;                                                                       \
-    }                                                                                                     \
-    if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min);                 \
+    if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min); /* its own checks */ \
+    if (!mt_conv_rq_ok(rq, rq_per_channel, b, O, y_zero, &bmax)) return 0;                               \
     if (!col || OG == 1) return 0; /* one channel per group: a column would serve one channel */          \
     for (o = 0; o < (rq_per_channel ? O : 1); ++o) /* |sum| <= taps 2^14 + |b| */                         \
       hq = hq && mt_rq_chan_h_ok(rq + 2 * o, ((uint32_t)taps << 14) + bmax);                              \
@@ -1190,14 +1227,8 @@ MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s16, int16_t, 16)
     uint32_t bmax = 0;                                                                                    \
     int o, hq = 1;                                                                                        \
     if (taps > 65536) return 0;                                                                           \
-    for (o = 0; o < (rq_per_channel ? O : 1); ++o)                                                        \
-      if (!mt_rq_chan_fast(rq + 2 * o, y_zero)) return 0;                                                 \
-    for (o = 0; b && o < O; ++o) {                                                                        \
-      const uint32_t m_ = mt_mag32(b[o]);                                                                 \
-      if (m_ >= 1u << 30) return 0;                                                                       \
-      bmax = m_ > bmax ? m_ : bmax;                                                                       \
-    }                                                                                                     \
-    if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min);                 \
+    if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min); /* its own checks */ \
+    if (!mt_conv_rq_ok(rq, rq_per_channel, b, O, y_zero, &bmax)) return 0;                               \
     if (!col || OG == 1) return 0; /* one channel per group: a column would serve one channel */          \
     for (o = 0; o < (rq_per_channel ? O : 1); ++o) /* |sum| <= taps 2^14 + |b| */                         \
       hq = hq && mt_rq_chan_h_ok(rq + 2 * o, ((uint32_t)taps << 14) + bmax);                              \
