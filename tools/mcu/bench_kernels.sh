@@ -24,7 +24,7 @@ for tool in gcc arm-none-eabi-gcc qemu-system-arm riscv64-unknown-elf-gcc qemu-s
 done
 
 kernels=("$@")
-[[ ${#kernels[@]} -gt 0 ]] || kernels=(linear_s8 linear_s16 linear_s16x8 softmax_s8 softmax_s16 attention_s8 attention_s16 attention_s16_dense
+[[ ${#kernels[@]} -gt 0 ]] || kernels=(linear_s8 linear_s16 linear_s16x8 enc_qkv_s16x8 enc_ff1_s8 enc_ff2_s8_s16 enc_qkv_s16 softmax_s8 softmax_s16 attention_s8 attention_s16 attention_s16_dense
   attention_s16_dense_h4 conv_stem conv_dw conv_pw dscnn_dw dscnn_pw dscnn)
 
 # shellcheck source=src/lower/firmware/targets.sh

@@ -39,6 +39,32 @@ static int16_t x16[L * 3 * D], xd16[L * 3 * D], w16[OUT * IN], s16[SM * SM], y16
 static int32_t b32[OUT], rq[2 * OUT], acc32[D];
 static int64_t b64[OUT], acc64[D];
 
+/* the linear layers of a d_model 32 encoder layer on 32 positions (the lowering bench's
+ * sensor encoder, feed-forward 64), int8 scheme: the attention's input projection 32 -> 96 of
+ * the int16 residual stream (enc_qkv_s16x8, int16 x int8), the feed-forward 32 -> 64 with a
+ * fused relu (enc_ff1_s8, int8 x int8) and 64 -> 32 back into the stream (enc_ff2_s8_s16, int16
+ * outputs); the int16 scheme's projection (enc_qkv_s16, int16 x int16) beside them. x and w
+ * on word boundaries, as the lowering places them. */
+enum { ER = 32, EMAX = 96 * 64 };
+static MT_WORD_ALIGNED int8_t ex8[ER * 64], ew8[EMAX], ey8[ER * 96];
+static MT_WORD_ALIGNED int16_t ex16[ER * 64], ew16[EMAX], ey16[ER * 96];
+static int32_t eb32[96], erq[2 * 96];
+static int64_t eb64[96];
+/* one of them: x [ER, in] times w [out, in]^T; its MACs (0: not one of them) */
+static long enc_linear(const char *name) {
+  if (!strcmp(name, "enc_qkv_s16x8"))
+    mt_linear_s16_s8_s16(ex16, ew8, eb64, ey16, ER, 32, 96, 0, erq, 1, 0, -32768);
+  else if (!strcmp(name, "enc_ff1_s8"))
+    mt_linear_s8_s8_s8(ex8, ew8, eb32, ey8, ER, 32, 64, 0, erq, 1, -128, -128);
+  else if (!strcmp(name, "enc_ff2_s8_s16"))
+    mt_linear_s8_s8_s16(ex8, ew8, eb32, ey16, ER, 64, 32, 0, erq, 1, 0, -32768);
+  else if (!strcmp(name, "enc_qkv_s16"))
+    mt_linear_s16_s16_s16(ex16, ew16, eb64, ey16, ER, 32, 96, 0, erq, 1, 0, -32768);
+  else
+    return 0;
+  return strstr(name, "qkv") ? ER * 32L * 96 : ER * 32L * 64;
+}
+
 /* the convolutions (int8, per-channel, fused relu): a sensor stem of N 1, 3 to 16 channels,
  * L 128, kernel 5, stride 2, padding 2 (conv_stem); depthwise 3 on 16 channels and pointwise
  * 16 to 32 on L 64 (conv_dw, conv_pw); the DS-CNN layer pair, 64-channel depthwise 3 x 3
@@ -108,6 +134,16 @@ int main(int argc, char **argv) {
     fill16(xd16 + i * 3 * D, 2 * D, -12000, 12000), fill16(xd16 + i * 3 * D + 2 * D, D, -32768, 32767);
   fill8(cx8, 64 * 125, -128, 127), fill8(cw8, 64 * 64, -127, 127);
   for (i = 0; i < 64; ++i) cb32[i] = rnd(-20000, 20000), crq[2 * i] = 1073741824 + rnd(0, 65535) * 16384, crq[2 * i + 1] = 9;
+  if (!strncmp(name, "enc_", 4)) { /* requantizations as lowered: int16 outputs from int16 x at shifts near 12,
+                                      from int8 x near 4, int8 outputs near 11 */
+    const int s = !strcmp(name, "enc_ff1_s8") ? 11 : !strcmp(name, "enc_ff2_s8_s16") ? 4 : 12;
+    fill8(ex8, ER * 64, -128, 127), fill8(ew8, EMAX, -127, 127);
+    fill16(ex16, ER * 64, -32768, 32767), fill16(ew16, EMAX, -32767, 32767);
+    for (i = 0; i < 96; ++i) {
+      eb32[i] = rnd(-20000, 20000), eb64[i] = (int64_t)eb32[i] << 8;
+      erq[2 * i] = 1073741824 + rnd(0, 65535) * 16384, erq[2 * i + 1] = s + rnd(0, 1) + 8 * !strcmp(name, "enc_qkv_s16");
+    }
+  }
   if (!strcmp(name, "dscnn")) {
     fill8(dsx, 49 * 10, -128, 127), fill8(dsw0, 64 * 40, -127, 127), fill8(dsfc, 12 * 64, -127, 127);
     for (i = 0; i < 4; ++i) fill8(dsdw[i], 64 * 9, -127, 127), fill8(dspw[i], 64 * 64, -127, 127);
@@ -157,6 +193,9 @@ int main(int argc, char **argv) {
       macs = 2L * L * L * D, out = y16, bytes = 2 * L * D;
     } else if (!strcmp(name, "dscnn")) {
       macs = dscnn(), out = dsy, bytes = (int)sizeof dsy;
+    } else if (!strncmp(name, "enc_", 4) && (macs = enc_linear(name)) > 0) {
+      const int y8_out = !strcmp(name, "enc_ff1_s8");
+      out = y8_out ? (const void *)ey8 : (const void *)ey16, bytes = y8_out ? (int)sizeof ey8 : (int)sizeof ey16;
     } else {
       printf("kernel_bench: unknown kernel '%s'\n", name);
       return 2;

@@ -319,6 +319,38 @@ static void linear_two_rows(void) {
   h_end("linear two rows");
 }
 
+/* The two-row pass's inner loops at an encoder layer's shapes (in 32 and 64, 5 rows, 6 channels
+ * and 7: an odd last channel, its weight rows not one distance apart): int8 x int8 by 16 inputs
+ * at a time where row b and channel 1 lie one distance from row a and channel 0 (xs = in; in =
+ * 40 and 36 leave 8 and 4 inputs to the C loop; xs = in + 16 does not take it); int16 x int8
+ * with both rows on word boundaries and in a multiple of 8 by LDRD (in 32, 64, 40; in 36 and
+ * 28, an odd row stride, or x from a16 + 1 take the one-word loop); full-range x and w,
+ * biases up to 2^30 - 1, shifts from 1 to 14, int8 and int16 outputs, a fused relu. */
+static void linear_encoder_rows(void) {
+  static const int ins[] = {32, 64, 40, 36, 28};
+  static int32_t bias[7], rq[14];
+  static int64_t bias64[7];
+  int i, c, v;
+  fill8(a8, 5 * 96, -128, 127);
+  fill16(a16, 5 * 96, -32768, 32767);
+  fill8(b8, 7 * 64, -128, 127);
+  h_begin();
+  for (c = 0; c < 7; ++c)
+    bias[c] = (int32_t)(lcg() >> 2) - (1 << 29), bias64[c] = bias[c], rq[2 * c] = (int32_t)((1u << 30) | (lcg() >> 2)),
+    rq[2 * c + 1] = rnd(1, 14);
+  bias[2] = (1 << 30) - 1, bias64[2] = bias[2], rq[3] = 1;
+  for (i = 0; i < 5; ++i)
+    for (v = 0; v < 4; ++v) {
+      const int in = ins[i], out = 6 + v % 2, xs = v < 2 ? 0 : v == 2 ? in + 16 : in + 1;
+      mt_linear_s8_s8_s8(a8, b8, bias, y8, 5, in, out, xs, rq, 1, -7, v ? -128 : -7), h8(y8, 5 * out);
+      mt_linear_s8_s8_s16(a8, b8, bias, y16, 5, in, out, xs, rq, 1, 300, -32768), h16(y16, 5 * out);
+      mt_linear_s16_s8_s16(a16 + (v == 3), b8, bias64, y16, 5, in, out, xs, rq, 1, -300, v ? -32768 : -300),
+          h16(y16, 5 * out);
+      mt_linear_s16_s8_s8(a16, b8, v % 2 ? 0 : bias64, y8, 4, in, out, xs, rq, 1, 3, -128), h8(y8, 4 * out);
+    }
+  h_end("linear encoder rows");
+}
+
 /* int8 x int8 layers whose every channel has a shift in [2, 31] and a positive multiplier (the
  * Armv8.1-M MVE variant: four channels per pass): in from 1 to 40 (in % 16 of 0, 1, 5, 8 and
  * 15: the tail predicate), 1 to 13 channels (a last group of 1 to 3), 1 to 3 rows, a row stride,
@@ -1528,6 +1560,7 @@ int main(void) {
   primitives();
   linear();
   linear_two_rows();
+  linear_encoder_rows();
   linear_four_channels();
   linear_wide_sums();
   matmul();

@@ -523,10 +523,72 @@ MT_DEFINE_LINEAR_WORDS(mt_linear_dsp2_s16_s16_s16, int16_t, mt_linear_words_s16_
     e = mt_ld32(p), o = mt_ld32((p) + 2);                                                                 \
   } while (0)
 
+/* Inline assembly that needs all 14 registers (r0-r12 and lr): an optimizing build without a
+ * frame pointer (MT_COLS8_C, mt_internal.h: a build that keeps one defines it). */
+#if defined(__OPTIMIZE__) && !defined(MT_COLS8_C)
+#define MT_LDRD14 1
+#else
+#define MT_LDRD14 0
+#endif
+/* The inner loops below inlined into the rows where GCC optimizes (as a call, their sums and
+ * pointers went through memory: 4% more per MAC); at -O0 a call (a frame pointer and -O0's
+ * spills leave the inlined 13-register block no registers) */
+#ifdef __OPTIMIZE__
+#define MT_ASM_INLINE static inline __attribute__((always_inline))
+#else
+#define MT_ASM_INLINE static inline
+#endif
+/* The two-row pass's int16 x int8 inner loop where both rows of x start on word boundaries and
+ * n is a positive multiple of 8: a[0] += xa . w0, a[1] += xa . w1, a[2] += xb . w0, a[3] +=
+ * xb . w1, the two weight words split as in MT_ROWS_MAC_s16, then each row's four inputs, two
+ * words, by one LDRD (it faults on an address that is not a multiple of 4) into two registers
+ * and four SMLAD: 2 LDR, 4 SXTB16, 2 LDRD and 8 SMLAD per 16 MACs, 8 inputs per loop step and
+ * the end test, 35 instructions per 32 MACs where MT_ROWS_MAC_s16's one-word loads take 42
+ * (the int16 x int16 rows' 35, mt_rows2_mac_s16). 14 registers (MT_LDRD14). */
+#if MT_LDRD14
+#define MT_ROWS_LDRD_STEP                                                                                 \
+  "ldr %[p], [%[w0]], #4\n\t"     /* weights w0 w2 w1 w3 of channel 0 (pair order) */                    \
+  "sxtb16 %[pe], %[p]\n\t"        /* (w0, w1) */                                                         \
+  "sxtb16 %[p], %[p], ror #8\n\t" /* (w2, w3) */                                                         \
+  "ldr %[g], [%[w1]], #4\n\t"     /* channel 1 */                                                        \
+  "sxtb16 %[ge], %[g]\n\t"                                                                               \
+  "sxtb16 %[g], %[g], ror #8\n\t"                                                                        \
+  "ldrd %[t], %[u], [%[xa]], #8\n\t" /* (x0, x1), (x2, x3) of row a */                                  \
+  "smlad %[a00], %[t], %[pe], %[a00]\n\t"                                                                \
+  "smlad %[a01], %[t], %[ge], %[a01]\n\t"                                                                \
+  "smlad %[a00], %[u], %[p], %[a00]\n\t"                                                                 \
+  "smlad %[a01], %[u], %[g], %[a01]\n\t"                                                                 \
+  "ldrd %[t], %[u], [%[xb]], #8\n\t" /* row b */                                                        \
+  "smlad %[a10], %[t], %[pe], %[a10]\n\t"                                                                \
+  "smlad %[a11], %[t], %[ge], %[a11]\n\t"                                                                \
+  "smlad %[a10], %[u], %[p], %[a10]\n\t"                                                                 \
+  "smlad %[a11], %[u], %[g], %[a11]\n\t"
+MT_ASM_INLINE void mt_rows_mac8_s16(const int16_t *xa, const int16_t *xb, const int8_t *w0, const int8_t *w1,
+                                    int n, int32_t *a) {
+  int32_t a00 = a[0], a01 = a[1], a10 = a[2], a11 = a[3], p, pe, g, ge, t, u;
+  const int16_t *const end = xa + n;
+  __asm__("1:\n\t" MT_ROWS_LDRD_STEP MT_ROWS_LDRD_STEP
+          "ldr %[t], %[end]\n\t"
+          "cmp %[xa], %[t]\n\t"
+          "bne 1b"
+          : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [xa] "+r"(xa), [xb] "+r"(xb),
+            [w0] "+r"(w0), [w1] "+r"(w1), [p] "=&r"(p), [pe] "=&r"(pe), [g] "=&r"(g), [ge] "=&r"(ge),
+            [t] "=&r"(t), [u] "=&r"(u)
+          : [end] "m"(end)
+          : "cc", "memory");
+  a[0] = a00, a[1] = a01, a[2] = a10, a[3] = a11;
+}
+#undef MT_ROWS_LDRD_STEP
+#else
+#define mt_rows_mac8_s16(xa, xb, w0, w1, n, a) ((void)0)
+#endif
 /* The two-row pass's inner loop: a00 += xa . w0, a01 += xa . w1, a10 += xb . w0, a11 += xb . w1
- * over the first in4 inputs (a multiple of 4). int8 x: C, the four rows indexed from their ends
- * with j counting up to 0 (its add sets the flags: no compare); 4 LDR, 8 SXTB16, 8 SMLAD per 4
- * inputs. int16 x: the two weight words split first, then each word of x loaded into one
+ * over the first in4 inputs (a multiple of 4). int8 x: the multiple of 16 by mt_rows_mac16_s8
+ * where row b and channel 1 lie one distance from row a and channel 0 (in >= 16), the rest in
+ * C, the four rows indexed from their ends with j counting up to 0 (its add sets the flags: no
+ * compare); 4 LDR, 8 SXTB16, 8 SMLAD per 4 inputs. int16 x: both rows on word boundaries and
+ * in4 a multiple of 8, mt_rows_mac8_s16 (LDRD, 14 registers: MT_LDRD14); else the two weight
+ * words split first, then each word of x loaded into one
  * register and multiplied into both channels' sums, so that the four pointers, the four sums
  * and five values take 13 registers (row a's end stays in memory; 13 are free even with a
  * frame pointer, as at -O0): 6 LDR (post-indexed), 4 SXTB16, 8 SMLAD and the end test, 21
@@ -536,8 +598,13 @@ MT_DEFINE_LINEAR_WORDS(mt_linear_dsp2_s16_s16_s16, int16_t, mt_linear_words_s16_
   do {                                                                                                    \
     const int8_t *const xae_ = (xa) + (in4), *const xbe_ = (xb) + (in4);                                  \
     const int8_t *const w0e_ = (w0) + (in4), *const w1e_ = (w1) + (in4);                                  \
-    int j_;                                                                                               \
-    for (j_ = -(in4); j_ != 0; j_ += 4) {                                                                 \
+    int j_ = -(in4);                                                                                      \
+    if ((xb) - (xa) == (w1) - (w0) && (in4) >= 16) { /* row b and channel 1 one distance away */          \
+      int32_t s_[4] = {a00, a01, a10, a11};                                                               \
+      j_ += mt_rows_mac16_s8(xa, w0, (int)((xb) - (xa)), (in4) & ~15, s_);                               \
+      a00 = s_[0], a01 = s_[1], a10 = s_[2], a11 = s_[3];                                                 \
+    }                                                                                                     \
+    for (; j_ != 0; j_ += 4) {                                                                            \
       int32_t ue, uo, te, to, pe, po, ge, go;                                                             \
       MT_SPLIT4_s8(xae_ + j_, ue, uo);                                                                    \
       MT_SPLIT4_s8(xbe_ + j_, te, to);                                                                    \
@@ -555,6 +622,12 @@ MT_DEFINE_LINEAR_WORDS(mt_linear_dsp2_s16_s16_s16, int16_t, mt_linear_words_s16_
     const int8_t *p0_ = (w0), *p1_ = (w1);                                                                \
     int32_t p_, pe_, g_, ge_, t_;                                                                         \
     if ((in4) == 0) break;                                                                                \
+    if (MT_LDRD14 && ((in4) & 7) == 0 && (((uintptr_t)pa_ | (uintptr_t)pb_) & 3u) == 0) {                \
+      int32_t s_[4] = {a00, a01, a10, a11};                                                               \
+      mt_rows_mac8_s16(pa_, pb_, p0_, p1_, in4, s_);                                                      \
+      a00 = s_[0], a01 = s_[1], a10 = s_[2], a11 = s_[3];                                                 \
+      break;                                                                                              \
+    }                                                                                                     \
     __asm__("1:\n\t"                                                                                       \
             "ldr %[p], [%[w0]], #4\n\t"        /* weights w0 w2 w1 w3 of channel 0 (pair order) */       \
             "sxtb16 %[pe], %[p]\n\t"           /* (w0, w1) */                                            \
@@ -670,6 +743,26 @@ static __attribute__((noinline)) void mt_rows2_s8_up1(const int8_t *x, const int
                    : [b0] "m"(b0), [b1] "m"(b1), [wend] "m"(wend), [xend] "m"(xend), [w0] "m"(w0), [in] "m"(in),
                      [yb] "m"(yb), [yz] "m"(yz), [m0] "m"(m0), [up0] "m"(up0), [m1] "m"(m1), [up1] "m"(up1)
                    : "cc", "memory");
+}
+/* The two-row pass's int8 x int8 inner loop where row b and channel 1 lie one distance d from
+ * row a and channel 0 (x's rows at a stride of in, the weight rows adjacent): a[0] += xa . w0,
+ * a[1] += xa . w1, a[2] += xb . w0, a[3] += xb . w1 over the first n inputs (a positive
+ * multiple of 16), MT_ROWS_UP1_MAC's 4 LDR, 8 SXTB16 and 8 SMLAD per 16 MACs, 16 inputs per
+ * loop step and the end test: 83 instructions per 64 MACs where GCC's schedule of the C loop
+ * takes 96 (it keeps a row's offset in memory). 13 registers. Returns n. */
+MT_ASM_INLINE int mt_rows_mac16_s8(const int8_t *xa, const int8_t *w, int d, int n, int32_t *a) {
+  int32_t a00 = a[0], a01 = a[1], a10 = a[2], a11 = a[3], p, pe, g, ge, t, te;
+  const int8_t *const wend = w + n;
+  __asm__("1:\n\t" MT_ROWS_UP1_MAC MT_ROWS_UP1_MAC MT_ROWS_UP1_MAC MT_ROWS_UP1_MAC
+          "ldr %[t], %[wend]\n\t"
+          "cmp %[w], %[t]\n\t"
+          "bne 1b"
+          : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [xa] "+r"(xa), [w] "+r"(w),
+            [p] "=&r"(p), [pe] "=&r"(pe), [g] "=&r"(g), [ge] "=&r"(ge), [t] "=&r"(t), [te] "=&r"(te)
+          : [d] "r"(d), [wend] "m"(wend)
+          : "cc", "memory");
+  a[0] = a00, a[1] = a01, a[2] = a10, a[3] = a11;
+  return n;
 }
 #undef MT_ROWS_UP1_MAC
 #undef MT_ROWS_UP1_OUT
