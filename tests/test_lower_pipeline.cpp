@@ -1392,6 +1392,19 @@ std::set<std::string> switches_off(const lower::Program& p) {
   return off;
 }
 
+// The requantization pairs (m, s) of a program's first int8 x int8 convolution whose table
+// says OG output channels per group (0: any), set to (m, s)
+void set_conv_rq(lower::Program& p, std::int64_t og, std::int64_t m, std::int64_t s) {
+  for (lower::Step& st : p.steps) {
+    if (st.kernel.rfind("mt_conv_s8_s8_", 0) != 0) continue;
+    if (og && p.buffer(st.args.at(4).buffer).data.at(MT_CONV_OG) != og) continue;
+    std::vector<std::int64_t>& rq = p.buffers.at(static_cast<std::size_t>(st.args.at(5).buffer)).data;
+    for (std::size_t c = 0; c < rq.size(); c += 2) rq[c] = m, rq[c + 1] = s;
+    return;
+  }
+  FAIL("no int8 x int8 convolution");
+}
+
 TEST_CASE("lower: a firmware's mt_kernels.c turns off each runtime variant switch that no step of its model takes") {
   const std::string same = "MT_CONV_SAME3X3", same1 = "MT_CONV_SAME1X3", rows = "MT_LINEAR_ROWS", up = "MT_LINEAR_UP", one = "MT_LINEAR_ONE_ROW";
   mt::manual_seed(24);
@@ -1402,7 +1415,8 @@ TEST_CASE("lower: a firmware's mt_kernels.c turns off each runtime variant switc
   const lower::Calibration cal = lower::calibrate(g, xs);
   const lower::Program stem8 = lower::quantize(g, cal, options(8, "stem8"));
   CHECK(switches_off(stem8).count(same) == 1);
-  CHECK(switches_off(stem8).count(same1) == 0);  // its depthwise Conv1d of kernel 3
+  // its depthwise Conv1d of kernel 3 reads a padded copy of its input (a zero point): not 'same'
+  CHECK(switches_off(stem8).count(same1) == 1);
   {
     testing::TempDir dir;
     lower::emit_c(stem8, dir.path);
@@ -1412,7 +1426,10 @@ TEST_CASE("lower: a firmware's mt_kernels.c turns off each runtime variant switc
   auto fn2 = [&](const Tensor& x) { return depthwise.forward(x); };
   const Tensor xs2 = mt::randn({8, 4, 6, 6});
   const lower::Graph g2 = lower::trace(fn2, mt::zeros({1, 4, 6, 6}));
-  const lower::Program dw = lower::quantize(g2, lower::calibrate(g2, xs2), options(8, "dw8"));
+  lower::QuantOptions dwo = options(8, "dw8");
+  dwo.scheme = lower::Scheme::Symmetric;  // no zero point: the layer pads by itself ('same')
+  lower::Program dw = lower::quantize(g2, lower::calibrate(g2, xs2), dwo);
+  set_conv_rq(dw, 0, (1 << 30) + 1, 12);  // every channel fast (MT_RQ_CHAN_FAST): the variants may take it
   CHECK(switches_off(dw).count(same) == 0);
   CHECK(switches_off(dw).count(same1) == 1);
   {
@@ -1448,6 +1465,73 @@ TEST_CASE("lower: a firmware's mt_kernels.c turns off each runtime variant switc
     CHECK(slow.count(up) == (n == 1 || st->kernel != "mt_linear_s8_s8_s16" ? 1 : 0));
     CHECK(slow.count(one) == 0);
   }
+}
+
+TEST_CASE("lower: a firmware's mt_kernels.c turns off the convolution variants no layer reaches, bit-exact on QEMU") {
+  const std::string dw3 = "MT_CONV_DW3", cols8 = "MT_CONV_COLS8", chans8 = "MT_CONV_CHANS8",
+                    clamp = "MT_CONV_CHANS8_CLAMP", one = "MT_CONV_ONE_CHAN";
+  const bool qemu = have_tool("arm-none-eabi-gcc") && have_tool("qemu-system-arm");
+  mt::manual_seed(31);
+  // A depthwise Conv1d of kernel 3 without padding (not 'same'): the generic rows only.
+  nn::Conv1d depthwise(4, 4, 3, nn::Conv1dOptions{1, 0, 1, 4});
+  auto dw_fn = [&](const Tensor& x) { return depthwise.forward(x); };
+  const lower::Graph gd = lower::trace(dw_fn, mt::zeros({1, 4, 16}));
+  const Tensor xd = mt::randn({8, 4, 16});
+  lower::Program dw = lower::quantize(gd, lower::calibrate(gd, xd), options(8, "dwv8"));
+  set_conv_rq(dw, 0, (1 << 30) + 1, 12);  // every channel fast (MT_RQ_CHAN_FAST)
+  const std::set<std::string> dw_off = switches_off(dw);
+  CHECK(dw_off.count(dw3) == 0);
+  for (const std::string& sw : {cols8, chans8, clamp, one, std::string("MT_CONV_SAME3X3"), std::string("MT_CONV_SAME1X3")})
+    CHECK(dw_off.count(sw) == 1);
+  if (qemu) check_firmware(dw, quantized_rows(dw, xd, 8));
+  // A standard Conv1d with a relu: the eight-column path, no depthwise rows. Every channel at
+  // an odd multiplier (no rounding tie: MT_RQ_CHAN_H_OK) takes the channels eight outputs at a
+  // time, of its y_min only, never one at a time (12 taps, a bias, 16 positions); at a
+  // multiplier of 2^30 and a shift of 12 (sums of 2^12 may meet a tie) one at a time only.
+  nn::Conv1d conv(4, 8, 3, nn::Conv1dOptions{1, 1});
+  for (const std::int64_t len : {16, 6}) {
+    auto fn = [&](const Tensor& x) { return mt::relu(conv.forward(x)); };
+    const lower::Graph g = lower::trace(fn, mt::zeros({1, 4, len}));
+    const Tensor xs = mt::randn({8, 4, len});
+    lower::Program p = lower::quantize(g, lower::calibrate(g, xs), options(8, "cv8"));
+    const lower::Step* st = nullptr;
+    for (const lower::Step& s : p.steps) st = s.kernel.rfind("mt_conv_s8_s8_", 0) == 0 ? &s : st;
+    REQUIRE(st != nullptr);
+    const bool relu_bound = st->args.at(8).value > (st->kernel == "mt_conv_s8_s8_s8" ? -128 : -32768);
+    const std::string call = st->kernel + " y_min " + std::to_string(st->args.at(8).value) + " positions " + std::to_string(len);
+    INFO(call);
+    set_conv_rq(p, 0, (1 << 30) + 1, 12);
+    const std::set<std::string> fast = switches_off(p);
+    CHECK(fast.count(dw3) == 1);
+    CHECK(fast.count(cols8) == 0);
+    CHECK(fast.count(chans8) == (len == 16 && !relu_bound ? 0 : 1));
+    CHECK(fast.count(clamp) == (len == 16 && relu_bound ? 0 : 1));
+    CHECK(fast.count(one) == (len == 16 ? 1 : 0));  // fewer than eight positions: one at a time
+    if (qemu && len == 16) check_firmware(p, quantized_rows(p, xs, 8));
+    set_conv_rq(p, 0, 1 << 30, 12);
+    const std::set<std::string> ties = switches_off(p);
+    CHECK(ties.count(chans8) == 1);
+    CHECK(ties.count(clamp) == 1);
+    CHECK(ties.count(one) == 0);
+    if (qemu && len == 6) check_firmware(p, quantized_rows(p, xs, 8));
+  }
+  // A 'same' 1-D depthwise layer (symmetric int8: no padded copy of its input): its rows take
+  // every channel free of rounding ties, the generic rows a channel that can meet one (m =
+  // 2^30, s = 2: sums of 4).
+  nn::Conv1d same(4, 4, 3, nn::Conv1dOptions{1, 1, 1, 4});
+  auto same_fn = [&](const Tensor& x) { return same.forward(x); };
+  const lower::Graph gs = lower::trace(same_fn, mt::zeros({1, 4, 16}));
+  lower::QuantOptions so = options(8, "same8");
+  so.scheme = lower::Scheme::Symmetric;
+  lower::Program p = lower::quantize(gs, lower::calibrate(gs, xd), so);
+  set_conv_rq(p, 1, (1 << 20) + 1, 20);
+  const std::set<std::string> rows_off = switches_off(p);
+  CHECK(rows_off.count("MT_CONV_SAME1X3") == 0);
+  CHECK(rows_off.count(dw3) == 1);
+  if (qemu) check_firmware(p, quantized_rows(p, xd, 8));
+  set_conv_rq(p, 1, 1 << 30, 2);
+  CHECK(switches_off(p).count(dw3) == 0);
+  if (qemu) check_firmware(p, quantized_rows(p, xd, 8));
 }
 
 TEST_CASE("lower: an emitted conv stem's firmware (int8 and int16) is bit-exact on host, UBSan, QEMU Cortex-M0, M4, M7, M33") {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -566,12 +567,88 @@ bool linear_bias_small(const StepView& v) {
   if (!b) return false;
   return std::all_of(b, b + v.num(6), [](std::int64_t x) { return MT_LINEAR_BIAS_FITS(x); });
 }
-// mt_conv_s8_s8_<y> (x, w, b, y, g, ...): an int8 x int8 depthwise convolution (one input and
-// one output channel per group) of kernel width kw (and height kh, 0: any)
-bool depthwise_conv(const StepView& v, std::int64_t kh, std::int64_t kw) {
-  if (!v.kernel_in({"mt_conv_s8_s8_"})) return false;
+// mt_conv_s8_s8_<y> (x, w, b, y, g, rq, rq_per_channel, y_zero, y_min, col): which Armv7E-M
+// variant of mt_conv_arm.c the call may take, by mt_kernels.h's conditions (MT_CONV_DW3_FITS ..
+// MT_CONV_COLS8_LAST1, the runtime's own); a condition on rq, b or w that are not constant: may.
+struct ConvCall {
+  const std::vector<std::int64_t>& g;
+  std::int64_t taps, out, n_rq, y_zero;
+  const std::int64_t* rq;  // nullptr when not constant
+  const std::int64_t* b;   // nullptr when not constant or none
+  bool has_b;
+  // Whether every channel's sums up to amax(o) are free of rounding ties (MT_RQ_CHAN_H_OK):
+  // empty when rq or what amax reads is not constant.
+  template <class F>
+  std::optional<bool> h_ok(std::int64_t n, F amax) const {
+    if (!rq) return std::nullopt;
+    for (std::int64_t o = 0; o < n; ++o) {
+      const std::optional<std::int64_t> a = amax(o);
+      if (!a) return std::nullopt;
+      const std::int64_t* r = rq + (n_rq > 1 ? 2 * o : 0);
+      if (!MT_RQ_CHAN_H_OK(r[0], r[1], *a)) return false;
+    }
+    return true;
+  }
+};
+// The call of an int8 x int8 convolution that may take a variant; empty when it is none, or its
+// channels or biases send it to the reference (not MT_RQ_CHAN_FAST, beyond MT_LINEAR_BIAS_FITS,
+// more than MT_LINEAR_MAX_IN_S8 taps).
+std::optional<ConvCall> conv_call(const StepView& v) {
+  if (!v.kernel_in({"mt_conv_s8_s8_"})) return std::nullopt;
   const std::vector<std::int64_t>& g = v.p.buffer(v.s.args.at(4).buffer).data;
-  return g.at(MT_CONV_OG) == 1 && g.at(MT_CONV_CG) == 1 && g.at(MT_CONV_KW) == kw && (kh == 0 || g.at(MT_CONV_KH) == kh);
+  const std::int64_t out = g.at(MT_CONV_OG) * g.at(MT_CONV_GROUPS);
+  const bool has_b = v.s.args.at(2).buffer >= 0;
+  ConvCall c{g, g.at(MT_CONV_CG) * g.at(MT_CONV_KH) * g.at(MT_CONV_KW), out, v.num(6) ? out : 1, v.num(7),
+             nullptr, has_b ? v.constant(2, out) : nullptr, has_b};
+  c.rq = v.constant(5, 2 * c.n_rq);
+  if (c.taps > MT_LINEAR_MAX_IN_S8) return std::nullopt;
+  for (std::int64_t o = 0; c.rq && o < c.n_rq; ++o)
+    if (!MT_RQ_CHAN_FAST(c.rq[2 * o], c.rq[2 * o + 1], c.y_zero)) return std::nullopt;
+  for (std::int64_t o = 0; c.b && o < out; ++o)
+    if (!MT_LINEAR_BIAS_FITS(c.b[o])) return std::nullopt;
+  return c;
+}
+std::int64_t magnitude(std::int64_t x) { return x < 0 ? -x : x; }
+// A depthwise layer of kernel width 3 that the 'same' kh x 3 variant takes
+bool conv_dw3_same(const StepView& v, std::int64_t kh) {
+  const std::optional<ConvCall> c = conv_call(v);
+  return c && c->g.at(MT_CONV_OG) == 1 && c->g.at(MT_CONV_CG) == 1 && MT_CONV_DW3_FITS(c->g) &&
+         (kh == 3 ? MT_CONV_SAME3X3_FITS(c->g) : MT_CONV_SAME1X3_FITS(c->g));
+}
+// The generic rows of a depthwise layer of kernel width 3: not a 'same' 3 x 3 one, not a 'same'
+// 1-D one whose channels all stay free of ties at |b| + 2^7 sum |w| (mt_bound_s8)
+bool conv_dw3_rows(const StepView& v) {
+  const std::optional<ConvCall> c = conv_call(v);
+  if (!c || c->g.at(MT_CONV_OG) != 1 || c->g.at(MT_CONV_CG) != 1 || !MT_CONV_DW3_FITS(c->g)) return false;
+  if (MT_CONV_SAME3X3_FITS(c->g)) return false;
+  if (!MT_CONV_SAME1X3_FITS(c->g)) return true;
+  const std::int64_t* w = v.constant(1, 3 * c->out);
+  const std::optional<bool> all = c->h_ok(c->out, [&](std::int64_t o) -> std::optional<std::int64_t> {
+    if (!w || (c->has_b && !c->b)) return std::nullopt;
+    return 128 * (magnitude(w[3 * o]) + magnitude(w[3 * o + 1]) + magnitude(w[3 * o + 2])) +
+           (c->b ? magnitude(c->b[o]) : 0);
+  });
+  return all != true;
+}
+// The eight-column path (two or more output channels per group) and which of its channel
+// functions the call may take: 0 the eight outputs at a time without the y_min clamp, 1 with
+// it, 2 one channel at a time, -1 any
+bool conv_cols8(const StepView& v, int chans) {
+  const std::optional<ConvCall> c = conv_call(v);
+  if (!c || c->g.at(MT_CONV_OG) == 1) return false;
+  if (chans < 0) return true;
+  const std::int64_t positions = c->g.at(MT_CONV_OH) * c->g.at(MT_CONV_OW);
+  std::optional<std::int64_t> amax;  // |sum| <= taps 2^14 + max |b| (|x w| <= 2^14)
+  if (c->b || !c->has_b) {
+    std::int64_t bmax = 0;
+    for (std::int64_t o = 0; c->b && o < c->out; ++o) bmax = std::max(bmax, magnitude(c->b[o]));
+    amax = (c->taps << 14) + bmax;
+  }
+  const std::optional<bool> hq = c->h_ok(c->n_rq, [&](std::int64_t) { return amax; });
+  const bool bits8 = v.kernel_in({"mt_conv_s8_s8_s8"});
+  const bool clamp = v.num(8) > -(std::int64_t{1} << (bits8 ? 7 : 15));
+  if (chans == 2) return !MT_CONV_COLS8_CHANS(positions, hq == true, c->has_b) || MT_CONV_COLS8_LAST1(c->taps);
+  return MT_CONV_COLS8_CHANS(positions, hq != false, c->has_b) && clamp == (chans == 1);
 }
 
 // mt_attention_<kind>_<t> (params, ...): an integer attention whose head or value dimension is
@@ -588,8 +665,16 @@ struct RuntimeSwitch {
   bool (*taken)(const StepView&);
 };
 const RuntimeSwitch kRuntimeSwitches[] = {
-    {"MT_CONV_SAME3X3", "'same' 3 x 3 depthwise convolution", [](const StepView& v) { return depthwise_conv(v, 3, 3); }},
-    {"MT_CONV_SAME1X3", "1-D depthwise convolution of kernel 3", [](const StepView& v) { return depthwise_conv(v, 1, 3); }},
+    {"MT_CONV_SAME3X3", "'same' 3 x 3 depthwise convolution", [](const StepView& v) { return conv_dw3_same(v, 3); }},
+    {"MT_CONV_SAME1X3", "1-D depthwise convolution of kernel 3", [](const StepView& v) { return conv_dw3_same(v, 1); }},
+    {"MT_CONV_DW3", "depthwise convolution of kernel width 3 for the generic rows", conv_dw3_rows},
+    {"MT_CONV_COLS8", "convolution of two or more output channels per group", [](const StepView& v) { return conv_cols8(v, -1); }},
+    {"MT_CONV_CHANS8", "convolution of eight outputs per channel at a time without a relu bound",
+     [](const StepView& v) { return conv_cols8(v, 0); }},
+    {"MT_CONV_CHANS8_CLAMP", "convolution of eight outputs per channel at a time with a relu bound",
+     [](const StepView& v) { return conv_cols8(v, 1); }},
+    {"MT_CONV_ONE_CHAN", "convolution of one channel at a time against the eight columns",
+     [](const StepView& v) { return conv_cols8(v, 2); }},
     {"MT_LINEAR_ROWS", "linear layer with int8 weights and two rows or more",
      [](const StepView& v) { return int8_weight_linear(v) && v.num(4) >= 2 && v.num(5) <= linear_max_in(v); }},
     {"MT_LINEAR_UP", "int8 x int8 linear layer with int16 outputs and a channel at a shift of 0 or less",

@@ -280,6 +280,7 @@ MT_DEFINE_DW3_OUT(mt_dw3_out_s16, int16_t, 16)
     const int DH = g[MT_CONV_DH];                                                                         \
     int32_t wp[8], w1[8], k[5], acc[MT_DW3_CHUNK];                                                        \
     int p, q0, n, i;                                                                                      \
+    if (!MT_CONV_DW3) return; /* (MT_DEFINE_CONV_DW3_DSP sends no call here then) */                     \
     for (i = 0; i < KH; ++i) /* (w0, w2) as halfwords, and w1 */                                          \
       wp[i] = (int32_t)(((uint32_t)(uint16_t)wc[3 * i + 2] << 16) | (uint16_t)wc[3 * i]), w1[i] = wc[3 * i + 1]; \
     if (KH == 3) k[0] = wp[0], k[1] = wp[1], k[2] = wp[2], k[3] = (int32_t)(((uint32_t)w1[1] << 16) | (uint16_t)w1[0]), k[4] = w1[2]; \
@@ -332,10 +333,7 @@ static inline void mt_dw3s_k_of(const int8_t *w, mt_dw3s_k *top, mt_dw3s_k *mid,
  * m's lowest set bit 2^t: never when amax 2^t < 2^(30+s), amax a bound on |acc| (as
  * mt_rv_rq_h_ok). Then y_zero + rq(acc) = (the high word of acc m + c_hi 2^32, SMMLA) >> (s -
  * 1): SMMLA, ASR, SSAT and the store per output. */
-static inline int mt_rq_chan_h_ok(const int32_t *rq, uint32_t amax) {
-  const uint32_t m = (uint32_t)rq[0], low = m & (0u - m);
-  return rq[1] >= 2 && (((uint64_t)amax * low) >> (30 + rq[1])) == 0;
-}
+static inline int mt_rq_chan_h_ok(const int32_t *rq, uint32_t amax) { return MT_RQ_CHAN_H_OK(rq[0], rq[1], amax); }
 static inline int32_t mt_smmla(int32_t a, int32_t b, int32_t c) {
   int32_t r;
   __asm__("smmla %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(c));
@@ -779,22 +777,22 @@ static __attribute__((noinline)) int mt_dw1sp_layer_s8(const int8_t *x, const in
                                              const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min) { \
     const int N = g[MT_CONV_N], H = g[MT_CONV_H], HW = g[MT_CONV_H] * g[MT_CONV_W], KH = g[MT_CONV_KH];    \
     const int G = g[MT_CONV_GROUPS], OHW = g[MT_CONV_OH] * g[MT_CONV_OW], W = g[MT_CONV_W];               \
-    const int PW = g[MT_CONV_PW];                                                                         \
-    const int same1x3 = MT_CONV_SAME1X3 && KH == 1 && PW == 1 && g[MT_CONV_PH] == 0 && g[MT_CONV_SH] == 1 && \
-                        g[MT_CONV_OW] == W && g[MT_CONV_OH] == H;                                         \
+    const int same1x3 = MT_CONV_SAME1X3 && MT_CONV_SAME1X3_FITS(g);                                       \
     uint32_t bmax_ = 0;                                                                                   \
     int n, o;                                                                                             \
-    if (g[MT_CONV_KW] != 3 || g[MT_CONV_DW] != 1 || g[MT_CONV_SW] != 1 || KH > 8 || W < 4 || PW > 3 ||    \
-        ((g[MT_CONV_OW] - 1) & ~1) - PW > W - 1)                                                          \
-      return 0;                                                                                           \
-    if (PACKED && same1x3) { /* int8 'same' 1 x 3: mt_dw1sp_layer_s8 */                                  \
-      if (!mt_dw1sp_layer_s8(x, w, b, (int8_t *)(void *)y, g, rq, rq_per_channel, y_zero, y_min)) return 0; \
-      if (y_min > -(1 << ((BITS) - 1))) RAISE(y, N * G * HW, y_min);                                      \
-      return 1;                                                                                           \
+    if (!MT_CONV_DW3_FITS(g)) return 0;                                                                   \
+    if (same1x3) {                                                                                        \
+      for (o = 0; !MT_CONV_DW3 && o < G; ++o) /* a channel that can meet a tie takes the generic rows */  \
+        if (!mt_rq_chan_h_ok(rq + (rq_per_channel ? 2 * o : 0), mt_bound_s8(w + 3 * o, 3, b ? b[o] : 0))) \
+          return 0;                                                                                       \
+      if (PACKED) { /* int8: mt_dw1sp_layer_s8, its own requantization checks */                          \
+        if (!mt_dw1sp_layer_s8(x, w, b, (int8_t *)(void *)y, g, rq, rq_per_channel, y_zero, y_min)) return 0; \
+        if (y_min > -(1 << ((BITS) - 1))) RAISE(y, N * G * HW, y_min);                                    \
+        return 1;                                                                                         \
+      }                                                                                                   \
     }                                                                                                     \
     if (!mt_conv_rq_ok(rq, rq_per_channel, b, G, y_zero, &bmax_)) return 0;                               \
-    if (MT_CONV_SAME3X3 && KH == 3 && PW == 1 && g[MT_CONV_PH] == 1 && g[MT_CONV_SH] == 1 &&              \
-        g[MT_CONV_DH] == 1 && H >= 3) {                                                                   \
+    if (MT_CONV_SAME3X3 && MT_CONV_SAME3X3_FITS(g)) {                                                     \
       for (n = 0; n < N; ++n) /* 'same' 3 x 3: OH = H, OW = W */                                          \
         for (o = 0; o < G; ++o) {                                                                         \
           const int32_t *r_ = rq + (rq_per_channel ? 2 * o : 0), bias = b ? b[o] : 0;                     \
@@ -824,6 +822,7 @@ static __attribute__((noinline)) int mt_dw1sp_layer_s8(const int8_t *x, const in
       if (y_min > -(1 << ((BITS) - 1))) RAISE(y, N * G * HW, y_min);                                      \
       return 1;                                                                                           \
     }                                                                                                     \
+    if (!MT_CONV_DW3) return 0;                                                                           \
     for (n = 0; n < N; ++n)                                                                               \
       for (o = 0; o < G; ++o) {                                                                           \
         const mt_rq_chan qc = mt_rq_chan_init(rq + (rq_per_channel ? 2 * o : 0), y_zero);                 \
@@ -1154,8 +1153,10 @@ MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s8, int8_t, 8)
 MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s16, int16_t, 16)
 /* Channel o of group grp by CHAN1 */
 #define MT_CONV_CHAN1(CHAN1)                                                                              \
-  CHAN1(col, w0 + (long)o * taps, bg ? bg[o] : 0, rq + (rq_per_channel ? 2 * (grp * OG + o) : 0), y_zero, y_min, \
-        y0 + (long)o * P + k, cnt, taps, grp * OG + o + 1 < O, hq)
+  (MT_CONV_ONE_CHAN ? CHAN1(col, w0 + (long)o * taps, bg ? bg[o] : 0, rq + (rq_per_channel ? 2 * (grp * OG + o) : 0), \
+                            y_zero, y_min, y0 + (long)o * P + k, cnt, taps, grp * OG + o + 1 < O, hq) : (void)0)
+/* The channels eight outputs at a time (MT_CONV_COLS8_CHANS) where the variant of the call's y_min is on */
+#define MT_CONV_CHANS8_ON(y_min, BITS) ((y_min) <= -(1 << ((BITS) - 1)) ? MT_CONV_CHANS8 : MT_CONV_CHANS8_CLAMP)
 /* The calls of MT_DEFINE_CONV_DSP that take the columns (hq: every channel's sums free of rounding
  * ties), in a function of their own: the checks and the depthwise variant stay small */
 #define MT_DEFINE_CONV_DSP(NAME, YT, BITS, DW3, CHANS8, CHANS8C, CHAN1)                                    \
@@ -1198,7 +1199,7 @@ MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s16, int16_t, 16)
             for (; cnt < MT_CONV_COLS; ++cnt, --k)                                                        \
               if (q-- == 0) q = OW - 1, --p;                                                              \
           mt_conv_cols8(x0, g, pw, tab ? off : 0, tabb ? offb : 0, xb, k, cnt, &p, &q, col);              \
-          if (cnt == MT_CONV_COLS && hq && b) {                                                           \
+          if (MT_CONV_COLS8_CHANS(cnt, hq, b) && MT_CONV_CHANS8_ON(y_min, BITS)) {                        \
             const int rs = rq_per_channel ? 2 : 0;                                                        \
             const int32_t *rg = rq + rs * grp * OG;                                                       \
             void (*const chans)(const int16_t *, const int8_t *, const int32_t *, YT *, int, int, int, int32_t) = \
@@ -1228,10 +1229,14 @@ MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s16, int16_t, 16)
     int o, hq = 1;                                                                                        \
     if (taps > 65536) return 0;                                                                           \
     if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min); /* its own checks */ \
-    if (!mt_conv_rq_ok(rq, rq_per_channel, b, O, y_zero, &bmax)) return 0;                               \
-    if (!col || OG == 1) return 0; /* one channel per group: a column would serve one channel */          \
+    if (!mt_conv_rq_ok(rq, rq_per_channel, b, O, y_zero, &bmax)) return 0;                                \
+    if (!MT_CONV_COLS8 || !col || OG == 1) return 0; /* one channel per group: a column would serve one */ \
     for (o = 0; o < (rq_per_channel ? O : 1); ++o) /* |sum| <= taps 2^14 + |b| */                         \
       hq = hq && mt_rq_chan_h_ok(rq + 2 * o, ((uint32_t)taps << 14) + bmax);                              \
+    if (!MT_CONV_ONE_CHAN && /* a channel that only CHAN1 takes: the reference */                        \
+        (!(MT_CONV_COLS8_CHANS(g[MT_CONV_OH] * g[MT_CONV_OW], hq, b) && MT_CONV_CHANS8_ON(y_min, BITS)) ||   \
+         MT_CONV_COLS8_LAST1(taps)))                                                                      \
+      return 0;                                                                                           \
     return NAME##_cols(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min, col, hq);                        \
   }
 MT_DEFINE_CONV_DSP(mt_conv_dsp_s8_s8_s8, int8_t, 8, mt_conv_dw3_s8_s8_s8, mt_conv_chans8_s8, mt_conv_chans8_s8c,

@@ -114,6 +114,32 @@ static uint32_t mt_rsh_u32(uint32_t m, int s) {
 #ifndef MT_CONV_SAME1X3
 #define MT_CONV_SAME1X3 1
 #endif
+/* The other Armv7E-M convolution variants of mt_conv_arm.c (the conditions that send a call to
+ * each: mt_kernels.h, MT_CONV_DW3_FITS .. MT_CONV_COLS8_LAST1): MT_CONV_DW3, the generic rows of
+ * the depthwise layers of kernel width 3 (mt_conv_dw3_chan_*, mt_dw3_sums*: the layers other
+ * than the 'same' ones, and a 'same' 1-D layer's channel that can meet a rounding tie);
+ * MT_CONV_COLS8, eight positions per pass for the layers of two or more output channels per
+ * group (mt_conv_dsp_*_cols, mt_conv_cols8, the columns' helpers; off, the two below go too);
+ * of it MT_CONV_CHANS8 and MT_CONV_CHANS8_CLAMP, the channels eight outputs at a time
+ * (mt_conv_chans8_*: y_min at the type's minimum, or above it), and MT_CONV_ONE_CHAN, one
+ * channel at a time (mt_conv_chan1_*: fewer than eight positions, a channel that can meet a
+ * rounding tie, no bias, the array's last channel of many taps). A call that needs a variant
+ * that is off goes to the reference whole. */
+#ifndef MT_CONV_DW3
+#define MT_CONV_DW3 1
+#endif
+#ifndef MT_CONV_COLS8
+#define MT_CONV_COLS8 1
+#endif
+#ifndef MT_CONV_CHANS8
+#define MT_CONV_CHANS8 1
+#endif
+#ifndef MT_CONV_CHANS8_CLAMP
+#define MT_CONV_CHANS8_CLAMP 1
+#endif
+#ifndef MT_CONV_ONE_CHAN
+#define MT_CONV_ONE_CHAN 1
+#endif
 /* The Armv7E-M variants of the linear layers with int8 weights (mt_linear.c): MT_LINEAR_ROWS, two
  * rows of x per pass (mt_linear_rows_*: a layer of two rows or more); MT_LINEAR_UP, the int8 x
  * int8 layers with int16 outputs and a channel at a shift of 0 or less (mt_linear_any_*,

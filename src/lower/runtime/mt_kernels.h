@@ -849,6 +849,35 @@ int32_t mt_sample_s16(const int16_t *logits, int n, int top_k, int32_t logit_q24
  * col: scratch of 8 ((CG KH KW + 3) & ~3) int16 on a word boundary, for the int8 x int8
  *   variants on Armv7E-M (eight im2col columns at a time) and RISC-V (three columns of int8
  *   taps); its contents are not kept; or NULL (the portable loops). */
+/* Which Armv7E-M variant of mt_conv_s8_s8_* a call takes (mt_conv_arm.c), stated once for the
+ * runtime and for the lowering's emitter, which leaves out of a firmware the variants no step
+ * takes (src/lower/emit.cpp). A call takes a variant only when every channel is
+ * MT_RQ_CHAN_FAST, every bias MT_LINEAR_BIAS_FITS and the taps CG KH KW are at most
+ * MT_LINEAR_MAX_IN_S8; then (g the call's table):
+ *   depthwise (OG = CG = 1) and MT_CONV_DW3_FITS: kernel width 3, two outputs per word of a
+ *   row; of those, MT_CONV_SAME3X3_FITS the 'same' 3 x 3 channels, MT_CONV_SAME1X3_FITS the
+ *   'same' 1-D rows (a channel whose sums can meet a rounding tie, not MT_RQ_CHAN_H_OK of
+ *   |b| + 2^7 sum |w|, by the generic rows), the others the generic rows;
+ *   other layers of OG >= 2 (and col): eight positions per pass, the channels eight outputs at
+ *   a time where MT_CONV_COLS8_CHANS (hq: every channel MT_RQ_CHAN_H_OK of CG KH KW 2^14 +
+ *   max |b|), else one by one, and the array's last channel one by one where
+ *   MT_CONV_COLS8_LAST1 (its zero-padded copy would exceed 128 taps, MT_CONV_TAB).
+ * MT_RQ_CHAN_H_OK(m, s, amax): sums |a| <= amax of a channel (m, s) never meet a rounding tie
+ * (a m an odd multiple of 2^(30+s) needs amax 2^t >= 2^(30+s), 2^t m's lowest set bit), so
+ * SMMLA's rounding is mt_rq_chan's. */
+#define MT_RQ_CHAN_H_OK(m, s, amax)                                                                \
+  ((s) >= 2 && (((uint64_t)(amax) * ((uint32_t)(m) & (0u - (uint32_t)(m)))) >> (30 + (s))) == 0)
+#define MT_CONV_DW3_FITS(g)                                                                        \
+  ((g)[MT_CONV_KW] == 3 && (g)[MT_CONV_DW] == 1 && (g)[MT_CONV_SW] == 1 && (g)[MT_CONV_KH] <= 8 &&  \
+   (g)[MT_CONV_W] >= 4 && (g)[MT_CONV_PW] <= 3 && (((g)[MT_CONV_OW] - 1) & ~1) - (g)[MT_CONV_PW] <= (g)[MT_CONV_W] - 1)
+#define MT_CONV_SAME3X3_FITS(g)                                                                    \
+  ((g)[MT_CONV_KH] == 3 && (g)[MT_CONV_PW] == 1 && (g)[MT_CONV_PH] == 1 && (g)[MT_CONV_SH] == 1 &&   \
+   (g)[MT_CONV_DH] == 1 && (g)[MT_CONV_H] >= 3)
+#define MT_CONV_SAME1X3_FITS(g)                                                                    \
+  ((g)[MT_CONV_KH] == 1 && (g)[MT_CONV_PW] == 1 && (g)[MT_CONV_PH] == 0 && (g)[MT_CONV_SH] == 1 &&   \
+   (g)[MT_CONV_OW] == (g)[MT_CONV_W] && (g)[MT_CONV_OH] == (g)[MT_CONV_H])
+#define MT_CONV_COLS8_CHANS(positions, hq, has_bias) ((positions) >= 8 && (hq) && (has_bias))
+#define MT_CONV_COLS8_LAST1(taps) ((taps) % 4 != 0 && (((taps) + 3) & ~3) > 128)
 void mt_conv_s8_s8_s8(const int8_t *x, const int8_t *w, const int32_t *b, int8_t *y, const int32_t *g,
                       const int32_t *rq, int rq_per_channel, int32_t y_zero, int32_t y_min, int16_t *col);
 void mt_conv_s8_s8_s16(const int8_t *x, const int8_t *w, const int32_t *b, int16_t *y, const int32_t *g,
