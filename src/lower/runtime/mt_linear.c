@@ -545,14 +545,17 @@ MT_DEFINE_LINEAR_WORDS(mt_linear_dsp2_s16_s16_s16, int16_t, mt_linear_words_s16_
  * and four SMLAD: 2 LDR, 4 SXTB16, 2 LDRD and 8 SMLAD per 16 MACs, 8 inputs per loop step and
  * the end test, 35 instructions per 32 MACs where MT_ROWS_MAC_s16's one-word loads take 42
  * (the int16 x int16 rows' 35, mt_rows2_mac_s16). 14 registers (MT_LDRD14). */
-#if MT_LDRD14
-#define MT_ROWS_LDRD_STEP                                                                                 \
+/* A word of each channel's weights in pair order split into (pe, p) and (ge, g) */
+#define MT_ROWS_SPLIT_W                                                                                   \
   "ldr %[p], [%[w0]], #4\n\t"     /* weights w0 w2 w1 w3 of channel 0 (pair order) */                    \
   "sxtb16 %[pe], %[p]\n\t"        /* (w0, w1) */                                                         \
   "sxtb16 %[p], %[p], ror #8\n\t" /* (w2, w3) */                                                         \
   "ldr %[g], [%[w1]], #4\n\t"     /* channel 1 */                                                        \
   "sxtb16 %[ge], %[g]\n\t"                                                                               \
-  "sxtb16 %[g], %[g], ror #8\n\t"                                                                        \
+  "sxtb16 %[g], %[g], ror #8\n\t"
+#if MT_LDRD14
+#define MT_ROWS_LDRD_STEP                                                                                 \
+  MT_ROWS_SPLIT_W                                                                                         \
   "ldrd %[t], %[u], [%[xa]], #8\n\t" /* (x0, x1), (x2, x3) of row a */                                  \
   "smlad %[a00], %[t], %[pe], %[a00]\n\t"                                                                \
   "smlad %[a01], %[t], %[ge], %[a01]\n\t"                                                                \
@@ -628,13 +631,7 @@ MT_ASM_INLINE void mt_rows_mac8_s16(const int16_t *xa, const int16_t *xb, const 
       a00 = s_[0], a01 = s_[1], a10 = s_[2], a11 = s_[3];                                                 \
       break;                                                                                              \
     }                                                                                                     \
-    __asm__("1:\n\t"                                                                                       \
-            "ldr %[p], [%[w0]], #4\n\t"        /* weights w0 w2 w1 w3 of channel 0 (pair order) */       \
-            "sxtb16 %[pe], %[p]\n\t"           /* (w0, w1) */                                            \
-            "sxtb16 %[p], %[p], ror #8\n\t"    /* (w2, w3) */                                            \
-            "ldr %[g], [%[w1]], #4\n\t"        /* channel 1 */                                           \
-            "sxtb16 %[ge], %[g]\n\t"                                                                      \
-            "sxtb16 %[g], %[g], ror #8\n\t"                                                               \
+    __asm__("1:\n\t" MT_ROWS_SPLIT_W                                                                       \
             "ldr %[t], [%[xa]], #4\n\t"        /* (x0, x1) of row a */                                   \
             "smlad %[a00], %[t], %[pe], %[a00]\n\t"                                                       \
             "smlad %[a01], %[t], %[ge], %[a01]\n\t"                                                       \
