@@ -906,7 +906,7 @@ MT_DEFINE_CONV_DW3_DSP(mt_conv_dw3_s8_s8_s16, int16_t, mt_conv_dw3_chan_s16, mt_
     const int16_t *const tail = col; /* (no tail: MT_COLS4_SUMS reads the int8 columns whole) */ \
     uint32_t bmax = 0;                                                                                    \
     int n, grp, o, k, j, c, hq = 1;                                                                       \
-    if (taps > 65536) return 0;                                                                           \
+    if (taps > MT_LINEAR_MAX_IN_S8) return 0; /* the int8 sums' bound, as the emitter's switches read it */ \
     if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min); /* its own checks */ \
     if (!mt_conv_rq_ok(rq, rq_per_channel, b, O, y_zero, &bmax)) return 0;                               \
     if (!col || OG == 1) return 0; /* one channel per group: a column would serve one channel */          \
@@ -1227,7 +1227,7 @@ MT_DEFINE_CONV_CHAN1(mt_conv_chan1_s16, int16_t, 16)
     const int taps = CG * g[MT_CONV_KH] * g[MT_CONV_KW];                                                  \
     uint32_t bmax = 0;                                                                                    \
     int o, hq = 1;                                                                                        \
-    if (taps > 65536) return 0;                                                                           \
+    if (taps > MT_LINEAR_MAX_IN_S8) return 0; /* the int8 sums' bound, as the emitter's switches read it */ \
     if (OG == 1 && CG == 1) return DW3(x, w, b, y, g, rq, rq_per_channel, y_zero, y_min); /* its own checks */ \
     if (!mt_conv_rq_ok(rq, rq_per_channel, b, O, y_zero, &bmax)) return 0;                                \
     if (!MT_CONV_COLS8 || !col || OG == 1) return 0; /* one channel per group: a column would serve one */ \
